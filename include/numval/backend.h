@@ -1,0 +1,127 @@
+/* numval backend ABI: what a device runtime implements so numval can validate it.
+ *
+ * A backend is a shared object exporting one symbol, nv_backend_entry, returning
+ * a table of functions. numval-worker loads it with dlopen (backend spec
+ * "plugin:/path/lib.so"); the built-in emulated accelerator ("emu:...") and the
+ * exec harness bridge implement the same table. Documented in docs/BACKEND_ABI.md.
+ *
+ * Rules of the ABI:
+ * - Tensors cross the ABI encoded in their dtype, little-endian, one element per
+ *   storage unit (fp64: 8 bytes, fp32/tf32/int32: 4, bf16/fp16: 2, every 8-bit and
+ *   sub-byte format: 1 byte, value in the low bits). Strides count elements.
+ * - Outputs are allocated by the backend (so numval can check the shape and
+ *   strides it chose) and released through release_tensor.
+ * - Errors: a function returns NV_OK or a negative NV_E_* code and writes a
+ *   NUL-terminated message into err (errlen bytes, always >= 256).
+ * - Op attributes arrive as a JSON object text (e.g. {"axis":1}); unknown keys
+ *   must be ignored, missing ones take the catalog default (docs/JOBS.md).
+ * - A backend must be usable from several threads at once with one context each;
+ *   numval never shares a context between threads.
+ */
+#ifndef NUMVAL_BACKEND_H
+#define NUMVAL_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NV_BACKEND_ABI_VERSION 1
+#define NV_BACKEND_MAX_DIMS 8
+
+enum {
+    NV_OK = 0,
+    NV_E_INVALID = -1,     /* invalid input: the op's documented refusal (bad shape, dtype, attr) */
+    NV_E_SHAPE = -2,       /* shapes do not fit the op */
+    NV_E_DTYPE = -3,       /* dtype not supported by the op or the device */
+    NV_E_UNSUPPORTED = -4, /* op, backward or graph not offered by this backend */
+    NV_E_NONDETERMINISTIC = -5, /* refused: op is non-deterministic in deterministic mode */
+    NV_E_NOMEM = -6,
+    NV_E_DEVICE = -7,      /* device or runtime failure */
+};
+
+typedef struct nv_tensor_view {
+    int32_t dtype; /* nv_dtype value (worker/numerics/dtype.h; fixed numbers) */
+    int32_t ndim;
+    int64_t shape[NV_BACKEND_MAX_DIMS];
+    int64_t strides[NV_BACKEND_MAX_DIMS]; /* elements */
+    void *data;                           /* points at element [0,...,0] */
+} nv_tensor_view;
+
+/* One operator invocation. The caller owns inputs; the backend fills outputs[]
+ * (n_outputs set by the caller to the count the op produces) with tensors it
+ * allocated. */
+typedef struct nv_op_call {
+    const char *op;         /* catalog name: "exp", "softmax", "matmul" ... */
+    const char *attrs_json; /* JSON object text, never NULL ("{}" when none) */
+    int32_t out_dtype;      /* dtype the caller asks the result in */
+    int32_t n_inputs;
+    const nv_tensor_view *inputs;
+    int32_t n_outputs;
+    nv_tensor_view *outputs;
+} nv_op_call;
+
+/* Backward (vector-Jacobian product) of one op: given the forward inputs, the
+ * tensors the device saved (saved[] as declared by describe's "saved" list for the
+ * op), and the output gradient, produce one gradient per differentiable input. */
+typedef struct nv_backward_call {
+    const char *op;
+    const char *attrs_json;
+    int32_t n_inputs;
+    const nv_tensor_view *inputs;
+    int32_t n_saved;
+    const nv_tensor_view *saved;
+    const nv_tensor_view *grad_output;
+    int32_t n_grads;
+    nv_tensor_view *grad_inputs; /* backend-allocated; dtype declared by the backend */
+} nv_backward_call;
+
+/* A graph (fused subgraph) call: graph_json is the graph spec of docs/JOBS.md.
+ * Graph inputs in order; outputs: the graph's outputs, and when capture is set,
+ * every node's output in topological order after them. */
+typedef struct nv_graph_call {
+    const char *graph_json;
+    int32_t capture;
+    int32_t n_inputs;
+    const nv_tensor_view *inputs;
+    int32_t n_outputs;
+    nv_tensor_view *outputs;
+} nv_graph_call;
+
+typedef struct nv_backend {
+    uint32_t abi_version; /* NV_BACKEND_ABI_VERSION the backend was built against */
+    uint32_t struct_size; /* sizeof(nv_backend) at build time */
+    const char *name;
+
+    /* Create a context from the option text after the backend kind in the spec
+     * (for "emu:accum=fp32" that is "accum=fp32"; may be ""). */
+    int (*open)(const char *options, void **ret_ctx, char *err, size_t errlen);
+    void (*close)(void *ctx);
+
+    /* JSON object text describing the device, owned by the backend and valid until
+     * close: {"device": str, "build": {...identity...}, "mode": {...numerical
+     * mode...}, "contract": {...dtype contract...}, "inference_only": bool,
+     * "nondeterministic_ops": [str...], "saved": {"op": ["input:0"|"output:0"]}} */
+    const char *(*describe)(void *ctx);
+
+    int (*forward)(void *ctx, nv_op_call *call, char *err, size_t errlen);
+    /* May be NULL (no backward: an inference-only backend). */
+    int (*backward)(void *ctx, nv_backward_call *call, char *err, size_t errlen);
+    /* May be NULL (no fused execution). */
+    int (*graph)(void *ctx, nv_graph_call *call, char *err, size_t errlen);
+
+    /* Release a tensor's data the backend allocated in outputs/grad_inputs. */
+    void (*release_tensor)(void *ctx, nv_tensor_view *t);
+} nv_backend;
+
+/* The one symbol a plugin exports. */
+typedef const nv_backend *(*nv_backend_entry_fn)(void);
+#define NV_BACKEND_ENTRY_SYMBOL "nv_backend_entry"
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

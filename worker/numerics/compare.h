@@ -1,0 +1,61 @@
+/* Comparison of device values against exact references (DESIGN.md "Comparison"):
+ * NaN positions must match, infinities must match in sign, finite values are
+ * judged by the tolerance; metrics in ULPs of the output dtype (glibc libm-test:
+ * |got - exact| / ulp(exact)), absolute and relative. */
+#ifndef NUMVAL_COMPARE_H
+#define NUMVAL_COMPARE_H
+
+#include <stdint.h>
+
+#include "dtype.h"
+#include "tolerance.h"
+
+#define NV_COMPARE_FIRST 16
+
+typedef enum nv_failure_class {
+    NV_FAIL_NONE = 0,
+    NV_FAIL_NAN_MISMATCH,
+    NV_FAIL_INF_MISMATCH,
+    NV_FAIL_ULP_EXCEEDED,   /* ulp and allclose metrics */
+    NV_FAIL_BOUND_EXCEEDED, /* bound metric */
+} nv_failure_class;
+
+const char *nv_failure_class_name(nv_failure_class c);
+
+typedef struct nv_compare_input {
+    nv_dtype dtype;          /* output dtype: ULPs are of this format */
+    int64_t n;               /* element count */
+    const double *got;       /* device values, decoded */
+    const double *exact;     /* exact reference, high part */
+    const double *exact_lo;  /* low part (double-double) or NULL */
+    const double *abs_sum;   /* bound metric: sum |x_i| of each output's reduction, or NULL */
+    int64_t reduction_len;   /* bound metric: n of g(n) */
+} nv_compare_input;
+
+typedef struct nv_mismatch {
+    int64_t index;
+    double got, exact, ulp_err, abs_err, allowed;
+    nv_failure_class kind;
+} nv_mismatch;
+
+typedef struct nv_compare_result {
+    int64_t compared, mismatches, nan_mismatches, inf_mismatches;
+    double max_ulp, mean_ulp, p99_ulp; /* over finite pairs; p99 from a log-binned histogram */
+    double max_abs, max_rel;
+    double max_allowed;      /* largest allowance any element had (abs units) */
+    double headroom;         /* max over elements of err / allowed: <= 1 passes */
+    nv_failure_class failure; /* first class seen in index order, NONE when passed */
+    int n_first;
+    nv_mismatch first[NV_COMPARE_FIRST]; /* lowest indices */
+} nv_compare_result;
+
+/* Compare in one pass. Returns 0 or -EINVAL (bad tolerance for this input, e.g.
+ * bound metric without abs_sum). */
+int nv_compare(const nv_compare_input *in, const nv_tolerance *tol, nv_compare_result *ret);
+
+/* Same metrics for fp32 pairs where ref is the exact value as fp32 (benchmarks,
+ * bulk tensors): the single-pass, vectorisable kernel. */
+int nv_compare_f32(const float *got, const float *ref, int64_t n, const nv_tolerance *tol,
+                   nv_compare_result *ret);
+
+#endif

@@ -1,0 +1,27 @@
+/* Philox4x32-10 counter-based RNG (Salmon et al., "Parallel Random Numbers: As
+ * Easy as 1, 2, 3", SC11). A stream is keyed by (seed, case, tensor) so every
+ * input is a pure function of those, independent of threads and call order. */
+#ifndef NUMVAL_RNG_H
+#define NUMVAL_RNG_H
+
+#include <stdint.h>
+
+/* One Philox4x32-10 block: ctr[4] encrypted under key[2]. out may alias ctr. */
+void nv_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+
+typedef struct nv_rng {
+    uint32_t key[2];
+    uint32_t ctr[4];
+    uint32_t buf[4];
+    int avail; /* unread words left in buf */
+} nv_rng;
+
+/* Stream for (seed, case_index, tensor_index): key = seed (64 bits), counter high
+ * words = case and tensor index, low word counts blocks. */
+void nv_rng_init(nv_rng *r, uint64_t seed, uint32_t case_index, uint32_t tensor_index);
+uint32_t nv_rng_u32(nv_rng *r);
+uint64_t nv_rng_u64(nv_rng *r);
+double nv_rng_uniform(nv_rng *r);  /* [0, 1) with 53 random bits */
+double nv_rng_normal(nv_rng *r);   /* standard normal (Box-Muller on two uniforms) */
+
+#endif
