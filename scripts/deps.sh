@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Install the Debian 12 packages numval needs (only the missing ones).
+#   scripts/deps.sh build    compiler, meson and the libraries
+#   scripts/deps.sh test     build + what the tests drive (python3, torch, chromium, node)
+#   scripts/deps.sh bench    test + the peers of the benchmarks (wrk, nginx)
+set -euo pipefail
+
+build_pkgs=(gcc pkg-config meson ninja-build libuv1-dev libsqlite3-dev libcurl4-openssl-dev
+            libjansson-dev libzstd-dev libhttp-parser-dev libinih-dev libmpfr-dev libgmp-dev
+            python3 zstd curl ca-certificates)
+test_pkgs=(python3-numpy python3-torch chromium fonts-liberation nodejs npm libjs-chart.js)
+bench_pkgs=(wrk nginx-light)
+
+want=("${build_pkgs[@]}")
+case "${1:-build}" in
+    build) ;;
+    test) want+=("${test_pkgs[@]}") ;;
+    bench) want+=("${test_pkgs[@]}" "${bench_pkgs[@]}") ;;
+    *) echo "usage: $0 build|test|bench" >&2; exit 2 ;;
+esac
+
+missing=()
+for p in "${want[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "numval: installing Debian packages: ${missing[*]}" >&2
+sudo=()
+[ "$(id -u)" -eq 0 ] || sudo=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -q
+"${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
