@@ -1,0 +1,302 @@
+#!/usr/bin/python3
+"""numval exec harness for PyTorch (protocol: docs/EXEC_PROTOCOL.md).
+
+Runs numval's operator catalog through PyTorch's own operators on one device, so a
+lab validates its accelerator where its backend really plugs in: the dispatcher,
+autograd, autocast and the RNG.
+
+    numval-worker run job.json --backend "exec:/usr/bin/python3 worker/harness/torch_harness.py --device cpu"
+
+--device takes cpu, cuda, cuda:N, or a privateuseone device name.
+"""
+
+import argparse
+import json
+import math
+import platform
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+PROTOCOL = 1
+
+# Element encodings shared with the C ABI (docs/BACKEND_ABI.md). bf16 travels as
+# its 16-bit pattern; numpy has no bf16, so it is viewed through int16.
+DTYPES = {
+    "fp64": (torch.float64, np.float64, 8),
+    "fp32": (torch.float32, np.float32, 4),
+    "fp16": (torch.float16, np.float16, 2),
+    "bf16": (torch.bfloat16, np.int16, 2),
+    "int32": (torch.int32, np.int32, 4),
+    "int8": (torch.int8, np.int8, 1),
+}
+TORCH_TO_NAME = {v[0]: k for k, v in DTYPES.items()}
+
+
+class HarnessError(Exception):
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+def read_exact(stream, n):
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = stream.read(n - len(buf))
+        if not chunk:
+            raise EOFError("input closed in the middle of a tensor")
+        buf += chunk
+    return bytes(buf)
+
+
+def decode_tensor(desc, raw, device):
+    name = desc.get("dtype")
+    if name not in DTYPES:
+        raise HarnessError("dtype", f"dtype '{name}' is not available in PyTorch {torch.__version__}")
+    tdt, ndt, size = DTYPES[name]
+    shape = [int(s) for s in desc["shape"]]
+    if math.prod(shape) * size != len(raw):
+        raise HarnessError("invalid", f"tensor '{desc.get('name')}' has {len(raw)} bytes, "
+                                      f"expected {math.prod(shape) * size}")
+    arr = np.frombuffer(raw, dtype=np.dtype(ndt).newbyteorder("<")).copy().reshape(shape)
+    t = torch.from_numpy(arr)
+    if name == "bf16":
+        t = t.view(torch.bfloat16)
+    return t.to(device)
+
+
+def encode_tensor(name, t):
+    t = t.detach()
+    fallback = t.device.type == "cpu"
+    t = t.cpu().contiguous()
+    dname = TORCH_TO_NAME.get(t.dtype)
+    if dname is None:
+        if t.dtype == torch.int64:
+            t, dname = t.to(torch.int32), "int32"
+        elif t.dtype == torch.bool:
+            t, dname = t.to(torch.int8), "int8"
+        else:
+            raise HarnessError("dtype", f"result dtype {t.dtype} has no numval encoding")
+    if dname == "bf16":
+        raw = t.view(torch.int16).numpy().astype("<i2").tobytes()
+    else:
+        raw = t.numpy().astype(np.dtype(DTYPES[dname][1]).newbyteorder("<")).tobytes()
+    return {"name": name, "dtype": dname, "shape": list(t.shape), "nbytes": len(raw)}, raw, fallback
+
+
+def rms_norm(x, w, eps):
+    # PyTorch 1.13 has no rms_norm; composed from its own operators as models do.
+    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * w
+
+
+def gelu(x, a):
+    return F.gelu(x, approximate="tanh" if a.get("approximate") == "tanh" else "none")
+
+
+def var(x, a):
+    return torch.var(x, dim=a.get("axis", -1), unbiased=bool(a.get("correction", 0)))
+
+
+UNARY = {
+    "neg": torch.neg, "abs": torch.abs, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
+    "reciprocal": torch.reciprocal, "exp": torch.exp, "exp2": torch.exp2,
+    "expm1": torch.expm1, "log": torch.log, "log2": torch.log2, "log1p": torch.log1p,
+    "sin": torch.sin, "cos": torch.cos, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
+    "erf": torch.erf, "silu": F.silu, "relu": torch.relu,
+}
+BINARY = {
+    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
+    "pow": torch.pow, "maximum": torch.maximum, "minimum": torch.minimum,
+}
+
+
+def forward_op(op, a, xs, out_dtype):
+    axis = a.get("axis", -1)
+    if op in UNARY:
+        return UNARY[op](xs[0])
+    if op in BINARY:
+        if xs[0].shape != xs[1].shape:
+            raise HarnessError("shape", f"{op}: shapes {list(xs[0].shape)} and {list(xs[1].shape)} differ")
+        return BINARY[op](xs[0], xs[1])
+    table = {
+        "gelu": lambda: gelu(xs[0], a),
+        "fma": lambda: torch.addcmul(xs[2], xs[0], xs[1]),
+        "cast": lambda: xs[0].to(DTYPES[a["to"]][0]) if a.get("to") in DTYPES else None,
+        "sum": lambda: torch.sum(xs[0], dim=axis),
+        "mean": lambda: torch.mean(xs[0], dim=axis),
+        "max": lambda: torch.amax(xs[0], dim=axis),
+        "var": lambda: var(xs[0], a),
+        "norm2": lambda: torch.linalg.vector_norm(xs[0], ord=2, dim=axis),
+        "logsumexp": lambda: torch.logsumexp(xs[0], dim=axis),
+        "softmax": lambda: F.softmax(xs[0], dim=axis),
+        "log_softmax": lambda: F.log_softmax(xs[0], dim=axis),
+        "layer_norm": lambda: F.layer_norm(xs[0], xs[0].shape[-1:], xs[1], xs[2], a.get("eps", 1e-5)),
+        "rms_norm": lambda: rms_norm(xs[0], xs[1], a.get("eps", 1e-5)),
+        "cross_entropy": lambda: cross_entropy(xs, a),
+        "matmul": lambda: matmul(xs, a),
+    }
+    if op not in table:
+        raise HarnessError("unsupported", f"op '{op}' is not in this harness")
+    y = table[op]()
+    if y is None:
+        raise HarnessError("dtype", f"cast target '{a.get('to')}' is not available in PyTorch")
+    return y
+
+
+def cross_entropy(xs, a):
+    if xs[1].dtype not in (torch.int32, torch.int64):
+        raise HarnessError("dtype", f"cross_entropy target must be int32, got {xs[1].dtype}")
+    return F.cross_entropy(xs[0], xs[1].long(), reduction=a.get("reduction", "none"))
+
+
+def matmul(xs, a):
+    scale = a.get("scale", "none")
+    if scale not in ("none", None):
+        raise HarnessError("unsupported", f"matmul scale '{scale}' needs scaled-matmul kernels "
+                                          f"that PyTorch {torch.__version__} does not have")
+    if xs[0].shape[-1] != xs[1].shape[-2]:
+        raise HarnessError("shape", f"matmul: {list(xs[0].shape)} x {list(xs[1].shape)} do not fit")
+    return torch.matmul(xs[0], xs[1])
+
+
+class CustomTanh(torch.autograd.Function):
+    """tanh with a hand-written derivative, saved from the output as kernels do."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.tanh(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g * (1 - y * y)
+
+
+def backward_op(op, a, xs, grad_out):
+    """VJP through torch.autograd; attrs "autograd" picks how the derivative is
+    acquired: builtin formulas, a custom autograd.Function, or AOTAutograd."""
+    how = a.get("autograd", "builtin")
+    leaves = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in xs]
+
+    def f(*args):
+        if how == "custom_function" and op == "tanh":
+            return CustomTanh.apply(args[0])
+        return forward_op(op, a, list(args), None)
+
+    if how == "aot":
+        from functorch.compile import aot_function, make_boxed_func
+
+        def nop(fx_module, _inputs):
+            return make_boxed_func(fx_module.forward)
+
+        fn = aot_function(f, fw_compiler=nop, bw_compiler=nop)
+    elif how in ("builtin", "custom_function"):
+        fn = f
+    else:
+        raise HarnessError("invalid", f"autograd mode '{how}' is not one of builtin, custom_function, aot")
+    y = fn(*leaves)
+    diff = [x for x in leaves if x.requires_grad]
+    grads = torch.autograd.grad(y, diff, grad_out, allow_unused=True)
+    return [g if g is not None else torch.zeros_like(x) for g, x in zip(grads, diff)]
+
+
+def describe(device):
+    dev = torch.device(device)
+    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.processor() or "cpu"
+    autocast_lower = ["matmul", "linear", "conv", "bmm", "addmm", "baddbmm"]
+    autocast_fp32 = ["exp", "log", "log_softmax", "softmax", "layer_norm", "cross_entropy",
+                     "sum", "norm2", "pow", "rsqrt", "reciprocal", "expm1", "log1p"]
+    return {
+        "device": f"torch:{device}",
+        "device_name": name,
+        "build": {"name": "pytorch", "version": torch.__version__,
+                  "runtime": f"python {platform.python_version()}",
+                  "driver": torch.version.cuda or "none"},
+        "mode": {"deterministic": torch.are_deterministic_algorithms_enabled(),
+                 "tf32_matmul": bool(getattr(torch.backends.cuda.matmul, "allow_tf32", False)),
+                 "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
+                 "float32_matmul_precision": torch.get_float32_matmul_precision()},
+        "contract": {"dtypes": sorted(DTYPES), "autocast": {"lower_precision": autocast_lower,
+                                                             "fp32": autocast_fp32}},
+        "inference_only": False,
+        "nondeterministic_ops": [],
+        "saved": {"tanh": ["output:0"], "sigmoid": ["output:0"], "exp": ["output:0"]},
+    }
+
+
+def send(out, header, payloads=()):
+    out.write((json.dumps(header, separators=(",", ":")) + "\n").encode())
+    for p in payloads:
+        out.write(p)
+    out.flush()
+
+
+def serve(device, inp, out):
+    line = inp.readline(1 << 20)
+    hello = json.loads(line)
+    if hello.get("type") != "hello" or hello.get("protocol") != PROTOCOL:
+        sys.stderr.write(f"torch_harness: expected hello protocol {PROTOCOL}, got {line[:200]!r}\n")
+        return 2
+    send(out, {"type": "hello", "protocol": PROTOCOL, "describe": describe(device)})
+    while True:
+        line = inp.readline(1 << 20)
+        if not line:
+            return 0
+        msg = json.loads(line)
+        if msg.get("type") == "bye":
+            return 0
+        raws = [read_exact(inp, int(d["nbytes"])) for d in msg.get("tensors", [])]
+        try:
+            tensors = [decode_tensor(d, r, device) for d, r in zip(msg.get("tensors", []), raws)]
+            attrs = msg.get("attrs") or {}
+            if msg.get("type") == "forward":
+                outs = [forward_op(msg["op"], attrs, tensors, msg.get("out_dtype"))]
+                names = ["output:0"]
+            elif msg.get("type") == "backward":
+                n_in, n_saved = int(msg["n_inputs"]), int(msg.get("n_saved", 0))
+                outs = backward_op(msg["op"], attrs, tensors[:n_in], tensors[n_in + n_saved])
+                names = [f"grad_input:{i}" for i in range(len(outs))]
+            else:
+                raise HarnessError("invalid", f"unknown message type '{msg.get('type')}'")
+            enc = [encode_tensor(n, t) for n, t in zip(names, outs)]
+            fallback = device != "cpu" and any(e[2] for e in enc)
+            send(out, {"type": "result", "id": msg.get("id"), "status": "ok", "fallback": fallback,
+                       "tensors": [e[0] for e in enc]}, [e[1] for e in enc])
+        except HarnessError as e:
+            send(out, {"type": "result", "id": msg.get("id"), "status": "error",
+                       "code": e.code, "message": str(e)})
+        except RuntimeError as e:
+            # PyTorch reports refusals (shape checks, deterministic-algorithm errors,
+            # autograd version-counter errors) as RuntimeError; classify by text.
+            text = str(e)
+            code = "nondeterministic" if "deterministic" in text else (
+                "shape" if "size" in text or "shape" in text else "device")
+            send(out, {"type": "result", "id": msg.get("id"), "status": "error",
+                       "code": code, "message": text.splitlines()[0] if text else "RuntimeError"})
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--deterministic", action="store_true",
+                    help="torch.use_deterministic_algorithms(True)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="intra-op threads (the worker already runs cases in parallel)")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.deterministic:
+        torch.use_deterministic_algorithms(True)
+    try:
+        torch.empty(1, device=args.device)
+    except (RuntimeError, AssertionError) as e:
+        sys.stderr.write(f"torch_harness: device '{args.device}' is not usable: {e}\n")
+        return 2
+    return serve(args.device, sys.stdin.buffer, sys.stdout.buffer)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
