@@ -1,0 +1,80 @@
+/* Philox4x32-10 (Salmon, Moraes, Dror, Shaw, "Parallel Random Numbers: As Easy
+ * as 1, 2, 3", SC11, §4 and Random123's philox.h): ten rounds of a Feistel-like
+ * network of two 32x32->64 multiplies, with a Weyl-sequence key schedule. */
+#include "rng.h"
+
+#include <math.h>
+
+#define PHILOX_M0 0xD2511F53u
+#define PHILOX_M1 0xCD9E8D57u
+#define PHILOX_W0 0x9E3779B9u /* golden ratio */
+#define PHILOX_W1 0xBB67AE85u /* sqrt(3) - 1 */
+
+void nv_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4])
+{
+    uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
+    uint32_t k0 = key[0], k1 = key[1];
+    for (int round = 0; round < 10; round++) {
+        if (round > 0) {
+            k0 += PHILOX_W0;
+            k1 += PHILOX_W1;
+        }
+        uint64_t p0 = (uint64_t)PHILOX_M0 * c0;
+        uint64_t p1 = (uint64_t)PHILOX_M1 * c2;
+        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
+        uint32_t n1 = (uint32_t)p1;
+        uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+        uint32_t n3 = (uint32_t)p0;
+        c0 = n0;
+        c1 = n1;
+        c2 = n2;
+        c3 = n3;
+    }
+    out[0] = c0;
+    out[1] = c1;
+    out[2] = c2;
+    out[3] = c3;
+}
+
+void nv_rng_init(nv_rng *r, uint64_t seed, uint32_t case_index, uint32_t tensor_index)
+{
+    r->key[0] = (uint32_t)seed;
+    r->key[1] = (uint32_t)(seed >> 32);
+    /* ctr[0..1]: 64-bit block count; ctr[2..3]: which case and tensor. */
+    r->ctr[0] = 0;
+    r->ctr[1] = 0;
+    r->ctr[2] = case_index;
+    r->ctr[3] = tensor_index;
+    r->avail = 0;
+}
+
+uint32_t nv_rng_u32(nv_rng *r)
+{
+    if (r->avail == 0) {
+        nv_philox4x32_10(r->ctr, r->key, r->buf);
+        if (++r->ctr[0] == 0)
+            r->ctr[1]++;
+        r->avail = 4;
+    }
+    return r->buf[4 - r->avail--];
+}
+
+uint64_t nv_rng_u64(nv_rng *r)
+{
+    uint64_t hi = nv_rng_u32(r);
+    return (hi << 32) | nv_rng_u32(r);
+}
+
+double nv_rng_uniform(nv_rng *r)
+{
+    return (double)(nv_rng_u64(r) >> 11) * 0x1p-53;
+}
+
+double nv_rng_normal(nv_rng *r)
+{
+    /* Box-Muller (1958): u1 in (0, 1] keeps the log finite. One of the pair is
+     * used so that the stream position depends only on the number of draws. */
+    double u1 = 1.0 - nv_rng_uniform(r);
+    double u2 = nv_rng_uniform(r);
+    return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
