@@ -61,6 +61,9 @@ typedef struct nv_op_call {
     const nv_tensor_view *inputs;
     int32_t n_outputs;
     nv_tensor_view *outputs;
+    /* Set by the backend: 1 when the op ran on a host (CPU) fallback instead of the
+     * device; numval reports it per case. The caller zeroes it before the call. */
+    int32_t fell_back;
 } nv_op_call;
 
 /* Backward (vector-Jacobian product) of one op: given the forward inputs, the

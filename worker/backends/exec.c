@@ -1,0 +1,601 @@
+/* The exec backend (docs/EXEC_PROTOCOL.md). Every failure of the harness process
+ * becomes an NV_E_DEVICE error of the call, with the harness's stderr tail, and the
+ * process is killed so the next call starts a fresh one: a broken harness costs a
+ * case, never the worker. */
+#include "exec.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "numerics/dtype.h"
+
+#define LINE_MAX_BYTES (1 << 20)
+#define STDERR_TAIL 4096
+#define PAYLOAD_MAX ((int64_t)1 << 32)
+
+typedef struct exec_ctx {
+    char *command;
+    pid_t pid;    /* -1 when no harness runs */
+    int to_fd;    /* harness stdin */
+    int from_fd;  /* harness stdout */
+    int err_fd;   /* unlinked temp file holding the harness's stderr */
+    char *describe;
+    char *rbuf;   /* bytes read from the harness, not yet consumed */
+    size_t rlen;
+    uint64_t next_id;
+    int timeout_ms;
+} exec_ctx;
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void stderr_tail(exec_ctx *c, char *out, size_t outlen)
+{
+    out[0] = '\0';
+    if (c->err_fd < 0 || outlen < 2)
+        return;
+    off_t end = lseek(c->err_fd, 0, SEEK_END);
+    size_t want = outlen - 1 < STDERR_TAIL ? outlen - 1 : STDERR_TAIL;
+    off_t start = end > (off_t)want ? end - (off_t)want : 0;
+    ssize_t n = pread(c->err_fd, out, (size_t)(end - start), start);
+    out[n > 0 ? n : 0] = '\0';
+}
+
+/* Message for a failed conversation: what went wrong plus the stderr tail. */
+static void fail(exec_ctx *c, char *err, size_t errlen, const char *fmt, ...)
+{
+    char what[512], tail[STDERR_TAIL + 1];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    stderr_tail(c, tail, sizeof(tail));
+    snprintf(err, errlen, "harness '%s': %s%s%s", c->command, what,
+             tail[0] ? "; its stderr ends with: " : "", tail);
+}
+
+static void harness_kill(exec_ctx *c)
+{
+    if (c->to_fd >= 0)
+        close(c->to_fd);
+    if (c->from_fd >= 0)
+        close(c->from_fd);
+    c->to_fd = c->from_fd = -1;
+    if (c->pid > 0) {
+        kill(c->pid, SIGKILL);
+        waitpid(c->pid, NULL, 0);
+    }
+    c->pid = -1;
+    c->rlen = 0;
+}
+
+static int write_all(exec_ctx *c, const void *buf, size_t n, int64_t deadline)
+{
+    const char *p = buf;
+    while (n > 0) {
+        struct pollfd pfd = {.fd = c->to_fd, .events = POLLOUT};
+        int64_t left = deadline - now_ms();
+        if (left <= 0)
+            return -ETIMEDOUT;
+        int r = poll(&pfd, 1, (int)left);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return r == 0 ? -ETIMEDOUT : -errno;
+        ssize_t w = write(c->to_fd, p, n);
+        if (w < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (w < 0)
+            return -errno;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Read more bytes into rbuf (which has room for at least want more). */
+static int fill(exec_ctx *c, size_t want, int64_t deadline)
+{
+    for (;;) {
+        struct pollfd pfd = {.fd = c->from_fd, .events = POLLIN};
+        int64_t left = deadline - now_ms();
+        if (left <= 0)
+            return -ETIMEDOUT;
+        int r = poll(&pfd, 1, (int)left);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return r == 0 ? -ETIMEDOUT : -errno;
+        ssize_t n = read(c->from_fd, c->rbuf + c->rlen, want);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            return -EPIPE;
+        c->rlen += (size_t)n;
+        return 0;
+    }
+}
+
+/* One header line, NUL-terminated, malloc'd. */
+static int read_line(exec_ctx *c, char **ret, int64_t deadline)
+{
+    for (;;) {
+        char *nl = memchr(c->rbuf, '\n', c->rlen);
+        if (nl) {
+            size_t len = (size_t)(nl - c->rbuf);
+            char *line = malloc(len + 1);
+            if (!line)
+                return -ENOMEM;
+            memcpy(line, c->rbuf, len);
+            line[len] = '\0';
+            memmove(c->rbuf, nl + 1, c->rlen - len - 1);
+            c->rlen -= len + 1;
+            *ret = line;
+            return 0;
+        }
+        if (c->rlen >= LINE_MAX_BYTES)
+            return -E2BIG;
+        int r = fill(c, LINE_MAX_BYTES - c->rlen, deadline);
+        if (r < 0)
+            return r;
+    }
+}
+
+static int read_exact(exec_ctx *c, uint8_t *dst, size_t n, int64_t deadline)
+{
+    size_t have = c->rlen < n ? c->rlen : n;
+    memcpy(dst, c->rbuf, have);
+    memmove(c->rbuf, c->rbuf + have, c->rlen - have);
+    c->rlen -= have;
+    while (have < n) {
+        ssize_t r;
+        struct pollfd pfd = {.fd = c->from_fd, .events = POLLIN};
+        int64_t left = deadline - now_ms();
+        if (left <= 0)
+            return -ETIMEDOUT;
+        int p = poll(&pfd, 1, (int)left);
+        if (p < 0 && errno == EINTR)
+            continue;
+        if (p <= 0)
+            return p == 0 ? -ETIMEDOUT : -errno;
+        r = read(c->from_fd, dst + have, n - have);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (r <= 0)
+            return r == 0 ? -EPIPE : -errno;
+        have += (size_t)r;
+    }
+    return 0;
+}
+
+static const char *io_what(int r)
+{
+    switch (r) {
+    case -ETIMEDOUT:
+        return "no reply before the timeout";
+    case -EPIPE:
+        return "the harness closed its output (exited or crashed)";
+    case -E2BIG:
+        return "a header line longer than 1 MiB";
+    default:
+        return strerror(-r);
+    }
+}
+
+static int spawn(exec_ctx *c, char *err, size_t errlen)
+{
+    int in[2], out[2];
+    if (pipe2(in, O_CLOEXEC) < 0)
+        return fail(c, err, errlen, "pipe: %s", strerror(errno)), -errno;
+    if (pipe2(out, O_CLOEXEC) < 0) {
+        int e = errno;
+        close(in[0]);
+        close(in[1]);
+        return fail(c, err, errlen, "pipe: %s", strerror(e)), -e;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+        return fail(c, err, errlen, "fork: %s", strerror(e)), -e;
+    }
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        dup2(c->err_fd, 2);
+        execl("/bin/sh", "sh", "-c", c->command, (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    c->pid = pid;
+    c->to_fd = in[1];
+    c->from_fd = out[0];
+    c->rlen = 0;
+    return 0;
+}
+
+/* Start the harness and exchange hellos; keeps the first describe it sent. */
+static int harness_start(exec_ctx *c, char *err, size_t errlen)
+{
+    int r = spawn(c, err, errlen);
+    if (r < 0)
+        return NV_E_DEVICE;
+    int64_t deadline = now_ms() + c->timeout_ms;
+    static const char hello[] = "{\"type\":\"hello\",\"protocol\":1}\n";
+    char *line = NULL;
+    r = write_all(c, hello, sizeof(hello) - 1, deadline);
+    if (r == 0)
+        r = read_line(c, &line, deadline);
+    if (r < 0) {
+        fail(c, err, errlen, "no hello: %s", io_what(r));
+        harness_kill(c);
+        return NV_E_DEVICE;
+    }
+    json_error_t jerr;
+    json_t *msg = json_loads(line, 0, &jerr);
+    json_t *proto = json_object_get(msg, "protocol");
+    const char *type = json_string_value(json_object_get(msg, "type"));
+    if (!msg || !type || strcmp(type, "hello") != 0 || !json_is_integer(proto)) {
+        fail(c, err, errlen, "first line is not a hello: '%.120s'", line);
+        r = NV_E_DEVICE;
+    } else if (json_integer_value(proto) != NVW_EXEC_PROTOCOL) {
+        fail(c, err, errlen, "speaks protocol %lld, this worker speaks %d",
+             (long long)json_integer_value(proto), NVW_EXEC_PROTOCOL);
+        r = NV_E_DEVICE;
+    } else if (!c->describe) {
+        json_t *d = json_object_get(msg, "describe");
+        c->describe = json_dumps(json_is_object(d) ? d : json_object(), JSON_COMPACT);
+        r = c->describe ? NV_OK : NV_E_NOMEM;
+    }
+    json_decref(msg);
+    free(line);
+    if (r != NV_OK)
+        harness_kill(c);
+    return r;
+}
+
+/* Contiguous little-endian bytes of a (possibly strided) view. */
+static uint8_t *gather(const nv_tensor_view *v, size_t *ret_n)
+{
+    const nv_dtype_info *info = nv_dtype_get((nv_dtype)v->dtype);
+    if (!info || v->ndim < 0 || v->ndim > NV_BACKEND_MAX_DIMS)
+        return NULL;
+    int64_t numel = 1;
+    for (int d = 0; d < v->ndim; d++)
+        numel *= v->shape[d];
+    size_t sz = (size_t)info->storage_bytes;
+    uint8_t *out = malloc(numel > 0 ? (size_t)numel * sz : 1);
+    if (!out)
+        return NULL;
+    int64_t idx[NV_BACKEND_MAX_DIMS] = {0};
+    for (int64_t i = 0; i < numel; i++) {
+        int64_t off = 0;
+        for (int d = 0; d < v->ndim; d++)
+            off += idx[d] * v->strides[d];
+        memcpy(out + (size_t)i * sz, (const uint8_t *)v->data + off * (int64_t)sz, sz);
+        for (int d = v->ndim - 1; d >= 0; d--) {
+            if (++idx[d] < v->shape[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    *ret_n = (size_t)numel * sz;
+    return out;
+}
+
+static json_t *tensor_desc(const char *name, const nv_tensor_view *v, size_t nbytes)
+{
+    json_t *shape = json_array();
+    for (int d = 0; d < v->ndim; d++)
+        json_array_append_new(shape, json_integer(v->shape[d]));
+    return json_pack("{s:s, s:s, s:o, s:I}", "name", name, "dtype",
+                     nv_dtype_name((nv_dtype)v->dtype), "shape", shape, "nbytes",
+                     (json_int_t)nbytes);
+}
+
+static int error_code(const char *code)
+{
+    static const struct { const char *name; int code; } map[] = {
+        {"invalid", NV_E_INVALID}, {"shape", NV_E_SHAPE}, {"dtype", NV_E_DTYPE},
+        {"unsupported", NV_E_UNSUPPORTED}, {"nondeterministic", NV_E_NONDETERMINISTIC},
+        {"device", NV_E_DEVICE}};
+    for (size_t i = 0; code && i < sizeof(map) / sizeof(map[0]); i++)
+        if (strcmp(code, map[i].name) == 0)
+            return map[i].code;
+    return NV_E_DEVICE;
+}
+
+/* Decode the reply's tensors into backend-owned views. */
+static int read_outputs(exec_ctx *c, json_t *tensors, nv_tensor_view *outs, int n_outs,
+                        int64_t deadline, char *err, size_t errlen)
+{
+    if (!json_is_array(tensors) || (int)json_array_size(tensors) != n_outs) {
+        fail(c, err, errlen, "reply carries %d tensors, %d expected",
+             json_is_array(tensors) ? (int)json_array_size(tensors) : -1, n_outs);
+        return NV_E_DEVICE;
+    }
+    for (int i = 0; i < n_outs; i++) {
+        json_t *t = json_array_get(tensors, (size_t)i), *shape = json_object_get(t, "shape");
+        nv_dtype dt;
+        nv_tensor_view *v = &outs[i];
+        memset(v, 0, sizeof(*v));
+        if (nv_dtype_from_name(json_string_value(json_object_get(t, "dtype")), &dt) < 0 ||
+            !json_is_array(shape) || json_array_size(shape) > NV_BACKEND_MAX_DIMS) {
+            fail(c, err, errlen, "reply tensor %d has a bad dtype or shape", i);
+            return NV_E_DEVICE;
+        }
+        int64_t numel = 1;
+        v->dtype = (int32_t)dt;
+        v->ndim = (int32_t)json_array_size(shape);
+        for (int d = v->ndim - 1; d >= 0; d--) {
+            json_t *e = json_array_get(shape, (size_t)d);
+            v->shape[d] = json_integer_value(e);
+            if (!json_is_integer(e) || v->shape[d] < 0 || v->shape[d] > PAYLOAD_MAX) {
+                fail(c, err, errlen, "reply tensor %d has a bad extent", i);
+                return NV_E_DEVICE;
+            }
+            v->strides[d] = numel;
+            numel *= v->shape[d];
+        }
+        int64_t nbytes = numel * nv_dtype_get(dt)->storage_bytes;
+        if (numel > PAYLOAD_MAX || json_integer_value(json_object_get(t, "nbytes")) != nbytes) {
+            fail(c, err, errlen, "reply tensor %d: nbytes disagrees with dtype and shape", i);
+            return NV_E_DEVICE;
+        }
+        v->data = malloc(nbytes > 0 ? (size_t)nbytes : 1);
+        if (!v->data)
+            return NV_E_NOMEM;
+        int r = read_exact(c, v->data, (size_t)nbytes, deadline);
+        if (r < 0) {
+            fail(c, err, errlen, "reading tensor %d: %s", i, io_what(r));
+            return NV_E_DEVICE;
+        }
+    }
+    return NV_OK;
+}
+
+/* Send one request (hdr gets "id" and "tensors") and read its reply into outs.
+ * Any conversation failure kills the harness so the next call starts afresh. */
+static int transact(exec_ctx *c, json_t *hdr, const nv_tensor_view *const *ins, int n_ins,
+                    nv_tensor_view *outs, int n_outs, int32_t *ret_fell_back, char *err,
+                    size_t errlen)
+{
+    int r = NV_OK;
+    if (c->pid < 0 && (r = harness_start(c, err, errlen)) != NV_OK)
+        return r;
+    uint64_t id = ++c->next_id;
+    json_t *descs = json_array();
+    uint8_t **bufs = calloc((size_t)n_ins + 1, sizeof(*bufs));
+    size_t *lens = calloc((size_t)n_ins + 1, sizeof(*lens));
+    char *head = NULL, *line = NULL;
+    json_t *reply = NULL;
+    if (!descs || !bufs || !lens) {
+        r = NV_E_NOMEM;
+        goto out;
+    }
+    for (int i = 0; i < n_ins; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "input:%d", i);
+        if (!(bufs[i] = gather(ins[i], &lens[i]))) {
+            snprintf(err, errlen, "input %d: unknown dtype or out of memory", i);
+            r = NV_E_INVALID;
+            goto out;
+        }
+        json_array_append_new(descs, tensor_desc(name, ins[i], lens[i]));
+    }
+    json_object_set_new(hdr, "id", json_integer((json_int_t)id));
+    json_object_set(hdr, "tensors", descs);
+    head = json_dumps(hdr, JSON_COMPACT);
+    if (!head) {
+        r = NV_E_NOMEM;
+        goto out;
+    }
+    int64_t deadline = now_ms() + c->timeout_ms;
+    int io = write_all(c, head, strlen(head), deadline);
+    io = io < 0 ? io : write_all(c, "\n", 1, deadline);
+    for (int i = 0; io == 0 && i < n_ins; i++)
+        io = write_all(c, bufs[i], lens[i], deadline);
+    io = io < 0 ? io : read_line(c, &line, deadline);
+    if (io < 0) {
+        fail(c, err, errlen, "%s", io_what(io));
+        r = NV_E_DEVICE;
+        goto out;
+    }
+    json_error_t jerr;
+    reply = json_loads(line, 0, &jerr);
+    const char *type = json_string_value(json_object_get(reply, "type"));
+    const char *status = json_string_value(json_object_get(reply, "status"));
+    if (!reply || !type || strcmp(type, "result") != 0 || !status ||
+        json_integer_value(json_object_get(reply, "id")) != (json_int_t)id) {
+        fail(c, err, errlen, "garbled reply to request %llu: '%.160s'", (unsigned long long)id,
+             line);
+        r = NV_E_DEVICE;
+    } else if (strcmp(status, "ok") != 0) {
+        const char *msg = json_string_value(json_object_get(reply, "message"));
+        snprintf(err, errlen, "%s", msg ? msg : "the harness refused the call");
+        r = error_code(json_string_value(json_object_get(reply, "code")));
+        json_t *t = json_object_get(reply, "tensors");
+        if (json_array_size(t) > 0) { /* an error reply carries no payload by protocol */
+            fail(c, err, errlen, "error reply with tensors");
+            r = NV_E_DEVICE;
+        }
+    } else {
+        r = read_outputs(c, json_object_get(reply, "tensors"), outs, n_outs, deadline, err,
+                         errlen);
+        if (r == NV_OK && ret_fell_back)
+            *ret_fell_back = json_is_true(json_object_get(reply, "fallback"));
+    }
+out:
+    if (r == NV_E_DEVICE || r == NV_E_NOMEM) {
+        for (int i = 0; i < n_outs; i++) {
+            free(outs[i].data);
+            outs[i].data = NULL;
+        }
+        harness_kill(c);
+    }
+    for (int i = 0; bufs && i < n_ins; i++)
+        free(bufs[i]);
+    free(bufs);
+    free(lens);
+    free(head);
+    free(line);
+    json_decref(descs);
+    json_decref(reply);
+    return r;
+}
+
+static int attrs_into(json_t *hdr, const char *attrs_json, char *err, size_t errlen)
+{
+    json_error_t jerr;
+    json_t *attrs = json_loads(attrs_json ? attrs_json : "{}", 0, &jerr);
+    if (!json_is_object(attrs)) {
+        json_decref(attrs);
+        snprintf(err, errlen, "attrs are not a JSON object: '%.120s'", attrs_json);
+        return NV_E_INVALID;
+    }
+    json_object_set_new(hdr, "attrs", attrs);
+    return NV_OK;
+}
+
+static int exec_forward(void *ctx, nv_op_call *call, char *err, size_t errlen)
+{
+    exec_ctx *c = ctx;
+    const nv_tensor_view *ins[16];
+    if (call->n_inputs < 0 || call->n_inputs > 16)
+        return snprintf(err, errlen, "%d inputs", call->n_inputs), NV_E_INVALID;
+    for (int i = 0; i < call->n_inputs; i++)
+        ins[i] = &call->inputs[i];
+    json_t *hdr = json_pack("{s:s, s:s, s:s}", "type", "forward", "op", call->op, "out_dtype",
+                            nv_dtype_name((nv_dtype)call->out_dtype));
+    int r = hdr ? attrs_into(hdr, call->attrs_json, err, errlen) : NV_E_NOMEM;
+    if (r == NV_OK)
+        r = transact(c, hdr, ins, call->n_inputs, call->outputs, call->n_outputs,
+                     &call->fell_back, err, errlen);
+    json_decref(hdr);
+    return r;
+}
+
+static int exec_backward(void *ctx, nv_backward_call *call, char *err, size_t errlen)
+{
+    exec_ctx *c = ctx;
+    const nv_tensor_view *ins[33];
+    int n = 0;
+    if (call->n_inputs < 0 || call->n_saved < 0 || call->n_inputs + call->n_saved > 32)
+        return snprintf(err, errlen, "too many tensors"), NV_E_INVALID;
+    for (int i = 0; i < call->n_inputs; i++)
+        ins[n++] = &call->inputs[i];
+    for (int i = 0; i < call->n_saved; i++)
+        ins[n++] = &call->saved[i];
+    ins[n++] = call->grad_output;
+    json_t *hdr = json_pack("{s:s, s:s, s:i, s:i}", "type", "backward", "op", call->op,
+                            "n_inputs", call->n_inputs, "n_saved", call->n_saved);
+    int r = hdr ? attrs_into(hdr, call->attrs_json, err, errlen) : NV_E_NOMEM;
+    if (r == NV_OK)
+        r = transact(c, hdr, ins, n, call->grad_inputs, call->n_grads, NULL, err, errlen);
+    json_decref(hdr);
+    return r;
+}
+
+static void exec_close(void *ctx)
+{
+    exec_ctx *c = ctx;
+    if (!c)
+        return;
+    if (c->pid > 0) {
+        /* A polite goodbye; the harness gets a moment to exit before the kill. */
+        static const char bye[] = "{\"type\":\"bye\"}\n";
+        if (write_all(c, bye, sizeof(bye) - 1, now_ms() + 200) == 0) {
+            for (int i = 0; i < 50 && waitpid(c->pid, NULL, WNOHANG) == 0; i++)
+                usleep(10000);
+        }
+    }
+    harness_kill(c);
+    if (c->err_fd >= 0)
+        close(c->err_fd);
+    free(c->command);
+    free(c->describe);
+    free(c->rbuf);
+    free(c);
+}
+
+static int exec_open(const char *options, void **ret_ctx, char *err, size_t errlen)
+{
+    if (!options || !*options)
+        return snprintf(err, errlen, "exec backend needs a command: 'exec:COMMAND'"),
+               NV_E_INVALID;
+    exec_ctx *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NV_E_NOMEM;
+    c->pid = -1;
+    c->to_fd = c->from_fd = -1;
+    c->command = strdup(options);
+    c->rbuf = malloc(LINE_MAX_BYTES + 1);
+    const char *t = getenv("NUMVAL_EXEC_TIMEOUT");
+    c->timeout_ms = t && atoi(t) > 0 ? atoi(t) * 1000 : 60000;
+    char path[] = "/tmp/numval-exec-stderr-XXXXXX";
+    c->err_fd = mkostemp(path, O_CLOEXEC);
+    if (c->err_fd >= 0)
+        unlink(path);
+    if (!c->command || !c->rbuf || c->err_fd < 0) {
+        exec_close(c);
+        return snprintf(err, errlen, "exec backend: out of memory or no temp file"),
+               NV_E_NOMEM;
+    }
+    /* Writing to a harness that died must be an error of the call, not a SIGPIPE
+     * that kills the worker. */
+    signal(SIGPIPE, SIG_IGN);
+    int r = harness_start(c, err, errlen);
+    if (r != NV_OK) {
+        exec_close(c);
+        return r;
+    }
+    *ret_ctx = c;
+    return NV_OK;
+}
+
+static const char *exec_describe(void *ctx)
+{
+    return ((exec_ctx *)ctx)->describe;
+}
+
+static void exec_release(void *ctx, nv_tensor_view *t)
+{
+    (void)ctx;
+    free(t->data);
+    t->data = NULL;
+}
+
+static const nv_backend exec_table = {
+    .abi_version = NV_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(nv_backend),
+    .name = "exec",
+    .open = exec_open,
+    .close = exec_close,
+    .describe = exec_describe,
+    .forward = exec_forward,
+    .backward = exec_backward,
+    .graph = NULL,
+    .release_tensor = exec_release,
+};
+
+const nv_backend *nvw_exec_table(void)
+{
+    return &exec_table;
+}
