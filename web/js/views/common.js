@@ -1,0 +1,69 @@
+// Pieces several views share: job tables, device names, tolerance text.
+
+import {h, badge, num, when, duration, shortId} from '../util.js';
+
+export function jobProgress(j) {
+  const total = j.cases_total ?? null;
+  const done = j.cases_done ?? null;
+  if (total === null && done === null) return '—';
+  const pct = total ? Math.round((100 * (done || 0)) / total) : 0;
+  const label = `${num(done ?? 0)} / ${num(total ?? '?')}`;
+  return h('span.progress', {title: `${pct}%`},
+    h('progress', {max: total || 1, value: done || 0, 'aria-label': `cases done ${label}`}),
+    ' ', label);
+}
+
+export function jobWhat(j) {
+  const spec = j.spec || {};
+  const what = j.op || spec.op || (spec.graph && spec.graph.name) || spec.model || '';
+  return `${j.kind || spec.kind || '?'}${what ? ' · ' + what : ''}`;
+}
+
+export function jobsTable(jobs, {caption} = {}) {
+  return h('div.table-wrap', h('table.data',
+    caption ? h('caption', caption) : null,
+    h('thead', h('tr',
+      ['Job', 'State', 'What', 'Device', 'Build', 'Cases', 'Passed', 'Failed', 'Created', 'Took']
+        .map((t) => h('th', {scope: 'col'}, t)))),
+    h('tbody', jobs.map((j) => h('tr', {dataset: {job: j.id, state: j.state}},
+      h('td', h('a', {href: `#/jobs/${encodeURIComponent(j.id)}`}, `#${j.id}`)),
+      h('td', badge(j.state)),
+      h('td', jobWhat(j)),
+      h('td', j.device ? h('a', {href: `#/devices?name=${encodeURIComponent(j.device)}`}, j.device) : '—'),
+      h('td', j.build_id != null ? h('span', {title: String(j.build_id)}, shortId(j.build_id, 10)) : '—'),
+      h('td', jobProgress(j)),
+      h('td.num', num(j.cases_passed)),
+      h('td.num', j.cases_failed ? h('strong.bad', num(j.cases_failed)) : num(j.cases_failed)),
+      h('td', h('time', {datetime: j.created_at || ''}, when(j.created_at))),
+      h('td', duration(j.started_at, j.finished_at)))))));
+}
+
+export function tolMetric(t) {
+  if (!t) return '—';
+  switch (t.metric) {
+    case 'ulp': return `≤ ${num(t.max_ulp)} ULP`;
+    case 'allclose': return `atol ${num(t.atol)} + rtol ${num(t.rtol)}·|ref|`;
+    case 'bound': return `bound c=${num(t.c)} · g(n)=${t.growth || 'n'} · u(${t.u_dtype || 'out'})`;
+    default: return t.metric ? String(t.metric) : JSON.stringify(t);
+  }
+}
+
+export function tolReason(t) {
+  if (!t) return '—';
+  return h('span.reason', t.reason_code ? h('code', t.reason_code) : null,
+    t.reason_code && t.reason ? ': ' : '', t.reason || '');
+}
+
+export function deviceState(d) {
+  const st = d.state || (d.quarantined ? 'quarantined' : 'unknown');
+  const reason = d.quarantine_reason || d.last_crash_reason || d.last_crash || d.last_error;
+  return h('span', badge(st),
+    reason && (st === 'quarantined' || d.quarantined) ? h('span.reason', ' ', reason) : null);
+}
+
+export function listOf(body, key) {
+  if (!body) return [];
+  if (Array.isArray(body)) return body;
+  if (Array.isArray(body[key])) return body[key];
+  return [];
+}

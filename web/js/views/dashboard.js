@@ -1,0 +1,128 @@
+// Dashboard: queue depth, devices, latest builds with pass/fail counts, recent
+// failures. Polls with ETags and redraws only what changed.
+
+import {h, clear, num, when, badge, empty, errorBox, section, shortId} from '../util.js';
+import {getJson, optional, poll} from '../api.js';
+import {jobsTable, deviceState, listOf} from './common.js';
+
+const POLL_MS = 2000;
+
+function countLabel(body) {
+  const n = listOf(body, 'jobs').length;
+  return body && body.next_cursor ? `${n}+` : String(n);
+}
+
+function queueCard(queued, running, health) {
+  const depth = health && (health.queue_depth ?? health.queued ?? (health.jobs && health.jobs.queued));
+  return h('div.stats',
+    h('div.stat', h('span.stat-n', {id: 'queue-depth'},
+      depth !== undefined && depth !== null ? num(depth) : countLabel(queued)), h('span', 'queued')),
+    h('div.stat', h('span.stat-n', {id: 'running-count'}, countLabel(running)), h('span', 'running')),
+    health && health.status ? h('div.stat', h('span.stat-n', health.status), h('span', 'daemon')) : null);
+}
+
+function devicesTable(devices) {
+  if (!devices.length) return empty('No devices registered yet.');
+  return h('div.table-wrap', h('table.data', {id: 'dash-devices'},
+    h('thead', h('tr', ['Device', 'State', 'Backend', 'Slots'].map((t) => h('th', {scope: 'col'}, t)))),
+    h('tbody', devices.map((d) => h('tr',
+      h('td', h('a', {href: `#/devices?name=${encodeURIComponent(d.name)}`}, d.name)),
+      h('td', deviceState(d)),
+      h('td', h('code', d.backend || '—')),
+      h('td.num', num(d.slots)))))));
+}
+
+// Pass/fail per build: from the build's own counts when the API has them, else
+// summed over its most recent jobs (labelled as such).
+async function buildRows(builds) {
+  const rows = [];
+  for (const b of builds.slice(0, 5)) {
+    let passed = b.cases_passed ?? b.passed, failed = b.cases_failed ?? b.failed, note = '';
+    if (passed === undefined || failed === undefined) {
+      const jobs = await getJson(`/jobs?build=${encodeURIComponent(b.id)}&limit=100`);
+      const list = listOf(jobs, 'jobs');
+      passed = list.reduce((a, j) => a + (j.cases_passed || 0), 0);
+      failed = list.reduce((a, j) => a + (j.cases_failed || 0), 0);
+      if (jobs.next_cursor) note = ' (latest 100 jobs)';
+    }
+    rows.push(h('tr',
+      h('td', h('a', {href: `#/jobs?build=${encodeURIComponent(b.id)}`}, b.name || shortId(b.id))),
+      h('td', b.version || '—'),
+      h('td', h('code', shortId(b.commit || '', 10) || '—')),
+      h('td.num', num(passed)),
+      h('td.num', failed ? h('strong.bad', num(failed)) : num(failed), note),
+      h('td', when(b.created_at))));
+  }
+  return rows;
+}
+
+export async function renderDashboard(ctx) {
+  document.title = 'Dashboard · numval';
+  const {main} = ctx;
+  const live = h('p.live', {'aria-live': 'polite'}, 'Live: updates every 2 s.');
+  const queueBox = h('div');
+  const devBox = h('div');
+  const buildBox = h('div');
+  const failBox = h('div');
+  const runBox = h('div');
+  main.append(h('h1', 'Dashboard'), live,
+    section('Queue', queueBox),
+    section('Devices', devBox),
+    section('Running jobs', runBox),
+    section('Latest builds', buildBox),
+    section('Recent failures', failBox));
+
+  const state = {};
+  async function draw(which) {
+    try {
+      if (which.queue) {
+        clear(queueBox).append(queueCard(state.queued, state.running, state.health));
+        const running = listOf(state.running, 'jobs');
+        clear(runBox).append(running.length ? jobsTable(running) : empty('Nothing running.'));
+      }
+      if (which.devices) clear(devBox).append(devicesTable(listOf(state.devices, 'devices')));
+      if (which.builds) {
+        const builds = listOf(state.builds, 'builds');
+        clear(buildBox).append(builds.length
+          ? h('div.table-wrap', h('table.data', {id: 'dash-builds'},
+            h('thead', h('tr', ['Build', 'Version', 'Commit', 'Cases passed', 'Cases failed', 'Seen']
+              .map((t) => h('th', {scope: 'col'}, t)))),
+            h('tbody', await buildRows(builds))))
+          : empty('No builds recorded yet.'));
+      }
+      if (which.failures) {
+        const fails = listOf(state.failures, 'jobs');
+        clear(failBox).append(fails.length
+          ? jobsTable(fails, {caption: 'Latest failed jobs'})
+          : empty('No failed jobs.'));
+      }
+    } catch (e) {
+      live.replaceChildren(errorBox(e));
+    }
+  }
+
+  const sources = {
+    queued: ['/jobs?state=queued&limit=100', 'queue'],
+    running: ['/jobs?state=running&limit=50', 'queue'],
+    devices: ['/devices', 'devices'],
+    builds: ['/builds', 'builds'],
+    failures: ['/jobs?state=failed&limit=10', 'failures'],
+  };
+  const [queued, running, devices, builds, failures, health] = await Promise.all([
+    getJson(sources.queued[0]), getJson(sources.running[0]), optional(sources.devices[0]),
+    optional(sources.builds[0]), getJson(sources.failures[0]),
+    fetch(new URL('healthz', document.baseURI), {headers: {Accept: 'application/json'}})
+      .then((r) => (r.ok ? r.json() : null)).catch(() => null),
+  ]);
+  Object.assign(state, {queued, running, devices, builds, failures, health});
+  await draw({queue: true, devices: true, builds: true, failures: true});
+
+  for (const [key, [path, part]] of Object.entries(sources)) {
+    ctx.onLeave(poll(path, POLL_MS, (data) => {
+      state[key] = data;
+      live.textContent = `Live: updated ${new Date().toLocaleTimeString()}.`;
+      // A job finishing changes the build totals too.
+      draw({[part]: true, builds: part === 'failures' || part === 'queue'});
+    }, (e) => { live.replaceChildren(errorBox(e)); }));
+  }
+}

@@ -1,0 +1,108 @@
+// Job detail: summary, cancel, cases table, ULP histogram; polls while the job runs.
+
+import {h, num, badge, when, duration, kv, section, empty, errorBox, shortId} from '../util.js';
+import {getJson, post, poll} from '../api.js';
+import {writeAction} from '../auth.js';
+import {histogram, ulpBins} from '../charts.js';
+import {jobProgress, jobWhat} from './common.js';
+import {casesTable, scanUlps} from './cases-table.js';
+
+const ACTIVE = ['queued', 'leased', 'running'];
+const HIST_MAX = 5000;
+
+function summary(j) {
+  return kv([
+    ['State', badge(j.state)],
+    ['What', jobWhat(j)],
+    ['Device', j.device ? h('a', {href: `#/devices?name=${encodeURIComponent(j.device)}`}, j.device) : '—'],
+    ['Build', j.build_id != null ? h('a', {href: `#/jobs?build=${encodeURIComponent(j.build_id)}`}, shortId(j.build_id, 16)) : '—'],
+    ['Progress', jobProgress(j)],
+    ['Passed / failed', h('span', num(j.cases_passed), ' / ',
+      j.cases_failed ? h('strong.bad', num(j.cases_failed)) : num(j.cases_failed))],
+    ['Priority', num(j.priority)],
+    ['Attempt', j.attempt != null ? `${j.attempt} of ${j.max_attempts ?? '?'}` : '—'],
+    ['Created', when(j.created_at)],
+    ['Started', when(j.started_at)],
+    ['Finished', when(j.finished_at)],
+    ['Took', duration(j.started_at, j.finished_at)],
+    ['Error', j.error ? h('span.bad', j.error) : undefined],
+  ]);
+}
+
+export async function renderJob(ctx) {
+  const {main, params, query} = ctx;
+  const id = params.id;
+  const base = `/jobs/${id}`;
+  document.title = `Job #${id} · numval`;
+  let job = (await getJson(`/jobs/${encodeURIComponent(id)}`)).job;
+
+  const sumBox = h('div', summary(job));
+  const actStatus = h('p.action-status', {'aria-live': 'polite'});
+  const cancelBtn = h('button.danger', {type: 'button', id: 'cancel-job', onclick: async () => {
+    const r = await writeAction(`Cancel job #${id}`, () =>
+      post(`/jobs/${encodeURIComponent(id)}/cancel`), actStatus);
+    if (r && r.job) { job = r.job; redraw(); }
+  }}, 'Cancel job');
+  const actions = h('div.actions', cancelBtn, actStatus);
+  const specBox = h('details', h('summary', 'Job spec (JSON)'),
+    h('pre.json', JSON.stringify(job.spec ?? {}, null, 2)));
+  const res = job.result && typeof job.result === 'object' ? job.result : null;
+  const asRun = res && (res.mode || res.device || res.contract || res.build)
+    ? h('details', h('summary', 'Device, numerical mode and build as run'),
+      ['device', 'mode', 'contract', 'build', 'backend'].filter((k) => res[k] !== undefined).map((k) =>
+        h('div', h('h3', k), h('pre.json', typeof res[k] === 'string' ? res[k] : JSON.stringify(res[k], null, 2)))))
+    : null;
+
+  const table = casesTable(job, query, base);
+  const histBox = h('div', h('p.muted', 'Computing the histogram…'));
+
+  function redraw() {
+    sumBox.replaceChildren(summary(job));
+    cancelBtn.hidden = !ACTIVE.includes(job.state);
+  }
+  redraw();
+
+  main.append(
+    h('p.crumbs', h('a', {href: '#/jobs'}, 'Jobs'), ' › ', `#${id}`),
+    h('h1', `Job #${id} `, badge(job.state)),
+    section('Summary', sumBox, actions, specBox, asRun),
+    section('Cases', table.el),
+    section('ULP error histogram', histBox));
+
+  await table.load();
+
+  async function hist() {
+    try {
+      const {values, complete} = await scanUlps(id, query.verdict || '', HIST_MAX, () => {}, ctx.alive);
+      if (!ctx.alive()) return;
+      const finite = values.filter((v) => v !== undefined && v !== null);
+      if (!finite.length) {
+        histBox.replaceChildren(empty('No ULP metrics in these cases (yet).'));
+        return;
+      }
+      const what = query.verdict ? `${query.verdict} cases` : 'cases';
+      const title = complete
+        ? `Max ULP error of all ${num(values.length)} ${what}`
+        : `Max ULP error of the first ${num(values.length)} ${what} (of ${num(job.cases_total)})`;
+      histBox.replaceChildren(histogram({...ulpBins(finite), title}));
+    } catch (e) {
+      histBox.replaceChildren(errorBox(e));
+    }
+  }
+  hist();
+
+  if (ACTIVE.includes(job.state)) {
+    const stop = poll(`/jobs/${encodeURIComponent(id)}`, 1500, async (data) => {
+      const was = job.state;
+      job = data.job;
+      redraw();
+      if (!ACTIVE.includes(job.state) && was !== job.state) {
+        stop();
+        main.querySelector('h1').replaceChildren(`Job #${id} `, badge(job.state));
+        await table.load();
+        hist();
+      }
+    });
+    ctx.onLeave(stop);
+  }
+}
