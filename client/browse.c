@@ -1,0 +1,312 @@
+/* numvalctl listings: jobs, show, cases, artifact, builds, devices. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "common/sha256.h"
+
+/* Parse a command's options; prints the problem and returns -EINVAL. */
+static int parse(int argc, char **argv, const nvc_opt *opts, const char **pos, int want_pos,
+                 const char *usage)
+{
+    int npos = 0;
+    char *err = NULL;
+    if (nvc_parse(argc, argv, opts, pos, want_pos, &npos, &err) < 0 || npos != want_pos) {
+        nvc_error("%s", err ? err : usage);
+        free(err);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* GET path; prints the server's error and returns NULL on failure. */
+static json_t *get(const nvc_conn *c, const char *path)
+{
+    json_t *resp = NULL;
+    char *err = NULL;
+    int r = nvc_api(c, "GET", path, NULL, &resp, &err);
+    if (r < 0) {
+        nvc_error("%s", err ? err : strerror(-r));
+        free(err);
+        return NULL;
+    }
+    if (!resp)
+        resp = json_object();
+    return resp;
+}
+
+/* Append "&key=value" (escaped) to a query string when value is set. */
+static int add_query(char *buf, size_t n, const char *key, const char *value)
+{
+    if (!value)
+        return 0;
+    char *e = nvc_escape(value);
+    if (!e)
+        return -ENOMEM;
+    size_t l = strlen(buf);
+    snprintf(buf + l, n - l, "%c%s=%s", strchr(buf, '?') ? '&' : '?', key, e);
+    free(e);
+    return 0;
+}
+
+/* Print rows of objects as a table of the given keys. */
+static int print_rows(const json_t *rows, int ncols, const char *const *headers,
+                      const char *const *keys)
+{
+    nvc_table *t = nvc_table_new(ncols, headers);
+    if (!t)
+        return -ENOMEM;
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        const json_t *row = json_array_get(rows, i);
+        char *cells[16] = {0};
+        for (int k = 0; k < ncols && k < 16; k++) {
+            const json_t *v = json_object_get(row, keys[k]);
+            cells[k] = v && !json_is_null(v) ? nvc_json_text(v) : NULL;
+        }
+        nvc_table_add(t, (const char *const *)cells);
+        for (int k = 0; k < ncols && k < 16; k++)
+            free(cells[k]);
+    }
+    nvc_table_print(t, stdout);
+    nvc_table_free(t);
+    return 0;
+}
+
+int nvc_cmd_jobs(nvc_conn *c, int argc, char **argv)
+{
+    const char *state = NULL, *kind = NULL, *device = NULL, *build = NULL, *limit = NULL;
+    const nvc_opt opts[] = {NVC_GLOBAL_OPTS(c), {"state", &state, NULL}, {"kind", &kind, NULL},
+                            {"device", &device, NULL}, {"build", &build, NULL},
+                            {"limit", &limit, NULL}, {NULL, NULL, NULL}};
+    if (parse(argc, argv, opts, NULL, 0, "usage: numvalctl jobs [--state S] [--kind K]") < 0)
+        return NVC_EXIT_ERROR;
+    char path[1024] = "/api/v1/jobs";
+    if (add_query(path, sizeof(path), "state", state) < 0 ||
+        add_query(path, sizeof(path), "kind", kind) < 0 ||
+        add_query(path, sizeof(path), "device", device) < 0 ||
+        add_query(path, sizeof(path), "build", build) < 0 ||
+        add_query(path, sizeof(path), "limit", limit) < 0)
+        return NVC_EXIT_ERROR;
+    json_t *resp = get(c, path);
+    if (!resp)
+        return NVC_EXIT_ERROR;
+    if (c->json) {
+        nvc_print_json(resp);
+    } else {
+        json_t *jobs = json_object_get(resp, "jobs");
+        /* "done" is cases_done of cases_total, shown as one column. */
+        for (size_t i = 0; i < json_array_size(jobs); i++) {
+            json_t *j = json_array_get(jobs, i);
+            char prog[64];
+            snprintf(prog, sizeof(prog), "%lld/%lld",
+                     (long long)json_integer_value(json_object_get(j, "cases_done")),
+                     (long long)json_integer_value(json_object_get(j, "cases_total")));
+            json_object_set_new(j, "_progress", json_string(prog));
+        }
+        const char *h[] = {"ID", "STATE", "KIND", "OP", "DEVICE", "CASES", "FAILED", "PRIO",
+                           "CREATED"};
+        const char *k[] = {"id", "state", "kind", "op", "device", "_progress", "cases_failed",
+                           "priority", "created_at"};
+        print_rows(jobs, 9, h, k);
+        const char *next = json_string_value(json_object_get(resp, "next_cursor"));
+        if (next)
+            fprintf(stderr, "(more: the API's cursor is '%s')\n", next);
+    }
+    json_decref(resp);
+    return NVC_EXIT_OK;
+}
+
+int nvc_cmd_show(nvc_conn *c, int argc, char **argv)
+{
+    const nvc_opt opts[] = {NVC_GLOBAL_OPTS(c), {NULL, NULL, NULL}};
+    const char *pos[1];
+    if (parse(argc, argv, opts, pos, 1, "usage: numvalctl show JOB_ID") < 0)
+        return NVC_EXIT_ERROR;
+    char *id = nvc_escape(pos[0]), path[512];
+    if (!id)
+        return NVC_EXIT_ERROR;
+    snprintf(path, sizeof(path), "/api/v1/jobs/%s", id);
+    free(id);
+    json_t *resp = get(c, path);
+    if (!resp)
+        return NVC_EXIT_ERROR;
+    json_t *job = json_object_get(resp, "job");
+    if (c->json) {
+        nvc_print_json(resp);
+    } else {
+        const char *key;
+        json_t *v;
+        json_object_foreach(job, key, v) {
+            if (!strcmp(key, "spec"))
+                continue;
+            char *t = nvc_json_text(v);
+            printf("%-14s %s\n", key, t ? t : "-");
+            free(t);
+        }
+        char *spec = json_dumps(json_object_get(job, "spec"), JSON_COMPACT);
+        if (spec)
+            printf("%-14s %s\n", "spec", spec);
+        free(spec);
+    }
+    json_decref(resp);
+    return NVC_EXIT_OK;
+}
+
+int nvc_fetch_cases(const nvc_conn *c, const char *job_id, bool failed_only, json_t **ret,
+                    char **ret_err)
+{
+    json_t *all = json_array();
+    char *cursor = NULL;
+    char *id = nvc_escape(job_id);
+    int r = -ENOMEM;
+    if (!all || !id)
+        goto out;
+    for (;;) {
+        char path[1024];
+        snprintf(path, sizeof(path), "/api/v1/jobs/%s/cases?limit=500%s", id,
+                 failed_only ? "&verdict=failed" : "");
+        if (cursor && (r = add_query(path, sizeof(path), "cursor", cursor)) < 0)
+            goto out;
+        json_t *resp = NULL;
+        r = nvc_api(c, "GET", path, NULL, &resp, ret_err);
+        if (r < 0)
+            goto out;
+        json_array_extend(all, json_object_get(resp, "cases"));
+        const char *next = json_string_value(json_object_get(resp, "next_cursor"));
+        free(cursor);
+        cursor = next && *next ? strdup(next) : NULL;
+        json_decref(resp);
+        if (!cursor)
+            break;
+    }
+    *ret = all;
+    all = NULL;
+    r = 0;
+out:
+    free(cursor);
+    free(id);
+    json_decref(all);
+    return r;
+}
+
+int nvc_cmd_cases(nvc_conn *c, int argc, char **argv)
+{
+    bool failed = false;
+    const nvc_opt opts[] = {NVC_GLOBAL_OPTS(c), {"failed", NULL, &failed}, {NULL, NULL, NULL}};
+    const char *pos[1];
+    if (parse(argc, argv, opts, pos, 1, "usage: numvalctl cases JOB_ID [--failed]") < 0)
+        return NVC_EXIT_ERROR;
+    json_t *cases = NULL;
+    char *err = NULL;
+    int r = nvc_fetch_cases(c, pos[0], failed, &cases, &err);
+    if (r < 0) {
+        nvc_error("%s", err ? err : strerror(-r));
+        free(err);
+        return NVC_EXIT_ERROR;
+    }
+    if (c->json) {
+        json_t *o = json_pack("{s:O}", "cases", cases);
+        nvc_print_json(o);
+        json_decref(o);
+    } else {
+        const char *h[] = {"INDEX", "VERDICT", "OP", "DTYPE", "SHAPE", "LAYOUT", "INPUT",
+                           "MAX_ULP", "MISMATCH", "CLASS", "TOL_V", "ARTIFACT"};
+        const char *k[] = {"index", "verdict", "op", "dtype", "shape", "layout", "input",
+                           "max_ulp", "mismatches", "failure_class", "tolerance_version",
+                           "artifact"};
+        print_rows(cases, 12, h, k);
+    }
+    json_decref(cases);
+    return NVC_EXIT_OK;
+}
+
+int nvc_cmd_artifact(nvc_conn *c, int argc, char **argv)
+{
+    const char *out = NULL;
+    const nvc_opt opts[] = {NVC_GLOBAL_OPTS(c), {"o", &out, NULL}, {"output", &out, NULL},
+                            {NULL, NULL, NULL}};
+    const char *pos[1];
+    /* "-o FILE" is the documented spelling; the parser knows only "--": map it. */
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "-o"))
+            argv[i] = "--o";
+    if (parse(argc, argv, opts, pos, 1, "usage: numvalctl artifact SHA256 -o FILE") < 0)
+        return NVC_EXIT_ERROR;
+    if (!out) {
+        nvc_error("usage: numvalctl artifact SHA256 -o FILE");
+        return NVC_EXIT_ERROR;
+    }
+    if (strlen(pos[0]) != 64 || strspn(pos[0], "0123456789abcdef") != 64) {
+        nvc_error("invalid artifact id '%s': expected 64 lowercase hex digits", pos[0]);
+        return NVC_EXIT_ERROR;
+    }
+    char path[128], *err = NULL;
+    snprintf(path, sizeof(path), "/api/v1/artifacts/%s", pos[0]);
+    nvc_response resp = {0};
+    int r = nvc_http(c, "GET", path, NULL, NULL, 0, 600, &resp, &err);
+    if (r < 0) {
+        nvc_error("%s", err ? err : strerror(-r));
+        free(err);
+        return NVC_EXIT_ERROR;
+    }
+    int status = NVC_EXIT_ERROR;
+    if (resp.status != 200) {
+        json_t *j = json_loadb(resp.body, resp.len, 0, NULL);
+        const char *msg = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+        nvc_error("server answered HTTP %ld: %s", resp.status, msg ? msg : "(no message)");
+        json_decref(j);
+        goto out;
+    }
+    /* The id is the SHA-256 of the bytes: verify before writing anything. */
+    char sha[65];
+    nv_sha256_hex(resp.body, resp.len, sha);
+    if (strcmp(sha, pos[0]) != 0) {
+        nvc_error("downloaded artifact hashes to '%s', not '%s'; refusing to write it", sha, pos[0]);
+        goto out;
+    }
+    FILE *f = fopen(out, "wb");
+    if (!f || fwrite(resp.body, 1, resp.len, f) != resp.len || fclose(f) != 0) {
+        nvc_error("cannot write '%s': %s", out, strerror(errno));
+        goto out;
+    }
+    fprintf(stderr, "numvalctl: wrote %zu bytes to '%s'\n", resp.len, out);
+    status = NVC_EXIT_OK;
+out:
+    nvc_response_done(&resp);
+    return status;
+}
+
+static int simple_list(nvc_conn *c, int argc, char **argv, const char *path, const char *key,
+                       int ncols, const char *const *h, const char *const *k)
+{
+    const nvc_opt opts[] = {NVC_GLOBAL_OPTS(c), {NULL, NULL, NULL}};
+    if (parse(argc, argv, opts, NULL, 0, "this command takes no arguments") < 0)
+        return NVC_EXIT_ERROR;
+    json_t *resp = get(c, path);
+    if (!resp)
+        return NVC_EXIT_ERROR;
+    if (c->json)
+        nvc_print_json(resp);
+    else
+        print_rows(json_object_get(resp, key), ncols, h, k);
+    json_decref(resp);
+    return NVC_EXIT_OK;
+}
+
+int nvc_cmd_builds(nvc_conn *c, int argc, char **argv)
+{
+    const char *h[] = {"ID", "NAME", "VERSION", "COMMIT", "CREATED"};
+    const char *k[] = {"id", "name", "version", "commit", "created_at"};
+    return simple_list(c, argc, argv, "/api/v1/builds", "builds", 5, h, k);
+}
+
+int nvc_cmd_devices(nvc_conn *c, int argc, char **argv)
+{
+    const char *h[] = {"NAME", "BACKEND", "STATE", "SLOTS", "QUARANTINED", "LAST_SEEN",
+                       "LAST_CRASH"};
+    const char *k[] = {"name", "backend", "state", "slots", "quarantined", "last_seen",
+                       "last_crash"};
+    return simple_list(c, argc, argv, "/api/v1/devices", "devices", 7, h, k);
+}

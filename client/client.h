@@ -1,0 +1,97 @@
+/* numvalctl internals: the HTTP wrapper (http.c, the only file that sees curl),
+ * argument parsing, table output and the commands. */
+#ifndef NUMVAL_CLIENT_H
+#define NUMVAL_CLIENT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Exit statuses (numvalctl submit --wait: 0 all passed, 1 some case failed). */
+enum { NVC_EXIT_OK = 0, NVC_EXIT_FAILED = 1, NVC_EXIT_ERROR = 2 };
+
+typedef struct nvc_conn {
+    const char *server; /* base URL without trailing slash */
+    const char *token;  /* may be NULL */
+    bool json;          /* --json: machine-readable listings */
+} nvc_conn;
+
+typedef struct nvc_response {
+    long status;  /* HTTP status */
+    char *body;   /* NUL-terminated (binary bodies: use len) */
+    size_t len;
+} nvc_response;
+
+/* Process-wide curl setup and teardown. */
+int nvc_http_init(void);
+void nvc_http_done(void);
+
+/* One request to server + path. body may be NULL. Returns 0 when an HTTP
+ * response arrived (any status; *ret filled, free with nvc_response_done), or
+ * -ECONNREFUSED/-ETIMEDOUT/-EIO when the server could not be reached, with a
+ * malloc'd message in *ret_err. timeout_s 0: the default (60 s). */
+int nvc_http(const nvc_conn *c, const char *method, const char *path, const char *content_type,
+             const void *body, size_t body_len, long timeout_s, nvc_response *ret,
+             char **ret_err);
+void nvc_response_done(nvc_response *r);
+
+/* Percent-encode a query value; malloc'd, NULL on ENOMEM. */
+char *nvc_escape(const char *s);
+
+/* JSON request: sends body (may be NULL), expects a JSON reply. On 2xx returns
+ * 0 and a new reference in *ret (NULL for 204). On an HTTP error returns
+ * -EPROTO with *ret_err formatted from the server's {"error":{code, message,
+ * field}}; unreachable server as nvc_http. */
+int nvc_api(const nvc_conn *c, const char *method, const char *path, json_t *body, json_t **ret,
+            char **ret_err);
+
+/* Command-line options: "--name value", "--name=value" or a flag. */
+typedef struct nvc_opt {
+    const char *name;   /* without the dashes */
+    const char **value; /* set for options taking a value */
+    bool *flag;         /* set for flags */
+} nvc_opt;
+
+/* The options every command also accepts after its name. */
+#define NVC_GLOBAL_OPTS(c)                                                                        \
+    {"server", &(c)->server, NULL}, {"token", &(c)->token, NULL}, {"json", NULL, &(c)->json}
+
+/* Parse argv[0..argc) against opts (NULL-name terminated); non-option words go
+ * to pos[] (at most max_pos). Returns 0 or -EINVAL with *ret_err set. */
+int nvc_parse(int argc, char **argv, const nvc_opt *opts, const char **pos, int max_pos,
+              int *ret_npos, char **ret_err);
+
+/* Aligned text table. */
+typedef struct nvc_table nvc_table;
+nvc_table *nvc_table_new(int ncols, const char *const *headers);
+int nvc_table_add(nvc_table *t, const char *const *cells); /* copies */
+void nvc_table_print(const nvc_table *t, FILE *f);
+void nvc_table_free(nvc_table *t);
+
+/* Render a JSON scalar (or compact JSON for containers) as text; malloc'd. */
+char *nvc_json_text(const json_t *v);
+/* Print a JSON value indented, to stdout. */
+void nvc_print_json(const json_t *v);
+/* Read a whole file as JSON; returns NULL with *ret_err set. */
+json_t *nvc_load_json_file(const char *path, char **ret_err);
+
+/* Commands: argc/argv start after the command name. Return an exit status. */
+int nvc_cmd_submit(nvc_conn *c, int argc, char **argv);
+int nvc_cmd_jobs(nvc_conn *c, int argc, char **argv);
+int nvc_cmd_show(nvc_conn *c, int argc, char **argv);
+int nvc_cmd_cases(nvc_conn *c, int argc, char **argv);
+int nvc_cmd_artifact(nvc_conn *c, int argc, char **argv);
+int nvc_cmd_tolerance(nvc_conn *c, int argc, char **argv);
+int nvc_cmd_builds(nvc_conn *c, int argc, char **argv);
+int nvc_cmd_devices(nvc_conn *c, int argc, char **argv);
+
+/* Fetch every case of a job (following cursors); failed_only filters. */
+int nvc_fetch_cases(const nvc_conn *c, const char *job_id, bool failed_only, json_t **ret,
+                    char **ret_err);
+/* Write JUnit XML for jobs (array of JOB objects) with their cases (array of
+ * arrays, same order). 0 or negative errno, *ret_err set. */
+int nvc_junit_write(const char *path, const json_t *jobs, const json_t *cases, char **ret_err);
+
+void nvc_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

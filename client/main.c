@@ -1,0 +1,95 @@
+/* numvalctl: the numval command-line client. It speaks only the public JSON API. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+
+static const char USAGE[] =
+    "usage: numvalctl [--server URL] [--token T] [--json] COMMAND ...\n"
+    "\n"
+    "  submit JOB.json [--device NAME] [--priority N]\n"
+    "         [--build build.json | --build-name N --build-version V --commit C]\n"
+    "         [--wait] [--junit FILE] [--timeout S]\n"
+    "                      submit a job or a suite file; print the job ids. --wait exits\n"
+    "                      0 if every case passed, 1 if any failed, 2 on error\n"
+    "  jobs [--state S] [--kind K] [--device D] [--limit N]\n"
+    "  show JOB_ID\n"
+    "  cases JOB_ID [--failed]\n"
+    "  artifact SHA256 -o FILE\n"
+    "  tolerance list [--op X] [--dtype D]\n"
+    "  tolerance history --op X --dtype D\n"
+    "  tolerance set --op X --dtype D [--mode PATTERN] --metric ulp|allclose|bound\n"
+    "         (--max-ulp U | --atol A --rtol R | --c C --growth n|log2n|sqrtn)\n"
+    "         --reason-code CODE --reason TEXT\n"
+    "  builds\n"
+    "  devices\n"
+    "\n"
+    "Server and token also come from NUMVAL_SERVER and NUMVAL_TOKEN\n"
+    "(default server http://127.0.0.1:8080).\n";
+
+typedef struct command {
+    const char *name;
+    int (*fn)(nvc_conn *c, int argc, char **argv);
+} command;
+
+static const command COMMANDS[] = {
+    {"submit", nvc_cmd_submit},       {"jobs", nvc_cmd_jobs},
+    {"show", nvc_cmd_show},           {"cases", nvc_cmd_cases},
+    {"artifact", nvc_cmd_artifact},   {"tolerance", nvc_cmd_tolerance},
+    {"builds", nvc_cmd_builds},       {"devices", nvc_cmd_devices},
+};
+
+int main(int argc, char **argv)
+{
+    nvc_conn c = {0};
+    c.server = getenv("NUMVAL_SERVER");
+    c.token = getenv("NUMVAL_TOKEN");
+    int i = 1;
+    /* Global options before the command. */
+    for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(USAGE, stdout);
+            return 0;
+        } else if (strcmp(a, "--version") == 0) {
+            printf("numvalctl %s\n", NV_VERSION);
+            return 0;
+        } else if (strcmp(a, "--json") == 0) {
+            c.json = true;
+        } else if ((strcmp(a, "--server") == 0 || strcmp(a, "--token") == 0) && i + 1 < argc) {
+            if (a[2] == 's')
+                c.server = argv[++i];
+            else
+                c.token = argv[++i];
+        } else if (strncmp(a, "--server=", 9) == 0) {
+            c.server = a + 9;
+        } else if (strncmp(a, "--token=", 8) == 0) {
+            c.token = a + 8;
+        } else {
+            nvc_error("unknown or incomplete option '%s'\n%s", a, USAGE);
+            return NVC_EXIT_ERROR;
+        }
+    }
+    if (i >= argc) {
+        fputs(USAGE, stderr);
+        return NVC_EXIT_ERROR;
+    }
+    if (!c.server || !*c.server)
+        c.server = "http://127.0.0.1:8080";
+    const command *cmd = NULL;
+    for (size_t k = 0; k < sizeof(COMMANDS) / sizeof(COMMANDS[0]); k++)
+        if (strcmp(COMMANDS[k].name, argv[i]) == 0)
+            cmd = &COMMANDS[k];
+    if (!cmd) {
+        nvc_error("unknown command '%s'; see 'numvalctl --help'", argv[i]);
+        return NVC_EXIT_ERROR;
+    }
+    if (nvc_http_init() < 0) {
+        nvc_error("cannot initialize libcurl");
+        return NVC_EXIT_ERROR;
+    }
+    int status = cmd->fn(&c, argc - i - 1, argv + i + 1);
+    nvc_http_done();
+    return status;
+}
