@@ -47,7 +47,8 @@ export function histogram({labels, counts, title, markAt}) {
     const {g, w, hgt, fg, grid} = setup(canvas, 220);
     const pad = {l: 44, r: 10, t: 10, b: 34};
     const pw = w - pad.l - pad.r, ph = hgt - pad.t - pad.b;
-    const max = Math.max(1, ...counts);
+    const step = Math.max(1, Math.ceil(Math.max(1, ...counts) / 4));
+    const max = step * 4;
     g.font = '11px system-ui, sans-serif';
     g.strokeStyle = grid;
     g.fillStyle = fg;
@@ -55,7 +56,7 @@ export function histogram({labels, counts, title, markAt}) {
       const y = pad.t + ph - (ph * k) / 4;
       g.beginPath(); g.moveTo(pad.l, y); g.lineTo(pad.l + pw, y); g.stroke();
       g.textAlign = 'right';
-      g.fillText(num(Math.round((max * k) / 4)), pad.l - 4, y + 4);
+      g.fillText(num(step * k), pad.l - 4, y + 4);
     }
     const bw = pw / labels.length;
     labels.forEach((l, i) => {

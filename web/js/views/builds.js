@@ -4,7 +4,7 @@
 import {h, num, when, section, empty, shortId, kv} from '../util.js';
 import {optional} from '../api.js';
 import {href} from '../router.js';
-import {listOf} from './common.js';
+import {buildsOf} from './common.js';
 
 function buildLabel(b) {
   return `${b.name || shortId(b.id)}${b.version ? ' ' + b.version : ''}${b.commit ? ' @' + String(b.commit).slice(0, 8) : ''}`;
@@ -27,7 +27,7 @@ export async function renderBuilds(ctx) {
   document.title = 'Builds · numval';
   const {main, query} = ctx;
   const body = await optional('/builds');
-  const builds = listOf(body, 'builds');
+  const builds = buildsOf(body);
   main.append(h('h1', 'Builds'));
   if (!builds.length) {
     main.append(section('Builds', empty('No builds recorded yet.')));
@@ -59,7 +59,7 @@ function caseList(title, list, id) {
 export async function renderCompare(ctx) {
   document.title = 'Build compare · numval';
   const {main, query} = ctx;
-  const builds = listOf(await optional('/builds'), 'builds');
+  const builds = buildsOf(await optional('/builds'));
   main.append(h('p.crumbs', h('a', {href: '#/builds'}, 'Builds'), ' › compare'), h('h1', 'Build compare'));
   if (builds.length > 1) main.append(compareForm(builds, query));
   if (!query.base || !query.head) {

@@ -100,9 +100,11 @@ export function casesTable(job, query, base) {
     draw();
     const b = {...query};
     delete b.cursor;
-    pager.replaceChildren(
+    pager.replaceChildren(...[
       query.cursor ? h('a.button.secondary', {href: href(base, b)}, '« First page') : null,
-      state.next ? h('a.button', {href: href(base, {...b, cursor: state.next}), rel: 'next'}, 'Next cases ›') : null);
+      query.cursor ? h('button.secondary', {type: 'button', onclick: () => history.back()}, '‹ Previous') : null,
+      state.next ? h('a.button', {href: href(base, {...b, cursor: state.next}), rel: 'next'}, 'Next cases ›') : null,
+    ].filter(Boolean));
   }
 
   return {el: h('div', controls, status, tableBox, pager), load};

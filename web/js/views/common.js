@@ -67,3 +67,14 @@ export function listOf(body, key) {
   if (Array.isArray(body[key])) return body[key];
   return [];
 }
+
+// A build row with its identity fields lifted (the API nests them under "identity").
+export function normBuild(b) {
+  const id = b.identity && typeof b.identity === 'object' ? b.identity : {};
+  return {...b, name: b.name ?? id.name, version: b.version ?? id.version,
+    commit: b.commit ?? id.commit};
+}
+
+export function buildsOf(body) {
+  return listOf(body, 'builds').map(normBuild);
+}

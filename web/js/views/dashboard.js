@@ -3,7 +3,7 @@
 
 import {h, clear, num, when, badge, empty, errorBox, section, shortId} from '../util.js';
 import {getJson, optional, poll} from '../api.js';
-import {jobsTable, deviceState, listOf} from './common.js';
+import {jobsTable, deviceState, listOf, buildsOf} from './common.js';
 
 const POLL_MS = 2000;
 
@@ -82,7 +82,7 @@ export async function renderDashboard(ctx) {
       }
       if (which.devices) clear(devBox).append(devicesTable(listOf(state.devices, 'devices')));
       if (which.builds) {
-        const builds = listOf(state.builds, 'builds');
+        const builds = buildsOf(state.builds);
         clear(buildBox).append(builds.length
           ? h('div.table-wrap', h('table.data', {id: 'dash-builds'},
             h('thead', h('tr', ['Build', 'Version', 'Commit', 'Cases passed', 'Cases failed', 'Seen']

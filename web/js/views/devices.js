@@ -35,8 +35,8 @@ function deviceCard(d) {
     kv([
       ['Backend', d.backend ? h('code', d.backend) : undefined],
       ['Slots', d.slots !== undefined ? num(d.slots) : undefined],
-      ['Workers', d.workers !== undefined ? num(d.workers) : undefined],
-      ['Crashes', d.crashes !== undefined ? num(d.crashes) : undefined],
+      ['Local (spawned by numvald)', d.local !== undefined ? (d.local ? 'yes' : 'no (remote worker)') : undefined],
+      ['Restarts', d.restarts !== undefined ? num(d.restarts) : undefined],
       ['Quarantine reason', d.quarantine_reason || undefined],
       ['Last crash', d.last_crash_reason || d.last_crash || undefined],
       ['Last seen', d.last_seen || d.last_heartbeat ? when(d.last_seen || d.last_heartbeat) : undefined],

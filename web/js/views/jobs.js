@@ -4,7 +4,7 @@
 import {h, empty, qs} from '../util.js';
 import {getJson, optional, poll} from '../api.js';
 import {href} from '../router.js';
-import {jobsTable, listOf} from './common.js';
+import {jobsTable, listOf, buildsOf} from './common.js';
 
 const STATES = ['', 'queued', 'leased', 'running', 'passed', 'failed', 'error', 'cancelled'];
 const KINDS = ['', 'op', 'gradient', 'fused', 'longrun', 'suite'];
@@ -22,7 +22,7 @@ export async function renderJobs(ctx) {
   const [devices, builds] = await Promise.all([optional('/devices'), optional('/builds')]);
   const devNames = ['', ...listOf(devices, 'devices').map((d) => d.name)];
   if (query.device && !devNames.includes(query.device)) devNames.push(query.device);
-  const buildList = listOf(builds, 'builds');
+  const buildList = buildsOf(builds);
   const buildIds = ['', ...buildList.map((b) => String(b.id))];
   const buildLabels = Object.fromEntries(buildList.map((b) =>
     [String(b.id), `${b.name || b.id}${b.version ? ' ' + b.version : ''}`]));
@@ -55,12 +55,13 @@ export async function renderJobs(ctx) {
     box.replaceChildren(jobs.length ? jobsTable(jobs) : empty('No jobs match these filters.'));
     const base = {...query};
     delete base.cursor;
-    pager.replaceChildren(
+    pager.replaceChildren(...[
       query.cursor ? h('a.button.secondary', {href: href('/jobs', base)}, '« First page') : null,
       query.cursor ? h('button.secondary', {type: 'button', onclick: () => history.back()}, '‹ Previous') : null,
       data.next_cursor
         ? h('a.button', {href: href('/jobs', {...base, cursor: data.next_cursor}), rel: 'next'}, 'Next page ›')
-        : h('span.muted', query.cursor ? 'Last page.' : ''));
+        : h('span.muted', query.cursor ? 'Last page.' : ''),
+    ].filter(Boolean));
   }
   draw(body);
   main.append(h('h1', 'Jobs'), form, box, pager);

@@ -1,0 +1,126 @@
+// Starts and stops a real numvald (with its supervised emu workers) for the browser
+// tests: 127.0.0.1 on a free port, a temp data dir, tokens created with
+// `numvald token create`. Everything started here is killed in stopService and,
+// as a last resort, when the node process exits.
+
+import {spawn, execFileSync} from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+
+const started = new Set();
+
+function killGroup(child, sig) {
+  try { process.kill(-child.pid, sig); } catch (e) { /* already gone */ }
+}
+
+process.on('exit', () => {
+  for (const c of started) killGroup(c, 'SIGKILL');
+});
+
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.unref();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const {port} = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function config({port, dataDir, workerBin}) {
+  return [
+    '[server]',
+    `listen = 127.0.0.1:${port}`,
+    `data_dir = ${dataDir}`,
+    '',
+    '[workers]',
+    `program = ${workerBin}`,
+    '',
+    '[device emu0]',
+    'backend = emu',
+    'slots = 1',
+    '',
+    '[device emufast]',
+    'backend = emu:transcendental=fast',
+    'slots = 1',
+    '',
+  ].join('\n');
+}
+
+function createToken(bins, cfg, name, scope) {
+  const out = execFileSync(bins.numvald, ['--config', cfg, 'token', 'create', name, '--scope', scope],
+    {encoding: 'utf8', timeout: 10000});
+  const words = out.trim().split(/\s+/).filter((w) => /^[A-Za-z0-9_.~+/=-]{16,}$/.test(w));
+  if (!words.length) throw new Error(`no token in the output of "numvald token create": ${out}`);
+  return words[words.length - 1];
+}
+
+export async function api(svc, method, p, body, token) {
+  const headers = {Accept: 'application/json'};
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  if (token) headers.Authorization = `Bearer ${token}`;
+  const res = await fetch(`${svc.url}/api/v1${p}`, {method, headers,
+    body: body === undefined ? undefined : JSON.stringify(body)});
+  const text = await res.text();
+  let json = null;
+  try { json = text ? JSON.parse(text) : null; } catch (e) { json = {raw: text}; }
+  return {status: res.status, body: json};
+}
+
+export async function waitJob(svc, id, timeoutMs) {
+  const end = Date.now() + timeoutMs;
+  let job = null;
+  while (Date.now() < end) {
+    job = (await api(svc, 'GET', `/jobs/${id}`)).body.job;
+    if (['passed', 'failed', 'error', 'cancelled'].includes(job.state)) return job;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`job ${id} did not finish in ${timeoutMs} ms: ${JSON.stringify(job)}\n` +
+    `numvald log tail:\n${svc.log().slice(-3000)}`);
+}
+
+export async function startService({bins, dir}) {
+  const port = await freePort();
+  const dataDir = path.join(dir, 'var');
+  fs.mkdirSync(dataDir, {recursive: true});
+  const cfg = path.join(dir, 'numvald.ini');
+  fs.writeFileSync(cfg, config({port, dataDir, workerBin: bins.worker}));
+  const submitToken = createToken(bins, cfg, 'browser-submit', 'submit');
+  const adminToken = createToken(bins, cfg, 'browser-admin', 'admin');
+  const logFile = path.join(dir, 'numvald.log');
+  const logFd = fs.openSync(logFile, 'a');
+  // Own process group, so its supervised workers die with it.
+  const child = spawn(bins.numvald, ['--config', cfg], {detached: true, stdio: ['ignore', logFd, logFd]});
+  fs.closeSync(logFd);
+  started.add(child);
+  const svc = {child, port, url: `http://127.0.0.1:${port}`, submitToken, adminToken, dir,
+    log: () => { try { return fs.readFileSync(logFile, 'utf8'); } catch (e) { return ''; } }};
+  const end = Date.now() + 15000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`numvald exited ${child.exitCode}:\n${svc.log()}`);
+    try {
+      const r = await fetch(`${svc.url}/healthz`);
+      if (r.ok) break;
+    } catch (e) { /* not listening yet */ }
+    if (Date.now() > end) throw new Error(`numvald not up after 15 s:\n${svc.log()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return svc;
+}
+
+export async function stopService(svc) {
+  const {child} = svc;
+  if (child.exitCode === null && child.signalCode === null) {
+    const gone = new Promise((r) => child.once('exit', r));
+    killGroup(child, 'SIGTERM');
+    const t = setTimeout(() => killGroup(child, 'SIGKILL'), 3000);
+    await gone;
+    clearTimeout(t);
+  }
+  // Workers that outlived numvald in its group.
+  killGroup(child, 'SIGKILL');
+  started.delete(child);
+}
