@@ -1,0 +1,51 @@
+// Unit tests of the web UI's pure modules (no browser needed): hash routing,
+// number formatting, ULP histogram binning. Expected values are worked out by hand.
+//   node --test modules.mjs
+
+import {test} from 'node:test';
+import assert from 'node:assert/strict';
+import {parseHash, route, match, href} from '../../web/js/router.js';
+import {num, qs} from '../../web/js/util.js';
+import {ulpBins} from '../../web/js/charts.js';
+
+test('parseHash splits path and query', () => {
+  assert.deepEqual(parseHash('#/jobs/12?verdict=failed&cursor=40'),
+    {path: '/jobs/12', query: {verdict: 'failed', cursor: '40'}});
+  assert.deepEqual(parseHash(''), {path: '/', query: {}});
+  assert.deepEqual(parseHash('#/'), {path: '/', query: {}});
+});
+
+test('routes match whole paths and decode parameters', () => {
+  const view = () => {};
+  route('/t-cases/:id', view);
+  assert.deepEqual(match('/t-cases/7'), {view, params: {id: '7'}});
+  assert.deepEqual(match('/t-cases/a%20b'), {view, params: {id: 'a b'}});
+  assert.equal(match('/t-cases/7/x'), null);
+  assert.equal(match('/t-cases'), null);
+});
+
+test('href and qs drop empty values', () => {
+  assert.equal(href('/jobs', {state: 'failed', kind: '', device: null}), '#/jobs?state=failed');
+  assert.equal(href('/jobs', {}), '#/jobs');
+  assert.equal(qs({limit: 100, cursor: ''}), '?limit=100');
+  assert.equal(qs({}), '');
+});
+
+test('num keeps integers and shows 4 significant digits otherwise', () => {
+  assert.equal(num(3), '3');
+  assert.equal(num(0.123456), '0.1235');
+  assert.equal(num(2.5e-7), '2.500e-7');
+  assert.equal(num(1234567.5), '1.235e+6');
+  assert.equal(num(Infinity), '+Inf');
+  assert.equal(num(NaN), 'NaN');
+  assert.equal(num(null), '—');
+});
+
+test('ulpBins puts each error in the smallest bin whose edge holds it', () => {
+  // 0 -> "0"; 0.5 -> "≤0.5"; 0.75 and 1 -> "≤1"; 1.5 -> "≤2"; 3 -> "≤4";
+  // 1e6 -> ">65536"; Infinity and NaN -> "NaN/Inf"; null is skipped.
+  const {labels, counts} = ulpBins([0, 0.5, 0.75, 1, 1.5, 3, 1e6, Infinity, NaN, null]);
+  const got = Object.fromEntries(labels.map((l, i) => [l, counts[i]]).filter(([, c]) => c));
+  assert.deepEqual(got, {'0': 1, '≤0.5': 1, '≤1': 2, '≤2': 1, '≤4': 1, '>65536': 1, 'NaN/Inf': 2});
+  assert.equal(counts.reduce((a, b) => a + b, 0), 9);
+});
