@@ -68,7 +68,8 @@ int nvc_table_add(nvc_table *t, const char *const *cells); /* copies */
 void nvc_table_print(const nvc_table *t, FILE *f);
 void nvc_table_free(nvc_table *t);
 
-/* Render a JSON scalar (or compact JSON for containers) as text; malloc'd. */
+/* Render a JSON scalar (or compact JSON for containers) as text; malloc'd.
+ * NULL (a missing key) renders as "-". */
 char *nvc_json_text(const json_t *v);
 /* Print a JSON value indented, to stdout. */
 void nvc_print_json(const json_t *v);

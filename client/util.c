@@ -150,6 +150,8 @@ void nvc_table_free(nvc_table *t)
 char *nvc_json_text(const json_t *v)
 {
     char buf[64];
+    if (!v)
+        return strdup("-");
     switch (json_typeof(v)) {
     case JSON_STRING:
         return strdup(json_string_value(v));
