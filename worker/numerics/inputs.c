@@ -189,7 +189,7 @@ static void gen_specials(gen *g, double *out, int64_t n)
     int ns = specials_list(g->di, sp);
     for (int64_t i = 0; i < n; i++) {
         if (i % 2 == 0)
-            out[i] = round_to(g->rq->dtype, sp[(i / 2) % ns], NV_ROUND_NEAREST_EVEN);
+            out[i] = nv_dtype_round(g->rq->dtype, sp[(i / 2) % ns], &NV_ROUND_DEFAULT, 0);
         else
             out[i] = gen_normal(g);
     }
