@@ -156,6 +156,11 @@ static uint64_t check_point(const ref_fmt *f, float xf, uint64_t *checked)
         double quantum = ldexp(1.0, (e > ref_emin(f) ? e : ref_emin(f)) - f->mbits);
         if (ldexp(fabs(x) - fabs(tz), 32) < quantum)
             aw = tz;
+        /* At or beyond max + ulp both candidates of the unbounded-exponent rounding
+         * exceed max: an overflow, which stochastic rounding treats like nearest
+         * (dtype.c overflow_to_inf). */
+        if (fabs(x) >= f->max + ldexp(1.0, (int)ilogb(f->max) - f->mbits))
+            tz = aw = ref_inf_result(f, s, false);
         double g0 = nv_dtype_round(f->dt, x, &sm, 0), g1 = nv_dtype_round(f->dt, x, &sm, ~0u);
         (*checked) += 2;
         if ((!ref_same(g0, aw) || !ref_same(g1, tz)) && bad++ == 0)
@@ -183,6 +188,13 @@ static void test_midpoints(const ref_fmt *f)
         for (size_t i = 0; i < sizeof pts / sizeof pts[0]; i++)
             bad += check_point(f, pts[i], &checked);
     }
+    /* At and beyond max + ulp even truncation overflows: RZ must still give max. */
+    int emax_plus = (int)ilogb(f->max) + 1;
+    float beyond[] = {(float)(f->max + ldexp(1.0, emax - f->mbits)), FLT_MAX,
+                      emax_plus < 127 ? (float)ldexp(1.5, emax_plus) : FLT_MAX};
+    for (size_t i = 0; i < sizeof beyond / sizeof beyond[0]; i++)
+        if (isfinite(beyond[i])) /* bf16's max + ulp is 2^128, not an fp32 */
+            bad += check_point(f, beyond[i], &checked);
     tap_ok(bad == 0, "%s: midpoints, their fp32 neighbours, thresholds match MPFR (%llu checks)",
            f->name, (unsigned long long)checked);
 }
