@@ -1,0 +1,248 @@
+"""Real numvald + numval-worker + numvalctl processes on 127.0.0.1 for the
+integration tests: temp dirs, explicit timeouts, and everything started here is
+killed (by its own pid / process group) and removed at the end, even when meson
+stops the test with SIGTERM."""
+import json
+import os
+import signal
+import socket
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+
+def _sigterm(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+signal.signal(signal.SIGTERM, _sigterm)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Fail(what)
+    print("ok -", what, flush=True)
+
+
+class Service:
+    """bins: dict with 'numvald', 'worker', 'ctl' paths."""
+
+    def __init__(self, bins, lease_ms=2000, max_attempts=5, devices=None, extra_conf=""):
+        self.bins = bins
+        self.tmp = tempfile.mkdtemp(prefix="numval-it-")
+        self.data = os.path.join(self.tmp, "data")
+        os.mkdir(self.data)
+        self.port = free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.daemon = None
+        self.workers = []
+        self.logs = []
+        self.conf = os.path.join(self.tmp, "numvald.ini")
+        lines = ["[server]",
+                 "listen = 127.0.0.1:%d" % self.port,
+                 "data_dir = %s" % self.data,
+                 "worker = %s" % bins["worker"],
+                 "anonymous_read = loopback",
+                 "",
+                 "[limits]",
+                 "lease_ms = %d" % lease_ms,
+                 "max_attempts = %d" % max_attempts,
+                 "claim_max_wait_ms = 2000",
+                 ""]
+        for name, backend in (devices or {}).items():
+            lines += ["[device %s]" % name, "backend = %s" % backend, "slots = 1", ""]
+        with open(self.conf, "w") as f:
+            f.write("\n".join(lines) + extra_conf)
+        self.tokens = {}
+
+    # -- processes -------------------------------------------------------------
+    def _log(self, name):
+        path = os.path.join(self.tmp, "%s.%d.log" % (name, len(self.logs)))
+        self.logs.append(path)
+        return open(path, "wb")
+
+    def start_daemon(self, timeout=30):
+        log = self._log("numvald")
+        # A new session: the daemon's own supervised workers share its process
+        # group, so cleanup can reach them through the daemon's pid.
+        self.daemon = subprocess.Popen([self.bins["numvald"], "--config", self.conf],
+                                       stdout=log, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
+        log.close()
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.daemon.poll() is not None:
+                raise Fail("numvald exited with %s: %s" % (self.daemon.returncode, self.tail()))
+            try:
+                with urllib.request.urlopen(self.url + "/healthz", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            time.sleep(0.1)
+        raise Fail("numvald did not answer /healthz within %d s" % timeout)
+
+    def kill_daemon(self, sig=signal.SIGKILL):
+        if self.daemon and self.daemon.poll() is None:
+            try:
+                os.killpg(self.daemon.pid, sig)
+            except ProcessLookupError:
+                pass
+            self.daemon.wait(timeout=30)
+        self.daemon = None
+
+    def token(self, scope):
+        if scope not in self.tokens:
+            p = subprocess.run([self.bins["numvald"], "--config", self.conf, "token", "create",
+                                "it-" + scope, "--scope", scope],
+                               capture_output=True, text=True, timeout=30)
+            if p.returncode != 0:
+                raise Fail("token create failed: %s %s" % (p.stdout, p.stderr))
+            self.tokens[scope] = p.stdout.strip().split()[-1]
+        return self.tokens[scope]
+
+    def start_worker(self, device, backend, threads=1, extra=()):
+        log = self._log("worker-" + device)
+        w = subprocess.Popen([self.bins["worker"], "--server", self.url,
+                              "--token", self.token("worker"), "--device", device,
+                              "--backend", backend, "--threads", str(threads),
+                              "--claim-wait-ms", "1000"] + list(extra),
+                             stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        self.workers.append(w)
+        return w
+
+    def kill_worker(self, w, sig=signal.SIGKILL):
+        if w.poll() is None:
+            w.send_signal(sig)
+        w.wait(timeout=30)
+
+    def close(self):
+        for w in self.workers:
+            if w.poll() is None:
+                w.kill()
+                w.wait(timeout=30)
+        if self.daemon:
+            self.kill_daemon(signal.SIGTERM if self.daemon.poll() is None else signal.SIGKILL)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def tail(self, n=3000):
+        out = []
+        for p in self.logs:
+            try:
+                with open(p, "rb") as f:
+                    out.append("== %s ==\n%s" % (os.path.basename(p),
+                                                 f.read()[-n:].decode("utf-8", "replace")))
+            except OSError:
+                pass
+        return "\n".join(out)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, et, ev, tb):
+        if et is not None and et is not SystemExit:
+            print("# --- logs ---\n" + "\n".join("# " + l for l in self.tail().splitlines()))
+        self.close()
+        return False
+
+    # -- API -------------------------------------------------------------------
+    def api(self, method, path, body=None, scope="admin", timeout=30):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        req.add_header("Content-Type", "application/json")
+        if scope:
+            req.add_header("Authorization", "Bearer " + self.token(scope))
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                raw = r.read()
+                return r.status, json.loads(raw) if raw else None
+        except urllib.error.HTTPError as e:
+            raw = e.read()
+            try:
+                return e.code, json.loads(raw)
+            except ValueError:
+                return e.code, raw
+
+    def job(self, job_id):
+        st, body = self.api("GET", "/api/v1/jobs/%s" % job_id, scope="read")
+        if st != 200:
+            raise Fail("GET job %s: %s %s" % (job_id, st, body))
+        return body["job"]
+
+    def cases(self, job_id):
+        out, cursor = [], None
+        while True:
+            path = "/api/v1/jobs/%s/cases?limit=500" % job_id
+            if cursor:
+                path += "&cursor=" + urllib.request.quote(cursor)
+            st, body = self.api("GET", path, scope="read")
+            if st != 200:
+                raise Fail("GET cases of %s: %s %s" % (job_id, st, body))
+            out += body["cases"]
+            cursor = body.get("next_cursor")
+            if not cursor:
+                return out
+
+    def wait_jobs(self, ids, timeout, tolerate_down=False):
+        deadline = time.time() + timeout
+        pending = set(ids)
+        jobs = {}
+        while pending and time.time() < deadline:
+            for jid in list(pending):
+                try:
+                    j = self.job(jid)
+                except (urllib.error.URLError, ConnectionError, OSError):
+                    if not tolerate_down:
+                        raise
+                    break
+                if j["state"] in ("passed", "failed", "error", "cancelled"):
+                    jobs[jid] = j
+                    pending.discard(jid)
+            if pending:
+                time.sleep(0.3)
+        if pending:
+            raise Fail("%d jobs not finished after %d s (e.g. %s)" %
+                       (len(pending), timeout, self.job(next(iter(pending)))))
+        return jobs
+
+    def ctl(self, *args, timeout=300, token_scope="submit"):
+        env = dict(os.environ, NUMVAL_SERVER=self.url, NUMVAL_TOKEN=self.token(token_scope))
+        return subprocess.run([self.bins["ctl"]] + list(args), capture_output=True, text=True,
+                              timeout=timeout, env=env, cwd=self.tmp)
+
+
+def bins_from_argv():
+    if len(sys.argv) < 4:
+        sys.exit("usage: %s NUMVALD NUMVAL-WORKER NUMVALCTL" % sys.argv[0])
+    b = {"numvald": sys.argv[1], "worker": sys.argv[2], "ctl": sys.argv[3]}
+    for k, v in b.items():
+        if not os.access(v, os.X_OK):
+            print("1..0 # SKIP %s not built (%s)" % (k, v))
+            sys.exit(77)
+    return b
+
+
+def main(test):
+    """Run test(bins) and turn the outcome into an exit status for meson."""
+    bins = bins_from_argv()
+    try:
+        test(bins)
+    except Fail as e:
+        print("not ok -", e, flush=True)
+        sys.exit(1)
+    print("all checks passed", flush=True)

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""numvalctl submit --wait against a real numvald with standalone workers:
+exit 0 for a passing job, 1 for a failing one, 2 for a bad spec or an
+unreachable server; JUnit XML checked with xml.etree; a failure artifact is
+downloadable and its bytes hash to its id."""
+import hashlib
+import json
+import os
+import xml.etree.ElementTree as ET
+
+from nvservice import Service, check, main
+
+
+# A passing job: exp on a correctly rounding device, judged by the op's shipped
+# default tolerance. 1 dtype x 2 shapes x 2 inputs = 4 cases.
+PASSING = {"kind": "op", "op": "exp", "dtypes": ["fp32"], "shapes": [[257], [16, 33]],
+           "layouts": ["contiguous"], "inputs": ["normal", "uniform"], "seed": 11}
+
+# A failing job: the same op on a device with a fast exp approximation, under a
+# 0.5-ulp tolerance (correct rounding), so every case whose values are not all
+# correctly rounded fails. The tolerance is deliberately tight: that is the test.
+FAILING = dict(PASSING, tolerance={
+    "metric": "ulp", "max_ulp": 0.5, "reason_code": "approximation_error",
+    "reason": "integration test: demand correct rounding to expose the fast exp"})
+
+
+def junit_counts(path):
+    root = ET.parse(path).getroot()
+    check(root.tag == "testsuites", "JUnit root is <testsuites>")
+    cases = root.findall("./testsuite/testcase")
+    fails = [c for c in cases if c.find("failure") is not None]
+    errors = [c for c in cases if c.find("error") is not None]
+    return root, cases, fails, errors
+
+
+def test(bins):
+    with Service(bins, lease_ms=3000) as s:
+        s.start_daemon()
+        s.start_worker("emu-exact", "emu")
+        s.start_worker("emu-fast", "emu:transcendental=fast")
+        d = s.tmp
+        with open(os.path.join(d, "pass.json"), "w") as f:
+            json.dump(PASSING, f)
+        with open(os.path.join(d, "fail.json"), "w") as f:
+            json.dump(FAILING, f)
+        with open(os.path.join(d, "bad.json"), "w") as f:
+            json.dump(dict(PASSING, op="no_such_op"), f)
+
+        p = s.ctl("submit", "pass.json", "--device", "emu-exact", "--wait", "--junit",
+                  "pass.xml", "--build-name", "it", "--build-version", "1", "--commit", "abc",
+                  "--timeout", "240")
+        check(p.returncode == 0, "passing job: numvalctl exits 0 (got %d: %s)" %
+              (p.returncode, p.stderr[-500:]))
+        job_id = p.stdout.strip()
+        job = s.job(job_id)
+        check(job["state"] == "passed" and job["cases_total"] == 4,
+              "passing job stored as passed with 4 cases (%s, %s)" %
+              (job["state"], job["cases_total"]))
+        root, cases, fails, errors = junit_counts(os.path.join(d, "pass.xml"))
+        check(len(cases) == 4 and not fails and not errors,
+              "pass.xml: 4 testcases, no failure (%d, %d)" % (len(cases), len(fails)))
+        names = sorted(c.get("name") for c in cases)
+        check(names[0] == "exp/fp32/16x33/normal/contiguous",
+              "testcase named op/dtype/shape/input/layout (%s)" % names[0])
+
+        p = s.ctl("submit", "fail.json", "--device", "emu-fast", "--wait", "--junit",
+                  "fail.xml", "--timeout", "240")
+        check(p.returncode == 1, "failing job: numvalctl exits 1 (got %d: %s)" %
+              (p.returncode, p.stderr[-500:]))
+        job_id = p.stdout.strip()
+        job = s.job(job_id)
+        stored = s.cases(job_id)
+        n_failed = sum(1 for c in stored if c["verdict"] == "failed")
+        check(job["state"] == "failed" and n_failed >= 1 and job["cases_failed"] == n_failed,
+              "failing job stored as failed, %d failed cases" % n_failed)
+        root, cases, fails, errors = junit_counts(os.path.join(d, "fail.xml"))
+        check(len(cases) == len(stored) and len(fails) == n_failed and not errors,
+              "fail.xml: %d testcases, %d failures (API: %d, %d)" %
+              (len(cases), len(fails), len(stored), n_failed))
+        check(root.get("failures") == str(n_failed) and root.get("tests") == str(len(stored)),
+              "fail.xml totals match")
+        check("first mismatches" in (fails[0].find("failure").text or ""),
+              "a <failure> carries the first mismatches")
+        check(all(c["tolerance"].get("reason_code") == "approximation_error"
+                  for c in stored), "cases record the tolerance with its reason")
+
+        sha = next((c.get("artifact") for c in stored if c.get("artifact")), None)
+        check(sha is not None, "a failed case has an artifact id")
+        p = s.ctl("artifact", sha, "-o", "a.nvart", token_scope="read")
+        check(p.returncode == 0, "numvalctl artifact downloads it (%s)" % p.stderr.strip())
+        with open(os.path.join(d, "a.nvart"), "rb") as f:
+            blob = f.read()
+        check(hashlib.sha256(blob).hexdigest() == sha and blob[:4] == b"\x28\xb5\x2f\xfd",
+              "artifact bytes hash to its id and are one zstd frame")
+
+        p = s.ctl("submit", "bad.json", "--wait")
+        check(p.returncode == 2 and "no_such_op" in p.stderr and "/op" in p.stderr,
+              "bad spec: exit 2 with the server's message and field (%s)" % p.stderr.strip())
+
+        p = s.ctl("--json", "jobs", "--limit", "10", token_scope="read")
+        listed = json.loads(p.stdout)["jobs"] if p.returncode == 0 else []
+        check(len(listed) == 2, "numvalctl --json jobs lists the 2 accepted jobs")
+
+        s.kill_daemon()
+        p = s.ctl("submit", "pass.json", "--wait")
+        check(p.returncode == 2 and "cannot reach" in p.stderr,
+              "server unreachable: exit 2 (%s)" % p.stderr.strip())
+
+
+if __name__ == "__main__":
+    main(test)

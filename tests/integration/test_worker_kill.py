@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""kill -9 a worker in the middle of a job: the job is requeued when its lease
+expires, a second worker runs it, and it completes exactly once (one result:
+as many stored cases as the job has, no index twice)."""
+import signal
+import time
+
+from nvservice import Fail, Service, check, main
+
+# Long enough to be caught mid-run on a slow shared machine: 3 dtypes x 4 shapes
+# x 3 inputs x 2 layouts = 72 cases on one thread.
+LONG = {"kind": "op", "op": "exp", "dtypes": ["fp32", "bf16", "fp16"],
+        "shapes": [[4096], [64, 257], [128, 129], [9000]],
+        "layouts": ["contiguous", "transposed"], "inputs": ["normal", "uniform", "large"],
+        "seed": 5}
+
+
+def test(bins):
+    with Service(bins, lease_ms=2000, max_attempts=5) as s:
+        s.start_daemon()
+        st, body = s.api("POST", "/api/v1/jobs", dict(LONG, device="emu0"), scope="submit")
+        check(st == 201, "job accepted (%s %s)" % (st, body))
+        job_id = body["job"]["id"]
+        w1 = s.start_worker("emu0", "emu")
+        deadline = time.time() + 180
+        while time.time() < deadline:
+            job = s.job(job_id)
+            if job["state"] == "running" and 0 < job["cases_done"] < job["cases_total"]:
+                break
+            if job["state"] in ("passed", "failed", "error"):
+                raise Fail("job finished before the worker could be killed; make it longer")
+            time.sleep(0.1)
+        else:
+            raise Fail("job never reported progress: %s" % s.job(job_id))
+        done_at_kill = job["cases_done"]
+        s.kill_worker(w1, signal.SIGKILL)
+        check(True, "worker killed with SIGKILL at %d/%d cases" %
+              (done_at_kill, job["cases_total"]))
+        s.start_worker("emu0", "emu")
+        jobs = s.wait_jobs([job_id], timeout=400)
+        job = jobs[job_id]
+        check(job["state"] == "passed", "job completed as passed (%s)" % job["state"])
+        check(job["attempt"] >= 2, "it took a second attempt (attempt %d)" % job["attempt"])
+        cases = s.cases(job_id)
+        idx = [c["index"] for c in cases]
+        check(len(cases) == job["cases_total"] == 72,
+              "exactly one set of cases stored (%d of %d)" % (len(cases), job["cases_total"]))
+        check(len(set(idx)) == len(idx), "no case index stored twice")
+        check(job["cases_done"] == job["cases_total"], "cases_done equals cases_total")
+
+
+if __name__ == "__main__":
+    main(test)
