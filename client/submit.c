@@ -268,8 +268,9 @@ static int submit_all(const nvc_conn *c, const submit_opts *o, json_t *jobs)
         return -EINVAL;
     }
     int r = build_object(o, &build);
-    /* A suite file ({"name":..., "jobs":[...]}, docs/JOBS.md) submits each job. */
-    json_t *list = json_object_get(spec, "jobs");
+    /* A suite file ({"name":..., "jobs":[...]} or a bare array of jobs,
+     * docs/JOBS.md "Suites") submits each job. */
+    json_t *list = json_is_array(spec) ? spec : json_object_get(spec, "jobs");
     if (r == 0 && json_is_array(list) && !json_object_get(spec, "kind")) {
         if (json_array_size(list) == 0) {
             nvc_error("suite file '%s' has no jobs", o->file);
