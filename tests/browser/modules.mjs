@@ -49,3 +49,20 @@ test('ulpBins puts each error in the smallest bin whose edge holds it', () => {
   assert.deepEqual(got, {'0': 1, '≤0.5': 1, '≤1': 2, '≤2': 1, '≤4': 1, '>65536': 1, 'NaN/Inf': 2});
   assert.equal(counts.reduce((a, b) => a + b, 0), 9);
 });
+
+test('parseMetrics reads queue depth and jobs by state from Prometheus text', async () => {
+  const {parseMetrics} = await import('../../web/js/views/dashboard.js');
+  const text = [
+    '# HELP numvald_jobs Jobs in the store, by state.',
+    '# TYPE numvald_jobs gauge',
+    'numvald_jobs{state="queued"} 3',
+    'numvald_jobs{state="failed"} 12',
+    '# TYPE numvald_queue_depth gauge',
+    'numvald_queue_depth 3',
+    'numvald_queue_depth_other 99',
+  ].join('\n');
+  const m = parseMetrics(text);
+  assert.equal(m.queue_depth, 3);
+  assert.deepEqual(m.jobs, {queued: 3, failed: 12});
+  assert.deepEqual(parseMetrics(null), {jobs: {}});
+});

@@ -30,14 +30,14 @@ export function freePort() {
   });
 }
 
-function config({port, dataDir, workerBin}) {
+function config({port, dataDir, workerBin, webDir}) {
   return [
     '[server]',
     `listen = 127.0.0.1:${port}`,
     `data_dir = ${dataDir}`,
-    '',
-    '[workers]',
-    `program = ${workerBin}`,
+    `web_dir = ${webDir}`,
+    `worker = ${workerBin}`,
+    'anonymous_read = loopback',
     '',
     '[device emu0]',
     'backend = emu',
@@ -82,12 +82,12 @@ export async function waitJob(svc, id, timeoutMs) {
     `numvald log tail:\n${svc.log().slice(-3000)}`);
 }
 
-export async function startService({bins, dir}) {
+export async function startService({bins, dir, root}) {
   const port = await freePort();
   const dataDir = path.join(dir, 'var');
   fs.mkdirSync(dataDir, {recursive: true});
   const cfg = path.join(dir, 'numvald.ini');
-  fs.writeFileSync(cfg, config({port, dataDir, workerBin: bins.worker}));
+  fs.writeFileSync(cfg, config({port, dataDir, workerBin: bins.worker, webDir: path.join(root, 'web')}));
   const submitToken = createToken(bins, cfg, 'browser-submit', 'submit');
   const adminToken = createToken(bins, cfg, 'browser-admin', 'admin');
   const logFile = path.join(dir, 'numvald.log');

@@ -52,8 +52,10 @@ async function errorFrom(res) {
 // ETag cache per URL: a 304 answers from the last body we saw.
 const etags = new Map();
 
+// path: an API path ("/jobs"), or a root path outside /api/v1 ("!metrics").
 export async function get(path, {signal} = {}) {
-  const url = apiUrl(path);
+  const root = path.startsWith('!');
+  const url = root ? new URL(path.slice(1), document.baseURI).toString() : apiUrl(path);
   const cached = etags.get(url);
   const hd = headers(cached ? {'If-None-Match': cached.etag} : {});
   let res;
@@ -65,7 +67,8 @@ export async function get(path, {signal} = {}) {
   }
   if (res.status === 304 && cached) return {data: cached.data, changed: false};
   if (!res.ok) throw await errorFrom(res);
-  const data = await res.json();
+  const data = root && !(res.headers.get('Content-Type') || '').includes('json')
+    ? await res.text() : await res.json();
   const etag = res.headers.get('ETag');
   if (etag) etags.set(url, {etag, data});
   return {data, changed: true};

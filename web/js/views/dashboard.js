@@ -12,13 +12,37 @@ function countLabel(body) {
   return body && body.next_cursor ? `${n}+` : String(n);
 }
 
-function queueCard(queued, running, health) {
-  const depth = health && (health.queue_depth ?? health.queued ?? (health.jobs && health.jobs.queued));
+// numvald's Prometheus text (GET /metrics): queue depth and jobs by state.
+export function parseMetrics(text) {
+  const out = {jobs: {}};
+  if (typeof text !== 'string') return out;
+  for (const line of text.split('\n')) {
+    let m = /^numvald_queue_depth\s+(\S+)/.exec(line);
+    if (m) out.queue_depth = Number(m[1]);
+    m = /^numvald_jobs\{state="(\w+)"\}\s+(\S+)/.exec(line);
+    if (m) out.jobs[m[1]] = Number(m[2]);
+    m = /^numvald_claims_waiting\s+(\S+)/.exec(line);
+    if (m) out.claims_waiting = Number(m[1]);
+  }
+  return out;
+}
+
+function queueCard(queued, running, health, metrics) {
+  const mt = parseMetrics(metrics);
+  const depth = mt.queue_depth;
+  const byState = ['passed', 'failed', 'error', 'cancelled'].filter((s) => mt.jobs[s] !== undefined);
   return h('div.stats',
     h('div.stat', h('span.stat-n', {id: 'queue-depth'},
-      depth !== undefined && depth !== null ? num(depth) : countLabel(queued)), h('span', 'queued')),
-    h('div.stat', h('span.stat-n', {id: 'running-count'}, countLabel(running)), h('span', 'running')),
-    health && health.status ? h('div.stat', h('span.stat-n', health.status), h('span', 'daemon')) : null);
+      depth !== undefined ? num(depth) : countLabel(queued)), h('span', 'queued')),
+    h('div.stat', h('span.stat-n', {id: 'running-count'},
+      mt.jobs.running !== undefined ? num(mt.jobs.running + (mt.jobs.leased || 0)) : countLabel(running)),
+    h('span', 'running')),
+    mt.claims_waiting !== undefined
+      ? h('div.stat', h('span.stat-n', num(mt.claims_waiting)), h('span', 'idle workers waiting')) : null,
+    byState.map((s) => h('div.stat', h('span.stat-n', num(mt.jobs[s])),
+      h('a', {href: `#/jobs?state=${s}`}, `${s} jobs`))),
+    health && health.status ? h('div.stat', h('span.stat-n', health.status),
+      h('span', `numvald ${health.version || ''}`)) : null);
 }
 
 function devicesTable(devices) {
@@ -76,7 +100,7 @@ export async function renderDashboard(ctx) {
   async function draw(which) {
     try {
       if (which.queue) {
-        clear(queueBox).append(queueCard(state.queued, state.running, state.health));
+        clear(queueBox).append(queueCard(state.queued, state.running, state.health, state.metrics));
         const running = listOf(state.running, 'jobs');
         clear(runBox).append(running.length ? jobsTable(running) : empty('Nothing running.'));
       }
@@ -107,14 +131,16 @@ export async function renderDashboard(ctx) {
     devices: ['/devices', 'devices'],
     builds: ['/builds', 'builds'],
     failures: ['/jobs?state=failed&limit=10', 'failures'],
+    metrics: ['!metrics', 'queue'],
   };
-  const [queued, running, devices, builds, failures, health] = await Promise.all([
+  const [queued, running, devices, builds, failures, health, metrics] = await Promise.all([
     getJson(sources.queued[0]), getJson(sources.running[0]), optional(sources.devices[0]),
     optional(sources.builds[0]), getJson(sources.failures[0]),
     fetch(new URL('healthz', document.baseURI), {headers: {Accept: 'application/json'}})
       .then((r) => (r.ok ? r.json() : null)).catch(() => null),
+    optional('!metrics').catch(() => null),
   ]);
-  Object.assign(state, {queued, running, devices, builds, failures, health});
+  Object.assign(state, {queued, running, devices, builds, failures, health, metrics});
   await draw({queue: true, devices: true, builds: true, failures: true});
 
   for (const [key, [path, part]] of Object.entries(sources)) {
@@ -122,7 +148,7 @@ export async function renderDashboard(ctx) {
       state[key] = data;
       live.textContent = `Live: updated ${new Date().toLocaleTimeString()}.`;
       // A job finishing changes the build totals too.
-      draw({[part]: true, builds: part === 'failures' || part === 'queue'});
+      draw({[part]: true, builds: key === 'failures' || key === 'running'});
     }, (e) => { live.replaceChildren(errorBox(e)); }));
   }
 }
