@@ -40,6 +40,7 @@ typedef struct nv_op_attrs {
     nv_scale_granularity scale;
     int block;            /* block:n, default 32 */
     int tile_r, tile_c;   /* tile:RxC */
+    bool reduction_mean;  /* cross_entropy "reduction": "none" (default) | "mean" */
 } nv_op_attrs;
 
 /* Matmul operands by granularity: NONE: A [..,M,K], B [..,K,N]; TENSOR adds
