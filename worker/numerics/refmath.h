@@ -27,6 +27,12 @@ const char *nv_fn_name(nv_fn f);
  * (For dt == NV_DT_FP64 MPFR always decides.) Thread-safe. */
 void nv_ref_eval(nv_fn f, double x, nv_dtype dt, double *ret_hi, double *ret_lo);
 
+/* Rounds a pair from nv_ref_eval / nv_ref_pow to dt under rounding (stochastic
+ * reads as nearest-even): the correctly rounded result, except for dt == fp64
+ * when |hi| < 2^-968 or hi is infinite (the pair is then fp64's nearest value
+ * alone; use nv_ref_round). Added by the numerics helper. */
+double nv_ref_round_pair(double hi, double lo, nv_dtype dt, nv_rounding rounding);
+
 /* The correctly rounded f(x) in dt under rounding (never stochastic). */
 double nv_ref_round(nv_fn f, double x, nv_dtype dt, nv_rounding rounding);
 
@@ -35,6 +41,10 @@ double nv_ref_round_mpfr(nv_fn f, double x, nv_dtype dt, nv_rounding rounding);
 
 /* x^y exact value as hi + lo (MPFR-backed; same contract as nv_ref_eval). */
 void nv_ref_pow(double x, double y, nv_dtype dt, double *ret_hi, double *ret_lo);
+
+/* x^y correctly rounded in dt under rounding (fp64 fast path with glibc pow,
+ * MPFR when it cannot decide). Added by the numerics helper. */
+double nv_ref_pow_round(double x, double y, nv_dtype dt, nv_rounding rounding);
 
 /* Counters (per process) of fast-path hits and MPFR calls, for benchmarks. */
 void nv_ref_stats(uint64_t *ret_fast, uint64_t *ret_mpfr);

@@ -1,0 +1,458 @@
+/* Reference math: correctly rounded elementary functions with an fp64 fast path
+ * (Ziv's strategy). See refmath.h for the contract and refmath_mpfr.c for the
+ * MPFR side.
+ *
+ * Fast path. f(x) is evaluated in fp64 (glibc libm plus a few roundings) to v
+ * with a relative error bound eps(f, x). If the interval [v - eps|v|, v + eps|v|]
+ * holds no multiple of half the target's quantum at v's binade (a superset of the
+ * target's rounding boundaries: its representable values and the midpoints
+ * between them, subnormal range and overflow thresholds included), every real in
+ * the interval, the exact f(x) among them, rounds like v in every rounding
+ * mode: v is rounded directly. Otherwise, and whenever v is not comfortably in
+ * fp64's normal range (|v| outside [2^-960, 2^1000]: libm's relative bounds do
+ * not hold for subnormal fp64 results), or the target is fp64 (fp64 evaluation
+ * cannot decide fp64 rounding), or the FP environment is not round-to-nearest,
+ * MPFR decides.
+ *
+ * Error bounds (relative, eps). glibc's manual (§19.7 "Known Maximum Errors in
+ * Math Functions") and its x86_64 libm-test-ulps list at most 1-3 ulps for exp,
+ * exp2, expm1, log, log2, log1p, sin, cos, tanh, erf, erfc in double; the
+ * accuracy survey by Zimmermann ("Accuracy of Mathematical Functions", 2021)
+ * measured at most 2.2 ulps (tanh). We assume 16 ulps, eps = 2^-48 (1 ulp is at
+ * most 2^-52 relative). sqrt and division are correctly rounded (IEEE 754 §5.4.1):
+ * 0.5 ulp, assumed 2^-52; rsqrt = 1/sqrt, two roundings, assumed 2^-51.
+ * Compositions add their own roundings (u = 2^-53 each, Higham §2.2) and the
+ * condition number of the outer function where it amplifies (see fast_eval).
+ * Widening a bound only sends more inputs to MPFR: for fp32 targets a 2^-48
+ * interval meets a boundary with probability about 2^-23. */
+#include <fenv.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "refmath_internal.h"
+
+static const char *const fn_names[NV_FN_COUNT] = {
+    [NV_FN_EXP] = "exp",         [NV_FN_EXP2] = "exp2",       [NV_FN_EXPM1] = "expm1",
+    [NV_FN_LOG] = "log",         [NV_FN_LOG2] = "log2",       [NV_FN_LOG1P] = "log1p",
+    [NV_FN_SIN] = "sin",         [NV_FN_COS] = "cos",         [NV_FN_TANH] = "tanh",
+    [NV_FN_SIGMOID] = "sigmoid", [NV_FN_ERF] = "erf",         [NV_FN_GELU_ERF] = "gelu_erf",
+    [NV_FN_GELU_TANH] = "gelu_tanh", [NV_FN_SILU] = "silu",   [NV_FN_SQRT] = "sqrt",
+    [NV_FN_RSQRT] = "rsqrt",     [NV_FN_RECIP] = "reciprocal",
+};
+
+const char *nv_fn_name(nv_fn f)
+{
+    return (unsigned)f < NV_FN_COUNT ? fn_names[f] : NULL;
+}
+
+static atomic_uint_fast64_t n_fast, n_mpfr;
+
+void nv_ref_stats(uint64_t *ret_fast, uint64_t *ret_mpfr)
+{
+    if (ret_fast)
+        *ret_fast = atomic_load_explicit(&n_fast, memory_order_relaxed);
+    if (ret_mpfr)
+        *ret_mpfr = atomic_load_explicit(&n_mpfr, memory_order_relaxed);
+}
+
+/* Limits of functions at NaN, infinities, zeros and domain edges (IEEE 754-2019
+ * §9.2 and ISO C Annex F for exp..erf, sqrt; rSqrt(-0) = -inf per §9.2.1).
+ * Compositions take their limits: sigmoid(-inf) = +0, silu(-inf) = gelu(-inf) =
+ * -0 (x sigmoid(x) -> 0 from below), sigmoid(0) = 1/2, silu/gelu(+-0) = +-0. */
+bool rm_special(nv_fn f, double x, double *ret)
+{
+    if (isnan(x)) {
+        *ret = x;
+        return true;
+    }
+    bool inf = isinf(x), zero = x == 0;
+    if (!inf && !zero && x > 0)
+        return false;
+    double s = copysign(1.0, x);
+    switch (f) {
+    case NV_FN_EXP:
+    case NV_FN_EXP2:
+        if (inf || zero)
+            *ret = inf ? (x > 0 ? x : 0.0) : 1.0;
+        return inf || zero;
+    case NV_FN_EXPM1:
+        if (inf || zero)
+            *ret = inf ? (x > 0 ? x : -1.0) : x;
+        return inf || zero;
+    case NV_FN_LOG:
+    case NV_FN_LOG2:
+    case NV_FN_SQRT:
+    case NV_FN_RSQRT:
+        if (zero)
+            *ret = f == NV_FN_SQRT ? x : f == NV_FN_RSQRT ? s * INFINITY : -INFINITY;
+        else if (x > 0) /* +inf */
+            *ret = f == NV_FN_RSQRT ? 0.0 : x;
+        else
+            *ret = NAN; /* negative: outside the domain */
+        return true;
+    case NV_FN_LOG1P:
+        if (zero || x == INFINITY)
+            *ret = x;
+        else if (x == -1)
+            *ret = -INFINITY;
+        else if (x < -1)
+            *ret = NAN;
+        else
+            return false;
+        return true;
+    case NV_FN_SIN:
+    case NV_FN_COS:
+        if (inf)
+            *ret = NAN;
+        else if (zero)
+            *ret = f == NV_FN_SIN ? x : 1.0;
+        return inf || zero;
+    case NV_FN_TANH:
+    case NV_FN_ERF:
+        if (inf || zero)
+            *ret = inf ? s : x;
+        return inf || zero;
+    case NV_FN_SIGMOID:
+        if (inf || zero)
+            *ret = inf ? (x > 0 ? 1.0 : 0.0) : 0.5;
+        return inf || zero;
+    case NV_FN_SILU:
+    case NV_FN_GELU_ERF:
+    case NV_FN_GELU_TANH:
+        if (inf || zero)
+            *ret = inf && x > 0 ? x : inf ? -0.0 : x;
+        return inf || zero;
+    case NV_FN_RECIP:
+        if (inf || zero)
+            *ret = inf ? s * 0.0 : s * INFINITY;
+        return inf || zero;
+    default:
+        return false;
+    }
+}
+
+/* sigmoid in fp64: for t >= 0 1/(1 + e^-t), else e^t/(1 + e^t); exp's 2^-48 plus
+ * three roundings: eps 2^-47. */
+static double sigmoid64(double t)
+{
+    if (t >= 0)
+        return 1.0 / (1.0 + exp(-t));
+    double e = exp(t);
+    return e / (1.0 + e);
+}
+
+/* v = f(x) in fp64 and *ret_eps its relative error bound (see the file comment). */
+static double fast_eval(nv_fn f, double x, double *ret_eps)
+{
+    const double eps_libm = 0x1p-48;
+    *ret_eps = eps_libm;
+    switch (f) {
+    case NV_FN_EXP: return exp(x);
+    case NV_FN_EXP2: return exp2(x);
+    case NV_FN_EXPM1: return expm1(x);
+    case NV_FN_LOG: return log(x);
+    case NV_FN_LOG2: return log2(x);
+    case NV_FN_LOG1P: return log1p(x);
+    case NV_FN_SIN: return sin(x);
+    case NV_FN_COS: return cos(x);
+    case NV_FN_TANH: return tanh(x);
+    case NV_FN_ERF: return erf(x);
+    case NV_FN_SQRT: *ret_eps = 0x1p-52; return sqrt(x);
+    case NV_FN_RSQRT: *ret_eps = 0x1p-51; return 1.0 / sqrt(x);
+    case NV_FN_RECIP: *ret_eps = 0x1p-52; return 1.0 / x;
+    case NV_FN_SIGMOID: *ret_eps = 0x1p-47; return sigmoid64(x);
+    case NV_FN_SILU: *ret_eps = 0x1p-46; return x * sigmoid64(x);
+    case NV_FN_GELU_ERF: {
+        /* z = x/sqrt 2: 2u. x >= 0: 1 + erf(z), erf's condition number <= 1:
+         * eps 2^-46. x < 0: erfc(|z|), condition number < 2z^2 + 2z + 1
+         * (A&S 7.1.13), times z's 2u, plus erfc's own 2^-48. */
+        double z = x * 0.7071067811865476;
+        if (x >= 0) {
+            *ret_eps = 0x1p-46;
+            return 0.5 * x * (1.0 + erf(z));
+        }
+        *ret_eps = (2 * z * z - 2 * z + 1) * 0x1p-52 + 0x1p-46;
+        return 0.5 * x * erfc(-z);
+    }
+    case NV_FN_GELU_TANH: {
+        /* t = 2 sqrt(2/pi) (x + 0.044715 x^3): constants 1u each, x^3 2u, the
+         * rest 3u (same signs): 8u. sigmoid's condition number <= |t| + 1. */
+        double t = 2 * 0.7978845608028654 * (x + 0.044715 * (x * x * x));
+        *ret_eps = (fabs(t) + 1) * 8 * 0x1p-53 + 0x1p-46;
+        return x * sigmoid64(t);
+    }
+    default:
+        *ret_eps = 1;
+        return NAN;
+    }
+}
+
+bool rm_on_half_quantum(double x, const nv_dtype_info *in)
+{
+    if (!in->is_float)
+        return x * 2 == floor(x * 2);
+    double a = fabs(x);
+    if (a == 0)
+        return true;
+    int e = ilogb(a);
+    if (e < in->emin)
+        e = in->emin;
+    double s = ldexp(a, in->mant_bits + 1 - e); /* a / (quantum / 2) */
+    return s == floor(s);
+}
+
+/* Whether v with relative error eps decides the rounding to in (see above). */
+static bool fast_decides(double v, double eps, const nv_dtype_info *in)
+{
+    double a = fabs(v);
+    if (!(a >= 0x1p-960 && a <= 0x1p1000))
+        return false;
+    int e = ilogb(a);
+    if (e < in->emin)
+        e = in->emin;
+    /* Scale by 2/quantum (exact, a power of two); err gets 2^-40 of slack for
+     * the roundings of a*eps and a -+ err. */
+    double err = a * eps * (1 + 0x1p-40);
+    int k = in->mant_bits + 1 - e;
+    double lo = ldexp(a - err, k), hi = ldexp(a + err, k);
+    double fl = floor(lo);
+    return fl == floor(hi) && lo != fl;
+}
+
+/* The fast path applies to binary formats narrow enough that fp64 carries guard
+ * bits (p <= 51), with subnormals (e8m0 and ints go to MPFR). */
+static const nv_dtype_info *fast_target(nv_dtype dt)
+{
+    const nv_dtype_info *in = nv_dtype_get(dt);
+    if (!in || !in->is_float || !in->has_subnormals || in->mant_bits > 50)
+        return NULL;
+    return in;
+}
+
+/* Saturation tails: beyond these |x| the function is A + L with A its limit
+ * (+-1 or x) and |L| < 2^-58 |A| (bounds by hand: tanh 1 - tanh(x) < 2e^-2x;
+ * erfc(6.5) < 2^-64; sigmoid 1 - s(x) < e^-x; gelu_tanh's t >= 49 at x = 8;
+ * expm1 + 1 = e^x). Then (A, L) is a normalised pair that fp64 computes to
+ * 2^-45 of L; L is kept nonzero so directed roundings see its sign. */
+static bool fast_tail(nv_fn f, double x, double *ret_a, double *ret_l)
+{
+    double ax = fabs(x), s = copysign(1.0, x), a, l;
+    switch (f) {
+    case NV_FN_TANH:
+        if (ax <= 21)
+            return false;
+        a = s;
+        l = -s * 2 * sigmoid64(-2 * ax);
+        break;
+    case NV_FN_ERF:
+        if (ax <= 6.5)
+            return false;
+        a = s;
+        l = -s * erfc(ax);
+        break;
+    case NV_FN_SIGMOID:
+    case NV_FN_SILU:
+        if (x <= 41)
+            return false;
+        a = f == NV_FN_SIGMOID ? 1.0 : x;
+        l = -a * sigmoid64(-x);
+        break;
+    case NV_FN_GELU_ERF:
+        if (x <= 9.2)
+            return false;
+        a = x;
+        l = -0.5 * x * erfc(x * 0.7071067811865476);
+        break;
+    case NV_FN_GELU_TANH:
+        if (x <= 8)
+            return false;
+        a = x;
+        l = -x * sigmoid64(-2 * 0.7978845608028654 * (x + 0.044715 * (x * x * x)));
+        break;
+    case NV_FN_EXPM1:
+        if (x >= -41)
+            return false;
+        a = -1.0;
+        l = exp(x);
+        break;
+    default:
+        return false;
+    }
+    if (l == 0 || !isfinite(l))
+        l = a > 0 ? -0x1p-1074 : 0x1p-1074; /* underflowed: only its sign matters */
+    *ret_a = a;
+    *ret_l = l;
+    return true;
+}
+
+/* Functions whose fp64 value may underflow to 0 away from x = 0, with the sign
+ * of their exact value there (exp, exp2, sigmoid positive; silu, gelu for x < 0
+ * negative); 0 for the others. */
+static int tiny_sign(nv_fn f)
+{
+    switch (f) {
+    case NV_FN_EXP:
+    case NV_FN_EXP2:
+    case NV_FN_SIGMOID:
+        return 1;
+    case NV_FN_SILU:
+    case NV_FN_GELU_ERF:
+    case NV_FN_GELU_TANH:
+        return -1;
+    default:
+        return 0;
+    }
+}
+
+typedef enum fast_kind { FAST_NO, FAST_VALUE, FAST_PAIR, FAST_STANDIN } fast_kind;
+
+/* The fast path: FAST_VALUE (v decides), FAST_PAIR (tail pair v + l decides),
+ * FAST_STANDIN (v is a stand-in that rounds like f(x) in every format but fp64:
+ * +-DBL_MAX past 2^1000, +-2^-1000 below 2^-960; the exact value overflows or
+ * underflows all of them), or FAST_NO (MPFR decides). */
+static fast_kind fast_try(nv_fn f, double x, const nv_dtype_info *in, double *ret_v,
+                          double *ret_l)
+{
+    if (!in || fegetround() != FE_TONEAREST)
+        return FAST_NO;
+    if (fast_tail(f, x, ret_v, ret_l))
+        return FAST_PAIR;
+    double eps;
+    double v = fast_eval(f, x, &eps);
+    double a = fabs(v);
+    if (a > 0x1p1000 && !isnan(v)) {
+        *ret_v = copysign(0x1.fffffffffffffp1023, v);
+        return FAST_STANDIN;
+    }
+    if (a < 0x1p-960) {
+        int sg = v != 0 ? (v > 0 ? 1 : -1) : tiny_sign(f);
+        if (sg == 0 || (sg < 0 && x > 0))
+            return FAST_NO;
+        *ret_v = sg * 0x1p-1000;
+        return FAST_STANDIN;
+    }
+    if (!fast_decides(v, eps, in))
+        return FAST_NO;
+    *ret_v = v;
+    *ret_l = 0;
+    return FAST_VALUE;
+}
+
+void nv_ref_eval(nv_fn f, double x, nv_dtype dt, double *ret_hi, double *ret_lo)
+{
+    double v, l;
+    if ((unsigned)f >= NV_FN_COUNT) {
+        *ret_hi = NAN;
+        *ret_lo = 0;
+        return;
+    }
+    if (rm_special(f, x, &v)) {
+        *ret_hi = v;
+        *ret_lo = 0;
+        return;
+    }
+    fast_kind k = fast_try(f, x, fast_target(dt), &v, &l);
+    if (k == FAST_VALUE || k == FAST_PAIR) {
+        atomic_fetch_add_explicit(&n_fast, 1, memory_order_relaxed);
+        *ret_hi = v;
+        *ret_lo = l;
+        return;
+    }
+    atomic_fetch_add_explicit(&n_mpfr, 1, memory_order_relaxed);
+    rm_mpfr_pair(f, x, 0, ret_hi, ret_lo);
+}
+
+double nv_ref_round(nv_fn f, double x, nv_dtype dt, nv_rounding rounding)
+{
+    double v, l;
+    if ((unsigned)f >= NV_FN_COUNT)
+        return NAN;
+    nv_round_mode m = {rounding == NV_ROUND_STOCHASTIC ? NV_ROUND_NEAREST_EVEN : rounding,
+                       false, false};
+    if (rm_special(f, x, &v))
+        return nv_dtype_round(dt, v, &m, 0);
+    fast_kind k = fast_try(f, x, fast_target(dt), &v, &l);
+    if (k != FAST_NO) {
+        atomic_fetch_add_explicit(&n_fast, 1, memory_order_relaxed);
+        if (k == FAST_PAIR)
+            return nv_ref_round_pair(v, l, dt, m.rounding);
+        return nv_dtype_round(dt, v, &m, 0);
+    }
+    atomic_fetch_add_explicit(&n_mpfr, 1, memory_order_relaxed);
+    return rm_mpfr_round(f, x, 0, dt, m.rounding);
+}
+
+double nv_ref_round_mpfr(nv_fn f, double x, nv_dtype dt, nv_rounding rounding)
+{
+    double v;
+    if ((unsigned)f >= NV_FN_COUNT)
+        return NAN;
+    nv_round_mode m = {rounding == NV_ROUND_STOCHASTIC ? NV_ROUND_NEAREST_EVEN : rounding,
+                       false, false};
+    if (rm_special(f, x, &v))
+        return nv_dtype_round(dt, v, &m, 0);
+    return rm_mpfr_direct(f, x, dt, m.rounding);
+}
+
+void nv_ref_pow(double x, double y, nv_dtype dt, double *ret_hi, double *ret_lo)
+{
+    (void)dt; /* MPFR decides every case; the pair suits any dt */
+    double v = pow(x, y);
+    /* pow's special cases (ISO C F.10.4.4) are exact: NaN, inf or zero results,
+     * and x or y in {0, +-1, +-inf}. */
+    if (isnan(v) || isinf(x) || isinf(y) || x == 0 || y == 0 || x == 1) {
+        *ret_hi = v;
+        *ret_lo = 0;
+        return;
+    }
+    atomic_fetch_add_explicit(&n_mpfr, 1, memory_order_relaxed);
+    rm_mpfr_pair(RM_FN_POW, x, y, ret_hi, ret_lo);
+}
+
+double nv_ref_pow_round(double x, double y, nv_dtype dt, nv_rounding rounding)
+{
+    nv_round_mode m = {rounding == NV_ROUND_STOCHASTIC ? NV_ROUND_NEAREST_EVEN : rounding,
+                       false, false};
+    double v = pow(x, y);
+    if (isnan(v) || isinf(x) || isinf(y) || x == 0 || y == 0 || x == 1)
+        return nv_dtype_round(dt, v, &m, 0);
+    const nv_dtype_info *in = fast_target(dt);
+    /* glibc pow is documented to 1 ulp (manual §19.7); assume 16. */
+    if (in && fegetround() == FE_TONEAREST && fast_decides(v, 0x1p-48, in)) {
+        atomic_fetch_add_explicit(&n_fast, 1, memory_order_relaxed);
+        return nv_dtype_round(dt, v, &m, 0);
+    }
+    atomic_fetch_add_explicit(&n_mpfr, 1, memory_order_relaxed);
+    return rm_mpfr_round(RM_FN_POW, x, y, dt, m.rounding);
+}
+
+/* Rounding the pair: hi alone decides unless hi sits on a possible boundary
+ * and lo moves the value off it; then hi one fp64 place toward lo lies strictly
+ * inside the same rounding cell as hi + lo (boundaries of formats with p <= 51
+ * are at least two fp64 places apart). fp64 itself: hi = RN(hi + lo), directed
+ * modes step one place by lo's sign. */
+double nv_ref_round_pair(double hi, double lo, nv_dtype dt, nv_rounding r)
+{
+    nv_round_mode m = {r == NV_ROUND_STOCHASTIC ? NV_ROUND_NEAREST_EVEN : r, false, false};
+    if (lo == 0 || !isfinite(hi))
+        return nv_dtype_round(dt, hi, &m, 0);
+    if (dt == NV_DT_FP64) {
+        /* (+-DBL_MAX, +-2^970) is the overflow threshold: nearest gives inf. */
+        if (m.rounding == NV_ROUND_NEAREST_EVEN && fabs(hi) == 0x1.fffffffffffffp1023 &&
+            fabs(lo) >= 0x1p970 && signbit(lo) == signbit(hi))
+            return copysign(INFINITY, hi);
+        if ((m.rounding == NV_ROUND_UP && lo > 0) ||
+            (m.rounding == NV_ROUND_TOWARD_ZERO && hi < 0 && lo > 0))
+            return nextafter(hi, INFINITY);
+        if ((m.rounding == NV_ROUND_DOWN && lo < 0) ||
+            (m.rounding == NV_ROUND_TOWARD_ZERO && hi > 0 && lo < 0))
+            return nextafter(hi, -INFINITY);
+        return hi;
+    }
+    const nv_dtype_info *in = nv_dtype_get(dt);
+    /* Beyond 2^1000 every other format has overflowed whatever lo says. */
+    if (in && fabs(hi) <= 0x1p1000 && rm_on_half_quantum(hi, in))
+        hi = nextafter(hi, lo > 0 ? INFINITY : -INFINITY);
+    return nv_dtype_round(dt, hi, &m, 0);
+}

@@ -1,0 +1,30 @@
+/* refmath internals shared by refmath.c (API, fp64 fast path) and refmath_mpfr.c
+ * (MPFR evaluation and rounding). Only worker/numerics uses this header. */
+#ifndef NUMVAL_REFMATH_INTERNAL_H
+#define NUMVAL_REFMATH_INTERNAL_H
+
+#include <stdbool.h>
+
+#include "refmath.h"
+
+/* Internal function id for x^y next to the nv_fn ids. */
+#define RM_FN_POW ((nv_fn)NV_FN_COUNT)
+
+/* Exact results of special inputs (NaN, infinities, zeros, domain edges) that the
+ * fast path and MPFR paths share. Returns true and sets *ret when f(x) is one. */
+bool rm_special(nv_fn f, double x, double *ret);
+
+/* The MPFR results, all with the "exact value described" contract below:
+ *   rm_mpfr_pair   f(x) (or x^y for RM_FN_POW) as hi + lo (refmath.h contract);
+ *   rm_mpfr_round  f(x) correctly rounded to dt under r, from the >= 128-bit value;
+ *   rm_mpfr_direct the oracle: MPFR evaluating straight at dt's precision where
+ *                  it can (libm-like functions, normal range), else rm_mpfr_round. */
+void rm_mpfr_pair(nv_fn f, double x, double y, double *ret_hi, double *ret_lo);
+double rm_mpfr_round(nv_fn f, double x, double y, nv_dtype dt, nv_rounding r);
+double rm_mpfr_direct(nv_fn f, double x, nv_dtype dt, nv_rounding r);
+
+/* Whether x is a multiple of half the quantum of dt at x's binade: the superset
+ * of every rounding boundary of dt (representable values and midpoints). */
+bool rm_on_half_quantum(double x, const nv_dtype_info *in);
+
+#endif
