@@ -71,6 +71,9 @@ void nvc_table_free(nvc_table *t);
 /* Render a JSON scalar (or compact JSON for containers) as text; malloc'd.
  * NULL (a missing key) renders as "-". */
 char *nvc_json_text(const json_t *v);
+/* An id (the API's ids are integers; strings are accepted too) as text in
+ * buf[32]; "" when v is neither. Returns buf. */
+const char *nvc_id_text(const json_t *v, char buf[32]);
 /* Print a JSON value indented, to stdout. */
 void nvc_print_json(const json_t *v);
 /* Read a whole file as JSON; returns NULL with *ret_err set. */

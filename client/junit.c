@@ -149,7 +149,8 @@ static void write_suite(FILE *f, const json_t *job, const json_t *cases)
      * shows up in CI: as one errored testcase carrying the job's error. */
     bool job_error = (!strcmp(state, "error") || !strcmp(state, "cancelled")) && tests == 0;
     fputs("  <testsuite name=\"", f);
-    xml_text(f, str(job, "id"));
+    char idb[32];
+    xml_text(f, nvc_id_text(json_object_get(job, "id"), idb));
     fputc(' ', f);
     xml_text(f, *str(job, "op") ? str(job, "op") : str(job, "kind"));
     fprintf(f, "\" tests=\"%d\" failures=\"%d\" errors=\"%d\" skipped=\"0\"", tests + job_error,

@@ -98,8 +98,9 @@ static int submit_one(const nvc_conn *c, const json_t *spec, const submit_opts *
         return r;
     }
     json_t *job = json_object_get(resp, "job");
-    const char *id = json_string_value(json_object_get(job, "id"));
-    if (!id) {
+    char idb[32];
+    const char *id = nvc_id_text(json_object_get(job, "id"), idb);
+    if (!*id) {
         nvc_error("server answered the submission without a job id");
         json_decref(resp);
         return -EPROTO;
@@ -125,9 +126,9 @@ static const char *str_or(const json_t *o, const char *key, const char *dflt)
 
 static void print_progress(const json_t *job)
 {
+    char idb[32];
     fprintf(stderr, "numvalctl: job %s (%s): %s, %lld/%lld cases done, %lld failed\n",
-            json_string_value(json_object_get(job, "id")),
-            str_or(job, "op", "-"),
+            nvc_id_text(json_object_get(job, "id"), idb), str_or(job, "op", "-"),
             str_or(job, "state", "?"),
             (long long)json_integer_value(json_object_get(job, "cases_done")),
             (long long)json_integer_value(json_object_get(job, "cases_total")),
@@ -139,8 +140,8 @@ static void print_progress(const json_t *job)
 static int refresh(const nvc_conn *c, json_t *jobs, size_t i)
 {
     json_t *job = json_array_get(jobs, i), *resp = NULL;
-    char path[512], *err = NULL;
-    snprintf(path, sizeof(path), "/api/v1/jobs/%s", json_string_value(json_object_get(job, "id")));
+    char path[512], *err = NULL, idb[32];
+    snprintf(path, sizeof(path), "/api/v1/jobs/%s", nvc_id_text(json_object_get(job, "id"), idb));
     int r = nvc_api(c, "GET", path, NULL, &resp, &err);
     if (r == -ECONNREFUSED || r == -ETIMEDOUT || r == -EIO) {
         free(err);
@@ -214,8 +215,9 @@ static int verdict(const json_t *jobs)
         const json_t *job = json_array_get(jobs, i);
         const char *st = json_string_value(json_object_get(job, "state"));
         const char *err = json_string_value(json_object_get(job, "error"));
+        char idb[32];
         fprintf(stderr, "numvalctl: job %s: %s (%lld passed, %lld failed of %lld cases)%s%s\n",
-                json_string_value(json_object_get(job, "id")), st ? st : "?",
+                nvc_id_text(json_object_get(job, "id"), idb), st ? st : "?",
                 (long long)json_integer_value(json_object_get(job, "cases_passed")),
                 (long long)json_integer_value(json_object_get(job, "cases_failed")),
                 (long long)json_integer_value(json_object_get(job, "cases_total")),
@@ -239,7 +241,8 @@ static int write_junit(const nvc_conn *c, const json_t *jobs, const char *path)
     char *err = NULL;
     for (size_t i = 0; i < json_array_size(jobs) && r == 0; i++) {
         json_t *cases = NULL;
-        const char *id = json_string_value(json_object_get(json_array_get(jobs, i), "id"));
+        char idb[32];
+        const char *id = nvc_id_text(json_object_get(json_array_get(jobs, i), "id"), idb);
         r = nvc_fetch_cases(c, id, false, &cases, &err);
         if (r == 0)
             json_array_append_new(all, cases);

@@ -173,6 +173,15 @@ char *nvc_json_text(const json_t *v)
     }
 }
 
+const char *nvc_id_text(const json_t *v, char buf[32])
+{
+    if (json_is_integer(v))
+        snprintf(buf, 32, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+    else
+        snprintf(buf, 32, "%s", json_is_string(v) ? json_string_value(v) : "");
+    return buf;
+}
+
 void nvc_print_json(const json_t *v)
 {
     char *s = json_dumps(v, JSON_INDENT(2) | JSON_ENCODE_ANY);
