@@ -1,0 +1,173 @@
+/* emu describe(): device identity, build identity, the resolved numerical mode and
+ * the dtype contract the device declares (DESIGN.md "Devices and backends"). */
+#include <gnu/libc-version.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "emu_internal.h"
+
+#ifndef NV_VERSION
+#define NV_VERSION "unknown"
+#endif
+
+static const char *rounding_name(nv_rounding r)
+{
+    static const char *const names[] = {"rne", "rtz", "up", "down", "stochastic"};
+    return names[r];
+}
+
+static const char *onoff(bool b)
+{
+    return b ? "on" : "off";
+}
+
+/* The compute dtype for a storage dtype when the mode does not set one. */
+static nv_dtype compute_for(const emu_mode *m, nv_dtype storage)
+{
+    if (m->compute_set)
+        return m->compute;
+    return storage == NV_DT_FP64 ? NV_DT_FP64 : NV_DT_FP32;
+}
+
+static nv_dtype accum_for(const emu_mode *m, nv_dtype storage)
+{
+    if (m->accum_set)
+        return m->accum;
+    return compute_for(m, m->storage_set ? m->storage : storage) == NV_DT_FP64 ? NV_DT_FP64
+                                                                             : NV_DT_FP32;
+}
+
+static void order_text(const emu_mode *m, char *buf, size_t len)
+{
+    if (m->order == EMU_ORDER_TREE || m->order == EMU_ORDER_SPLITK)
+        snprintf(buf, len, "%s:%d", emu_order_name(m->order), m->order_k);
+    else
+        snprintf(buf, len, "%s", emu_order_name(m->order));
+}
+
+static json_t *mode_json(const emu_mode *m)
+{
+    char order[48], scale[48];
+    order_text(m, order, sizeof(order));
+    switch (m->scale_set ? m->scale : NV_SCALE_NONE) {
+    case NV_SCALE_TENSOR: snprintf(scale, sizeof(scale), "tensor"); break;
+    case NV_SCALE_CHANNEL: snprintf(scale, sizeof(scale), "channel"); break;
+    case NV_SCALE_BLOCK: snprintf(scale, sizeof(scale), "block:%d", m->block); break;
+    case NV_SCALE_TILE: snprintf(scale, sizeof(scale), "tile:%dx%d", m->tile_r, m->tile_c); break;
+    default: snprintf(scale, sizeof(scale), "as_requested"); break;
+    }
+    const char *storage = m->storage_set ? nv_dtype_name(m->storage) : "output";
+    const char *compute = m->compute_set ? nv_dtype_name(m->compute)
+                          : m->storage_set ? nv_dtype_name(compute_for(m, m->storage))
+                                           : "fp32 (fp64 for fp64 outputs)";
+    const char *accum = m->accum_set ? nv_dtype_name(m->accum)
+                        : m->storage_set || m->compute_set
+                            ? nv_dtype_name(accum_for(m, m->storage))
+                            : "fp32 (fp64 for fp64 outputs; matmul: its acc_dtype)";
+    static const char *const tr[] = {"exact", "libm", "fast"};
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I}",
+                     "storage", storage, "compute", compute, "accum", accum, "reduce", order,
+                     "fma", onoff(m->fma), "ftz", onoff(m->ftz), "daz", onoff(m->daz),
+                     "rounding", rounding_name(m->rounding), "saturate", onoff(m->saturate),
+                     "transcendental", tr[m->transcendental], "scale", scale, "seed",
+                     (json_int_t)m->seed);
+}
+
+static json_t *transcendental_json(const emu_mode *m, nv_dtype dt)
+{
+    if (m->transcendental == EMU_TR_EXACT)
+        return json_pack("{s:s, s:f}", "kind", "correctly_rounded", "max_ulp", 0.5);
+    if (m->transcendental == EMU_TR_LIBM || compute_for(m, dt) == NV_DT_FP64)
+        return json_pack("{s:s, s:s, s:s}", "kind", "host_libm", "library", "glibc",
+                         "version", gnu_get_libc_version());
+    json_t *b = json_object();
+    int n;
+    const emu_fast_bound *fb = emu_fast_bounds(&n);
+    for (int i = 0; i < n; i++)
+        json_object_set_new(b, fb[i].fn,
+                            json_pack("{s:f, s:s}", "max_ulp_fp32", fb[i].max_ulp, "domain",
+                                      fb[i].domain));
+    return json_pack("{s:s, s:s, s:o}", "kind", "fast_approximation", "evaluated_in", "fp32",
+                     "bounds", b);
+}
+
+static const char *subnormal_text(const emu_mode *m, const nv_dtype_info *info)
+{
+    if (!info->has_subnormals)
+        return "none in this format";
+    if (m->ftz && m->daz)
+        return "flushed: read as zero (daz) and results flushed to zero (ftz)";
+    if (m->ftz)
+        return "results flushed to zero (ftz)";
+    if (m->daz)
+        return "inputs read as zero (daz)";
+    return "kept (gradual underflow)";
+}
+
+static const char *overflow_text(const emu_mode *m, const nv_dtype_info *info)
+{
+    if (m->saturate)
+        return "saturate to max finite";
+    if (info->has_inf)
+        return "overflow to infinity (IEEE 754-2019 §7.4)";
+    if (info->has_nan)
+        return "overflow to NaN (OFP8 e4m3fn, no infinity)";
+    return "saturate to max finite (MX v1.0 §5.3, no inf or NaN)";
+}
+
+static json_t *contract_json(const emu_mode *m)
+{
+    json_t *c = json_object();
+    char order[48];
+    order_text(m, order, sizeof(order));
+    for (int d = 0; d < NV_DT_COUNT; d++) {
+        const nv_dtype_info *info = nv_dtype_get((nv_dtype)d);
+        if (!info || !info->is_float || d == NV_DT_E8M0)
+            continue;
+        json_t *e = json_pack(
+            "{s:{s:f, s:f, s:f}, s:{s:b, s:b, s:b}, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:b}",
+            "range", "max_finite", info->max_finite, "min_normal", info->min_normal,
+            "min_subnormal", info->min_subnormal, "specials", "inf", info->has_inf, "nan",
+            info->has_nan, "signed_zero", 1, "subnormals", subnormal_text(m, info),
+            "conversion_rounding", rounding_name(m->rounding), "compute",
+            nv_dtype_name(compute_for(m, (nv_dtype)d)), "accumulation",
+            nv_dtype_name(accum_for(m, (nv_dtype)d)), "saturation", overflow_text(m, info),
+            "reduction_order", order, "transcendental_error",
+            transcendental_json(m, (nv_dtype)d), "fast_math",
+            m->transcendental == EMU_TR_FAST || m->ftz || m->daz);
+        if (e)
+            json_object_set_new(c, info->name, e);
+    }
+    return c;
+}
+
+static json_t *nondeterministic_json(const emu_mode *m)
+{
+    json_t *a = json_array();
+    if (m->order != EMU_ORDER_RANDOM)
+        return a;
+    size_t n;
+    const nv_op_def *ops = nv_op_all(&n);
+    for (size_t i = 0; i < n; i++) {
+        /* max is order-independent; every other reduction and matmul is not. */
+        if ((ops[i].kind == NV_OPK_REDUCE && strcmp(ops[i].name, "max")) ||
+            ops[i].kind == NV_OPK_MATMUL)
+            json_array_append_new(a, json_string(ops[i].name));
+    }
+    return a;
+}
+
+char *emu_describe_json(const emu_mode *m)
+{
+    json_t *d = json_pack("{s:s, s:{s:s, s:s, s:s}, s:o, s:o, s:b, s:o, s:{}}", "device", "emu",
+                          "build", "name", "numval-emu", "version", NV_VERSION, "compiler",
+                          __VERSION__, "mode", mode_json(m), "contract", contract_json(m),
+                          "inference_only", 0, "nondeterministic_ops", nondeterministic_json(m),
+                          "saved");
+    if (!d)
+        return NULL;
+    char *s = json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(d);
+    return s;
+}

@@ -1,0 +1,138 @@
+/* emu matmul / bmm: C[m,n] = sum_k (A[m,k] sa(m,k)) (B[k,n] sb(k,n)) accumulated in
+ * the accumulate dtype in the mode's order, each product rounded to it unless
+ * fma=on. Scaled operands are dequantized element by element: an MX block scale
+ * is the e8m0 value 2^(s-127), so X_i * 2^(s-127) is exact (OCP MX v1.0 §6.1); an
+ * fp32 scale (tensor, channel, tile) is applied with one rounding to accum. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emu_internal.h"
+
+typedef struct mm {
+    int64_t batch, M, K, N;
+    int64_t a_batch_stride, b_batch_stride; /* 0 when an operand broadcasts */
+} mm;
+
+/* The scale applied to element (r, q) of an operand of rows x cols, for batch b. */
+static double scale_of(const nv_op_attrs *a, const nv_tensor *s, bool is_a, int64_t b,
+                       int64_t r, int64_t q, int64_t rows, int64_t cols)
+{
+    switch (a->scale) {
+    case NV_SCALE_TENSOR:
+        return s->data[0];
+    case NV_SCALE_CHANNEL: {
+        /* sa [.., M] per row of A; sb [.., N] per column of B. */
+        int64_t per = is_a ? rows : cols;
+        int64_t nb = s->numel / per;
+        return s->data[(nb > 1 ? b : 0) * per + (is_a ? r : q)];
+    }
+    case NV_SCALE_BLOCK: {
+        /* sa [.., M, K/block] along A's columns; sb [.., K/block, N] along B's rows. */
+        int64_t sr = is_a ? rows : s->shape[s->ndim - 2];
+        int64_t sc = is_a ? s->shape[s->ndim - 1] : cols;
+        int64_t nb = s->numel / (sr * sc);
+        int64_t rr = is_a ? r : r / a->block, qq = is_a ? q / a->block : q;
+        return s->data[(nb > 1 ? b : 0) * sr * sc + rr * sc + qq];
+    }
+    case NV_SCALE_TILE: {
+        int64_t sr = s->shape[s->ndim - 2], sc = s->shape[s->ndim - 1];
+        int64_t nb = s->numel / (sr * sc);
+        return s->data[(nb > 1 ? b : 0) * sr * sc + (r / a->tile_r) * sc + q / a->tile_c];
+    }
+    default:
+        return 1.0;
+    }
+}
+
+/* Operand (rows x cols, batch b) converted to the accumulate dtype, scaled. */
+static void dequant(emu_call *c, const nv_op_attrs *a, const nv_tensor *x, const nv_tensor *s,
+                    bool is_a, int64_t b, int64_t off, int64_t rows, int64_t cols, double *dst)
+{
+    nv_dtype ad = c->accum;
+    bool exact_scale = a->scale == NV_SCALE_BLOCK || a->scale == NV_SCALE_NONE;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t q = 0; q < cols; q++) {
+            double v = x->data[off + r * cols + q];
+            if (a->scale == NV_SCALE_NONE) {
+                dst[r * cols + q] = emu_round(c, ad, v);
+                continue;
+            }
+            double sc = scale_of(a, s, is_a, b, r, q, rows, cols);
+            dst[r * cols + q] = exact_scale ? emu_round(c, ad, v * sc) : emu_mul(c, ad, v, sc);
+        }
+}
+
+static void scale_text(nv_scale_granularity g, int block, int tr, int tc, char *buf, size_t len)
+{
+    switch (g) {
+    case NV_SCALE_TENSOR: snprintf(buf, len, "tensor"); break;
+    case NV_SCALE_CHANNEL: snprintf(buf, len, "channel"); break;
+    case NV_SCALE_BLOCK: snprintf(buf, len, "block:%d", block); break;
+    case NV_SCALE_TILE: snprintf(buf, len, "tile:%dx%d", tr, tc); break;
+    default: snprintf(buf, len, "none"); break;
+    }
+}
+
+static int geometry(const nv_tensor *A, const nv_tensor *B, mm *g, char *err, size_t errlen)
+{
+    if (A->ndim < 2 || B->ndim < 2) {
+        snprintf(err, errlen, "matmul operands must have at least 2 dimensions");
+        return NV_E_SHAPE;
+    }
+    g->M = A->shape[A->ndim - 2];
+    g->K = A->shape[A->ndim - 1];
+    g->N = B->shape[B->ndim - 1];
+    int64_t ab = A->numel / (g->M * g->K > 0 ? g->M * g->K : 1);
+    int64_t bb = B->numel / (g->K * g->N > 0 ? g->K * g->N : 1);
+    g->batch = ab > bb ? ab : bb;
+    g->a_batch_stride = ab > 1 ? g->M * g->K : 0;
+    g->b_batch_stride = bb > 1 ? g->K * g->N : 0;
+    return NV_OK;
+}
+
+int emu_matmul(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, int n_in,
+               const nv_tensor *const *in, double *out, char *err, size_t errlen)
+{
+    (void)op;
+    const emu_mode *m = c->m;
+    if (m->scale_set && a->scale != NV_SCALE_NONE &&
+        (m->scale != a->scale || (a->scale == NV_SCALE_BLOCK && m->block != a->block) ||
+         (a->scale == NV_SCALE_TILE && (m->tile_r != a->tile_r || m->tile_c != a->tile_c)))) {
+        char want[48], have[48];
+        scale_text(a->scale, a->block, a->tile_r, a->tile_c, want, sizeof(want));
+        scale_text(m->scale, m->block, m->tile_r, m->tile_c, have, sizeof(have));
+        snprintf(err, errlen,
+                 "emu mode scale '%s' cannot apply the op's scale '%s': the device scales "
+                 "only at its own granularity",
+                 have, want);
+        return NV_E_UNSUPPORTED;
+    }
+    mm g;
+    int r = geometry(in[0], in[1], &g, err, errlen);
+    if (r < 0)
+        return r;
+    const nv_tensor *sa = n_in > 2 ? in[2] : NULL, *sb = n_in > 3 ? in[3] : NULL;
+    if (a->scale != NV_SCALE_NONE && (!sa || !sb)) {
+        snprintf(err, errlen, "matmul with scale granularity needs scale_a and scale_b");
+        return NV_E_INVALID;
+    }
+    size_t na = (size_t)(g.M * g.K), nb = (size_t)(g.K * g.N);
+    double *abuf = malloc((na + nb + 1) * sizeof(double));
+    if (!abuf) {
+        snprintf(err, errlen, "out of memory");
+        return NV_E_NOMEM;
+    }
+    double *bbuf = abuf + na;
+    for (int64_t b = 0; b < g.batch; b++) {
+        dequant(c, a, in[0], sa, true, b, b * g.a_batch_stride, g.M, g.K, abuf);
+        dequant(c, a, in[1], sb, false, b, b * g.b_batch_stride, g.K, g.N, bbuf);
+        double *o = out + b * g.M * g.N;
+        for (int64_t i = 0; i < g.M; i++)
+            for (int64_t j = 0; j < g.N; j++)
+                o[i * g.N + j] = emu_sum(c, c->accum, abuf + i * g.K, 1, bbuf + j, g.N, g.K);
+    }
+    free(abuf);
+    return NV_OK;
+}

@@ -1,0 +1,222 @@
+/* emu reductions along an axis. Sums run in the accumulate dtype in the mode's
+ * order (emu_sum.c); the elementwise steps of composite ops (x - max, exp, the
+ * normalisation) run in the compute dtype, every intermediate rounded where a
+ * kernel would store it. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emu_internal.h"
+
+typedef struct red {
+    emu_call *c;
+    const nv_op_attrs *a;
+    nv_dtype cd, ad;
+    int64_t outer, n, inner;
+    double *tmp; /* n scratch values */
+} red;
+
+/* Reduction length 0 is possible for sum only (catalog.c refuses the others). */
+
+static double row_max(const double *x, int64_t st, int64_t n)
+{
+    double m = -INFINITY;
+    for (int64_t j = 0; j < n; j++) {
+        double v = x[j * st];
+        if (isnan(v))
+            return v;
+        if (v > m)
+            m = v;
+    }
+    return m;
+}
+
+/* tmp[j] = exp(x_j - m) in compute; returns the accumulated sum rounded to compute. */
+static double exp_sum(red *r, const double *x, int64_t st, double m)
+{
+    emu_call *c = r->c;
+    for (int64_t j = 0; j < r->n; j++) {
+        double d = emu_add(c, r->cd, emu_round(c, r->cd, x[j * st]), -m);
+        r->tmp[j] = emu_fn(c, NV_FN_EXP, d, r->cd);
+    }
+    return emu_round(c, r->cd, emu_sum(c, r->ad, r->tmp, 1, NULL, 0, r->n));
+}
+
+static double row_logsumexp(red *r, const double *x, int64_t st)
+{
+    emu_call *c = r->c;
+    double m = emu_round(c, r->cd, row_max(x, st, r->n));
+    if (isinf(m))
+        return m; /* all -inf: -inf; any +inf: +inf (log of an infinite sum) */
+    double s = exp_sum(r, x, st, m);
+    return emu_add(c, r->cd, m, emu_fn(c, NV_FN_LOG, s, r->cd));
+}
+
+/* Variance: two-pass (mean, then the sum of squared deviations) or Welford's
+ * update, each step rounded in accum (Higham §1.9, Chan-Golub-LeVeque 1983). */
+static double row_var(red *r, const double *x, int64_t st)
+{
+    emu_call *c = r->c;
+    nv_dtype ad = r->ad;
+    double denom = (double)(r->n - r->a->correction);
+    if (!r->a->welford) {
+        double m = emu_div(c, ad, emu_sum(c, ad, x, st, NULL, 0, r->n), (double)r->n);
+        for (int64_t j = 0; j < r->n; j++)
+            r->tmp[j] = emu_add(c, ad, emu_round(c, ad, x[j * st]), -m);
+        return emu_div(c, ad, emu_sum(c, ad, r->tmp, 1, r->tmp, 1, r->n), denom);
+    }
+    double mean = 0, m2 = 0;
+    for (int64_t j = 0; j < r->n; j++) {
+        double v = emu_round(c, ad, x[j * st]);
+        double delta = emu_add(c, ad, v, -mean);
+        mean = emu_add(c, ad, mean, emu_div(c, ad, delta, (double)(j + 1)));
+        double delta2 = emu_add(c, ad, v, -mean);
+        m2 = c->m->fma ? emu_fma(c, ad, delta, delta2, m2)
+                       : emu_add(c, ad, m2, emu_mul(c, ad, delta, delta2));
+    }
+    return emu_div(c, ad, m2, denom);
+}
+
+/* layer_norm / rms_norm over the last axis (inner == 1). */
+static void row_norm(red *r, bool layer, const double *x, const double *w, const double *b,
+                     double *y)
+{
+    emu_call *c = r->c;
+    nv_dtype ad = r->ad, cd = r->cd;
+    int64_t n = r->n;
+    double m = 0;
+    if (layer)
+        m = emu_div(c, ad, emu_sum(c, ad, x, 1, NULL, 0, n), (double)n);
+    for (int64_t j = 0; j < n; j++)
+        r->tmp[j] = layer ? emu_add(c, ad, emu_round(c, ad, x[j]), -m) : emu_round(c, ad, x[j]);
+    double ms = emu_div(c, ad, emu_sum(c, ad, r->tmp, 1, r->tmp, 1, n), (double)n);
+    double den = emu_round(c, cd, emu_add(c, ad, ms, r->a->eps));
+    double rstd = emu_fn(c, NV_FN_RSQRT, den, cd);
+    for (int64_t j = 0; j < n; j++) {
+        double v = emu_mul(c, cd, emu_round(c, cd, r->tmp[j]), rstd);
+        double wj = emu_round(c, cd, w[j]);
+        if (!layer)
+            y[j] = emu_mul(c, cd, v, wj);
+        else if (c->m->fma)
+            y[j] = emu_fma(c, cd, v, wj, emu_round(c, cd, b[j]));
+        else
+            y[j] = emu_add(c, cd, emu_mul(c, cd, v, wj), emu_round(c, cd, b[j]));
+    }
+}
+
+static void row_softmax(red *r, bool log_form, const double *x, int64_t st, double *y)
+{
+    emu_call *c = r->c;
+    nv_dtype cd = r->cd;
+    double m = emu_round(c, cd, row_max(x, r->n > 0 ? st : 1, r->n));
+    double s = exp_sum(r, x, st, m);
+    double ls = log_form ? emu_fn(c, NV_FN_LOG, s, cd) : 0;
+    for (int64_t j = 0; j < r->n; j++) {
+        if (log_form)
+            y[j * st] = emu_add(c, cd, emu_add(c, cd, emu_round(c, cd, x[j * st]), -m), -ls);
+        else
+            y[j * st] = emu_div(c, cd, r->tmp[j], s);
+    }
+}
+
+static int cross_entropy(red *r, const nv_tensor *logits, const nv_tensor *target, double *out,
+                         char *err, size_t errlen)
+{
+    emu_call *c = r->c;
+    int64_t rows = logits->shape[0], C = logits->shape[1];
+    double *loss = r->a->reduction_mean ? malloc((size_t)(rows > 0 ? rows : 1) * sizeof(double))
+                                        : out;
+    if (!loss) {
+        snprintf(err, errlen, "out of memory");
+        return NV_E_NOMEM;
+    }
+    for (int64_t i = 0; i < rows; i++) {
+        double t = target->data[i];
+        if (!(t >= 0 && t < (double)C)) {
+            snprintf(err, errlen, "cross_entropy: target '%g' of row %lld is outside [0, %lld)",
+                     t, (long long)i, (long long)C);
+            if (loss != out)
+                free(loss);
+            return NV_E_INVALID;
+        }
+        const double *x = logits->data + i * C;
+        double lse = row_logsumexp(r, x, 1);
+        loss[i] = emu_add(c, r->cd, lse, -emu_round(c, r->cd, x[(int64_t)t]));
+    }
+    if (loss != out) {
+        out[0] = emu_div(c, r->ad, emu_sum(c, r->ad, loss, 1, NULL, 0, rows), (double)rows);
+        free(loss);
+    }
+    return NV_OK;
+}
+
+static void reduce_rows(red *r, const char *name, const double *x, double *out)
+{
+    emu_call *c = r->c;
+    nv_dtype ad = r->ad;
+    for (int64_t o = 0; o < r->outer; o++) {
+        for (int64_t i = 0; i < r->inner; i++) {
+            const double *row = x + o * r->n * r->inner + i;
+            double *yrow = out + o * r->n * r->inner + i; /* shape-keeping ops */
+            double *dst = out + o * r->inner + i;         /* axis-removing ops */
+            int64_t st = r->inner;
+            if (!strcmp(name, "sum"))
+                *dst = emu_sum(c, ad, row, st, NULL, 0, r->n);
+            else if (!strcmp(name, "mean"))
+                *dst = emu_div(c, ad, emu_sum(c, ad, row, st, NULL, 0, r->n), (double)r->n);
+            else if (!strcmp(name, "max"))
+                *dst = row_max(row, st, r->n);
+            else if (!strcmp(name, "var"))
+                *dst = row_var(r, row, st);
+            else if (!strcmp(name, "norm2"))
+                *dst = emu_sqrt(c, ad, emu_sum(c, ad, row, st, row, st, r->n));
+            else if (!strcmp(name, "logsumexp"))
+                *dst = row_logsumexp(r, row, st);
+            else if (!strcmp(name, "softmax"))
+                row_softmax(r, false, row, st, yrow);
+            else
+                row_softmax(r, true, row, st, yrow);
+        }
+    }
+}
+
+static int norm_axis(const nv_op_attrs *a, const char *name, int ndim)
+{
+    if (!strcmp(name, "layer_norm") || !strcmp(name, "rms_norm"))
+        return ndim - 1;
+    if (!strcmp(name, "cross_entropy"))
+        return 1;
+    return a->axis < 0 ? a->axis + ndim : a->axis;
+}
+
+int emu_reduce_op(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, int n_in,
+                  const nv_tensor *const *in, double *out, char *err, size_t errlen)
+{
+    const nv_tensor *x = in[0];
+    int ax = norm_axis(a, op->name, x->ndim);
+    red r = {c, a, c->compute, c->accum, 1, x->shape[ax], 1, NULL};
+    for (int d = 0; d < ax; d++)
+        r.outer *= x->shape[d];
+    for (int d = ax + 1; d < x->ndim; d++)
+        r.inner *= x->shape[d];
+    r.tmp = malloc((size_t)(r.n > 0 ? r.n : 1) * sizeof(double));
+    if (!r.tmp) {
+        snprintf(err, errlen, "out of memory");
+        return NV_E_NOMEM;
+    }
+    int rc = NV_OK;
+    if (!strcmp(op->name, "cross_entropy")) {
+        rc = cross_entropy(&r, x, in[1], out, err, errlen);
+    } else if (!strcmp(op->name, "layer_norm") || !strcmp(op->name, "rms_norm")) {
+        bool layer = op->name[0] == 'l';
+        for (int64_t o = 0; o < r.outer; o++)
+            row_norm(&r, layer, x->data + o * r.n, in[1]->data, layer ? in[2]->data : NULL,
+                     out + o * r.n);
+    } else {
+        reduce_rows(&r, op->name, x->data, out);
+    }
+    (void)n_in;
+    free(r.tmp);
+    return rc;
+}
