@@ -4,9 +4,9 @@
 
 import {test} from 'node:test';
 import assert from 'node:assert/strict';
-import {parseHash, route, match, href} from '../../web/js/router.js';
-import {num, qs} from '../../web/js/util.js';
-import {ulpBins} from '../../web/js/charts.js';
+import {parseHash, route, match, href} from '../../web/app/router.js';
+import {num, qs} from '../../web/app/util.js';
+import {ulpBins} from '../../web/app/charts.js';
 
 test('parseHash splits path and query', () => {
   assert.deepEqual(parseHash('#/jobs/12?verdict=failed&cursor=40'),
@@ -51,7 +51,7 @@ test('ulpBins puts each error in the smallest bin whose edge holds it', () => {
 });
 
 test('parseMetrics reads queue depth and jobs by state from Prometheus text', async () => {
-  const {parseMetrics} = await import('../../web/js/views/dashboard.js');
+  const {parseMetrics} = await import('../../web/app/views/dashboard.js');
   const text = [
     '# HELP numvald_jobs Jobs in the store, by state.',
     '# TYPE numvald_jobs gauge',

@@ -18,7 +18,7 @@ function mismatchTable(list) {
   if (!list || !list.length) return empty('No mismatching elements recorded.');
   return h('div.table-wrap', h('table.data', {id: 'mismatches'},
     h('caption', `First ${list.length} mismatching element${list.length > 1 ? 's' : ''}`),
-    h('thead', h('tr', ['Index', 'Inputs', 'Device', 'Exact', 'ULP error', 'Abs error']
+    h('thead', h('tr', ['Index', 'Inputs', 'Device', 'Exact', 'ULP error', 'Abs error', 'Allowed', 'Kind']
       .map((t) => h('th', {scope: 'col'}, t)))),
     h('tbody', list.map((m) => h('tr',
       h('td', h('code', Array.isArray(m.index) ? `[${m.index.join(', ')}]` : exact(m.index))),
@@ -26,7 +26,9 @@ function mismatchTable(list) {
       h('td', h('code.got', exact(m.got))),
       h('td', h('code.exact', exact(m.exact))),
       h('td.num', num(m.ulp_error)),
-      h('td.num', num(m.abs_error)))))));
+      h('td.num', num(m.abs_error)),
+      h('td.num', num(m.allowed)),
+      h('td', m.kind || '—'))))));
 }
 
 function historyTable(rows, usedVersion) {
