@@ -11,6 +11,7 @@
  * the reference defines. "cancellation" is meaningful for add, sub, fma, the
  * reductions and matmul; every op accepts every class. */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -646,6 +647,43 @@ int64_t nv_op_reduction_len(const nv_op_def *op, const nv_op_attrs *a, int n_in,
     }
 }
 
+/* Whether the exact value hi + lo overflows dt under round to nearest: |v| >= T
+ * = 2^emax (2 - 2^-p), the midpoint above max_finite, which rounds (with an
+ * unbounded exponent) to 2^(emax+1) (IEEE 754-2019 §7.4). hi = RN(v) and T is a
+ * double (fp64: refmath marks an fp64 overflow as DBL_MAX + lo >= 2^970). */
+static bool overflows(nv_dtype dt, double hi, double lo)
+{
+    const nv_dtype_info *di = nv_dtype_get(dt);
+    if (!di || !di->is_float || !isfinite(hi))
+        return false;
+    bool same = lo == 0 || signbit(lo) == signbit(hi);
+    if (dt == NV_DT_FP64)
+        return fabs(hi) == DBL_MAX && lo != 0 && same && fabs(lo) >= 0x1p970;
+    double t = ldexp(2 - ldexp(1, -(di->mant_bits + 1)), di->emax);
+    return fabs(hi) > t || (fabs(hi) == t && same);
+}
+
+/* An exact value beyond the overflow threshold becomes the value a correctly
+ * rounding device returns for it: +-Inf, or NaN for fp8 e4m3fn (OFP8 §4: no
+ * infinities, overflow is NaN when not saturating), or +-max_finite for the MX
+ * element formats, which always saturate (MX v1.0 §5.3). Comparison then asks
+ * the device for exactly that (infinities must match in sign). */
+static void overflow_to_dtype(nv_tensor *hi, nv_tensor *lo)
+{
+    for (int64_t i = 0; i < hi->numel; i++) {
+        int64_t o = nv_tensor_offset_linear(hi, i);
+        int64_t ol = lo ? nv_tensor_offset_linear(lo, i) : 0;
+        double h = hi->data[o], l = lo ? lo->data[ol] : 0;
+        if (!overflows(hi->dtype, h, l))
+            continue;
+        hi->data[o] = hi->dtype == NV_DT_FP64
+                          ? copysign(INFINITY, h)
+                          : nv_dtype_round(hi->dtype, copysign(DBL_MAX, h), &NV_ROUND_DEFAULT, 0);
+        if (lo)
+            lo->data[ol] = 0;
+    }
+}
+
 int nv_op_reference(const nv_op_def *op, const nv_op_attrs *a, int n_in,
                     const nv_tensor *const *in, nv_tensor *out_hi, nv_tensor *out_lo,
                     nv_tensor *abs_sum)
@@ -668,10 +706,16 @@ int nv_op_reference(const nv_op_def *op, const nv_op_attrs *a, int n_in,
     }
     switch (op->kind) {
     case NV_OPK_REDUCE:
-        return nvo_ref_reduce(id, a, n_in, in, out_hi, out_lo, abs_sum);
+        r = nvo_ref_reduce(id, a, n_in, in, out_hi, out_lo, abs_sum);
+        break;
     case NV_OPK_MATMUL:
-        return nvo_ref_matmul(a, n_in, in, out_hi, out_lo, abs_sum);
+        r = nvo_ref_matmul(a, n_in, in, out_hi, out_lo, abs_sum);
+        break;
     default:
-        return nvo_ref_elementwise(id, a, n_in, in, out_hi, out_lo, abs_sum);
+        r = nvo_ref_elementwise(id, a, n_in, in, out_hi, out_lo, abs_sum);
+        break;
     }
+    if (r == 0)
+        overflow_to_dtype(out_hi, out_lo);
+    return r;
 }

@@ -89,6 +89,9 @@ int nv_op_infer(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_te
  * inferred shape and the output dtype, which selects the precision the exact value
  * must decide (refmath.h). abs_sum (may be NULL) receives sum |terms| for ops whose
  * error bound depends on it (reductions, matmul), else |exact|.
+ * An exact value that overflows the output dtype under round to nearest (IEEE
+ * 754-2019 §7.4) is stored as the overflow result a correct device returns:
+ * +-Inf, NaN for fp8_e4m3 (OFP8), +-max_finite for the MX formats (lo = 0).
  * Returns 0 or a negative NV_E_* code. */
 int nv_op_reference(const nv_op_def *op, const nv_op_attrs *a, int n_in,
                     const nv_tensor *const *in, nv_tensor *out_hi, nv_tensor *out_lo,

@@ -339,6 +339,38 @@ static void test_hand_matmul(void)
         nv_tensor_free(in[i]);
 }
 
+/* Exact values beyond the output dtype's overflow threshold T = 2^emax (2 - 2^-p)
+ * become the overflow result (IEEE 754-2019 §7.4; OFP8 e4m3fn: NaN). */
+static void test_overflow(void)
+{
+    res r;
+    double fmax = 0x1.fffffep127, half_ulp = 0x1p103; /* T = fmax + half_ulp */
+    nv_tensor *in[2] = {vec(NV_DT_FP32, 3, (double[]){fmax, fmax, -fmax}),
+                        vec(NV_DT_FP32, 3, (double[]){half_ulp, half_ulp / 2, -fmax})};
+    run("add", NULL, 2, in, NV_DT_FP32, &r);
+    tap_ok(r.hi->data[0] == INFINITY && r.lo->data[0] == 0 && isfinite(r.hi->data[1]) &&
+               r.hi->data[2] == -INFINITY,
+           "fp32 add: the tie at T overflows, below T stays finite, -Inf below -T");
+    res_free(&r);
+    run("exp", NULL, 1, in, NV_DT_FP32, &r);
+    tap_ok(r.hi->data[0] == INFINITY && r.hi->data[2] == 0, "exp(fmax) = Inf, exp(-fmax) = 0");
+    res_free(&r);
+    nv_tensor_free(in[0]);
+    nv_tensor_free(in[1]);
+    in[0] = vec(NV_DT_FP64, 2, (double[]){1000, 709});
+    run("exp", NULL, 1, in, NV_DT_FP64, &r);
+    tap_ok(r.hi->data[0] == INFINITY && isfinite(r.hi->data[1]), "fp64 exp(1000) = Inf, exp(709) finite");
+    res_free(&r);
+    nv_tensor_free(in[0]);
+    in[0] = vec(NV_DT_FP8_E4M3, 2, (double[]){448, 448});
+    in[1] = vec(NV_DT_FP8_E4M3, 2, (double[]){448, -448});
+    run("add", NULL, 2, in, NV_DT_FP8_E4M3, &r);
+    tap_ok(isnan(r.hi->data[0]) && r.hi->data[1] == 0, "e4m3 448 + 448 overflows to NaN (OFP8)");
+    res_free(&r);
+    nv_tensor_free(in[0]);
+    nv_tensor_free(in[1]);
+}
+
 /* A strided view: x is the transpose of a contiguous [4, 3] buffer. */
 static void test_views(void)
 {
@@ -586,6 +618,7 @@ int main(void)
     test_hand_norms();
     test_hand_elementwise();
     test_hand_matmul();
+    test_overflow();
     test_views();
     test_random_sums();
     test_random_softmax();
