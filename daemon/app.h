@@ -1,0 +1,45 @@
+/* The daemon's state, shared by main.c and the route handlers (api*.c). */
+#ifndef NUMVAL_DAEMON_APP_H
+#define NUMVAL_DAEMON_APP_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "config.h"
+#include "http.h"
+#include "queue.h"
+#include "store.h"
+
+typedef struct nvd_supervisor nvd_supervisor;
+typedef struct api_pending api_pending;
+
+typedef struct nvd_metrics {
+    uint64_t requests[6]; /* by status class: [1] 1xx ... [5] 5xx */
+    uint64_t jobs_submitted, results_stored, claims, leases_expired;
+    uint64_t artifacts_stored, commit_failures, worker_restarts;
+    int64_t started_ms;
+} nvd_metrics;
+
+typedef struct nvd_app {
+    uv_loop_t *loop;
+    nvd_config *cfg;
+    nvd_store *store;
+    nvd_queue *queue;
+    nvd_http_server *http;
+    nvd_supervisor *sup;
+    nvd_metrics metrics;
+    uv_prepare_t commit; /* group commit before the loop blocks */
+    api_pending *pending_head, *pending_tail;
+    char *web_dir; /* resolved static root, or NULL */
+    int port;
+} nvd_app;
+
+/* http callbacks (api.c). */
+void nvd_api_handle(void *ud, nvd_http_req *req);
+size_t nvd_api_body_limit(void *ud, const char *method, const char *raw_path);
+void nvd_api_done(void *ud, nvd_http_req *req, int status);
+/* Commit the group transaction and release the responses that waited for it. */
+void nvd_api_commit(nvd_app *app);
+
+#endif

@@ -1,0 +1,45 @@
+/* numvald configuration: defaults, the INI file (libinih), then command-line
+ * flags (main.c) override. */
+#ifndef NUMVAL_DAEMON_CONFIG_H
+#define NUMVAL_DAEMON_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "http.h"
+
+typedef enum { NVD_ANON_LOOPBACK, NVD_ANON_YES, NVD_ANON_NO } nvd_anon;
+
+typedef struct nvd_device_conf {
+    char *name, *backend, *worker; /* worker: NULL = the configured default */
+    int slots;
+} nvd_device_conf;
+
+typedef struct nvd_config {
+    char *listen, *data_dir, *web_dir, *js_dir, *worker;
+    nvd_anon anonymous_read;
+    nvd_http_limits http;
+    size_t max_job_body, max_artifact_body;
+    int queue_depth, max_attempts;
+    int64_t lease_ms, claim_max_wait_ms;
+    int crash_limit;          /* crashes within crash_window_ms that quarantine a device */
+    int64_t crash_window_ms;
+    int64_t backoff_max_ms;
+    bool sync_full;
+    nvd_device_conf *devices;
+    int n_devices;
+} nvd_config;
+
+/* Fill defaults. 0 or -ENOMEM. */
+int nvd_config_init(nvd_config *c);
+/* Read an INI file over the current values. On error a malloc'd message naming
+ * the file, line and key goes to *ret_err. 0, -ENOENT, -EINVAL, -ENOMEM. */
+int nvd_config_load(nvd_config *c, const char *path, char **ret_err);
+/* Check cross-field rules (limits positive, devices have backends). */
+int nvd_config_check(const nvd_config *c, char **ret_err);
+/* Replace a string field (copying v). 0 or -ENOMEM. */
+int nvd_config_set_str(char **field, const char *v);
+void nvd_config_done(nvd_config *c);
+
+#endif

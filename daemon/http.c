@@ -1,0 +1,828 @@
+/* HTTP/1.1 server on libuv with http_parser (see http.h). */
+#include "http.h"
+
+#include <errno.h>
+#include <http_parser.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/log.h"
+
+#define READ_CHUNK 65536
+#define ARENA_CHUNK 4096
+
+typedef struct arena_chunk {
+    struct arena_chunk *next;
+    size_t used, cap;
+    max_align_t data[];
+} arena_chunk;
+
+typedef enum { PH_IDLE, PH_HEADERS, PH_BODY, PH_BUSY } phase_t;
+
+typedef struct reqstate {
+    nvd_http_req pub; /* first: nvd_http_req * converts back */
+    arena_chunk *arena;
+    char *url;
+    size_t url_len, url_cap;
+    char *hbuf; /* name\0value\0 ... */
+    size_t hlen, hcap;
+    int hstate; /* 0 none, 1 in a field, 2 in a value */
+    int n_headers;
+    const char **hdr; /* n_headers pairs: name, value */
+    char *body;
+    size_t body_len, body_cap, body_limit;
+    bool keep_alive, responded;
+    int error_status;
+    const char *error_code, *error_msg;
+    void (*abort_cb)(void *ud, nvd_http_req *req);
+    void *abort_ud;
+} reqstate;
+
+typedef struct conn {
+    uv_tcp_t tcp;
+    uv_timer_t timer;
+    nvd_http_server *srv;
+    struct conn *prev, *next;
+    http_parser parser;
+    phase_t phase;
+    int open_handles;
+    bool closing, in_flight, close_after, reading, loopback;
+    char *in;
+    size_t in_len, in_off, in_cap;
+    reqstate rq;
+} conn;
+
+struct nvd_http_server {
+    uv_tcp_t listener;
+    uv_loop_t *loop;
+    nvd_http_limits lim;
+    nvd_http_callbacks cb;
+    void *ud;
+    conn *conns;
+    int n_conns, port;
+    bool closing, listener_closed;
+};
+
+typedef struct wreq {
+    uv_write_t w;
+    conn *c;
+    bool final; /* the response that ends the request (not a 100 Continue) */
+    int status;
+    char data[];
+} wreq;
+
+static http_parser_settings settings;
+static void process_input(conn *c);
+static void conn_close(conn *c);
+static void arm(conn *c, uint64_t ms);
+static void read_start(conn *c);
+
+const char *nvd_http_status_text(int status)
+{
+    switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 201: return "Created";
+    case 204: return "No Content";
+    case 304: return "Not Modified";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 411: return "Length Required";
+    case 413: return "Payload Too Large";
+    case 414: return "URI Too Long";
+    case 415: return "Unsupported Media Type";
+    case 422: return "Unprocessable Entity";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    default: return "Unknown";
+    }
+}
+
+/* ---- arena ---- */
+
+void *nvd_http_alloc(nvd_http_req *req, size_t n)
+{
+    reqstate *rq = (reqstate *)req;
+    n = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
+    arena_chunk *a = rq->arena;
+    if (!a || a->cap - a->used < n) {
+        size_t cap = n > ARENA_CHUNK ? n : ARENA_CHUNK;
+        a = malloc(sizeof(*a) + cap);
+        if (!a)
+            return NULL;
+        a->cap = cap;
+        a->used = 0;
+        a->next = rq->arena;
+        rq->arena = a;
+    }
+    void *p = (char *)a->data + a->used;
+    a->used += n;
+    return p;
+}
+
+static void rq_reset(reqstate *rq)
+{
+    while (rq->arena) {
+        arena_chunk *n = rq->arena->next;
+        free(rq->arena);
+        rq->arena = n;
+    }
+    free(rq->url);
+    free(rq->hbuf);
+    free(rq->body);
+    memset(rq, 0, sizeof(*rq));
+}
+
+/* ---- writing ---- */
+
+static void on_write(uv_write_t *w, int status)
+{
+    wreq *wr = (wreq *)w;
+    conn *c = wr->c;
+    bool final = wr->final;
+    int st = wr->status;
+    free(wr);
+    if (!final || c->closing)
+        return;
+    nvd_http_server *srv = c->srv;
+    if (srv->cb.done)
+        srv->cb.done(srv->ud, &c->rq.pub, st);
+    c->in_flight = false;
+    rq_reset(&c->rq);
+    if (status < 0 || c->close_after || srv->closing) {
+        conn_close(c);
+        return;
+    }
+    c->phase = PH_IDLE;
+    arm(c, srv->lim.idle_timeout_ms);
+    process_input(c);
+}
+
+static int send_bytes(conn *c, const char *head, size_t hlen, const void *body, size_t blen,
+                      bool final, int status)
+{
+    wreq *wr = malloc(sizeof(*wr) + hlen + blen);
+    if (!wr)
+        return -ENOMEM;
+    wr->c = c;
+    wr->final = final;
+    wr->status = status;
+    memcpy(wr->data, head, hlen);
+    if (blen)
+        memcpy(wr->data + hlen, body, blen);
+    uv_buf_t b = uv_buf_init(wr->data, (unsigned)(hlen + blen));
+    int r = uv_write(&wr->w, (uv_stream_t *)&c->tcp, &b, 1, on_write);
+    if (r < 0) {
+        free(wr);
+        return r;
+    }
+    return 0;
+}
+
+static void respond_conn(conn *c, int status, const char *ctype, const void *body, size_t len,
+                         const char *extra, bool head_only)
+{
+    char hdr[1024];
+    bool close = c->close_after || !c->rq.keep_alive || c->srv->closing;
+    c->close_after = close;
+    c->rq.responded = true;
+    int n = snprintf(hdr, sizeof(hdr),
+                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s\r\n",
+                     status, nvd_http_status_text(status), ctype ? ctype : "application/json",
+                     len, extra ? extra : "", close ? "Connection: close\r\n" : "");
+    if (n < 0 || (size_t)n >= sizeof(hdr)) {
+        n = snprintf(hdr, sizeof(hdr),
+                     "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n"
+                     "Connection: close\r\n\r\n");
+        len = 0;
+        c->close_after = true;
+        status = 500;
+    }
+    if (send_bytes(c, hdr, (size_t)n, head_only ? NULL : body, head_only ? 0 : len, true,
+                   status) < 0)
+        conn_close(c);
+}
+
+void nvd_http_respond(nvd_http_req *req, int status, const char *content_type, const void *body,
+                      size_t len, const char *extra_headers)
+{
+    conn *c = (conn *)((char *)req - offsetof(conn, rq));
+    if (c->rq.responded)
+        return;
+    respond_conn(c, status, content_type, body, len, extra_headers, req->head);
+}
+
+static size_t json_escape(char *out, size_t cap, const char *s)
+{
+    size_t n = 0;
+    for (; s && *s && n + 7 < cap; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') {
+            out[n++] = '\\';
+            out[n++] = (char)ch;
+        } else if (ch < 0x20) {
+            n += (size_t)snprintf(out + n, cap - n, "\\u%04x", ch);
+        } else {
+            out[n++] = (char)ch;
+        }
+    }
+    out[n] = '\0';
+    return n;
+}
+
+static int format_error(char *buf, size_t cap, const char *code, const char *message,
+                        const char *field)
+{
+    char m[1024], f[512];
+    json_escape(m, sizeof(m), message);
+    json_escape(f, sizeof(f), field);
+    if (field)
+        return snprintf(buf, cap, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\",\"field\":\"%s\"}}",
+                        code, m, f);
+    return snprintf(buf, cap, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}", code, m);
+}
+
+void nvd_http_error(nvd_http_req *req, int status, const char *code, const char *message,
+                    const char *field)
+{
+    char buf[2048];
+    int n = format_error(buf, sizeof(buf), code, message, field);
+    if (n < 0 || (size_t)n >= sizeof(buf))
+        n = snprintf(buf, sizeof(buf), "{\"error\":{\"code\":\"%s\",\"message\":\"error\"}}",
+                     code);
+    nvd_http_respond(req, status, "application/json", buf, (size_t)n, NULL);
+}
+
+/* A protocol-level error: answer and close the connection afterwards. */
+static void fail_conn(conn *c, int status, const char *code, const char *message)
+{
+    char buf[1024];
+    int n = format_error(buf, sizeof(buf), code, message, NULL);
+    c->close_after = true;
+    c->in_flight = true;
+    if (c->reading) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = false;
+    }
+    uv_timer_stop(&c->timer);
+    respond_conn(c, status, "application/json", buf, (size_t)n, NULL, false);
+}
+
+void nvd_http_on_abort(nvd_http_req *req, void (*cb)(void *ud, nvd_http_req *req), void *ud)
+{
+    reqstate *rq = (reqstate *)req;
+    rq->abort_cb = cb;
+    rq->abort_ud = ud;
+}
+
+const char *nvd_http_header(const nvd_http_req *req, const char *name)
+{
+    const reqstate *rq = (const reqstate *)req;
+    for (int i = 0; i < rq->n_headers; i++)
+        if (strcasecmp(rq->hdr[2 * i], name) == 0)
+            return rq->hdr[2 * i + 1];
+    return NULL;
+}
+
+/* ---- parsing ---- */
+
+static int append(char **buf, size_t *len, size_t *cap, const char *at, size_t n, size_t limit)
+{
+    if (*len + n + 1 > limit)
+        return -E2BIG;
+    if (*len + n + 1 > *cap) {
+        size_t nc = *cap ? *cap : 256;
+        while (nc < *len + n + 1)
+            nc *= 2;
+        if (nc > limit + 1)
+            nc = limit + 1;
+        char *nb = realloc(*buf, nc);
+        if (!nb)
+            return -ENOMEM;
+        *buf = nb;
+        *cap = nc;
+    }
+    memcpy(*buf + *len, at, n);
+    *len += n;
+    (*buf)[*len] = '\0';
+    return 0;
+}
+
+static conn *conn_of(http_parser *p)
+{
+    return (conn *)p->data;
+}
+
+static int cb_fail(conn *c, int status, const char *code, const char *msg)
+{
+    c->rq.error_status = status;
+    c->rq.error_code = code;
+    c->rq.error_msg = msg;
+    return -1;
+}
+
+static int on_message_begin(http_parser *p)
+{
+    conn *c = conn_of(p);
+    rq_reset(&c->rq);
+    c->phase = PH_HEADERS;
+    arm(c, c->srv->lim.header_timeout_ms);
+    return 0;
+}
+
+static int on_url(http_parser *p, const char *at, size_t n)
+{
+    conn *c = conn_of(p);
+    reqstate *rq = &c->rq;
+    if (append(&rq->url, &rq->url_len, &rq->url_cap, at, n, c->srv->lim.max_header_bytes) < 0)
+        return cb_fail(c, 414, "too_large", "request URI is longer than the header limit");
+    return 0;
+}
+
+static int header_bytes(conn *c, const char *at, size_t n, int state)
+{
+    reqstate *rq = &c->rq;
+    size_t lim = c->srv->lim.max_header_bytes;
+    if (rq->hstate != state && rq->hstate != 0) {
+        if (append(&rq->hbuf, &rq->hlen, &rq->hcap, "", 1, lim) < 0) /* terminator */
+            return cb_fail(c, 431, "too_large", "request headers exceed the size limit");
+    }
+    if (state == 1 && rq->hstate != 1 && ++rq->n_headers > c->srv->lim.max_headers)
+        return cb_fail(c, 431, "too_large", "too many request headers");
+    rq->hstate = state;
+    if (rq->url_len + rq->hlen + n > lim ||
+        append(&rq->hbuf, &rq->hlen, &rq->hcap, at, n, lim) < 0)
+        return cb_fail(c, 431, "too_large", "request headers exceed the size limit");
+    return 0;
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t n)
+{
+    return header_bytes(conn_of(p), at, n, 1);
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t n)
+{
+    conn *c = conn_of(p);
+    if (c->rq.hstate == 0)
+        return cb_fail(c, 400, "bad_request", "header value without a name");
+    return header_bytes(c, at, n, 2);
+}
+
+static int hex(int ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* Split the URL into a percent-decoded path and the raw query. */
+static int split_url(conn *c)
+{
+    reqstate *rq = &c->rq;
+    const char *u = rq->url ? rq->url : "";
+    const char *q = strchr(u, '?');
+    size_t plen = q ? (size_t)(q - u) : strlen(u);
+    char *path = nvd_http_alloc(&rq->pub, plen + 1);
+    char *query = nvd_http_alloc(&rq->pub, q ? strlen(q + 1) + 1 : 1);
+    if (!path || !query)
+        return cb_fail(c, 503, "unavailable", "out of memory");
+    size_t n = 0;
+    for (size_t i = 0; i < plen; i++) {
+        if (u[i] == '%') {
+            if (i + 2 >= plen || hex(u[i + 1]) < 0 || hex(u[i + 2]) < 0)
+                return cb_fail(c, 400, "bad_request", "bad percent-encoding in the path");
+            char ch = (char)(hex(u[i + 1]) * 16 + hex(u[i + 2]));
+            if (ch == '\0')
+                return cb_fail(c, 400, "bad_request", "NUL byte in the path");
+            path[n++] = ch;
+            i += 2;
+        } else {
+            path[n++] = u[i];
+        }
+    }
+    path[n] = '\0';
+    strcpy(query, q ? q + 1 : "");
+    rq->pub.path = path;
+    rq->pub.query = query;
+    return 0;
+}
+
+static int index_headers(conn *c)
+{
+    reqstate *rq = &c->rq;
+    if (rq->hstate == 2) {
+        if (append(&rq->hbuf, &rq->hlen, &rq->hcap, "", 1, c->srv->lim.max_header_bytes + 1) < 0)
+            return cb_fail(c, 431, "too_large", "request headers exceed the size limit");
+    }
+    rq->hdr = nvd_http_alloc(&rq->pub, sizeof(char *) * 2 * (size_t)(rq->n_headers + 1));
+    if (!rq->hdr)
+        return cb_fail(c, 503, "unavailable", "out of memory");
+    const char *p = rq->hbuf, *end = rq->hbuf + rq->hlen;
+    int n = 0;
+    while (p && p < end && n < rq->n_headers) {
+        rq->hdr[2 * n] = p;
+        p += strlen(p) + 1;
+        if (p >= end)
+            return cb_fail(c, 400, "bad_request", "header without a value");
+        rq->hdr[2 * n + 1] = p;
+        p += strlen(p) + 1;
+        n++;
+    }
+    rq->n_headers = n;
+    return 0;
+}
+
+static int on_headers_complete(http_parser *p)
+{
+    conn *c = conn_of(p);
+    reqstate *rq = &c->rq;
+    if (p->upgrade || p->method == HTTP_CONNECT)
+        return cb_fail(c, 400, "bad_request", "protocol upgrades and CONNECT are not supported");
+    int r = index_headers(c);
+    if (r)
+        return r;
+    rq->pub.method = http_method_str((enum http_method)p->method);
+    rq->pub.head = p->method == HTTP_HEAD;
+    rq->pub.loopback = c->loopback;
+    rq->body_limit = c->srv->cb.body_limit(c->srv->ud, rq->pub.method, rq->url ? rq->url : "");
+    if ((p->flags & F_CONTENTLENGTH) && p->content_length > rq->body_limit)
+        return cb_fail(c, 413, "too_large", "request body is larger than the limit for this route");
+    r = split_url(c);
+    if (r)
+        return r;
+    c->phase = PH_BODY;
+    arm(c, c->srv->lim.body_timeout_ms);
+    const char *expect = nvd_http_header(&rq->pub, "Expect");
+    if (expect && strcasecmp(expect, "100-continue") == 0) {
+        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        if (send_bytes(c, cont, sizeof(cont) - 1, NULL, 0, false, 100) < 0)
+            return cb_fail(c, 503, "unavailable", "out of memory");
+    }
+    return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t n)
+{
+    conn *c = conn_of(p);
+    reqstate *rq = &c->rq;
+    if (rq->body_len + n > rq->body_limit)
+        return cb_fail(c, 413, "too_large", "request body is larger than the limit for this route");
+    if (!rq->body_cap && (p->flags & F_CONTENTLENGTH)) {
+        /* Exact size known: one allocation (content_length is bounded above). */
+        size_t want = (size_t)p->content_length + n + 1;
+        rq->body = malloc(want);
+        if (!rq->body)
+            return cb_fail(c, 503, "unavailable", "out of memory");
+        rq->body_cap = want;
+    }
+    if (append(&rq->body, &rq->body_len, &rq->body_cap, at, n, rq->body_limit + 1) < 0)
+        return cb_fail(c, 503, "unavailable", "out of memory");
+    return 0;
+}
+
+static int on_message_complete(http_parser *p)
+{
+    conn *c = conn_of(p);
+    c->rq.keep_alive = http_should_keep_alive(p) != 0;
+    http_parser_pause(p, 1);
+    return 0;
+}
+
+static void dispatch(conn *c)
+{
+    reqstate *rq = &c->rq;
+    if (!rq->body) {
+        rq->body = malloc(1);
+        if (!rq->body) {
+            fail_conn(c, 503, "unavailable", "out of memory");
+            return;
+        }
+        rq->body[0] = '\0';
+    }
+    rq->pub.body = rq->body;
+    rq->pub.body_len = rq->body_len;
+    c->phase = PH_BUSY;
+    c->in_flight = true;
+    uv_timer_stop(&c->timer);
+    c->srv->cb.handle(c->srv->ud, &rq->pub);
+}
+
+static void process_input(conn *c)
+{
+    while (!c->in_flight && !c->closing && c->in_off < c->in_len) {
+        size_t avail = c->in_len - c->in_off;
+        size_t n = http_parser_execute(&c->parser, &settings, c->in + c->in_off, avail);
+        c->in_off += n;
+        enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+        if (e == HPE_PAUSED) {
+            http_parser_pause(&c->parser, 0);
+            dispatch(c);
+            break;
+        }
+        if (e != HPE_OK) {
+            if (c->rq.error_status)
+                fail_conn(c, c->rq.error_status, c->rq.error_code, c->rq.error_msg);
+            else if (e == HPE_HEADER_OVERFLOW)
+                fail_conn(c, 431, "too_large", "request headers exceed the size limit");
+            else {
+                char msg[256];
+                snprintf(msg, sizeof(msg), "malformed HTTP request: %s", http_errno_description(e));
+                fail_conn(c, 400, "bad_request", msg);
+            }
+            return;
+        }
+        if (n == 0)
+            break;
+    }
+    if (c->in_off == c->in_len)
+        c->in_off = c->in_len = 0;
+    if (!c->closing && !c->close_after && !c->reading)
+        read_start(c);
+}
+
+/* ---- connections ---- */
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)suggested;
+    conn *c = h->data;
+    if (c->in_off == c->in_len)
+        c->in_off = c->in_len = 0;
+    if (c->in_cap - c->in_len < READ_CHUNK) {
+        if (c->in_off > 0) {
+            memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
+            c->in_len -= c->in_off;
+            c->in_off = 0;
+        }
+        if (c->in_cap - c->in_len < READ_CHUNK) {
+            char *n = realloc(c->in, c->in_len + READ_CHUNK);
+            if (!n) {
+                *buf = uv_buf_init(NULL, 0);
+                return;
+            }
+            c->in = n;
+            c->in_cap = c->in_len + READ_CHUNK;
+        }
+    }
+    *buf = uv_buf_init(c->in + c->in_len, (unsigned)(c->in_cap - c->in_len));
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    (void)buf;
+    conn *c = s->data;
+    if (nread < 0) {
+        /* A client may half-close after sending its request: answer it, then
+         * close. A parked request (it has an abort callback: a long poll) is
+         * given up at once, so a claim never goes to a worker that is gone. */
+        if (nread == UV_EOF && c->in_flight && !c->rq.abort_cb && !c->rq.responded) {
+            uv_read_stop(s);
+            c->reading = false;
+            c->close_after = true;
+            return;
+        }
+        conn_close(c);
+        return;
+    }
+    if (nread == 0)
+        return;
+    c->in_len += (size_t)nread;
+    if (c->in_flight) {
+        /* Pipelined bytes wait; stop reading once a request's worth is buffered. */
+        if (c->in_len - c->in_off > c->srv->lim.max_header_bytes + READ_CHUNK) {
+            uv_read_stop(s);
+            c->reading = false;
+        }
+        return;
+    }
+    process_input(c);
+}
+
+static void read_start(conn *c)
+{
+    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
+        c->reading = true;
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    conn *c = t->data;
+    if (c->closing || c->in_flight)
+        return;
+    if (c->phase == PH_IDLE) {
+        conn_close(c);
+        return;
+    }
+    fail_conn(c, 408, "timeout",
+              c->phase == PH_HEADERS ? "request headers not received in time"
+                                     : "request body not received in time");
+}
+
+static void arm(conn *c, uint64_t ms)
+{
+    if (!c->closing)
+        uv_timer_start(&c->timer, on_timer, ms, 0);
+}
+
+static void server_maybe_free(nvd_http_server *srv)
+{
+    if (srv->closing && srv->listener_closed && srv->n_conns == 0)
+        free(srv);
+}
+
+static void on_conn_closed(uv_handle_t *h)
+{
+    conn *c = h->data;
+    if (--c->open_handles > 0)
+        return;
+    nvd_http_server *srv = c->srv;
+    rq_reset(&c->rq);
+    free(c->in);
+    free(c);
+    srv->n_conns--;
+    server_maybe_free(srv);
+}
+
+static void conn_close(conn *c)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    if (c->in_flight && !c->rq.responded && c->rq.abort_cb)
+        c->rq.abort_cb(c->rq.abort_ud, &c->rq.pub);
+    c->rq.abort_cb = NULL;
+    nvd_http_server *srv = c->srv;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        srv->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+    uv_close((uv_handle_t *)&c->timer, on_conn_closed);
+}
+
+static bool peer_is_loopback(uv_tcp_t *t)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof(ss);
+    if (uv_tcp_getpeername(t, (struct sockaddr *)&ss, &len) < 0)
+        return false;
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+        return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+        static const unsigned char lo[16] = {[15] = 1};
+        static const unsigned char v4[12] = {[10] = 0xff, [11] = 0xff};
+        return memcmp(a->sin6_addr.s6_addr, lo, 16) == 0 ||
+               (memcmp(a->sin6_addr.s6_addr, v4, 12) == 0 && a->sin6_addr.s6_addr[12] == 127);
+    }
+    return false;
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    nvd_http_server *srv = server->data;
+    if (status < 0 || srv->closing)
+        return;
+    conn *c = calloc(1, sizeof(*c));
+    if (!c)
+        return;
+    c->srv = srv;
+    uv_tcp_init(srv->loop, &c->tcp);
+    uv_timer_init(srv->loop, &c->timer);
+    c->tcp.data = c->timer.data = c;
+    c->open_handles = 2;
+    srv->n_conns++;
+    c->next = srv->conns;
+    if (srv->conns)
+        srv->conns->prev = c;
+    srv->conns = c;
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
+        conn_close(c);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    c->loopback = peer_is_loopback(&c->tcp);
+    http_parser_init(&c->parser, HTTP_REQUEST);
+    c->parser.data = c;
+    if (srv->n_conns > srv->lim.max_connections) {
+        fail_conn(c, 503, "unavailable", "too many connections; retry later");
+        return;
+    }
+    c->phase = PH_IDLE;
+    arm(c, srv->lim.idle_timeout_ms);
+    read_start(c);
+}
+
+static int parse_listen(const char *listen, struct sockaddr_storage *ss)
+{
+    char host[256];
+    const char *colon = strrchr(listen, ':');
+    if (!colon || (size_t)(colon - listen) >= sizeof(host))
+        return -EINVAL;
+    memcpy(host, listen, (size_t)(colon - listen));
+    host[colon - listen] = '\0';
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end || end == colon + 1 || port < 0 || port > 65535)
+        return -EINVAL;
+    const char *h = host;
+    size_t hl = strlen(host);
+    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+        host[hl - 1] = '\0';
+        h = host + 1;
+        return uv_ip6_addr(h, (int)port, (struct sockaddr_in6 *)ss);
+    }
+    if (hl == 0)
+        h = "0.0.0.0";
+    return uv_ip4_addr(h, (int)port, (struct sockaddr_in *)ss);
+}
+
+int nvd_http_server_new(uv_loop_t *loop, const char *listen, const nvd_http_limits *limits,
+                        const nvd_http_callbacks *cb, void *ud, nvd_http_server **ret)
+{
+    settings.on_message_begin = on_message_begin;
+    settings.on_url = on_url;
+    settings.on_header_field = on_header_field;
+    settings.on_header_value = on_header_value;
+    settings.on_headers_complete = on_headers_complete;
+    settings.on_body = on_body;
+    settings.on_message_complete = on_message_complete;
+    /* The parser's own cap backs up ours (it counts bytes in one header line). */
+    http_parser_set_max_header_size((uint32_t)limits->max_header_bytes);
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    int r = parse_listen(listen, &ss);
+    if (r < 0)
+        return -EINVAL;
+    nvd_http_server *srv = calloc(1, sizeof(*srv));
+    if (!srv)
+        return -ENOMEM;
+    srv->loop = loop;
+    srv->lim = *limits;
+    srv->cb = *cb;
+    srv->ud = ud;
+    uv_tcp_init(loop, &srv->listener);
+    srv->listener.data = srv;
+    r = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss, 0);
+    if (r == 0)
+        r = uv_listen((uv_stream_t *)&srv->listener, 1024, on_connection);
+    if (r < 0) {
+        srv->closing = true;
+        nvd_http_server_close(srv);
+        return r;
+    }
+    struct sockaddr_storage bound;
+    int len = sizeof(bound);
+    uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&bound, &len);
+    srv->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                  : ((struct sockaddr_in *)&bound)->sin_port);
+    *ret = srv;
+    return 0;
+}
+
+int nvd_http_server_port(const nvd_http_server *srv)
+{
+    return srv->port;
+}
+
+int nvd_http_server_connections(const nvd_http_server *srv)
+{
+    return srv->n_conns;
+}
+
+static void on_listener_closed(uv_handle_t *h)
+{
+    nvd_http_server *srv = h->data;
+    srv->listener_closed = true;
+    server_maybe_free(srv);
+}
+
+void nvd_http_server_close(nvd_http_server *srv)
+{
+    if (!srv)
+        return;
+    srv->closing = true;
+    while (srv->conns)
+        conn_close(srv->conns);
+    uv_close((uv_handle_t *)&srv->listener, on_listener_closed);
+}

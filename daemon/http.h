@@ -1,0 +1,83 @@
+/* HTTP/1.1 server on libuv: the only module that uses http_parser.
+ *
+ * Keep-alive; at most one request in flight per connection (pipelined requests
+ * wait in the input buffer until the response to the previous one is written);
+ * limits on header bytes, body bytes (chosen per request by the owner),
+ * connections, idle time and slow requests (a deadline for the headers and one
+ * for the body), each answered with a JSON error and, where the stream cannot
+ * be trusted any more, the connection closed.
+ *
+ * A request lives until the owner calls nvd_http_respond() on it, possibly from
+ * a later loop turn (long polls). If the connection dies first, the abort
+ * callback set with nvd_http_on_abort() runs and the request is gone.
+ * Per-request scratch memory comes from nvd_http_alloc(), freed with the request.
+ */
+#ifndef NUMVAL_DAEMON_HTTP_H
+#define NUMVAL_DAEMON_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct nvd_http_server nvd_http_server;
+typedef struct nvd_http_req nvd_http_req;
+
+typedef struct nvd_http_limits {
+    size_t max_header_bytes;    /* request line + headers */
+    int max_headers;            /* header count */
+    int max_connections;        /* beyond: 503 and close */
+    uint64_t idle_timeout_ms;   /* keep-alive connection with no request */
+    uint64_t header_timeout_ms; /* first byte of a request to end of headers */
+    uint64_t body_timeout_ms;   /* end of headers to end of body */
+} nvd_http_limits;
+
+/* Public, read-only view of a request. Strings are NUL-terminated. */
+struct nvd_http_req {
+    const char *method; /* "GET", "POST", ... */
+    const char *path;   /* percent-decoded path, without the query */
+    const char *query;  /* raw query string ("" if none) */
+    const char *body;   /* NUL-terminated copy, body_len bytes */
+    size_t body_len;
+    bool loopback;      /* the peer address is a loopback address */
+    bool head;          /* HEAD request: the body of the response is not sent */
+    void *user;         /* free for the owner */
+};
+
+/* The owner's callbacks. handle must answer every request exactly once.
+ * body_limit returns the largest body accepted for a request whose method and
+ * path are known (the path is not yet decoded; called before the body). */
+typedef struct nvd_http_callbacks {
+    void (*handle)(void *ud, nvd_http_req *req);
+    size_t (*body_limit)(void *ud, const char *method, const char *raw_path);
+    void (*done)(void *ud, nvd_http_req *req, int status); /* after a response; may be NULL */
+} nvd_http_callbacks;
+
+/* Start listening on "HOST:PORT" (port 0: any). */
+int nvd_http_server_new(uv_loop_t *loop, const char *listen, const nvd_http_limits *limits,
+                        const nvd_http_callbacks *cb, void *ud, nvd_http_server **ret);
+/* The bound port, after nvd_http_server_new. */
+int nvd_http_server_port(const nvd_http_server *srv);
+int nvd_http_server_connections(const nvd_http_server *srv);
+/* Close the listener and every connection (aborting requests in flight); the
+ * memory goes once the loop has run the close callbacks. */
+void nvd_http_server_close(nvd_http_server *srv);
+
+/* A request header by case-insensitive name, or NULL. */
+const char *nvd_http_header(const nvd_http_req *req, const char *name);
+/* Arena memory for the request's lifetime; NULL on ENOMEM. */
+void *nvd_http_alloc(nvd_http_req *req, size_t n);
+
+/* Answer the request. Copies body. extra_headers: "Name: value\r\n..." or NULL.
+ * After this call req must not be used. */
+void nvd_http_respond(nvd_http_req *req, int status, const char *content_type, const void *body,
+                      size_t len, const char *extra_headers);
+/* Answer with {"error":{"code","message"[,"field"]}}. */
+void nvd_http_error(nvd_http_req *req, int status, const char *code, const char *message,
+                    const char *field);
+/* Called if the connection closes before the request is answered. */
+void nvd_http_on_abort(nvd_http_req *req, void (*cb)(void *ud, nvd_http_req *req), void *ud);
+
+const char *nvd_http_status_text(int status);
+
+#endif

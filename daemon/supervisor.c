@@ -1,0 +1,343 @@
+#include "supervisor.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "common/log.h"
+#include "util.h"
+
+#define MAX_CRASHES 64
+
+typedef struct device device;
+
+typedef struct slot {
+    device *dev;
+    uv_process_t proc;
+    uv_pipe_t err;
+    uv_timer_t restart;
+    bool running, pipe_open;
+    int64_t started_ms;
+    char line[512]; /* the worker's last stderr line */
+    size_t line_len;
+    char last[512];
+} slot;
+
+struct device {
+    nvd_supervisor *sup;
+    const nvd_device_conf *conf;
+    slot *slots;
+    int64_t crashes[MAX_CRASHES];
+    int n_crashes, consecutive, restarts;
+    bool quarantined;
+};
+
+struct nvd_supervisor {
+    nvd_app *app;
+    char *token, *worker, url[128];
+    device *devs;
+    int n_devs, open_handles;
+    bool stopping, kill_open;
+    uv_timer_t kill_timer;
+    void (*done)(void *ud);
+    void *done_ud;
+};
+
+static void spawn(slot *s);
+
+static void on_handle_closed(uv_handle_t *h);
+
+static void maybe_done(nvd_supervisor *sv)
+{
+    if (!sv->stopping)
+        return;
+    if (sv->kill_open && sv->open_handles == 1) {
+        /* Every worker is gone: the SIGKILL timer is not needed any more. */
+        sv->kill_open = false;
+        uv_timer_stop(&sv->kill_timer);
+        uv_close((uv_handle_t *)&sv->kill_timer, on_handle_closed);
+        return;
+    }
+    if (sv->open_handles == 0 && sv->done) {
+        void (*done)(void *) = sv->done;
+        sv->done = NULL;
+        done(sv->done_ud);
+    }
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    nvd_supervisor *sv = h->data;
+    sv->open_handles--;
+    maybe_done(sv);
+}
+
+static void close_handle(nvd_supervisor *sv, uv_handle_t *h)
+{
+    h->data = sv;
+    uv_close(h, on_handle_closed);
+}
+
+static void on_pipe_alloc(uv_handle_t *h, size_t sz, uv_buf_t *b)
+{
+    (void)h;
+    static char buf[4096];
+    (void)sz;
+    *b = uv_buf_init(buf, sizeof(buf));
+}
+
+static void on_pipe_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
+{
+    slot *s = st->data;
+    if (n < 0) {
+        uv_read_stop(st);
+        return;
+    }
+    /* The worker's log goes on to ours; its last line names a crash's cause. */
+    fwrite(b->base, 1, (size_t)n, stderr);
+    for (ssize_t i = 0; i < n; i++) {
+        char ch = b->base[i];
+        if (ch == '\n') {
+            if (s->line_len) {
+                s->line[s->line_len] = '\0';
+                memcpy(s->last, s->line, s->line_len + 1);
+            }
+            s->line_len = 0;
+        } else if (s->line_len + 1 < sizeof(s->line)) {
+            s->line[s->line_len++] = ch;
+        }
+    }
+}
+
+static void on_restart(uv_timer_t *t)
+{
+    slot *s = t->data;
+    s->dev->restarts++;
+    s->dev->sup->app->metrics.worker_restarts++;
+    spawn(s);
+}
+
+static void crashed(slot *s, const char *why)
+{
+    device *d = s->dev;
+    nvd_supervisor *sv = d->sup;
+    int64_t now = nvd_now_ms();
+    char reason[1200];
+    snprintf(reason, sizeof(reason), "%s%s%s", why, s->last[0] ? "; last output: " : "", s->last);
+    nv_log_warn("worker for device '%s' %s", d->conf->name, reason);
+    if (now - s->started_ms > 60000)
+        d->consecutive = 0;
+    d->consecutive++;
+    memmove(d->crashes + 1, d->crashes, sizeof(d->crashes[0]) * (MAX_CRASHES - 1));
+    d->crashes[0] = now;
+    if (d->n_crashes < MAX_CRASHES)
+        d->n_crashes++;
+    int recent = 0;
+    for (int i = 0; i < d->n_crashes; i++)
+        recent += now - d->crashes[i] <= sv->app->cfg->crash_window_ms;
+    if (recent >= sv->app->cfg->crash_limit) {
+        char q[1400];
+        snprintf(q, sizeof(q), "%d worker crashes within %lld s; last: %s", recent,
+                 (long long)(sv->app->cfg->crash_window_ms / 1000), reason);
+        d->quarantined = true;
+        nv_log_err("device '%s' quarantined: %s", d->conf->name, q);
+        nvd_store_device_state(sv->app->store, d->conf->name, "quarantined", q, reason,
+                               d->restarts, now);
+        return;
+    }
+    int64_t delay = 1000;
+    for (int i = 1; i < d->consecutive && delay < sv->app->cfg->backoff_max_ms; i++)
+        delay *= 2;
+    if (delay > sv->app->cfg->backoff_max_ms)
+        delay = sv->app->cfg->backoff_max_ms;
+    nvd_store_device_state(sv->app->store, d->conf->name, "backoff", NULL, reason, d->restarts,
+                           now);
+    uv_timer_start(&s->restart, on_restart, (uint64_t)delay, 0);
+}
+
+static void on_exit_cb(uv_process_t *p, int64_t status, int sig)
+{
+    slot *s = p->data;
+    nvd_supervisor *sv = s->dev->sup;
+    s->running = false;
+    close_handle(sv, (uv_handle_t *)&s->proc);
+    if (s->pipe_open) {
+        s->pipe_open = false;
+        close_handle(sv, (uv_handle_t *)&s->err);
+    }
+    if (sv->stopping)
+        return;
+    char why[128];
+    if (sig)
+        snprintf(why, sizeof(why), "was killed by signal %d (%s)", sig, strsignal(sig));
+    else
+        snprintf(why, sizeof(why), "exited with status %lld", (long long)status);
+    crashed(s, why);
+}
+
+static void spawn(slot *s)
+{
+    device *d = s->dev;
+    nvd_supervisor *sv = d->sup;
+    if (sv->stopping || d->quarantined)
+        return;
+    const char *worker = d->conf->worker ? d->conf->worker : sv->worker;
+    char *args[] = {(char *)worker, "--server", sv->url, "--token", sv->token, "--device",
+                    d->conf->name, "--backend", d->conf->backend, NULL};
+    uv_pipe_init(sv->app->loop, &s->err, 0);
+    s->err.data = s;
+    sv->open_handles++;
+    uv_stdio_container_t stdio[3] = {
+        {.flags = UV_IGNORE},
+        {.flags = UV_INHERIT_FD, .data.fd = 2},
+        {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&s->err}};
+    uv_process_options_t o = {.file = worker, .args = args, .exit_cb = on_exit_cb,
+                              .stdio = stdio, .stdio_count = 3};
+    s->proc.data = s;
+    s->last[0] = '\0';
+    s->line_len = 0;
+    s->started_ms = nvd_now_ms();
+    int r = uv_spawn(sv->app->loop, &s->proc, &o);
+    if (r < 0) {
+        /* uv_spawn initialised the handle even on failure: close it. */
+        sv->open_handles++;
+        close_handle(sv, (uv_handle_t *)&s->proc);
+        close_handle(sv, (uv_handle_t *)&s->err);
+        char why[PATH_MAX + 64];
+        snprintf(why, sizeof(why), "could not be started ('%s': %s)", worker, uv_strerror(r));
+        crashed(s, why);
+        return;
+    }
+    sv->open_handles++;
+    s->running = true;
+    s->pipe_open = true;
+    uv_read_start((uv_stream_t *)&s->err, on_pipe_alloc, on_pipe_read);
+    nvd_store_device_state(sv->app->store, d->conf->name, "online", NULL, NULL, d->restarts,
+                           nvd_now_ms());
+    nv_log_info("started worker pid %d for device '%s' (%s)", s->proc.pid, d->conf->name,
+                d->conf->backend);
+}
+
+/* numval-worker next to this program in the build tree, or installed beside it,
+ * else from PATH. */
+static char *default_worker(void)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *sl = strrchr(exe, '/');
+        if (sl) {
+            *sl = '\0';
+            const char *rel[] = {"/../worker/numval-worker", "/numval-worker"};
+            for (int i = 0; i < 2; i++) {
+                char cand[PATH_MAX + 32];
+                snprintf(cand, sizeof(cand), "%s%s", exe, rel[i]);
+                if (access(cand, X_OK) == 0)
+                    return realpath(cand, NULL);
+            }
+        }
+    }
+    return strdup("numval-worker");
+}
+
+static int mint_token(nvd_supervisor *sv)
+{
+    nvd_store_token_revoke(sv->app->store, "numvald-supervisor", nvd_now_ms());
+    return nvd_auth_create(sv->app->store, "numvald-supervisor", NVD_SCOPE_WORKER, &sv->token);
+}
+
+int nvd_supervisor_new(nvd_app *app, nvd_supervisor **ret)
+{
+    nvd_supervisor *sv = calloc(1, sizeof(*sv));
+    if (!sv)
+        return -ENOMEM;
+    sv->app = app;
+    *ret = sv;
+    const nvd_config *cfg = app->cfg;
+    if (cfg->n_devices == 0)
+        return 0;
+    int r = mint_token(sv);
+    if (r < 0)
+        return r;
+    sv->worker = cfg->worker ? strdup(cfg->worker) : default_worker();
+    if (!sv->worker)
+        return -ENOMEM;
+    snprintf(sv->url, sizeof(sv->url), "http://127.0.0.1:%d", app->port);
+    sv->devs = calloc((size_t)cfg->n_devices, sizeof(device));
+    if (!sv->devs)
+        return -ENOMEM;
+    sv->n_devs = cfg->n_devices;
+    for (int i = 0; i < cfg->n_devices; i++) {
+        device *d = &sv->devs[i];
+        d->sup = sv;
+        d->conf = &cfg->devices[i];
+        nvd_store_device_declare(app->store, d->conf->name, d->conf->backend, d->conf->slots,
+                                 nvd_now_ms());
+        d->slots = calloc((size_t)(d->conf->slots ? d->conf->slots : 1), sizeof(slot));
+        if (!d->slots)
+            return -ENOMEM;
+        for (int k = 0; k < d->conf->slots; k++) {
+            slot *s = &d->slots[k];
+            s->dev = d;
+            uv_timer_init(app->loop, &s->restart);
+            s->restart.data = s;
+            sv->open_handles++;
+            spawn(s);
+        }
+    }
+    return 0;
+}
+
+static void on_kill_timer(uv_timer_t *t)
+{
+    nvd_supervisor *sv = t->data;
+    for (int i = 0; i < sv->n_devs; i++)
+        for (int k = 0; k < sv->devs[i].conf->slots; k++)
+            if (sv->devs[i].slots[k].running)
+                uv_process_kill(&sv->devs[i].slots[k].proc, SIGKILL);
+}
+
+void nvd_supervisor_stop(nvd_supervisor *sv, void (*done)(void *ud), void *ud)
+{
+    if (!sv) {
+        done(ud);
+        return;
+    }
+    sv->stopping = true;
+    sv->done = done;
+    sv->done_ud = ud;
+    for (int i = 0; i < sv->n_devs; i++) {
+        device *d = &sv->devs[i];
+        for (int k = 0; k < d->conf->slots; k++) {
+            slot *s = &d->slots[k];
+            uv_timer_stop(&s->restart);
+            close_handle(sv, (uv_handle_t *)&s->restart);
+            if (s->running)
+                uv_process_kill(&s->proc, SIGTERM);
+        }
+    }
+    uv_timer_init(sv->app->loop, &sv->kill_timer);
+    sv->kill_timer.data = sv;
+    sv->kill_open = true;
+    sv->open_handles++;
+    uv_timer_start(&sv->kill_timer, on_kill_timer, 5000, 0);
+    maybe_done(sv);
+}
+
+void nvd_supervisor_free(nvd_supervisor *sv)
+{
+    if (!sv)
+        return;
+    for (int i = 0; i < sv->n_devs; i++)
+        free(sv->devs[i].slots);
+    free(sv->devs);
+    free(sv->token);
+    free(sv->worker);
+    free(sv);
+}

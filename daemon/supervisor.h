@@ -1,0 +1,17 @@
+/* Supervisor: spawns one numval-worker per slot of each [device NAME] in the
+ * config (uv_spawn), restarts it with exponential backoff when it exits, and
+ * quarantines the device after crash_limit exits within crash_window_ms; the
+ * state and last crash reason are stored with the device (GET /api/v1/devices).
+ * The workers authenticate with a worker token minted at start. */
+#ifndef NUMVAL_DAEMON_SUPERVISOR_H
+#define NUMVAL_DAEMON_SUPERVISOR_H
+
+#include "app.h"
+
+int nvd_supervisor_new(nvd_app *app, nvd_supervisor **ret);
+/* SIGTERM every worker (SIGKILL after 5 s), close the handles, then call done.
+ * s NULL: done is called at once. */
+void nvd_supervisor_stop(nvd_supervisor *s, void (*done)(void *ud), void *ud);
+void nvd_supervisor_free(nvd_supervisor *s); /* after the loop ran; NULL is a no-op */
+
+#endif
