@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "emu.h"
+#include "exec.h"
 
 struct nvw_backend {
     const nv_backend *table;
@@ -161,6 +162,19 @@ int nvw_backend_load(const char *spec, nvw_backend **ret, char *err, size_t errl
         *ret = b;
         return 0;
     }
+    if (kind_len == 4 && !strncmp(spec, "exec", 4)) {
+        if (!*rest) {
+            snprintf(err, errlen, "backend spec 'exec' needs a command: 'exec:COMMAND ARGS'");
+            return -EINVAL;
+        }
+        nvw_backend *b = backend_new(nvw_exec_table(), NULL, rest, strlen(rest), "exec");
+        if (!b) {
+            snprintf(err, errlen, "out of memory");
+            return -ENOMEM;
+        }
+        *ret = b;
+        return 0;
+    }
     if (kind_len == 6 && !strncmp(spec, "plugin", 6)) {
         if (!colon) {
             snprintf(err, errlen, "backend spec 'plugin' needs a path: 'plugin:/path/lib.so'");
@@ -168,7 +182,7 @@ int nvw_backend_load(const char *spec, nvw_backend **ret, char *err, size_t errl
         }
         return load_plugin(rest, ret, err, errlen);
     }
-    snprintf(err, errlen, "unknown backend kind '%.*s' in spec '%s': expected 'emu' or 'plugin'",
+    snprintf(err, errlen, "unknown backend kind '%.*s' in spec '%s': expected 'emu', 'plugin' or 'exec'",
              (int)kind_len, spec, spec);
     return -EINVAL;
 }
