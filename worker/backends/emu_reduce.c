@@ -109,7 +109,7 @@ static void row_softmax(red *r, bool log_form, const double *x, int64_t st, doub
 {
     emu_call *c = r->c;
     nv_dtype cd = r->cd;
-    double m = emu_round(c, cd, row_max(x, r->n > 0 ? st : 1, r->n));
+    double m = emu_round(c, cd, row_max(x, st, r->n));
     double s = exp_sum(r, x, st, m);
     double ls = log_form ? emu_fn(c, NV_FN_LOG, s, cd) : 0;
     for (int64_t j = 0; j < r->n; j++) {
@@ -151,32 +151,40 @@ static int cross_entropy(red *r, const nv_tensor *logits, const nv_tensor *targe
     return NV_OK;
 }
 
-static void reduce_rows(red *r, const char *name, const double *x, double *out)
+typedef enum red_kind { R_SUM, R_MEAN, R_MAX, R_VAR, R_NORM2, R_LSE, R_SOFTMAX, R_LOGSOFTMAX } red_kind;
+
+static red_kind kind_of(const char *name)
+{
+    static const char *const names[] = {"sum", "mean", "max", "var", "norm2", "logsumexp",
+                                        "softmax", "log_softmax"};
+    for (int k = 0; k < 8; k++)
+        if (!strcmp(name, names[k]))
+            return (red_kind)k;
+    return R_LOGSOFTMAX;
+}
+
+static void reduce_rows(red *r, red_kind k, const double *x, double *out)
 {
     emu_call *c = r->c;
     nv_dtype ad = r->ad;
+    int64_t st = r->inner;
     for (int64_t o = 0; o < r->outer; o++) {
         for (int64_t i = 0; i < r->inner; i++) {
             const double *row = x + o * r->n * r->inner + i;
             double *yrow = out + o * r->n * r->inner + i; /* shape-keeping ops */
             double *dst = out + o * r->inner + i;         /* axis-removing ops */
-            int64_t st = r->inner;
-            if (!strcmp(name, "sum"))
-                *dst = emu_sum(c, ad, row, st, NULL, 0, r->n);
-            else if (!strcmp(name, "mean"))
+            switch (k) {
+            case R_SUM: *dst = emu_sum(c, ad, row, st, NULL, 0, r->n); break;
+            case R_MEAN:
                 *dst = emu_div(c, ad, emu_sum(c, ad, row, st, NULL, 0, r->n), (double)r->n);
-            else if (!strcmp(name, "max"))
-                *dst = row_max(row, st, r->n);
-            else if (!strcmp(name, "var"))
-                *dst = row_var(r, row, st);
-            else if (!strcmp(name, "norm2"))
-                *dst = emu_sqrt(c, ad, emu_sum(c, ad, row, st, row, st, r->n));
-            else if (!strcmp(name, "logsumexp"))
-                *dst = row_logsumexp(r, row, st);
-            else if (!strcmp(name, "softmax"))
-                row_softmax(r, false, row, st, yrow);
-            else
-                row_softmax(r, true, row, st, yrow);
+                break;
+            case R_MAX: *dst = row_max(row, st, r->n); break;
+            case R_VAR: *dst = row_var(r, row, st); break;
+            case R_NORM2: *dst = emu_sqrt(c, ad, emu_sum(c, ad, row, st, row, st, r->n)); break;
+            case R_LSE: *dst = row_logsumexp(r, row, st); break;
+            case R_SOFTMAX: row_softmax(r, false, row, st, yrow); break;
+            case R_LOGSOFTMAX: row_softmax(r, true, row, st, yrow); break;
+            }
         }
     }
 }
@@ -214,7 +222,7 @@ int emu_reduce_op(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, int n_
             row_norm(&r, layer, x->data + o * r.n, in[1]->data, layer ? in[2]->data : NULL,
                      out + o * r.n);
     } else {
-        reduce_rows(&r, op->name, x->data, out);
+        reduce_rows(&r, kind_of(op->name), x->data, out);
     }
     (void)n_in;
     free(r.tmp);
