@@ -1,0 +1,222 @@
+/* compare: metrics on hand-computed cases, NaN/Inf rules, the Higham bound, first
+ * mismatches, p99 resolution, and the vectorised fp32 kernel against the scalar
+ * general path (two implementations of one definition). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tap.h"
+#include "worker/numerics/compare.h"
+
+static nv_tolerance ulp_tol(double k)
+{
+    nv_tolerance t;
+    memset(&t, 0, sizeof(t));
+    t.metric = NV_TOL_ULP;
+    t.max_ulp = k;
+    t.reason_code = NV_REASON_APPROXIMATION_ERROR;
+    strcpy(t.reason, "test");
+    return t;
+}
+
+static void test_ulp_by_hand(void)
+{
+    /* ulp(1) = 2^-23 and ulp(2) = 2^-22 in fp32 (IEEE 754 binary32, p = 24). */
+    double exact[] = {1.0, 2.0, 1.0, 1.0, 0x1p-140};
+    double lo[] = {0, 0, 0x1p-30, -0x1p-40, 0};
+    double got[] = {1 + 0x1p-23, 2 - 0x1p-23, 1.0, 1 - 0x1p-24, 0x1p-140 + 0x1p-148};
+    nv_compare_input in = {NV_DT_FP32, 5, got, exact, lo, NULL, 0};
+    nv_tolerance t = ulp_tol(1);
+    nv_compare_result r;
+    int rc = nv_compare(&in, &t, &r);
+    /* Errors in ulps by hand: 1; 2^-23/2^-22 = 0.5; 2^-30/2^-23 = 2^-7;
+     * exact just below 1 has ulp 2^-24: (2^-24 - 2^-40)/2^-24 = 1 - 2^-16;
+     * subnormal ulp 2^-149: 2^-148/2^-149 = 2. */
+    tap_ok(rc == 0 && r.max_ulp == 2 && r.mismatches == 1 && r.n_first == 1 &&
+               r.first[0].index == 4 && r.first[0].ulp_err == 2 &&
+               r.failure == NV_FAIL_ULP_EXCEEDED,
+           "ulp errors by hand: max 2 at the subnormal, one mismatch (max %g)", r.max_ulp);
+    double mean = (1 + 0.5 + 0x1p-7 + (1 - 0x1p-16) + 2) / 5;
+    tap_ok(fabs(r.mean_ulp - mean) <= 1e-15, "mean ulp %.17g == %.17g", r.mean_ulp, mean);
+    tap_ok(r.max_abs == 0x1p-23 && r.compared == 5, "max abs 2^-23");
+    /* max rel: the subnormal's 2^-148 / 2^-140 = 2^-8 beats 2^-23 / 1. */
+    tap_ok(r.max_rel == 0x1p-8, "max rel 2^-8 (%a)", r.max_rel);
+    tap_ok(r.headroom == 2, "headroom = max err/allowed = 2 (%g)", r.headroom);
+}
+
+static void test_specials(void)
+{
+    double exact[] = {NAN, 1.0, NAN, INFINITY, INFINITY, 3e38, INFINITY, 0.0};
+    double got[] = {NAN, NAN, 1.0, INFINITY, -INFINITY, INFINITY, 3e38, -0.0};
+    nv_compare_input in = {NV_DT_FP32, 8, got, exact, NULL, NULL, 0};
+    nv_tolerance t = ulp_tol(1);
+    nv_compare_result r;
+    nv_compare(&in, &t, &r);
+    tap_ok(r.nan_mismatches == 2 && r.inf_mismatches == 3 && r.mismatches == 5,
+           "NaN vs NaN passes, NaN/number pairs and inf sign/finite pairs fail (%lld nan, %lld "
+           "inf)", (long long)r.nan_mismatches, (long long)r.inf_mismatches);
+    tap_ok(r.failure == NV_FAIL_NAN_MISMATCH && r.first[0].index == 1 && r.first[2].index == 4 &&
+               r.first[2].kind == NV_FAIL_INF_MISMATCH && r.first[3].index == 5,
+           "failure class is the first in index order; first[] in index order");
+    tap_ok(r.max_ulp == 0, "-0 against +0 is no error");
+    tap_ok(strcmp(nv_failure_class_name(NV_FAIL_INF_MISMATCH), "inf_mismatch") == 0,
+           "class names");
+}
+
+static void test_allclose(void)
+{
+    double exact[] = {1.0, 1.0, 100.0};
+    double got[] = {1.0005, 1.002, 100.05};
+    nv_compare_input in = {NV_DT_FP64, 3, got, exact, NULL, NULL, 0};
+    nv_tolerance t = ulp_tol(0);
+    t.metric = NV_TOL_ALLCLOSE;
+    t.atol = 1e-3;
+    t.rtol = 1e-3;
+    nv_compare_result r;
+    nv_compare(&in, &t, &r);
+    /* allowed: 2e-3, 2e-3, 0.101; errors 5e-4 pass, 2e-3 equals allowed (passes:
+     * allclose is <=, numpy semantics) up to rounding of 1.002 - 1, 0.05 pass. */
+    tap_ok(r.max_allowed == 1e-3 + 1e-3 * 100.0, "allclose allowance atol + rtol |exact|");
+    tap_ok(r.mismatches == (fabs(1.002 - 1.0) > 2e-3), "allclose mismatches as <= decides");
+}
+
+static void test_bound(void)
+{
+    /* n = 1000, c = 1, g = n - 1 (Higham §4.2), u = 2^-24 (fp32), sum|x| = 1000:
+     * allowed = 999 * 2^-24 * 1000 + ulp(1)/2 = 0.059545... + 2^-24. */
+    double exact[] = {1.0, 1.0};
+    double got[] = {1.05, 1.07};
+    double abs_sum[] = {1000, 1000};
+    nv_compare_input in = {NV_DT_FP32, 2, got, exact, NULL, abs_sum, 1000};
+    nv_tolerance t = ulp_tol(0);
+    t.metric = NV_TOL_BOUND;
+    t.c = 1;
+    t.growth = NV_GROWTH_N;
+    nv_compare_result r;
+    int rc = nv_compare(&in, &t, &r);
+    double allowed = 999 * 0x1p-24 * 1000 + 0x1p-24;
+    tap_ok(rc == 0 && r.mismatches == 1 && r.first[0].index == 1 &&
+               r.failure == NV_FAIL_BOUND_EXCEEDED && fabs(r.max_allowed - allowed) < 1e-15,
+           "bound n: 0.05 inside %.6f, 0.07 outside", allowed);
+    t.growth = NV_GROWTH_LOG2N; /* ceil(log2 1000) = 10 */
+    nv_compare(&in, &t, &r);
+    tap_ok(r.mismatches == 2 && fabs(r.max_allowed - (10 * 0x1p-24 * 1000 + 0x1p-24)) < 1e-15,
+           "bound log2n: both outside 10 u sum|x|");
+    t.growth = NV_GROWTH_SQRTN;
+    t.has_u_dtype = 1;
+    t.u_dtype = NV_DT_BF16; /* u = 2^-8 */
+    nv_compare(&in, &t, &r);
+    tap_ok(r.mismatches == 0 && fabs(r.max_allowed - (sqrt(1000) * 0x1p-8 * 1000 + 0x1p-24)) < 1e-9,
+           "bound sqrtn with u of bf16");
+    in.abs_sum = NULL;
+    tap_ok(nv_compare(&in, &t, &r) == -EINVAL, "bound metric without abs_sum is -EINVAL");
+}
+
+static void test_first_and_p99(void)
+{
+    enum { N = 1000 };
+    static double exact[N], lo[N], got[N];
+    /* exact 1.5 + 2^-54 (ulp 2^-52 in fp64): got 1.5 is 0.25 ulp off, got
+     * 1.5 + 2^-50 is 3.75 ulps off. */
+    for (int i = 0; i < N; i++) {
+        exact[i] = 1.5;
+        lo[i] = 0x1p-54;
+        got[i] = 1.5;
+    }
+    for (int i = 0; i < 40; i++)
+        got[N - 1 - 7 * i] = 1.5 + 0x1p-50;
+    nv_compare_input in = {NV_DT_FP64, N, got, exact, lo, NULL, 0};
+    nv_tolerance t = ulp_tol(1);
+    nv_compare_result r;
+    nv_compare(&in, &t, &r);
+    int ok = r.mismatches == 40 && r.n_first == NV_COMPARE_FIRST;
+    for (int k = 0; k < NV_COMPARE_FIRST; k++)
+        ok &= r.first[k].index == N - 1 - 7 * (39 - k);
+    tap_ok(ok, "first[] holds the 16 lowest mismatch indices in order");
+    /* 4% of errors are 3.75 ulps: p99 lies in their bin [3.75, 4), capped at the
+     * max 3.75. */
+    tap_ok(r.p99_ulp == 3.75, "p99 = 3.75 when 4%% of errors are 3.75 ulps (%g)", r.p99_ulp);
+    for (int i = 0; i < 40; i++)
+        got[N - 1 - 7 * i] = 1.5;
+    for (int i = 0; i < 10; i++)
+        got[i] = 1.5 + 0x1p-50;
+    nv_compare(&in, &t, &r);
+    /* Exactly 1%: the 990th value is 0.25; its bin is [0.25, 0.28125). */
+    tap_ok(r.p99_ulp >= 0.25 && r.p99_ulp <= 0.25 * 1.125, "p99 %g within 1/8 octave above 0.25",
+           r.p99_ulp);
+}
+
+static uint64_t lcg = 12345;
+static uint32_t rnd32(void)
+{
+    lcg = lcg * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (uint32_t)(lcg >> 32);
+}
+
+static int same_result(const nv_compare_result *a, const nv_compare_result *b)
+{
+    int ok = a->compared == b->compared && a->mismatches == b->mismatches &&
+             a->nan_mismatches == b->nan_mismatches && a->inf_mismatches == b->inf_mismatches &&
+             a->max_ulp == b->max_ulp && a->p99_ulp == b->p99_ulp && a->max_abs == b->max_abs &&
+             a->max_rel == b->max_rel && a->max_allowed == b->max_allowed &&
+             a->failure == b->failure && a->n_first == b->n_first;
+    /* mean: sums in different orders, n 2^-53 relative at most (Higham §4.2). */
+    ok &= fabs(a->mean_ulp - b->mean_ulp) <= 1e-9 * fabs(b->mean_ulp);
+    /* headroom: ue * (1/k) against err / (k ulp): two roundings apart. */
+    ok &= fabs(a->headroom - b->headroom) <= 1e-15 * b->headroom || a->headroom == b->headroom;
+    for (int k = 0; ok && k < a->n_first; k++)
+        ok &= a->first[k].index == b->first[k].index && a->first[k].kind == b->first[k].kind;
+    return ok;
+}
+
+static void test_f32_kernel(void)
+{
+    enum { N = 100003 };
+    float *g = malloc(N * sizeof(float)), *e = malloc(N * sizeof(float));
+    double *gd = malloc(N * sizeof(double)), *ed = malloc(N * sizeof(double));
+    for (int round = 0; round < 4; round++) {
+        for (int i = 0; i < N; i++) {
+            uint32_t b = rnd32();
+            float v;
+            b = round == 3 ? b : (b & 0x807fffffu) | ((100 + rnd32() % 60) << 23);
+            memcpy(&v, &b, 4);
+            e[i] = v;
+            uint32_t k = rnd32() % 100;
+            float w = k < 90 ? v : k < 97 ? nextafterf(v, INFINITY) : nextafterf(nextafterf(v, 0), 0);
+            g[i] = k == 99 && round >= 1 ? v * 1.5f : w;
+            if (round == 2 && i % 9000 == 5)
+                g[i] = (i % 18000 == 5) ? NAN : INFINITY;
+            if (round == 2 && i % 7777 == 3)
+                e[i] = 0;
+            gd[i] = g[i];
+            ed[i] = e[i];
+        }
+        nv_tolerance t = ulp_tol(round == 1 ? 0 : 1);
+        if (round == 3) {
+            t.metric = NV_TOL_ALLCLOSE;
+            t.atol = 1e-30;
+            t.rtol = 1e-6;
+        }
+        nv_compare_result a, b;
+        nv_compare_input in = {NV_DT_FP32, N, gd, ed, NULL, NULL, 0};
+        int rc = nv_compare_f32(g, e, N, &t, &a) | nv_compare(&in, &t, &b);
+        tap_ok(rc == 0 && same_result(&a, &b),
+               "fp32 kernel == general path, round %d (%lld mismatches, max %g, p99 %g, mean %g)",
+               round, (long long)a.mismatches, a.max_ulp, a.p99_ulp, a.mean_ulp);
+    }
+    free(g);
+    free(e);
+    free(gd);
+    free(ed);
+}
+
+int main(void)
+{
+    test_ulp_by_hand();
+    test_specials();
+    test_allclose();
+    test_bound();
+    test_first_and_p99();
+    test_f32_kernel();
+    return tap_done();
+}
