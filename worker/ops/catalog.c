@@ -33,7 +33,7 @@
      .inputs = {LINE, {"y", -INFINITY, INFINITY, false}}, .differentiable = true, .edges = ed}
 #define RED(nm)                                                                             \
     {.name = nm, .kind = NV_OPK_REDUCE, .n_inputs = 1, .inputs = {LINE},                     \
-     .differentiable = true, .edges = nvo_edges_generic}
+     .differentiable = true, .edges = nvo_edges_reduce}
 
 /* Order matches nvo_id (ops_internal.h). */
 static const nv_op_def table[NVO_COUNT] = {
@@ -82,21 +82,21 @@ static const nv_op_def table[NVO_COUNT] = {
     {.name = "layer_norm", .kind = NV_OPK_REDUCE, .n_inputs = 3,
      .inputs = {LINE, {"weight", -INFINITY, INFINITY, false},
                 {"bias", -INFINITY, INFINITY, false}},
-     .differentiable = true, .edges = nvo_edges_generic},
+     .differentiable = true, .edges = nvo_edges_reduce},
     {.name = "rms_norm", .kind = NV_OPK_REDUCE, .n_inputs = 2,
      .inputs = {LINE, {"weight", -INFINITY, INFINITY, false}},
-     .differentiable = true, .edges = nvo_edges_generic},
+     .differentiable = true, .edges = nvo_edges_reduce},
     {.name = "cross_entropy", .kind = NV_OPK_REDUCE, .n_inputs = 2,
      .inputs = {{"logits", -INFINITY, INFINITY, false}, {"target", 0, INFINITY, true}},
-     .differentiable = true, .edges = nvo_edges_generic},
+     .differentiable = true, .edges = nvo_edges_reduce},
     {.name = "matmul", .kind = NV_OPK_MATMUL, .n_inputs = 2,
      .inputs = {{"a", -INFINITY, INFINITY, false}, {"b", -INFINITY, INFINITY, false},
                 {"scale_a", 0, INFINITY, false}, {"scale_b", 0, INFINITY, false}},
-     .differentiable = true, .edges = nvo_edges_generic},
+     .differentiable = true, .edges = nvo_edges_reduce},
     {.name = "bmm", .kind = NV_OPK_MATMUL, .n_inputs = 2,
      .inputs = {{"a", -INFINITY, INFINITY, false}, {"b", -INFINITY, INFINITY, false},
                 {"scale_a", 0, INFINITY, false}, {"scale_b", 0, INFINITY, false}},
-     .differentiable = true, .edges = nvo_edges_generic},
+     .differentiable = true, .edges = nvo_edges_reduce},
 };
 
 const nv_op_def *nv_op_find(const char *name)
@@ -674,6 +674,13 @@ static void overflow_to_dtype(nv_tensor *hi, nv_tensor *lo)
         int64_t o = nv_tensor_offset_linear(hi, i);
         int64_t ol = lo ? nv_tensor_offset_linear(lo, i) : 0;
         double h = hi->data[o], l = lo ? lo->data[ol] : 0;
+        /* A low part of one fp64 subnormal ulp is only a sticky bit (the true
+         * remainder of an fp64 subnormal result is below 2^-1075, which fp64
+         * cannot hold); as a value it would make a correctly rounded subnormal
+         * result look 1 ulp off, so it is dropped (error <= 0.5 ulp of 2^-1074
+         * in the reference, only there). */
+        if (lo && fabs(l) <= 0x1p-1074)
+            lo->data[ol] = l = 0;
         if (!overflows(hi->dtype, h, l))
             continue;
         hi->data[o] = hi->dtype == NV_DT_FP64
@@ -682,6 +689,24 @@ static void overflow_to_dtype(nv_tensor *hi, nv_tensor *lo)
         if (lo)
             lo->data[ol] = 0;
     }
+}
+
+/* Gradual underflow: each rounding in the accumulation dtype may add an absolute
+ * error eta = min_subnormal / 2 beyond the relative one (Higham §2.1, model
+ * (2.8)). eta / u is that dtype's min_normal, so adding min_normal to abs_sum
+ * makes the bound c g(n) u abs_sum cover g(n) such errors. The accumulation
+ * dtype is the one the default tolerance assumes (tolerances.c): the matmul's
+ * acc dtype, else fp64 for fp64 outputs and fp32 otherwise. Negligible unless
+ * the terms themselves are near the subnormal range. */
+static void add_underflow_term(const nv_op_def *op, const nv_op_attrs *a, nv_tensor *abs_sum,
+                               nv_dtype out)
+{
+    nv_dtype acc = op->kind == NV_OPK_MATMUL ? a->acc_dtype
+                   : out == NV_DT_FP64         ? NV_DT_FP64
+                                               : NV_DT_FP32;
+    double mn = nv_dtype_get(acc)->min_normal;
+    for (int64_t i = 0; i < abs_sum->numel; i++)
+        abs_sum->data[nv_tensor_offset_linear(abs_sum, i)] += mn;
 }
 
 int nv_op_reference(const nv_op_def *op, const nv_op_attrs *a, int n_in,
@@ -717,5 +742,7 @@ int nv_op_reference(const nv_op_def *op, const nv_op_attrs *a, int n_in,
     }
     if (r == 0)
         overflow_to_dtype(out_hi, out_lo);
+    if (r == 0 && abs_sum && (op->kind == NV_OPK_REDUCE || op->kind == NV_OPK_MATMUL))
+        add_underflow_term(op, a, abs_sum, out_hi->dtype);
     return r;
 }

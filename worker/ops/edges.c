@@ -105,6 +105,24 @@ int nvo_edges_generic(nv_dtype dt, double *out, int max)
     return e.n;
 }
 
+/* Reductions and matmul: zeros, the subnormal boundary and +-1, but not
+ * max_finite, whose sums and squares overflow any same-width accumulator (an
+ * input-class question, not a domain edge). */
+int nvo_edges_reduce(nv_dtype dt, double *out, int max)
+{
+    START;
+    add(&e, 0.0);
+    add(&e, -0.0);
+    add(&e, e.di->min_subnormal);
+    add(&e, -e.di->min_subnormal);
+    add(&e, e.di->min_normal);
+    add(&e, -e.di->min_normal);
+    add(&e, 1.0);
+    add(&e, -1.0);
+    add(&e, 0.5);
+    return e.n;
+}
+
 int nvo_edges_exp(nv_dtype dt, double *out, int max)
 {
     START;

@@ -92,6 +92,7 @@ int nvo_edges_reciprocal(nv_dtype dt, double *out, int max);
 int nvo_edges_trig(nv_dtype dt, double *out, int max);
 int nvo_edges_pow(nv_dtype dt, double *out, int max);
 int nvo_edges_generic(nv_dtype dt, double *out, int max);
+int nvo_edges_reduce(nv_dtype dt, double *out, int max);
 
 /* Exact sum of v[0..n) as hi + lo with |hi + lo - sum| <= 2^-105 |sum|, whatever
  * the cancellation (nv_dd_sum, numerics/ddsum.h). *ret_abs (may be NULL) gets

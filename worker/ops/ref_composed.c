@@ -78,9 +78,11 @@ static double exp_sum(ctx *c, int64_t n, double m)
         mpfr_add(c->s, c->s, c->e[j], MPFR_RNDN);
     }
     double sd = mpfr_get_d(c->s, MPFR_RNDN), w = 0;
-    for (int64_t j = 0; j < n; j++)
-        if (c->x[j] != -INFINITY)
-            w += mpfr_get_d(c->e[j], MPFR_RNDN) / sd * fabs(c->x[j] - m);
+    for (int64_t j = 0; j < n; j++) {
+        double p = mpfr_get_d(c->e[j], MPFR_RNDN) / sd;
+        if (p > 0) /* 0 * Inf (an underflowed term far below m) contributes 0 */
+            w += p * fabs(c->x[j] - m);
+    }
     return w;
 }
 
@@ -108,7 +110,7 @@ static void softmax_line(ctx *c, int64_t l)
         } else {
             mpfr_div(c->t, c->e[k], c->s, MPFR_RNDN);
             double y = mpfr_get_d(c->e[k], MPFR_RNDN) / sd;
-            store(c, l, k, false, c->t, y * (1 + dk + w));
+            store(c, l, k, false, c->t, y > 0 ? y * (1 + dk + w) : 0);
         }
     }
 }
