@@ -61,18 +61,27 @@ typedef struct fmt {
     uint64_t max_enc;     /* encoding of max_finite (positive) */
     uint64_t sign_bit;    /* 1 << (ebits + mbits) */
     double sub_scale;     /* 2^(emin - mbits): value of one subnormal quantum */
+    int d;                /* 52 - mbits: fraction bits a double has beyond the format */
+    uint64_t min_bits;    /* bits of the double min_normal */
+    uint64_t max_bits;    /* bits of the double max_finite */
 } fmt;
 
+#define FMT(eb, mb, bias, emin, special, max_enc, sub_scale)                                   \
+    {eb, mb, bias, emin, special, max_enc, 1ull << ((eb) + (mb)), sub_scale, 52 - (mb),        \
+     (uint64_t)((emin) + 1023) << 52,                                                          \
+     ((uint64_t)(((max_enc) >> (mb)) - (bias) + 1023) << 52) |                                 \
+         (((max_enc) & ((1ull << (mb)) - 1)) << (52 - (mb)))}
+
 static const fmt fmts[NV_DT_COUNT] = {
-    [NV_DT_FP32] = {8, 23, 127, -126, SPECIAL_IEEE, 0x7f7fffff, 1ull << 31, 0x1p-149},
-    [NV_DT_TF32] = {8, 10, 127, -126, SPECIAL_IEEE, 0x3fbff, 1ull << 18, 0x1p-136},
-    [NV_DT_BF16] = {8, 7, 127, -126, SPECIAL_IEEE, 0x7f7f, 1ull << 15, 0x1p-133},
-    [NV_DT_FP16] = {5, 10, 15, -14, SPECIAL_IEEE, 0x7bff, 1ull << 15, 0x1p-24},
-    [NV_DT_FP8_E4M3] = {4, 3, 7, -6, SPECIAL_E4M3FN, 0x7e, 1ull << 7, 0x1p-9},
-    [NV_DT_FP8_E5M2] = {5, 2, 15, -14, SPECIAL_IEEE, 0x7b, 1ull << 7, 0x1p-16},
-    [NV_DT_FP6_E2M3] = {2, 3, 1, 0, SPECIAL_NONE, 0x1f, 1ull << 5, 0.125},
-    [NV_DT_FP6_E3M2] = {3, 2, 3, -2, SPECIAL_NONE, 0x1f, 1ull << 5, 0.0625},
-    [NV_DT_FP4_E2M1] = {2, 1, 1, 0, SPECIAL_NONE, 0x7, 1ull << 3, 0.5},
+    [NV_DT_FP32] = FMT(8, 23, 127, -126, SPECIAL_IEEE, 0x7f7fffff, 0x1p-149),
+    [NV_DT_TF32] = FMT(8, 10, 127, -126, SPECIAL_IEEE, 0x3fbff, 0x1p-136),
+    [NV_DT_BF16] = FMT(8, 7, 127, -126, SPECIAL_IEEE, 0x7f7f, 0x1p-133),
+    [NV_DT_FP16] = FMT(5, 10, 15, -14, SPECIAL_IEEE, 0x7bff, 0x1p-24),
+    [NV_DT_FP8_E4M3] = FMT(4, 3, 7, -6, SPECIAL_E4M3FN, 0x7e, 0x1p-9),
+    [NV_DT_FP8_E5M2] = FMT(5, 2, 15, -14, SPECIAL_IEEE, 0x7b, 0x1p-16),
+    [NV_DT_FP6_E2M3] = FMT(2, 3, 1, 0, SPECIAL_NONE, 0x1f, 0.125),
+    [NV_DT_FP6_E3M2] = FMT(3, 2, 3, -2, SPECIAL_NONE, 0x1f, 0.0625),
+    [NV_DT_FP4_E2M1] = FMT(2, 1, 1, 0, SPECIAL_NONE, 0x7, 0.5),
 };
 
 static inline uint64_t dbits(double x)
@@ -145,11 +154,18 @@ static inline uint64_t round_shift(uint64_t m, int d, bool neg, nv_rounding rm, 
         r = m;
         half = UINT64_MAX;
     }
+    if (rm == NV_ROUND_NEAREST_EVEN) {
+        /* Branch-free: adding half - 1 plus the kept lsb carries out of the
+         * discarded bits exactly when r > half, or r == half with n odd. */
+        if (d >= 64)
+            return n;
+        return n + ((r + (half - 1) + (n & 1)) >> d);
+    }
     if (r == 0)
         return n;
     switch (rm) {
     case NV_ROUND_NEAREST_EVEN:
-        return n + (r > half || (r == half && (n & 1)));
+        return n;
     case NV_ROUND_TOWARD_ZERO:
         return n;
     case NV_ROUND_UP:
@@ -215,11 +231,48 @@ static inline uint64_t enc_nan(const fmt *f, uint64_t sign, uint64_t frac52)
     return sign | ((((uint64_t)1 << f->ebits) - 1) << f->mbits) | payload;
 }
 
+/* Fast path for |x| (bits a) in [min_normal, max_finite]: the result is a normal
+ * number no larger than max (rounding is monotone and both ends are
+ * representable), so rounding is one add and one mask on the double's bits; a
+ * carry out of the fraction moves into the exponent by itself. Returns the bits
+ * of the rounded |x|, or 0 when the input is outside that range. */
+static inline uint64_t fast_round_bits(const fmt *f, uint64_t a, bool neg, nv_rounding rm,
+                                       uint32_t rnd)
+{
+    if (a < f->min_bits || a > f->max_bits)
+        return 0;
+    int d = f->d;
+    uint64_t mask = (1ull << d) - 1, r = a & mask, inc;
+    switch (rm) {
+    case NV_ROUND_NEAREST_EVEN:
+        inc = (mask >> 1) + ((a >> d) & 1);
+        break;
+    case NV_ROUND_TOWARD_ZERO:
+        inc = 0;
+        break;
+    case NV_ROUND_UP:
+        inc = neg ? 0 : mask;
+        break;
+    case NV_ROUND_DOWN:
+        inc = neg ? mask : 0;
+        break;
+    default: { /* stochastic: d >= 29 here, so the top 32 discarded bits are r >> (d - 32) */
+        uint64_t f32 = d >= 32 ? r >> (d - 32) : r << (32 - d);
+        inc = (uint64_t)rnd < f32 ? mask + 1 : 0;
+        break;
+    }
+    }
+    return (a + inc) & ~mask;
+}
+
 static uint64_t encode_binary(const fmt *f, double x, const nv_round_mode *mode, uint32_t rnd)
 {
     uint64_t u = dbits(x);
     bool neg = u >> 63;
     uint64_t sign = neg ? f->sign_bit : 0;
+    uint64_t fast = fast_round_bits(f, u & ~(1ull << 63), neg, mode->rounding, rnd);
+    if (fast) /* exponent field rebased from 1023 to the format's bias */
+        return sign | ((fast >> f->d) - ((uint64_t)(1023 - f->bias) << f->mbits));
     uint64_t frac52 = u & 0xfffffffffffffull;
     int ef = (int)((u >> 52) & 0x7ff);
 
@@ -410,6 +463,14 @@ double nv_dtype_decode(nv_dtype dt, uint64_t bits, bool daz)
 
 double nv_dtype_round(nv_dtype dt, double x, const nv_round_mode *mode, uint32_t rnd)
 {
+    if (!mode)
+        mode = &NV_ROUND_DEFAULT;
+    if (dt >= NV_DT_FP32 && dt <= NV_DT_FP4_E2M1) {
+        uint64_t u = dbits(x);
+        uint64_t fast = fast_round_bits(&fmts[dt], u & ~(1ull << 63), u >> 63, mode->rounding, rnd);
+        if (fast)
+            return bitsd((u & (1ull << 63)) | fast);
+    }
     return nv_dtype_decode(dt, nv_dtype_encode(dt, x, mode, rnd), false);
 }
 
