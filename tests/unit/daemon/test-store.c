@@ -1,0 +1,147 @@
+/* Store: migrations (fresh, reopen, newer database refused), schema rules
+ * (STRICT, foreign keys, immutable tolerances), keyset pagination. */
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "store.h"
+#include "tap.h"
+
+static char dir[] = "/tmp/nvd-test-store-XXXXXX";
+static char path[256];
+
+static int sql_int(const char *p, const char *sql)
+{
+    sqlite3 *db;
+    sqlite3_open(p, &db);
+    sqlite3_stmt *st;
+    int v = -1;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return v;
+}
+
+static int sql_exec(const char *p, const char *sql)
+{
+    sqlite3 *db;
+    sqlite3_open(p, &db);
+    sqlite3_exec(db, "PRAGMA foreign_keys = ON", NULL, NULL, NULL);
+    int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+    sqlite3_close(db);
+    return rc;
+}
+
+static void test_migrations(void)
+{
+    nvd_store *s = NULL;
+    char *err = NULL;
+    int r = nvd_store_open(path, NULL, &s, &err);
+    tap_ok(r == 0, "fresh database opens (%s)", err ? err : "ok");
+    /* One migration file exists today: schema/001_init.sql. */
+    tap_ok(nvd_store_latest_version() == 1, "binary carries 1 migration");
+    tap_ok(nvd_store_user_version(s) == 1, "user_version recorded as 1");
+    nvd_job_new j = {.kind = "op", .op = "exp", .max_attempts = 3, .spec_json = "{}"};
+    int64_t id = 0;
+    tap_ok(nvd_store_job_insert(s, &j, 1000, &id) == 0 && id == 1, "job inserted with id 1");
+    nvd_store_free(s);
+
+    s = NULL;
+    r = nvd_store_open(path, NULL, &s, &err);
+    json_t *job = NULL;
+    tap_ok(r == 0 && nvd_store_job_get(s, 1, &job) == 0, "reopen keeps the job");
+    tap_ok(job && !strcmp(json_string_value(json_object_get(job, "state")), "queued"),
+           "job still queued after reopen");
+    json_decref(job);
+    nvd_store_free(s);
+
+    tap_ok(sql_int(path, "SELECT COUNT(*) FROM pragma_journal_mode WHERE journal_mode = 'wal'") == 1,
+           "database is in WAL mode");
+    tap_ok(sql_exec(path, "INSERT INTO jobs (state, kind, max_attempts, created_at, spec) "
+                          "VALUES ('queued', 'op', 'three', 1, '{}')") != SQLITE_OK,
+           "STRICT table refuses a text max_attempts");
+    tap_ok(sql_exec(path, "INSERT INTO jobs (state, kind, max_attempts, created_at, spec) "
+                          "VALUES ('sleeping', 'op', 1, 1, '{}')") != SQLITE_OK,
+           "CHECK refuses an unknown state");
+    tap_ok(sql_exec(path, "INSERT INTO cases (job_id, idx, verdict, attempt, data) "
+                          "VALUES (999, 0, 'passed', 1, '{}')") != SQLITE_OK,
+           "foreign key refuses a case of a missing job");
+    tap_ok(sql_exec(path, "INSERT INTO tolerances (op, dtype, mode, version, metric, "
+                          "reason_code, reason, author, created_at) VALUES ('exp','fp32','*',"
+                          "1,'{}','dtype_precision','why','me',1)") == SQLITE_OK,
+           "a tolerance row inserts");
+    tap_ok(sql_exec(path, "UPDATE tolerances SET reason = 'changed'") != SQLITE_OK,
+           "a tolerance row cannot be updated in place");
+    tap_ok(sql_exec(path, "INSERT INTO tolerances (op, dtype, mode, version, metric, "
+                          "reason_code, reason, author, created_at) VALUES ('exp','fp32','*',"
+                          "2,'{}','dtype_precision','','me',1)") != SQLITE_OK,
+           "a tolerance with an empty reason is refused by the schema");
+
+    /* A database from a newer numvald. */
+    sql_exec(path, "PRAGMA user_version = 99");
+    s = NULL;
+    free(err);
+    err = NULL;
+    r = nvd_store_open(path, NULL, &s, &err);
+    tap_ok(r == -EPROTO && s == NULL, "newer database refused (-EPROTO)");
+    tap_ok(err && strstr(err, "99") && strstr(err, "newer"), "message names the version: %s",
+           err ? err : "(none)");
+    free(err);
+}
+
+static void test_pagination(void)
+{
+    char p2[300];
+    snprintf(p2, sizeof(p2), "%s/page.db", dir);
+    nvd_store *s = NULL;
+    nvd_store_open(p2, NULL, &s, NULL);
+    for (int i = 0; i < 5; i++) {
+        nvd_job_new j = {.kind = i % 2 ? "gradient" : "op", .max_attempts = 1, .spec_json = "{}"};
+        int64_t id;
+        nvd_store_job_insert(s, &j, 1000 + i, &id);
+    }
+    nvd_job_filter f = {.limit = 2};
+    json_t *a = NULL;
+    int64_t next = -1;
+    nvd_store_jobs_list(s, &f, &a, &next);
+    tap_ok(json_array_size(a) == 2 &&
+               json_integer_value(json_object_get(json_array_get(a, 0), "id")) == 5 &&
+               json_integer_value(json_object_get(json_array_get(a, 1), "id")) == 4 && next == 4,
+           "page 1: ids 5, 4; cursor 4");
+    json_decref(a);
+    f.cursor = next;
+    nvd_store_jobs_list(s, &f, &a, &next);
+    tap_ok(json_array_size(a) == 2 &&
+               json_integer_value(json_object_get(json_array_get(a, 0), "id")) == 3 && next == 2,
+           "page 2: ids 3, 2; cursor 2");
+    json_decref(a);
+    f.cursor = next;
+    nvd_store_jobs_list(s, &f, &a, &next);
+    tap_ok(json_array_size(a) == 1 && next == 0, "page 3: id 1, no further cursor");
+    json_decref(a);
+    nvd_job_filter k = {.kind = "gradient", .limit = 10};
+    nvd_store_jobs_list(s, &k, &a, &next);
+    tap_ok(json_array_size(a) == 2 &&
+               json_integer_value(json_object_get(json_array_get(a, 0), "id")) == 4,
+           "kind filter: the 2 gradient jobs (4, 2)");
+    json_decref(a);
+    nvd_store_free(s);
+}
+
+int main(void)
+{
+    if (!mkdtemp(dir))
+        return 1;
+    snprintf(path, sizeof(path), "%s/numvald.db", dir);
+    test_migrations();
+    test_pagination();
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        tap_diag("could not remove %s", dir);
+    return tap_done();
+}
