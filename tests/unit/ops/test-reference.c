@@ -371,6 +371,66 @@ static void test_overflow(void)
     nv_tensor_free(in[1]);
 }
 
+/* IEEE special values through the composed reductions (PyTorch semantics), and
+ * the ranges fp64 squares would overflow. */
+static void test_specials(void)
+{
+    res r;
+    nv_tensor *in[1] = {vec(NV_DT_FP32, 3, (double[]){-INFINITY, 0, 0})};
+    run("softmax", NULL, 1, in, NV_DT_FP32, &r);
+    tap_ok(r.hi->data[0] == 0 && r.hi->data[1] == 0.5 && r.hi->data[2] == 0.5,
+           "softmax [-inf, 0, 0] = [0, 1/2, 1/2]");
+    res_free(&r);
+    run("log_softmax", NULL, 1, in, NV_DT_FP32, &r);
+    tap_ok(r.hi->data[0] == -INFINITY && fabs(r.hi->data[1] + M_LN2) < 1e-15,
+           "log_softmax [-inf, 0, 0] = [-inf, -ln 2, -ln 2]");
+    res_free(&r);
+    in[0]->data[1] = in[0]->data[2] = -INFINITY;
+    run("logsumexp", NULL, 1, in, NV_DT_FP32, &r);
+    tap_ok(r.hi->data[0] == -INFINITY, "logsumexp of all -inf = -inf");
+    res_free(&r);
+    run("softmax", NULL, 1, in, NV_DT_FP32, &r);
+    tap_ok(isnan(r.hi->data[0]) && isnan(r.hi->data[2]), "softmax of all -inf = NaN");
+    res_free(&r);
+    in[0]->data[1] = INFINITY;
+    run("logsumexp", NULL, 1, in, NV_DT_FP32, &r);
+    tap_ok(r.hi->data[0] == INFINITY, "logsumexp with +inf = +inf");
+    res_free(&r);
+    in[0]->data[2] = NAN;
+    run("max", NULL, 1, in, NV_DT_FP32, &r);
+    tap_ok(isnan(r.hi->data[0]), "max propagates NaN");
+    res_free(&r);
+    run("sum", NULL, 1, in, NV_DT_FP32, &r);
+    tap_ok(isnan(r.hi->data[0]), "sum with NaN (and -inf + inf) is NaN");
+    res_free(&r);
+    nv_tensor_free(in[0]);
+    /* fp64 squares of 1e300 overflow: norm2 scales by a power of two first. */
+    in[0] = vec(NV_DT_FP64, 2, (double[]){3e300, 4e300});
+    run("norm2", NULL, 1, in, NV_DT_FP64, &r);
+    tap_ok(isfinite(r.hi->data[0]) && fabs(r.hi->data[0] / 5e300 - 1) < 1e-15,
+           "norm2 [3e300, 4e300] = 5e300 without overflow");
+    res_free(&r);
+    run("var", NULL, 1, in, NV_DT_FP64, &r);
+    tap_ok(r.hi->data[0] == INFINITY, "var of [3e300, 4e300] = 2.5e599 overflows fp64 to Inf");
+    res_free(&r);
+    nv_tensor_free(in[0]);
+    /* large mean, unit spread: population variance of [1e8+1, 1e8+2, 1e8+3] = 2/3 */
+    in[0] = vec(NV_DT_FP64, 3, (double[]){1e8 + 1, 1e8 + 2, 1e8 + 3});
+    run("var", NULL, 1, in, NV_DT_FP64, &r);
+    mpfr_t e;
+    mpfr_init2(e, OP);
+    mpfr_set_ui(e, 2, MPFR_RNDN);
+    mpfr_div_ui(e, e, 3, MPFR_RNDN);
+    /* abs_sum = sqrt(Q S) / n with Q = 3e16 + 12e8 + 14, S = 2 */
+    double q = 3e16 + 12e8 + 14, want_abs = sqrt(q * 2) / 3;
+    tap_ok(close_to(r.hi->data[0], r.lo->data[0], e, 104) &&
+               fabs(r.abs->data[0] / want_abs - 1) < 1e-12,
+           "var of [1e8+1, 1e8+2, 1e8+3] = 2/3 exactly; abs_sum kappa-weighted");
+    res_free(&r);
+    nv_tensor_free(in[0]);
+    mpfr_clear(e);
+}
+
 /* A strided view: x is the transpose of a contiguous [4, 3] buffer. */
 static void test_views(void)
 {
@@ -619,6 +679,7 @@ int main(void)
     test_hand_elementwise();
     test_hand_matmul();
     test_overflow();
+    test_specials();
     test_views();
     test_random_sums();
     test_random_softmax();
