@@ -31,46 +31,47 @@ static const nv_dtype_info infos[NV_DT_COUNT] = {
     /* tf32: 19 significant bits held in an fp32 container, so 32 encoded bits. */
     [NV_DT_TF32] = {"tf32", 32, 4, true, 8, 10, 127, -126, 127, true, true, true, true,
                     0x1.ffcp+127, 0x1p-126, 0x1p-136},
-    [NV_DT_BF16] = {"bf16", 16, 2, true, 8, 7, 127, -126, 127, true, true, true, true,
-                    0x1.fep+127, 0x1p-126, 0x1p-133},
-    [NV_DT_FP16] = {"fp16", 16, 2, true, 5, 10, 15, -14, 15, true, true, true, true,
-                    65504.0, 0x1p-14, 0x1p-24},
-    [NV_DT_FP8_E4M3] = {"fp8_e4m3", 8, 1, true, 4, 3, 7, -6, 8, false, true, true, true,
-                        448.0, 0x1p-6, 0x1p-9},
-    [NV_DT_FP8_E5M2] = {"fp8_e5m2", 8, 1, true, 5, 2, 15, -14, 15, true, true, true, true,
-                        57344.0, 0x1p-14, 0x1p-16},
-    [NV_DT_FP6_E2M3] = {"fp6_e2m3", 6, 1, true, 2, 3, 1, 0, 2, false, false, true, true,
-                        7.5, 1.0, 0.125},
-    [NV_DT_FP6_E3M2] = {"fp6_e3m2", 6, 1, true, 3, 2, 3, -2, 4, false, false, true, true,
-                        28.0, 0.25, 0.0625},
-    [NV_DT_FP4_E2M1] = {"fp4_e2m1", 4, 1, true, 2, 1, 1, 0, 2, false, false, true, true,
-                        6.0, 1.0, 0.5},
+    [NV_DT_BF16] = {"bf16", 16, 2, true, 8, 7, 127, -126, 127, true, true, true, true, 0x1.fep+127,
+                    0x1p-126, 0x1p-133},
+    [NV_DT_FP16] = {"fp16", 16, 2, true, 5, 10, 15, -14, 15, true, true, true, true, 65504.0,
+                    0x1p-14, 0x1p-24},
+    [NV_DT_FP8_E4M3] = {"fp8_e4m3", 8, 1, true, 4, 3, 7, -6, 8, false, true, true, true, 448.0,
+                        0x1p-6, 0x1p-9},
+    [NV_DT_FP8_E5M2] = {"fp8_e5m2", 8, 1, true, 5, 2, 15, -14, 15, true, true, true, true, 57344.0,
+                        0x1p-14, 0x1p-16},
+    [NV_DT_FP6_E2M3] = {"fp6_e2m3", 6, 1, true, 2, 3, 1, 0, 2, false, false, true, true, 7.5, 1.0,
+                        0.125},
+    [NV_DT_FP6_E3M2] = {"fp6_e3m2", 6, 1, true, 3, 2, 3, -2, 4, false, false, true, true, 28.0,
+                        0.25, 0.0625},
+    [NV_DT_FP4_E2M1] = {"fp4_e2m1", 4, 1, true, 2, 1, 1, 0, 2, false, false, true, true, 6.0, 1.0,
+                        0.5},
     /* e8m0 (OCP MX v1.0 §5.4): field 0 is 2^-127, a normal value, so emin = -bias. */
-    [NV_DT_E8M0] = {"e8m0", 8, 1, true, 8, 0, 127, -127, 127, false, true, false, false,
-                    0x1p127, 0x1p-127, 0x1p-127},
-    [NV_DT_INT8] = {"int8", 8, 1, false, 0, 0, 0, 0, 0, false, false, false, true, 127.0, 1.0,
-                    1.0},
-    [NV_DT_INT32] = {"int32", 32, 4, false, 0, 0, 0, 0, 0, false, false, false, true,
-                     2147483647.0, 1.0, 1.0},
+    [NV_DT_E8M0] = {"e8m0", 8, 1, true, 8, 0, 127, -127, 127, false, true, false, false, 0x1p127,
+                    0x1p-127, 0x1p-127},
+    [NV_DT_INT8] = {"int8", 8, 1, false, 0, 0, 0, 0, 0, false, false, false, true, 127.0, 1.0, 1.0},
+    [NV_DT_INT32] = {"int32", 32, 4, false, 0, 0, 0, 0, 0, false, false, false, true, 2147483647.0,
+                     1.0, 1.0},
 };
 
 /* Derived per-format constants for the generic binary encoder/decoder. */
 typedef struct fmt {
     int ebits, mbits, bias, emin;
     enum special_kind special;
-    uint64_t max_enc;     /* encoding of max_finite (positive) */
-    uint64_t sign_bit;    /* 1 << (ebits + mbits) */
-    double sub_scale;     /* 2^(emin - mbits): value of one subnormal quantum */
-    int d;                /* 52 - mbits: fraction bits a double has beyond the format */
-    uint64_t min_bits;    /* bits of the double min_normal */
-    uint64_t max_bits;    /* bits of the double max_finite */
+    uint64_t max_enc;  /* encoding of max_finite (positive) */
+    uint64_t sign_bit; /* 1 << (ebits + mbits) */
+    double sub_scale;  /* 2^(emin - mbits): value of one subnormal quantum */
+    int d;             /* 52 - mbits: fraction bits a double has beyond the format */
+    uint64_t min_bits; /* bits of the double min_normal */
+    uint64_t max_bits; /* bits of the double max_finite */
 } fmt;
 
-#define FMT(eb, mb, bias, emin, special, max_enc, sub_scale)                                   \
-    {eb, mb, bias, emin, special, max_enc, 1ull << ((eb) + (mb)), sub_scale, 52 - (mb),        \
-     (uint64_t)((emin) + 1023) << 52,                                                          \
-     ((uint64_t)(((max_enc) >> (mb)) - (bias) + 1023) << 52) |                                 \
-         (((max_enc) & ((1ull << (mb)) - 1)) << (52 - (mb)))}
+#define FMT(eb, mb, bias, emin, special, max_enc, sub_scale)                                       \
+    {                                                                                              \
+        eb, mb, bias, emin, special, max_enc, 1ull << ((eb) + (mb)), sub_scale, 52 - (mb),         \
+            (uint64_t)((emin) + 1023) << 52,                                                       \
+            ((uint64_t)(((max_enc) >> (mb)) - (bias) + 1023) << 52) |                              \
+                (((max_enc) & ((1ull << (mb)) - 1)) << (52 - (mb)))                                \
+    }
 
 static const fmt fmts[NV_DT_COUNT] = {
     [NV_DT_FP32] = FMT(8, 23, 127, -126, SPECIAL_IEEE, 0x7f7fffff, 0x1p-149),
@@ -502,6 +503,8 @@ double nv_dtype_ulp(nv_dtype dt, double x)
 uint64_t nv_dtype_load_bits(nv_dtype dt, const void *buf, int64_t i)
 {
     const nv_dtype_info *in = nv_dtype_get(dt);
+    if (!in)
+        return 0;
     const unsigned char *p = (const unsigned char *)buf + i * in->storage_bytes;
     uint64_t v = 0;
     for (int k = in->storage_bytes - 1; k >= 0; k--)
@@ -514,6 +517,8 @@ uint64_t nv_dtype_load_bits(nv_dtype dt, const void *buf, int64_t i)
 void nv_dtype_store_bits(nv_dtype dt, void *buf, int64_t i, uint64_t bits)
 {
     const nv_dtype_info *in = nv_dtype_get(dt);
+    if (!in)
+        return;
     unsigned char *p = (unsigned char *)buf + i * in->storage_bytes;
     if (in->bits < 8)
         bits &= (1u << in->bits) - 1;

@@ -36,10 +36,22 @@ static const ref_fmt REF_E2M3 = {NV_DT_FP6_E2M3, "e2m3", 2, 3, 1, 7.5, false, fa
 static const ref_fmt REF_E3M2 = {NV_DT_FP6_E3M2, "e3m2", 3, 2, 3, 28.0, false, false, false};
 static const ref_fmt REF_E2M1 = {NV_DT_FP4_E2M1, "e2m1", 2, 1, 1, 6.0, false, false, false};
 
-static inline int ref_emin(const ref_fmt *f) { return 1 - f->bias; }
-static inline double ref_min_normal(const ref_fmt *f) { return ldexp(1.0, ref_emin(f)); }
-static inline double ref_min_sub(const ref_fmt *f) { return ldexp(1.0, ref_emin(f) - f->mbits); }
-static inline int ref_nbits(const ref_fmt *f) { return 1 + f->ebits + f->mbits; }
+static inline int ref_emin(const ref_fmt *f)
+{
+    return 1 - f->bias;
+}
+static inline double ref_min_normal(const ref_fmt *f)
+{
+    return ldexp(1.0, ref_emin(f));
+}
+static inline double ref_min_sub(const ref_fmt *f)
+{
+    return ldexp(1.0, ref_emin(f) - f->mbits);
+}
+static inline int ref_nbits(const ref_fmt *f)
+{
+    return 1 + f->ebits + f->mbits;
+}
 
 static inline uint64_t ref_dbits(double x)
 {
@@ -96,10 +108,14 @@ static inline uint64_t ref_max_enc(const ref_fmt *f)
 static inline mpfr_rnd_t ref_mpfr_rnd(nv_rounding r)
 {
     switch (r) {
-    case NV_ROUND_TOWARD_ZERO: return MPFR_RNDZ;
-    case NV_ROUND_UP: return MPFR_RNDU;
-    case NV_ROUND_DOWN: return MPFR_RNDD;
-    default: return MPFR_RNDN;
+    case NV_ROUND_TOWARD_ZERO:
+        return MPFR_RNDZ;
+    case NV_ROUND_UP:
+        return MPFR_RNDU;
+    case NV_ROUND_DOWN:
+        return MPFR_RNDD;
+    default:
+        return MPFR_RNDN;
     }
 }
 

@@ -14,8 +14,8 @@ static const ref_fmt *const small_fmts[] = {&REF_BF16, &REF_FP16, &REF_E4M3, &RE
                                             &REF_E2M3, &REF_E3M2, &REF_E2M1};
 #define N_SMALL (sizeof small_fmts / sizeof small_fmts[0])
 
-static const nv_rounding all_modes[] = {NV_ROUND_NEAREST_EVEN, NV_ROUND_TOWARD_ZERO,
-                                        NV_ROUND_UP, NV_ROUND_DOWN};
+static const nv_rounding all_modes[] = {NV_ROUND_NEAREST_EVEN, NV_ROUND_TOWARD_ZERO, NV_ROUND_UP,
+                                        NV_ROUND_DOWN};
 
 static bool is_nan_enc(const ref_fmt *f, uint64_t b)
 {
@@ -53,8 +53,7 @@ static void test_decode(const ref_fmt *f)
     tap_ok(bad == 0, "%s: all %llu encodings decode to the spec formula (%llu bad)", f->name,
            (unsigned long long)n, (unsigned long long)bad);
     if (f->has_inf)
-        tap_ok(bad_payload == 0, "%s: NaN payload and sign land in the double's top bits",
-               f->name);
+        tap_ok(bad_payload == 0, "%s: NaN payload and sign land in the double's top bits", f->name);
     tap_ok(bad_daz == 0, "%s: DAZ decode flushes exactly the subnormal encodings", f->name);
 }
 
@@ -164,8 +163,8 @@ static uint64_t check_point(const ref_fmt *f, float xf, uint64_t *checked)
         double g0 = nv_dtype_round(f->dt, x, &sm, 0), g1 = nv_dtype_round(f->dt, x, &sm, ~0u);
         (*checked) += 2;
         if ((!ref_same(g0, aw) || !ref_same(g1, tz)) && bad++ == 0)
-            tap_diag("%s: x=%a stochastic rnd=0 %a (want %a), rnd=~0 %a (want %a)", f->name, x,
-                     g0, aw, g1, tz);
+            tap_diag("%s: x=%a stochastic rnd=0 %a (want %a), rnd=~0 %a (want %a)", f->name, x, g0,
+                     aw, g1, tz);
     }
     return bad;
 }

@@ -32,8 +32,8 @@ static inline uint64_t xs64(void)
 
 typedef struct bracket_oracle {
     const ref_fmt *f;
-    uint64_t n;    /* finite non-negative encodings: 0..max_enc */
-    double *vals;  /* vals[k] = value of encoding k; vals[n] = max + ulp (virtual) */
+    uint64_t n;   /* finite non-negative encodings: 0..max_enc */
+    double *vals; /* vals[k] = value of encoding k; vals[n] = max + ulp (virtual) */
 } bracket_oracle;
 
 static int oracle_init(bracket_oracle *o, const ref_fmt *f)
@@ -98,9 +98,15 @@ static double oracle_round(const bracket_oracle *o, bracket br, double x, nv_rou
             up = a > mid || (a == mid && (lo & 1));
             break;
         }
-        case NV_ROUND_TOWARD_ZERO: up = false; break;
-        case NV_ROUND_UP: up = !neg; break;
-        case NV_ROUND_DOWN: up = neg; break;
+        case NV_ROUND_TOWARD_ZERO:
+            up = false;
+            break;
+        case NV_ROUND_UP:
+            up = !neg;
+            break;
+        case NV_ROUND_DOWN:
+            up = neg;
+            break;
         case NV_ROUND_STOCHASTIC: {
             /* a - vlo is exact (both are multiples of a's fp32 quantum and the
              * difference is below one format quantum); the gap is a power of two. */

@@ -53,16 +53,14 @@ static void test_names(void)
     static const struct {
         const char *name;
         nv_dtype dt;
-    } cases[] = {{"fp64", NV_DT_FP64},         {"fp32", NV_DT_FP32},
-                 {"tf32", NV_DT_TF32},         {"bf16", NV_DT_BF16},
-                 {"fp16", NV_DT_FP16},         {"fp8_e4m3", NV_DT_FP8_E4M3},
-                 {"e4m3fn", NV_DT_FP8_E4M3},   {"fp8_e4m3fn", NV_DT_FP8_E4M3},
-                 {"fp8_e5m2", NV_DT_FP8_E5M2}, {"e5m2", NV_DT_FP8_E5M2},
-                 {"fp6_e2m3", NV_DT_FP6_E2M3}, {"e2m3", NV_DT_FP6_E2M3},
-                 {"fp6_e3m2", NV_DT_FP6_E3M2}, {"e3m2", NV_DT_FP6_E3M2},
-                 {"fp4_e2m1", NV_DT_FP4_E2M1}, {"e2m1", NV_DT_FP4_E2M1},
-                 {"e8m0", NV_DT_E8M0},         {"int8", NV_DT_INT8},
-                 {"int32", NV_DT_INT32}};
+    } cases[] = {
+        {"fp64", NV_DT_FP64},         {"fp32", NV_DT_FP32},           {"tf32", NV_DT_TF32},
+        {"bf16", NV_DT_BF16},         {"fp16", NV_DT_FP16},           {"fp8_e4m3", NV_DT_FP8_E4M3},
+        {"e4m3fn", NV_DT_FP8_E4M3},   {"fp8_e4m3fn", NV_DT_FP8_E4M3}, {"fp8_e5m2", NV_DT_FP8_E5M2},
+        {"e5m2", NV_DT_FP8_E5M2},     {"fp6_e2m3", NV_DT_FP6_E2M3},   {"e2m3", NV_DT_FP6_E2M3},
+        {"fp6_e3m2", NV_DT_FP6_E3M2}, {"e3m2", NV_DT_FP6_E3M2},       {"fp4_e2m1", NV_DT_FP4_E2M1},
+        {"e2m1", NV_DT_FP4_E2M1},     {"e8m0", NV_DT_E8M0},           {"int8", NV_DT_INT8},
+        {"int32", NV_DT_INT32}};
     int bad = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         nv_dtype dt = NV_DT_COUNT;
@@ -133,12 +131,14 @@ static void test_inf_zero(void)
                enc(NV_DT_FP16, INFINITY, &RNE_SAT) == 0x7bff &&
                enc(NV_DT_BF16, -INFINITY, &RNE_SAT) == 0xff7f,
            "inf: kept in fp16/bf16, ±max under saturation");
-    tap_ok(enc(NV_DT_FP8_E4M3, INFINITY, &RNE) == 0x7f && enc(NV_DT_FP8_E4M3, -INFINITY, &RZ) == 0xff &&
+    tap_ok(enc(NV_DT_FP8_E4M3, INFINITY, &RNE) == 0x7f &&
+               enc(NV_DT_FP8_E4M3, -INFINITY, &RZ) == 0xff &&
                enc(NV_DT_FP8_E4M3, -INFINITY, &RNE_SAT) == 0xfe &&
                enc(NV_DT_FP8_E5M2, -INFINITY, &RNE) == 0xfc &&
                enc(NV_DT_FP8_E5M2, INFINITY, &RNE_SAT) == 0x7b,
            "inf: e4m3fn NaN (0x7f) or ±448 saturated; e5m2 inf or ±57344");
-    tap_ok(enc(NV_DT_FP6_E2M3, INFINITY, &RNE) == 0x1f && enc(NV_DT_FP6_E3M2, -INFINITY, &RNE) == 0x3f &&
+    tap_ok(enc(NV_DT_FP6_E2M3, INFINITY, &RNE) == 0x1f &&
+               enc(NV_DT_FP6_E3M2, -INFINITY, &RNE) == 0x3f &&
                enc(NV_DT_FP4_E2M1, INFINITY, &RZ) == 0x7,
            "inf: MX fp6/fp4 saturate to ±max");
     int bad = 0;
@@ -162,9 +162,9 @@ static void test_overflow(void)
            "fp16 overflow threshold 65520 and directed overflow");
     /* e4m3fn: max 448 = 0x7e (even mantissa 110), next would be 480: 464 ties to 448. */
     tap_ok(enc(NV_DT_FP8_E4M3, 464, &RNE) == 0x7e && enc(NV_DT_FP8_E4M3, 464.01, &RNE) == 0x7f &&
-               enc(NV_DT_FP8_E4M3, 464.01, &RNE_SAT) == 0x7e && enc(NV_DT_FP8_E4M3, 479, &RZ) == 0x7e &&
-               enc(NV_DT_FP8_E4M3, 449, &RU) == 0x7f && enc(NV_DT_FP8_E4M3, -449, &RU) == 0xfe &&
-               enc(NV_DT_FP8_E4M3, 1e30, &RZ) == 0x7e,
+               enc(NV_DT_FP8_E4M3, 464.01, &RNE_SAT) == 0x7e &&
+               enc(NV_DT_FP8_E4M3, 479, &RZ) == 0x7e && enc(NV_DT_FP8_E4M3, 449, &RU) == 0x7f &&
+               enc(NV_DT_FP8_E4M3, -449, &RU) == 0xfe && enc(NV_DT_FP8_E4M3, 1e30, &RZ) == 0x7e,
            "e4m3fn: 464 -> 448, above -> NaN (or 448 saturated), RZ -> 448");
     /* e5m2: max 57344 = 1.75*2^15 (mantissa 11, odd): 61440 ties up to inf. */
     tap_ok(enc(NV_DT_FP8_E5M2, 61439, &RNE) == 0x7b && enc(NV_DT_FP8_E5M2, 61440, &RNE) == 0x7c &&
@@ -194,7 +194,8 @@ static void test_ftz_daz(void)
                nv_dtype_decode(NV_DT_FP16, 0x0400, true) == 0x1p-14 &&
                nv_dtype_decode(NV_DT_FP8_E4M3, 0x07, true) == 0 &&
                nv_dtype_decode(NV_DT_FP32, 0x00000001, true) == 0 &&
-               nv_dtype_decode(NV_DT_FP64, 1, true) == 0 && nv_dtype_decode(NV_DT_FP64, 1, false) > 0,
+               nv_dtype_decode(NV_DT_FP64, 1, true) == 0 &&
+               nv_dtype_decode(NV_DT_FP64, 1, false) > 0,
            "DAZ: subnormal encodings decode as signed zero");
     nv_round_mode ftz64 = {NV_ROUND_NEAREST_EVEN, false, true};
     tap_ok(enc(NV_DT_FP64, -0x1p-1070, &ftz64) == 0x8000000000000000ull &&
@@ -220,8 +221,8 @@ static void test_e8m0(void)
            "e8m0: 3 is a tie between 2 and 4, goes to 4; directed modes");
     tap_ok(enc(NV_DT_E8M0, -1.0, &RNE) == 0xff && enc(NV_DT_E8M0, 0.0, &RNE) == 0 &&
                enc(NV_DT_E8M0, 1e-300, &RD) == 0 && enc(NV_DT_E8M0, 0x1p128, &RNE) == 0xff &&
-               enc(NV_DT_E8M0, 0x1p128, &RNE_SAT) == 0xfe && enc(NV_DT_E8M0, 0x1p128, &RZ) == 0xfe &&
-               enc(NV_DT_E8M0, INFINITY, &RNE) == 0xff,
+               enc(NV_DT_E8M0, 0x1p128, &RNE_SAT) == 0xfe &&
+               enc(NV_DT_E8M0, 0x1p128, &RZ) == 0xfe && enc(NV_DT_E8M0, INFINITY, &RNE) == 0xff,
            "e8m0: negative -> NaN, zero/tiny -> 2^-127, overflow -> NaN or 2^127");
     mpfr_t y;
     mpfr_init2(y, 1);
@@ -279,9 +280,10 @@ static void test_ints(void)
     }
     tap_ok(bad == 0, "int8/int32 rounding and saturation match nearbyint under 4 modes");
     tap_ok(enc(NV_DT_INT8, -200, &RNE) == 0x80 && enc(NV_DT_INT8, -1, &RNE) == 0xff &&
-               enc(NV_DT_INT32, -1e10, &RNE) == 0x80000000u && enc(NV_DT_INT32, INFINITY, &RZ) == 0x7fffffffu &&
-               enc(NV_DT_INT8, NAN, &RNE) == 0 && enc(NV_DT_INT8, 127.5, &RNE) == 0x7f &&
-               enc(NV_DT_INT8, -128.5, &RNE) == 0x80 && enc(NV_DT_INT8, -2.5, &RNE) == 0xfe,
+               enc(NV_DT_INT32, -1e10, &RNE) == 0x80000000u &&
+               enc(NV_DT_INT32, INFINITY, &RZ) == 0x7fffffffu && enc(NV_DT_INT8, NAN, &RNE) == 0 &&
+               enc(NV_DT_INT8, 127.5, &RNE) == 0x7f && enc(NV_DT_INT8, -128.5, &RNE) == 0x80 &&
+               enc(NV_DT_INT8, -2.5, &RNE) == 0xfe,
            "int two's complement bits, saturation, NaN -> 0, ties to even");
     tap_ok(nv_dtype_decode(NV_DT_INT8, 0x80, false) == -128 &&
                nv_dtype_decode(NV_DT_INT32, 0xffffffffu, false) == -1 &&
@@ -289,22 +291,68 @@ static void test_ints(void)
            "int decode sign-extends");
 }
 
+/* int8 exhaustively: every encoding decodes to its two's complement value and
+ * re-encodes to itself under every mode. */
+static void test_int8_exhaustive(void)
+{
+    const nv_rounding modes[] = {NV_ROUND_NEAREST_EVEN, NV_ROUND_TOWARD_ZERO, NV_ROUND_UP,
+                                 NV_ROUND_DOWN, NV_ROUND_STOCHASTIC};
+    int bad = 0;
+    for (int b = 0; b < 256; b++) {
+        double v = nv_dtype_decode(NV_DT_INT8, (uint64_t)b, false);
+        if (v != (b < 128 ? b : b - 256))
+            bad++;
+        for (int mi = 0; mi < 5; mi++) {
+            nv_round_mode m = {modes[mi], mi & 1, mi & 2};
+            if (nv_dtype_encode(NV_DT_INT8, v, &m, (uint32_t)b * 0x9e3779b9u) != (uint64_t)b)
+                bad++;
+        }
+    }
+    tap_ok(bad == 0, "int8: all 256 encodings decode and re-encode under every mode");
+}
+
+/* tf32: the value has 10 fraction bits in an fp32 container whose low 13 bits are
+ * zero on encode and ignored on decode (dtype.h). */
+static void test_tf32(void)
+{
+    uint64_t s = 0x0123456789abcdefull;
+    int bad = 0;
+    for (int i = 0; i < 100000; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        double x = ref_bitsd((s & 0x800fffffffffffffull) |
+                             ((uint64_t)(1023 - 140 + (s >> 52) % 280) << 52));
+        nv_round_mode m = {(nv_rounding)(i % 5), i & 8, i & 16};
+        uint64_t b = nv_dtype_encode(NV_DT_TF32, x, &m, (uint32_t)s);
+        if ((b & 0x1fff) || b >> 32)
+            bad++;
+    }
+    tap_ok(bad == 0 && nv_dtype_decode(NV_DT_TF32, 0x3f801fffu, false) == 1.0 &&
+               enc(NV_DT_TF32, 1.0 + 0x1p-10, &RNE) == 0x3f802000u &&
+               enc(NV_DT_TF32, 1.0 + 0x1p-11, &RNE) == 0x3f800000u &&
+               enc(NV_DT_TF32, 1.0 + 0x1p-11 + 0x1p-30, &RNE) == 0x3f802000u,
+           "tf32: low 13 container bits zero on encode, ignored on decode; 1+2^-11 ties to 1");
+}
+
 /* ulp per dtype.h (glibc libm-test): 2^(max(floor(log2|x|), emin) - mant_bits). */
 static void test_ulp(void)
 {
     tap_ok(nv_dtype_ulp(NV_DT_FP32, 1.0) == 0x1p-23 && nv_dtype_ulp(NV_DT_FP32, 1.999) == 0x1p-23 &&
-               nv_dtype_ulp(NV_DT_FP32, -2.0) == 0x1p-22 && nv_dtype_ulp(NV_DT_FP32, 0) == 0x1p-149 &&
+               nv_dtype_ulp(NV_DT_FP32, -2.0) == 0x1p-22 &&
+               nv_dtype_ulp(NV_DT_FP32, 0) == 0x1p-149 &&
                nv_dtype_ulp(NV_DT_FP32, 1e-45) == 0x1p-149,
            "ulp fp32: 1, 2, 0, subnormal");
-    tap_ok(nv_dtype_ulp(NV_DT_BF16, 3.0) == 0x1p-6 && nv_dtype_ulp(NV_DT_FP16, 0x1p-20) == 0x1p-24 &&
+    tap_ok(nv_dtype_ulp(NV_DT_BF16, 3.0) == 0x1p-6 &&
+               nv_dtype_ulp(NV_DT_FP16, 0x1p-20) == 0x1p-24 &&
                nv_dtype_ulp(NV_DT_FP16, 1e9) == 32 && nv_dtype_ulp(NV_DT_FP8_E4M3, 448) == 32 &&
-               nv_dtype_ulp(NV_DT_FP8_E4M3, 1000) == 32 && nv_dtype_ulp(NV_DT_FP8_E5M2, 0) == 0x1p-16 &&
+               nv_dtype_ulp(NV_DT_FP8_E4M3, 1000) == 32 &&
+               nv_dtype_ulp(NV_DT_FP8_E5M2, 0) == 0x1p-16 &&
                nv_dtype_ulp(NV_DT_FP4_E2M1, 0.7) == 0.5 && nv_dtype_ulp(NV_DT_FP4_E2M1, 5) == 2 &&
                nv_dtype_ulp(NV_DT_TF32, 1.0) == 0x1p-10,
            "ulp bf16/fp16/fp8/fp4/tf32 incl. beyond max and subnormal");
     tap_ok(nv_dtype_ulp(NV_DT_FP64, 1.0) == 0x1p-52 && nv_dtype_ulp(NV_DT_FP64, 0) == 0x1p-1074 &&
-               nv_dtype_ulp(NV_DT_FP64, 0x1p-1030) == 0x1p-1074 && nv_dtype_ulp(NV_DT_INT8, 5) == 1 &&
-               nv_dtype_ulp(NV_DT_E8M0, 4) == 4 && nv_dtype_ulp(NV_DT_E8M0, 0) == 0x1p-127,
+               nv_dtype_ulp(NV_DT_FP64, 0x1p-1030) == 0x1p-1074 &&
+               nv_dtype_ulp(NV_DT_INT8, 5) == 1 && nv_dtype_ulp(NV_DT_E8M0, 4) == 4 &&
+               nv_dtype_ulp(NV_DT_E8M0, 0) == 0x1p-127,
            "ulp fp64 (incl. subnormal), int, e8m0");
 }
 
@@ -325,7 +373,10 @@ static void test_buffers(void)
     int ok4 = b[3] == 0x0f && nv_dtype_load_bits(NV_DT_FP4_E2M1, b, 3) == 0xf;
     b[4] = 0xff;
     int ok6 = nv_dtype_load_bits(NV_DT_FP6_E3M2, b, 4) == 0x3f;
-    tap_ok(ok16 && ok32 && ok64 && ok4 && ok6,
+    b[5] = 0x77;
+    nv_dtype_store_bits(NV_DT_COUNT, b, 5, 0);
+    int okbad = nv_dtype_load_bits(NV_DT_COUNT, b, 5) == 0 && b[5] == 0x77;
+    tap_ok(ok16 && ok32 && ok64 && ok4 && ok6 && okbad,
            "load/store bits: little-endian per storage_bytes, sub-byte in low bits");
 }
 
@@ -342,10 +393,10 @@ static void test_stochastic(void)
         double lo, ulp;
         uint32_t f32;
     } cases[] = {
-        {NV_DT_BF16, 1.0, 0x1p-7, 0x4ccccccdu},         /* 1 + 0.3 ulp */
-        {NV_DT_BF16, -3.0, -0x1p-6, 0x00010000u},       /* tiny fraction 2^-16, negative */
-        {NV_DT_FP16, 0x1p-24, 0x1p-24, 0x80000000u},    /* subnormal, exact half */
-        {NV_DT_FP8_E4M3, 256.0, 32.0, 0xe0000000u},     /* 0.875 ulp */
+        {NV_DT_BF16, 1.0, 0x1p-7, 0x4ccccccdu},      /* 1 + 0.3 ulp */
+        {NV_DT_BF16, -3.0, -0x1p-6, 0x00010000u},    /* tiny fraction 2^-16, negative */
+        {NV_DT_FP16, 0x1p-24, 0x1p-24, 0x80000000u}, /* subnormal, exact half */
+        {NV_DT_FP8_E4M3, 256.0, 32.0, 0xe0000000u},  /* 0.875 ulp */
         {NV_DT_FP4_E2M1, 4.0, 2.0, 0x12345678u},
     };
     const int N = 1000000;
@@ -426,6 +477,8 @@ int main(void)
     test_ftz_daz();
     test_e8m0();
     test_ints();
+    test_int8_exhaustive();
+    test_tf32();
     test_ulp();
     test_buffers();
     test_stochastic();

@@ -25,8 +25,8 @@ static void test_kat(void)
     for (size_t i = 0; i < sizeof kat / sizeof kat[0]; i++) {
         uint32_t out[4];
         nv_philox4x32_10(kat[i].ctr, kat[i].key, out);
-        tap_ok(memcmp(out, kat[i].out, sizeof out) == 0,
-               "Random123 KAT %zu: %08x %08x %08x %08x", i, out[0], out[1], out[2], out[3]);
+        tap_ok(memcmp(out, kat[i].out, sizeof out) == 0, "Random123 KAT %zu: %08x %08x %08x %08x",
+               i, out[0], out[1], out[2], out[3]);
     }
     uint32_t io[4];
     memcpy(io, kat[2].ctr, sizeof io);

@@ -32,7 +32,8 @@ static void test_new(void)
 
     int64_t nine[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1}, neg[2] = {2, -1};
     int64_t huge[2] = {INT64_MAX / 4, 8};
-    tap_ok(nv_tensor_new(NV_DT_FP32, 9, nine) == NULL && nv_tensor_new(NV_DT_FP32, 2, neg) == NULL &&
+    tap_ok(nv_tensor_new(NV_DT_FP32, 9, nine) == NULL &&
+               nv_tensor_new(NV_DT_FP32, 2, neg) == NULL &&
                nv_tensor_new(NV_DT_FP32, 2, huge) == NULL &&
                nv_tensor_new(NV_DT_COUNT, 2, shape) == NULL,
            "bad shapes and dtypes give NULL");
