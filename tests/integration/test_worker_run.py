@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""numval-worker run: the real binary on real job files (issue 2, "Op jobs and the
+local runner" and "The contract users script against").
+
+usage: test_worker_run.py NUMVAL_WORKER SOURCE_ROOT
+Prints TAP. Every run has an explicit timeout; job files live in a temp dir that
+is always removed."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+WORKER, ROOT = sys.argv[1], sys.argv[2]
+n = 0
+failed = 0
+
+
+def ok(cond, what, diag=None):
+    global n, failed
+    n += 1
+    if not cond:
+        failed += 1
+        if diag:
+            for line in str(diag).splitlines()[:30]:
+                print("# " + line)
+    print(("ok" if cond else "not ok") + " %d - %s" % (n, what), flush=True)
+
+
+def run(tmp, job, backend, *extra, timeout=120):
+    """Run a job (dict or path); returns (exit status, parsed stdout or None, stderr)."""
+    if isinstance(job, dict):
+        path = os.path.join(tmp, "job-%d.json" % n)
+        with open(path, "w") as f:
+            json.dump(job, f)
+    else:
+        path = job
+    p = subprocess.run([WORKER, "run", path, "--backend", backend, *extra],
+                       capture_output=True, text=True, timeout=timeout)
+    try:
+        out = json.loads(p.stdout) if p.stdout.strip() else None
+    except ValueError:
+        out = None
+    return p.returncode, out, p.stderr + p.stdout[:2000]
+
+
+# The example of issue 2 "The contract users script against", verbatim.
+CONTRACT = {"kind": "op", "op": "exp", "dtypes": ["fp32", "bf16"], "shapes": [[4096], [64, 257]],
+            "inputs": ["normal", "near_zero", "specials"], "seed": 7,
+            "tolerance": {"metric": "ulp", "max_ulp": 1, "reason_code": "approximation_error",
+                          "reason": "device exp is documented to 1 ulp"}}
+CASE_FIELDS = ["verdict", "op", "dtype", "shape", "input", "max_ulp", "max_abs", "max_rel",
+               "mismatches", "tolerance"]
+
+
+def cases_of(res):
+    return res.get("cases", []) if res else []
+
+
+def test_contract(tmp):
+    rc, res, err = run(tmp, CONTRACT, "emu:transcendental=exact")
+    ok(rc == 0 and res and res["verdict"] == "passed", "contract example passes on exact emu",
+       err)
+    cs = cases_of(res)
+    ok(len(cs) == 12, "2 dtypes x 2 shapes x 3 classes = 12 cases (%d)" % len(cs))
+    ok(all(all(k in c for k in CASE_FIELDS) for c in cs), "each case has the contract's fields")
+    # Correctly rounded results are within half an ulp of the exact value
+    # (IEEE 754-2019 §4.3.1, round to nearest).
+    ok(all(isinstance(c["max_ulp"], (int, float)) and c["max_ulp"] <= 0.5 for c in cs),
+       "exact mode: max_ulp <= 0.5 in every case",
+       [(c["dtype"], c["input"], c["max_ulp"]) for c in cs])
+    ok(all(c["tolerance"].get("reason") == "device exp is documented to 1 ulp" and
+           c["tolerance"].get("source") == "job" for c in cs), "cases carry the tolerance reason")
+    ok(res and all(k in res for k in ("device", "mode", "contract", "build", "summary")),
+       "result has device, mode, contract, build, summary")
+    # The shipped default applies when the job has no tolerance.
+    job = dict(CONTRACT)
+    del job["tolerance"]
+    rc, res, err = run(tmp, job, "emu:transcendental=exact")
+    ok(rc == 0 and all(c["tolerance"].get("source") == "default" and c["tolerance"].get("reason")
+                       for c in cases_of(res)), "no tolerance: shipped default with its reason",
+       err)
+
+
+def test_fast(tmp):
+    job = dict(CONTRACT, dtypes=["fp32"], shapes=[[4096]], inputs=["normal"])
+    rc, res, err = run(tmp, job, "emu:transcendental=fast")
+    c = cases_of(res)[0] if cases_of(res) else {}
+    ok(rc == 1 and res["verdict"] == "failed" and c.get("max_ulp", 0) > 1,
+       "fast exp fails a 1-ulp tolerance with its real error (%s ulp)" % c.get("max_ulp"), err)
+    fm = c.get("first_mismatches", [])
+    ok(len(fm) > 0 and all(k in fm[0] for k in ("index", "inputs", "got", "exact", "ulp_error")),
+       "failed case lists first mismatches with index, input, got, exact", fm[:1])
+    # Check the first mismatch independently: got is that far from exact in fp32 ulps.
+    if fm:
+        import math
+        m = fm[0]
+        e = m["exact"]
+        ulp = 2.0 ** (max(math.floor(math.log2(abs(e))), -126) - 23) if e else 2.0 ** -149
+        ok(abs(abs(m["got"] - e) / ulp - m["ulp_error"]) < 1e-6 * max(1, m["ulp_error"]),
+           "reported ulp_error matches |got - exact| / ulp(exact)")
+    loose = dict(job, tolerance={"metric": "ulp", "max_ulp": 4096,
+                                 "reason_code": "accepted_fast_algorithm",
+                                 "reason": "fast exp polynomial, accepted for inference"})
+    rc, res, err = run(tmp, loose, "emu:transcendental=fast")
+    ok(rc == 0 and res["verdict"] == "passed" and
+       cases_of(res)[0]["tolerance"]["reason_code"] == "accepted_fast_algorithm",
+       "fast exp passes an accepted_fast_algorithm tolerance", err)
+
+
+def test_errors(tmp):
+    job = dict(CONTRACT, dtypes=["fp32", "fp7"])
+    rc, res, err = run(tmp, job, "emu")
+    ok(rc == 2 and "/dtypes/1: unknown dtype 'fp7'" in err, "bad dtype: exit 2 naming /dtypes/1",
+       err)
+    rc, res, err = run(tmp, dict(CONTRACT, kind="gradient"), "emu")
+    ok(rc == 2 and "kind 'gradient' is not supported by this build" in err,
+       "kind gradient refused", err)
+    rc, res, err = run(tmp, CONTRACT, "nosuchbackend:x=1")
+    ok(rc == 2 and "nosuchbackend" in err, "unknown backend: exit 2 with the loader's message",
+       err)
+    rc, res, err = run(tmp, CONTRACT, "plugin:/nonexistent/libnope.so")
+    ok(rc == 2 and "libnope" in err, "missing plugin: exit 2", err)
+    bad = os.path.join(tmp, "broken.json")
+    with open(bad, "w") as f:
+        f.write("{\"kind\": ")
+    p = subprocess.run([WORKER, "run", bad, "--backend", "emu"], capture_output=True, text=True,
+                       timeout=30)
+    ok(p.returncode == 2 and "broken.json" in p.stderr, "unparsable file: exit 2", p.stderr)
+    p = subprocess.run([WORKER, "--help"], capture_output=True, text=True, timeout=30)
+    ok(p.returncode == 0 and "numval-worker run JOB.json --backend SPEC" in p.stdout, "--help")
+    p = subprocess.run([WORKER, "--version"], capture_output=True, text=True, timeout=30)
+    ok(p.returncode == 0 and p.stdout.startswith("numval-worker "), "--version")
+
+
+def test_threads(tmp):
+    job = {"kind": "op", "op": "add", "dtypes": ["fp32", "bf16"], "shapes": [[300], [17, 33]],
+           "layouts": ["contiguous", "transposed", "strided"],
+           "inputs": ["normal", "specials", "midpoints"], "seed": 11,
+           "expect_error": {"case": "shape_mismatch"}}
+    outs = []
+    for t in ("1", "4"):
+        path = os.path.join(tmp, "threads-%s.json" % t)
+        rc, res, err = run(tmp, job, "emu", "--threads", t, "--output", path)
+        with open(path) as f:
+            outs.append(f.read())
+        ok(rc == 0 and json.loads(outs[-1])["verdict"] == "passed",
+           "add with layouts and expect_error passes (--threads %s)" % t, err)
+    ok(outs[0] == outs[1], "--threads 1 and --threads 4 print identical results")
+    res = json.loads(outs[0])
+    ex = [c for c in res["cases"] if c.get("expect_error")]
+    ok(len(ex) == 2 and all(c["verdict"] == "passed" and c["returned_code"] == "NV_E_SHAPE"
+                            for c in ex), "shape mismatch refused with NV_E_SHAPE", ex)
+
+
+def test_determinism(tmp):
+    job = {"kind": "op", "op": "sum", "dtypes": ["fp32"], "shapes": [[8, 4096]],
+           "inputs": ["normal"], "seed": 3, "repeat": 2}
+    rc, res, err = run(tmp, job, "emu:reduce=random")
+    cs = cases_of(res)
+    ok(res and cs and cs[0].get("deterministic") is False and res.get("deterministic") is False,
+       "random reduction order is reported non-deterministic when run twice", err)
+    rc, res, err = run(tmp, job, "emu:reduce=sequential")
+    ok(rc == 0 and cases_of(res) and cases_of(res)[0].get("deterministic") is True,
+       "sequential reduction is deterministic", err)
+    rc, res, err = run(tmp, dict(job, deterministic=True), "emu:reduce=random")
+    cs = cases_of(res)
+    ok(rc != 0 and cs and cs[0]["verdict"] in ("error", "failed"),
+       "deterministic job on a random-order reduction does not pass", err)
+
+
+def test_sum_bound(tmp):
+    # fp32 sum of 10^6 normal values with sequential fp32 accumulation stays inside
+    # the shipped worst-case bound 2 (n-1) u sum|x_i| (Higham §4.2) and inside the
+    # probabilistic bound sqrt(n) u sum|x_i| (Higham and Mary, SIAM J. Sci. Comput.
+    # 2019: rounding errors of random sign grow like sqrt(n)). The same data with
+    # bf16 accumulation (u = 2^-8 instead of 2^-24) exceeds the latter.
+    job = {"kind": "op", "op": "sum", "dtypes": ["fp32"], "shapes": [[1000000]],
+           "inputs": ["normal"], "seed": 5}
+    rc, res, err = run(tmp, job, "emu:accum=fp32,reduce=sequential")
+    ok(rc == 0, "10^6-element fp32 sum, fp32 sequential accumulation: inside the default bound",
+       err)
+    job["tolerance"] = {"metric": "bound", "c": 1, "growth": "sqrtn", "u_dtype": "fp32",
+                        "reason_code": "reduction_length",
+                        "reason": "probabilistic bound sqrt(n) u sum|x_i| for fp32 accumulation"}
+    rc, res, err = run(tmp, job, "emu:accum=fp32,reduce=sequential")
+    ok(rc == 0, "fp32 accumulation: inside the sqrt(n) bound", err)
+    rc, res, err = run(tmp, job, "emu:accum=bf16,reduce=sequential")
+    c = cases_of(res)[0] if cases_of(res) else {}
+    ok(rc == 1 and c.get("failure_class") == "bound_exceeded" and c.get("headroom", 0) > 1,
+       "the same data with bf16 accumulation exceeds it (headroom %s)" % c.get("headroom"), err)
+
+
+def test_fp8_matmul(tmp):
+    job = {"kind": "op", "op": "matmul", "dtypes": ["fp8_e4m3"],
+           "attrs": {"scale": "block:32", "acc": "fp32"}, "shapes": [[32, 128, 16]],
+           "inputs": ["normal"], "seed": 9}
+    rc, res, err = run(tmp, job, "emu")
+    cs = cases_of(res)
+    ok(rc == 0 and cs and cs[0]["out_dtype"] == "fp32",
+       "fp8 e4m3 matmul with block:32 e8m0 scales, fp32 accumulation passes", err)
+
+
+def test_smoke(tmp):
+    t0 = time.time()
+    rc, res, err = run(tmp, os.path.join(ROOT, "suites", "smoke.json"), "emu", timeout=240)
+    dt = time.time() - t0
+    bad = [(r["op"], c["dtype"], c["input"], c.get("failure_class"), c.get("error"))
+           for r in (res or {}).get("results", []) for c in r["cases"]
+           if c["verdict"] != "passed"]
+    ok(rc == 0 and res and res["verdict"] == "passed", "smoke suite passes on emu (%.1f s)" % dt,
+       bad or err)
+    ok(dt < 60, "smoke suite under a minute")
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix="nv-worker-run-") as tmp:
+        for t in (test_contract, test_fast, test_errors, test_threads, test_determinism,
+                  test_sum_bound, test_fp8_matmul, test_smoke):
+            try:
+                t(tmp)
+            except Exception as e:  # a crash or timeout fails this test, not the rest
+                ok(False, "%s raised %r" % (t.__name__, e))
+    print("1..%d" % n)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
