@@ -143,8 +143,9 @@ static unsigned dtype_mask(int id)
         return F_STD | F_8 | F_MX;
     case NVO_ADD: case NVO_SUB: case NVO_MUL: case NVO_DIV: case NVO_FMA: case NVO_SQRT:
         return F_STD | F_8;
-    case NVO_MATMUL: case NVO_BMM:
-        return DT(NV_DT_FP64) | DT(NV_DT_FP32) | DT(NV_DT_BF16) | DT(NV_DT_FP16);
+    case NVO_MATMUL: case NVO_BMM: /* output dtypes; operands: nvo_matmul_infer */
+        return DT(NV_DT_FP64) | DT(NV_DT_FP32) | DT(NV_DT_TF32) | DT(NV_DT_BF16) |
+               DT(NV_DT_FP16);
     default:
         return F_STD;
     }
