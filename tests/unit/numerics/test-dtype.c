@@ -44,6 +44,9 @@ static void test_info(void)
     tap_ok(nv_dtype_get(NV_DT_INT8)->max_finite == 127 &&
                nv_dtype_get(NV_DT_INT32)->max_finite == 2147483647.0,
            "info int8/int32 ranges");
+    tap_ok(nv_dtype_encode(NV_DT_FP16, 1.0 + 0x1p-11, NULL, 0) == 0x3c00 &&
+               nv_dtype_round(NV_DT_FP8_E4M3, 464.0, NULL, 0) == 448.0,
+           "a NULL mode means NV_ROUND_DEFAULT (nearest-even, no saturation)");
     tap_ok(nv_dtype_get(NV_DT_COUNT) == NULL && nv_dtype_get((nv_dtype)-1) == NULL,
            "nv_dtype_get rejects out-of-range ids");
 }
