@@ -287,26 +287,38 @@ static int simple_list(nvc_conn *c, int argc, char **argv, const char *path, con
     json_t *resp = get(c, path);
     if (!resp)
         return NVC_EXIT_ERROR;
-    if (c->json)
+    if (c->json) {
         nvc_print_json(resp);
-    else
-        print_rows(json_object_get(resp, key), ncols, h, k);
+    } else {
+        json_t *rows = json_object_get(resp, key);
+        /* A build's identity fields are shown as columns of their own. */
+        for (size_t i = 0; i < json_array_size(rows); i++) {
+            json_t *row = json_array_get(rows, i), *ident = json_object_get(row, "identity");
+            const char *f;
+            json_t *v;
+            json_object_foreach(ident, f, v) {
+                if (!json_object_get(row, f))
+                    json_object_set(row, f, v);
+            }
+        }
+        print_rows(rows, ncols, h, k);
+    }
     json_decref(resp);
     return NVC_EXIT_OK;
 }
 
 int nvc_cmd_builds(nvc_conn *c, int argc, char **argv)
 {
-    const char *h[] = {"ID", "NAME", "VERSION", "COMMIT", "CREATED"};
-    const char *k[] = {"id", "name", "version", "commit", "created_at"};
-    return simple_list(c, argc, argv, "/api/v1/builds", "builds", 5, h, k);
+    const char *h[] = {"ID", "NAME", "VERSION", "COMMIT", "JOBS", "CREATED"};
+    const char *k[] = {"id", "name", "version", "commit", "jobs", "created_at"};
+    return simple_list(c, argc, argv, "/api/v1/builds", "builds", 6, h, k);
 }
 
 int nvc_cmd_devices(nvc_conn *c, int argc, char **argv)
 {
-    const char *h[] = {"NAME", "BACKEND", "STATE", "SLOTS", "QUARANTINED", "LAST_SEEN",
+    const char *h[] = {"NAME", "BACKEND", "STATE", "SLOTS", "LOCAL", "RESTARTS", "LAST_SEEN",
                        "LAST_CRASH"};
-    const char *k[] = {"name", "backend", "state", "slots", "quarantined", "last_seen",
+    const char *k[] = {"name", "backend", "state", "slots", "local", "restarts", "last_seen",
                        "last_crash"};
-    return simple_list(c, argc, argv, "/api/v1/devices", "devices", 7, h, k);
+    return simple_list(c, argc, argv, "/api/v1/devices", "devices", 8, h, k);
 }

@@ -10,7 +10,7 @@
 #include "client.h"
 
 static const char *const TOL_H[] = {"OP", "DTYPE", "MODE", "VERSION", "METRIC", "LIMIT",
-                                    "REASON_CODE", "REASON", "CREATED_BY", "CREATED"};
+                                    "REASON_CODE", "REASON", "AUTHOR", "CREATED"};
 
 /* Flatten the tolerance object into the row so the table can show it. */
 static void flatten(json_t *rows)
@@ -62,7 +62,7 @@ static int list(nvc_conn *c, const char *path)
             rows = json_object_get(resp, "history");
         flatten(rows);
         const char *k[] = {"op", "dtype", "mode", "version", "_metric", "_limit", "reason_code",
-                           "reason", "created_by", "created_at"};
+                           "reason", "author", "created_at"};
         nvc_table *t = nvc_table_new(10, TOL_H);
         for (size_t i = 0; t && i < json_array_size(rows); i++) {
             char *cells[10];
