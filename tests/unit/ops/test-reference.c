@@ -629,6 +629,64 @@ static void test_random_matmul(void)
     mpfr_clears(s, t, (mpfr_ptr)0);
 }
 
+/* add, sub, mul exact (hi + lo == exact, checked at 4000 bits); fma and div to
+ * 2^-104 (a double-double's resolution). Exponents span 2^-400..2^400 for fp64
+ * and 2^-60..2^60 for fp32, so that results stay in range: TwoProduct's low part
+ * is exact only above 2^-969, and results beyond the output range become the
+ * overflow value (tested in test_overflow). */
+static void test_random_elementwise(void)
+{
+    enum { N = 2000 };
+    static const char *const ops[] = {"add", "sub", "mul", "div", "fma"};
+    static const nv_dtype dts[] = {NV_DT_FP64, NV_DT_FP32};
+    double v[3][N];
+    mpfr_t ex, t;
+    mpfr_inits2(4000, ex, t, (mpfr_ptr)0);
+    for (size_t d = 0; d < 2; d++) {
+        int span = dts[d] == NV_DT_FP64 ? 800 : 120;
+        for (int k = 0; k < 3; k++)
+            for (int i = 0; i < N; i++) {
+                double x = ldexp(nrand(), (int)(urand() * span) - span / 2);
+                v[k][i] = dts[d] == NV_DT_FP32 ? (double)(float)x : x;
+            }
+        for (size_t o = 0; o < 5; o++) {
+            int n_in = o == 4 ? 3 : 2;
+            nv_tensor *in[3];
+            for (int k = 0; k < n_in; k++)
+                in[k] = vec(dts[d], N, v[k]);
+            res r;
+            run(ops[o], NULL, n_in, in, dts[d], &r);
+            int ok = 0;
+            for (int i = 0; i < N; i++) {
+                mpfr_set_d(ex, v[0][i], MPFR_RNDN);
+                mpfr_set_d(t, v[1][i], MPFR_RNDN);
+                switch (o) {
+                case 0: mpfr_add(ex, ex, t, MPFR_RNDN); break;
+                case 1: mpfr_sub(ex, ex, t, MPFR_RNDN); break;
+                case 2: mpfr_mul(ex, ex, t, MPFR_RNDN); break;
+                case 3: mpfr_div(ex, ex, t, MPFR_RNDN); break;
+                default:
+                    mpfr_mul(ex, ex, t, MPFR_RNDN);
+                    mpfr_add_d(ex, ex, v[2][i], MPFR_RNDN);
+                }
+                double hi = r.hi->data[i], lo = r.lo->data[i];
+                if (o < 3) {
+                    mpfr_set_d(t, hi, MPFR_RNDN);
+                    mpfr_add_d(t, t, lo, MPFR_RNDN);
+                    ok += mpfr_equal_p(t, ex) || !isfinite(hi);
+                } else
+                    ok += close_to(hi, lo, ex, 104);
+            }
+            tap_ok(ok == N, "%s %s: %s vs MPFR on %d random operands (%d ok)", ops[o],
+                   nv_dtype_name(dts[d]), o < 3 ? "exact" : "2^-104", N, ok);
+            res_free(&r);
+            for (int k = 0; k < n_in; k++)
+                nv_tensor_free(in[k]);
+        }
+    }
+    mpfr_clears(ex, t, (mpfr_ptr)0);
+}
+
 /* layer_norm in MPFR from the definition (two-pass mean and variance). */
 static void test_random_layer_norm(void)
 {
@@ -685,5 +743,6 @@ int main(void)
     test_random_softmax();
     test_random_matmul();
     test_random_layer_norm();
+    test_random_elementwise();
     return tap_done();
 }
