@@ -364,6 +364,13 @@ static void handle_api(api_ctx *x, const char *rest)
         *sl = '\0';
         p = sl + 1;
     }
+    for (int i = 0; i < x->n_seg; i++)
+        if (!strcmp(x->seg[i], ".") || !strcmp(x->seg[i], "..") ||
+            (!x->seg[i][0] && i + 1 < x->n_seg)) {
+            api_error(x, 400, "bad_request", NULL,
+                      "path '%s' has an empty, '.' or '..' segment", x->req->path);
+            return;
+        }
     bool bad_method = false;
     if (x->n_seg < 8 && route(x, &bad_method)) {
         if (bad_method)

@@ -49,7 +49,8 @@ typedef struct conn {
     http_parser parser;
     phase_t phase;
     int open_handles;
-    bool closing, in_flight, close_after, reading, loopback;
+    bool closing, in_flight, close_after, reading, loopback, draining;
+    uv_shutdown_t shutdown;
     char *in;
     size_t in_len, in_off, in_cap;
     reqstate rq;
@@ -79,6 +80,8 @@ static void process_input(conn *c);
 static void conn_close(conn *c);
 static void arm(conn *c, uint64_t ms);
 static void read_start(conn *c);
+static void linger(conn *c);
+static void on_timer(uv_timer_t *t);
 
 const char *nvd_http_status_text(int status)
 {
@@ -160,8 +163,12 @@ static void on_write(uv_write_t *w, int status)
         srv->cb.done(srv->ud, &c->rq.pub, st);
     c->in_flight = false;
     rq_reset(&c->rq);
-    if (status < 0 || c->close_after || srv->closing) {
+    if (status < 0 || srv->closing) {
         conn_close(c);
+        return;
+    }
+    if (c->close_after) {
+        linger(c);
         return;
     }
     c->phase = PH_IDLE;
@@ -587,6 +594,12 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     (void)buf;
     conn *c = s->data;
+    if (c->draining) {
+        c->in_off = c->in_len = 0;
+        if (nread < 0)
+            conn_close(c);
+        return;
+    }
     if (nread < 0) {
         /* A client may half-close after sending its request: answer it, then
          * close. A parked request (it has an abort callback: a long poll) is
@@ -620,9 +633,36 @@ static void read_start(conn *c)
         c->reading = true;
 }
 
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+    (void)req;
+    (void)status;
+}
+
+/* After an answer that ends the connection: send FIN, then read and discard
+ * what the client still sends for a moment (lingering close, as nginx does),
+ * so a client still writing a refused body reads our answer instead of a
+ * reset. */
+static void linger(conn *c)
+{
+    c->draining = true;
+    c->close_after = false;
+    if (uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
+        conn_close(c);
+        return;
+    }
+    if (!c->reading)
+        read_start(c);
+    uv_timer_start(&c->timer, on_timer, 2000, 0);
+}
+
 static void on_timer(uv_timer_t *t)
 {
     conn *c = t->data;
+    if (c->draining) {
+        conn_close(c);
+        return;
+    }
     if (c->closing || c->in_flight)
         return;
     if (c->phase == PH_IDLE) {
