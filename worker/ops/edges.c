@@ -91,9 +91,9 @@ static void tiny_and_huge(edges *e, bool neg)
     }
 }
 
-#define START                                                                              \
-    if (!nv_dtype_get(dt) || !nv_dtype_get(dt)->is_float || max <= 0)                       \
-        return 0;                                                                           \
+#define START                                                                                      \
+    if (!nv_dtype_get(dt) || !nv_dtype_get(dt)->is_float || max <= 0)                              \
+        return 0;                                                                                  \
     edges e = start(dt, out, max)
 
 int nvo_edges_generic(nv_dtype dt, double *out, int max)
@@ -126,9 +126,9 @@ int nvo_edges_reduce(nv_dtype dt, double *out, int max)
 int nvo_edges_exp(nv_dtype dt, double *out, int max)
 {
     START;
-    around(&e, ln_overflow(&e), 2);                                 /* exp -> Inf */
-    around(&e, log(e.di->min_normal), 2);                           /* exp -> subnormal */
-    around(&e, log(e.di->min_subnormal) - M_LN2, 2);                /* exp -> 0 */
+    around(&e, ln_overflow(&e), 2);                  /* exp -> Inf */
+    around(&e, log(e.di->min_normal), 2);            /* exp -> subnormal */
+    around(&e, log(e.di->min_subnormal) - M_LN2, 2); /* exp -> 0 */
     add(&e, 0.0);
     return e.n;
 }

@@ -14,13 +14,47 @@
 
 /* Op ids: the index of the op in the catalog table (catalog.c keeps the same order). */
 typedef enum nvo_id {
-    NVO_NEG, NVO_ABS, NVO_ADD, NVO_SUB, NVO_MUL, NVO_DIV, NVO_FMA, NVO_SQRT, NVO_RSQRT,
-    NVO_RECIPROCAL, NVO_EXP, NVO_EXP2, NVO_EXPM1, NVO_LOG, NVO_LOG2, NVO_LOG1P, NVO_SIN,
-    NVO_COS, NVO_TANH, NVO_SIGMOID, NVO_ERF, NVO_GELU, NVO_SILU, NVO_RELU, NVO_POW,
-    NVO_MAXIMUM, NVO_MINIMUM, NVO_CAST,
-    NVO_SUM, NVO_MEAN, NVO_MAX, NVO_VAR, NVO_NORM2, NVO_LOGSUMEXP, NVO_SOFTMAX,
-    NVO_LOG_SOFTMAX, NVO_LAYER_NORM, NVO_RMS_NORM, NVO_CROSS_ENTROPY,
-    NVO_MATMUL, NVO_BMM,
+    NVO_NEG,
+    NVO_ABS,
+    NVO_ADD,
+    NVO_SUB,
+    NVO_MUL,
+    NVO_DIV,
+    NVO_FMA,
+    NVO_SQRT,
+    NVO_RSQRT,
+    NVO_RECIPROCAL,
+    NVO_EXP,
+    NVO_EXP2,
+    NVO_EXPM1,
+    NVO_LOG,
+    NVO_LOG2,
+    NVO_LOG1P,
+    NVO_SIN,
+    NVO_COS,
+    NVO_TANH,
+    NVO_SIGMOID,
+    NVO_ERF,
+    NVO_GELU,
+    NVO_SILU,
+    NVO_RELU,
+    NVO_POW,
+    NVO_MAXIMUM,
+    NVO_MINIMUM,
+    NVO_CAST,
+    NVO_SUM,
+    NVO_MEAN,
+    NVO_MAX,
+    NVO_VAR,
+    NVO_NORM2,
+    NVO_LOGSUMEXP,
+    NVO_SOFTMAX,
+    NVO_LOG_SOFTMAX,
+    NVO_LAYER_NORM,
+    NVO_RMS_NORM,
+    NVO_CROSS_ENTROPY,
+    NVO_MATMUL,
+    NVO_BMM,
     NVO_COUNT
 } nvo_id;
 
@@ -29,6 +63,9 @@ int nvo_op_id(const nv_op_def *op);
 
 /* Whether op accepts dt as its (floating) data / output dtype. */
 bool nvo_dtype_supported(const nv_op_def *op, nv_dtype dt);
+
+/* Whether dt is a floating-point data format (not e8m0, not an int). */
+bool nvo_is_float_dt(nv_dtype dt);
 
 /* Reduction ops that remove the axis (sum, mean, max, var, norm2, logsumexp). */
 bool nvo_reduce_removes_axis(int id);
@@ -51,8 +88,8 @@ int nvo_ref_elementwise(int id, const nv_op_attrs *a, int n_in, const nv_tensor 
                         nv_tensor *out_hi, nv_tensor *out_lo, nv_tensor *abs_sum);
 int nvo_ref_reduce(int id, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
                    nv_tensor *out_hi, nv_tensor *out_lo, nv_tensor *abs_sum);
-int nvo_ref_matmul(const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
-                   nv_tensor *out_hi, nv_tensor *out_lo, nv_tensor *abs_sum);
+int nvo_ref_matmul(const nv_op_attrs *a, int n_in, const nv_tensor *const *in, nv_tensor *out_hi,
+                   nv_tensor *out_lo, nv_tensor *abs_sum);
 
 /* The lines of a reduction: every 1-D slice of x along axis ax, in row-major
  * order of the other dims (ref_reduce.c). */
@@ -72,9 +109,8 @@ int64_t nvo_line_out_off(const nvo_lines *L, const nv_tensor *t, bool removes, i
 
 /* logsumexp, softmax, log_softmax, cross_entropy, layer_norm, rms_norm over all
  * lines (ref_composed.c). */
-int nvo_ref_composed(int id, const nv_op_attrs *a, const nvo_lines *L,
-                     const nv_tensor *const *in, nv_tensor *out_hi, nv_tensor *out_lo,
-                     nv_tensor *abs_sum);
+int nvo_ref_composed(int id, const nv_op_attrs *a, const nvo_lines *L, const nv_tensor *const *in,
+                     nv_tensor *out_hi, nv_tensor *out_lo, nv_tensor *abs_sum);
 
 /* Edge functions (edges.c). */
 int nvo_edges_exp(nv_dtype dt, double *out, int max);

@@ -219,7 +219,8 @@ static int run_lines(ctx *c)
         nvo_line_gather(c->L, l, c->x);
         double special;
         switch (c->id) {
-        case NVO_SOFTMAX: case NVO_LOG_SOFTMAX:
+        case NVO_SOFTMAX:
+        case NVO_LOG_SOFTMAX:
             softmax_line(c, l);
             break;
         case NVO_LOGSUMEXP: {
@@ -255,9 +256,8 @@ static int run_lines(ctx *c)
     return 0;
 }
 
-int nvo_ref_composed(int id, const nv_op_attrs *a, const nvo_lines *L,
-                     const nv_tensor *const *in, nv_tensor *out_hi, nv_tensor *out_lo,
-                     nv_tensor *abs_sum)
+int nvo_ref_composed(int id, const nv_op_attrs *a, const nvo_lines *L, const nv_tensor *const *in,
+                     nv_tensor *out_hi, nv_tensor *out_lo, nv_tensor *abs_sum)
 {
     ctx c = {.id = id, .a = a, .L = L, .in = in, .oh = out_hi, .ol = out_lo, .oa = abs_sum};
     int64_t n = L->len;

@@ -28,8 +28,8 @@
 #include <math.h>
 #include <mpfr.h>
 
-#include "numval/backend.h"
 #include "../numerics/refmath.h"
+#include "numval/backend.h"
 #include "ops_internal.h"
 
 static double ieee_maximum(double x, double y)
@@ -93,11 +93,14 @@ static void exact_div(double x, double y, nv_dtype dt, mpfr_ptr q, double *hi, d
 
 static int fn_of(int id, const nv_op_attrs *a, nv_fn *ret)
 {
-    static const struct { int id; nv_fn fn; } map[] = {
-        {NVO_SQRT, NV_FN_SQRT},   {NVO_RSQRT, NV_FN_RSQRT},     {NVO_RECIPROCAL, NV_FN_RECIP},
-        {NVO_EXP, NV_FN_EXP},     {NVO_EXP2, NV_FN_EXP2},       {NVO_EXPM1, NV_FN_EXPM1},
-        {NVO_LOG, NV_FN_LOG},     {NVO_LOG2, NV_FN_LOG2},       {NVO_LOG1P, NV_FN_LOG1P},
-        {NVO_SIN, NV_FN_SIN},     {NVO_COS, NV_FN_COS},         {NVO_TANH, NV_FN_TANH},
+    static const struct {
+        int id;
+        nv_fn fn;
+    } map[] = {
+        {NVO_SQRT, NV_FN_SQRT},       {NVO_RSQRT, NV_FN_RSQRT}, {NVO_RECIPROCAL, NV_FN_RECIP},
+        {NVO_EXP, NV_FN_EXP},         {NVO_EXP2, NV_FN_EXP2},   {NVO_EXPM1, NV_FN_EXPM1},
+        {NVO_LOG, NV_FN_LOG},         {NVO_LOG2, NV_FN_LOG2},   {NVO_LOG1P, NV_FN_LOG1P},
+        {NVO_SIN, NV_FN_SIN},         {NVO_COS, NV_FN_COS},     {NVO_TANH, NV_FN_TANH},
         {NVO_SIGMOID, NV_FN_SIGMOID}, {NVO_ERF, NV_FN_ERF},     {NVO_SILU, NV_FN_SILU},
     };
     if (id == NVO_GELU) {
@@ -118,19 +121,45 @@ static void eval(int id, nv_fn fn, nv_dtype dt, mpfr_ptr q, double x, double y, 
 {
     *lo = 0;
     switch (id) {
-    case NVO_NEG: *hi = -x; return;
-    case NVO_ABS: *hi = fabs(x); return;
-    case NVO_CAST: *hi = x; return;
-    case NVO_RELU: *hi = ieee_maximum(x, 0.0); return;
-    case NVO_MAXIMUM: *hi = ieee_maximum(x, y); return;
-    case NVO_MINIMUM: *hi = ieee_minimum(x, y); return;
-    case NVO_ADD: two_sum(x, y, hi, lo); break;
-    case NVO_SUB: two_sum(x, -y, hi, lo); break;
-    case NVO_MUL: two_prod(x, y, hi, lo); break;
-    case NVO_DIV: exact_div(x, y, dt, q, hi, lo); break;
-    case NVO_FMA: exact_fma(x, y, z, hi, lo); break;
-    case NVO_POW: nv_ref_pow(x, y, dt, hi, lo); break;
-    default: nv_ref_eval(fn, x, dt, hi, lo); break;
+    case NVO_NEG:
+        *hi = -x;
+        return;
+    case NVO_ABS:
+        *hi = fabs(x);
+        return;
+    case NVO_CAST:
+        *hi = x;
+        return;
+    case NVO_RELU:
+        *hi = ieee_maximum(x, 0.0);
+        return;
+    case NVO_MAXIMUM:
+        *hi = ieee_maximum(x, y);
+        return;
+    case NVO_MINIMUM:
+        *hi = ieee_minimum(x, y);
+        return;
+    case NVO_ADD:
+        two_sum(x, y, hi, lo);
+        break;
+    case NVO_SUB:
+        two_sum(x, -y, hi, lo);
+        break;
+    case NVO_MUL:
+        two_prod(x, y, hi, lo);
+        break;
+    case NVO_DIV:
+        exact_div(x, y, dt, q, hi, lo);
+        break;
+    case NVO_FMA:
+        exact_fma(x, y, z, hi, lo);
+        break;
+    case NVO_POW:
+        nv_ref_pow(x, y, dt, hi, lo);
+        break;
+    default:
+        nv_ref_eval(fn, x, dt, hi, lo);
+        break;
     }
     if (!isfinite(*hi) || !isfinite(*lo))
         *lo = 0;

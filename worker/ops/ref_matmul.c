@@ -34,11 +34,16 @@ static bool mm_in_dtype(nv_dtype dt)
 static const char *scale_name(const nv_op_attrs *a)
 {
     switch (a->scale) {
-    case NV_SCALE_TENSOR: return "tensor";
-    case NV_SCALE_CHANNEL: return "channel";
-    case NV_SCALE_BLOCK: return "block";
-    case NV_SCALE_TILE: return "tile";
-    default: return "none";
+    case NV_SCALE_TENSOR:
+        return "tensor";
+    case NV_SCALE_CHANNEL:
+        return "channel";
+    case NV_SCALE_BLOCK:
+        return "block";
+    case NV_SCALE_TILE:
+        return "tile";
+    default:
+        return "none";
     }
 }
 
@@ -101,10 +106,10 @@ static int check_scales(const nv_op_attrs *a, const nv_tensor *const *in, int nb
                        nvo_shape_str(t, s0, sizeof s0), s ? "scale_b" : "scale_a",
                        nvo_shape_str(&w, s1, sizeof s1), scale_name(a));
         }
-        bool dt_ok = a->scale == NV_SCALE_BLOCK ? t->dtype == NV_DT_E8M0
-                                                : (t->dtype == NV_DT_FP32 ||
-                                                   t->dtype == NV_DT_BF16 ||
-                                                   t->dtype == NV_DT_FP16);
+        bool dt_ok =
+            a->scale == NV_SCALE_BLOCK
+                ? t->dtype == NV_DT_E8M0
+                : (t->dtype == NV_DT_FP32 || t->dtype == NV_DT_BF16 || t->dtype == NV_DT_FP16);
         if (!dt_ok)
             return ERR(NV_E_DTYPE, "op 'matmul': dtype '%s' of '%s' is not a %s scale dtype (%s)",
                        nv_dtype_name(t->dtype), s ? "scale_b" : "scale_a", scale_name(a),
@@ -125,8 +130,8 @@ int nvo_matmul_infer(const nv_op_def *op, const nv_op_attrs *a, int n_in,
     const nv_tensor *A = in[0], *B = in[1];
     for (int i = 0; i < 2; i++) {
         if (!mm_in_dtype(in[i]->dtype))
-            return ERR(NV_E_DTYPE, "op '%s' does not support dtype '%s' for input '%s'",
-                       op->name, nv_dtype_name(in[i]->dtype), i ? "b" : "a");
+            return ERR(NV_E_DTYPE, "op '%s' does not support dtype '%s' for input '%s'", op->name,
+                       nv_dtype_name(in[i]->dtype), i ? "b" : "a");
         if (a->scale != NV_SCALE_NONE && in[i]->dtype == NV_DT_FP64)
             return ERR(NV_E_DTYPE, "op '%s': scaled operands cannot be 'fp64' (input '%s')",
                        op->name, i ? "b" : "a");
@@ -213,8 +218,8 @@ static double *gather(const nv_op_attrs *a, const nv_tensor *const *in, int s, i
     return g;
 }
 
-int nvo_ref_matmul(const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
-                   nv_tensor *out_hi, nv_tensor *out_lo, nv_tensor *abs_sum)
+int nvo_ref_matmul(const nv_op_attrs *a, int n_in, const nv_tensor *const *in, nv_tensor *out_hi,
+                   nv_tensor *out_lo, nv_tensor *abs_sum)
 {
     (void)n_in;
     const nv_tensor *A = in[0], *B = in[1];

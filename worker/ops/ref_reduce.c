@@ -94,8 +94,7 @@ static bool any_nonfinite(const double *x, int64_t n)
     return false;
 }
 
-static void ref_norm2(const double *x, int64_t n, double *sq, double *hi, double *lo,
-                      double *abs)
+static void ref_norm2(const double *x, int64_t n, double *sq, double *hi, double *lo, double *abs)
 {
     *lo = 0;
     if (any_nonfinite(x, n)) {

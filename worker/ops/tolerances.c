@@ -43,20 +43,37 @@ typedef enum tol_class {
 static tol_class class_of(int id)
 {
     switch (id) {
-    case NVO_NEG: case NVO_ABS: case NVO_RELU: case NVO_MAXIMUM: case NVO_MINIMUM:
+    case NVO_NEG:
+    case NVO_ABS:
+    case NVO_RELU:
+    case NVO_MAXIMUM:
+    case NVO_MINIMUM:
     case NVO_MAX:
         return TC_EXACT;
-    case NVO_ADD: case NVO_SUB: case NVO_MUL: case NVO_DIV: case NVO_SQRT:
-    case NVO_RECIPROCAL: case NVO_CAST:
+    case NVO_ADD:
+    case NVO_SUB:
+    case NVO_MUL:
+    case NVO_DIV:
+    case NVO_SQRT:
+    case NVO_RECIPROCAL:
+    case NVO_CAST:
         return TC_ROUNDED;
     case NVO_FMA:
         return TC_FMA;
-    case NVO_SUM: case NVO_MEAN: case NVO_VAR: case NVO_NORM2:
+    case NVO_SUM:
+    case NVO_MEAN:
+    case NVO_VAR:
+    case NVO_NORM2:
         return TC_REDUCTION;
-    case NVO_LOGSUMEXP: case NVO_SOFTMAX: case NVO_LOG_SOFTMAX: case NVO_LAYER_NORM:
-    case NVO_RMS_NORM: case NVO_CROSS_ENTROPY:
+    case NVO_LOGSUMEXP:
+    case NVO_SOFTMAX:
+    case NVO_LOG_SOFTMAX:
+    case NVO_LAYER_NORM:
+    case NVO_RMS_NORM:
+    case NVO_CROSS_ENTROPY:
         return TC_COMPOSED;
-    case NVO_MATMUL: case NVO_BMM:
+    case NVO_MATMUL:
+    case NVO_BMM:
         return TC_MATMUL;
     default:
         return TC_TRANSCENDENTAL;

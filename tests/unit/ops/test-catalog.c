@@ -10,11 +10,12 @@
 #include "worker/ops/catalog.h"
 
 static const char *const v1_names[] = {
-    "neg", "abs", "add", "sub", "mul", "div", "fma", "sqrt", "rsqrt", "reciprocal", "exp",
-    "exp2", "expm1", "log", "log2", "log1p", "sin", "cos", "tanh", "sigmoid", "erf", "gelu",
-    "silu", "relu", "pow", "maximum", "minimum", "cast", "sum", "mean", "max", "var", "norm2",
-    "logsumexp", "softmax", "log_softmax", "layer_norm", "rms_norm", "cross_entropy", "matmul",
-    "bmm"};
+    "neg",         "abs",        "add",        "sub",           "mul",     "div",       "fma",
+    "sqrt",        "rsqrt",      "reciprocal", "exp",           "exp2",    "expm1",     "log",
+    "log2",        "log1p",      "sin",        "cos",           "tanh",    "sigmoid",   "erf",
+    "gelu",        "silu",       "relu",       "pow",           "maximum", "minimum",   "cast",
+    "sum",         "mean",       "max",        "var",           "norm2",   "logsumexp", "softmax",
+    "log_softmax", "layer_norm", "rms_norm",   "cross_entropy", "matmul",  "bmm"};
 #define N_V1 (sizeof v1_names / sizeof v1_names[0])
 
 static int parse(const char *op, const char *json, nv_op_attrs *a, char **msg)
@@ -61,8 +62,7 @@ static void test_attrs(void)
            "unknown key refused naming it and the accepted ones: %s", msg ? msg : "");
     free(msg);
     r = parse("exp", "{\"axis\": 0}", &a, &msg);
-    tap_ok(r == -EINVAL && msg && strstr(msg, "'axis'"), "exp takes no axis: %s",
-           msg ? msg : "");
+    tap_ok(r == -EINVAL && msg && strstr(msg, "'axis'"), "exp takes no axis: %s", msg ? msg : "");
     free(msg);
     r = parse("gelu", "{\"approximate\": \"tanh\"}", &a, &msg);
     tap_ok(r == 0 && a.gelu_tanh, "gelu approximate tanh");
@@ -112,7 +112,8 @@ static void test_attrs_json(void)
     char *s = json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT);
     tap_ok(s && strcmp(s, "{\"acc\":\"fp16\",\"scale\":\"tile:4x8\"}") == 0, "matmul json %s", s);
     int r = nv_op_parse_attrs(nv_op_find("matmul"), j, &b, &msg);
-    tap_ok(r == 0 && b.scale == a.scale && b.tile_r == 4 && b.tile_c == 8 && b.acc_dtype == a.acc_dtype,
+    tap_ok(r == 0 && b.scale == a.scale && b.tile_r == 4 && b.tile_c == 8 &&
+               b.acc_dtype == a.acc_dtype,
            "round trip");
     free(s);
     json_decref(j);
@@ -134,8 +135,8 @@ static nv_tensor *T(nv_dtype dt, int nd, int64_t d0, int64_t d1, int64_t d2)
     return nv_tensor_new(dt, nd, s);
 }
 
-static int infer(const char *op, const char *attrs, int n, nv_tensor **in, int *nd,
-                 int64_t *shape, char *err)
+static int infer(const char *op, const char *attrs, int n, nv_tensor **in, int *nd, int64_t *shape,
+                 char *err)
 {
     nv_op_attrs a;
     char *msg;
@@ -164,8 +165,8 @@ static void test_infer_elementwise(void)
     nv_tensor_free(in[1]);
     in[1] = T(NV_DT_BF16, 2, 4, 5, 0);
     r = infer("add", NULL, 2, in, &nd, sh, err);
-    tap_ok(r == NV_E_DTYPE && strstr(err, "'fp32'") && strstr(err, "'bf16'"),
-           "mixed dtypes: %s", err);
+    tap_ok(r == NV_E_DTYPE && strstr(err, "'fp32'") && strstr(err, "'bf16'"), "mixed dtypes: %s",
+           err);
     r = infer("exp", NULL, 1, in, &nd, sh, err);
     tap_ok(r == 0 && nd == 2 && sh[0] == 4 && sh[1] == 5, "exp keeps the shape");
     r = infer("exp", NULL, 2, in, &nd, sh, err);
@@ -284,8 +285,8 @@ static void test_tolerances(void)
 {
     size_t n;
     const nv_op_def *all = nv_op_all(&n);
-    static const nv_dtype dts[] = {NV_DT_FP64, NV_DT_FP32, NV_DT_TF32, NV_DT_BF16, NV_DT_FP16,
-                                   NV_DT_FP8_E4M3, NV_DT_FP8_E5M2, NV_DT_FP6_E2M3,
+    static const nv_dtype dts[] = {NV_DT_FP64,     NV_DT_FP32,     NV_DT_TF32,     NV_DT_BF16,
+                                   NV_DT_FP16,     NV_DT_FP8_E4M3, NV_DT_FP8_E5M2, NV_DT_FP6_E2M3,
                                    NV_DT_FP6_E3M2, NV_DT_FP4_E2M1};
     int ok = 0, total = 0, refused = 0;
     for (size_t i = 0; i < n; i++) {
@@ -302,8 +303,7 @@ static void test_tolerances(void)
             }
             total++;
             ok += r == 0 && strlen(t.reason) > 20 && t.reason_code < NV_REASON_COUNT &&
-                  strcmp(t.source, "default") == 0 &&
-                  (t.metric != NV_TOL_ULP || t.max_ulp >= 0) &&
+                  strcmp(t.source, "default") == 0 && (t.metric != NV_TOL_ULP || t.max_ulp >= 0) &&
                   (t.metric != NV_TOL_BOUND || (t.c > 0 && t.has_u_dtype));
         }
     }

@@ -102,8 +102,7 @@ int main(void)
         const char *dn = nv_dtype_name(dt);
         int n = get("exp", dt, e);
         threshold_overflow(dt, t);
-        tap_ok(brackets(e, n, dt, mpfr_exp, t), "%s exp: edges bracket the overflow threshold",
-               dn);
+        tap_ok(brackets(e, n, dt, mpfr_exp, t), "%s exp: edges bracket the overflow threshold", dn);
         mpfr_set_d(t, di->min_subnormal, MPFR_RNDN);
         mpfr_div_2ui(t, t, 1, MPFR_RNDN);
         tap_ok(brackets(e, n, dt, mpfr_exp, t), "%s exp: edges bracket underflow to zero", dn);

@@ -17,8 +17,7 @@ typedef struct res {
 } res;
 
 /* Run op on inputs; outputs allocated with the inferred shape in out_dt. */
-static int run(const char *op, const char *attrs, int n, nv_tensor **in, nv_dtype out_dt,
-               res *r)
+static int run(const char *op, const char *attrs, int n, nv_tensor **in, nv_dtype out_dt, res *r)
 {
     nv_op_attrs a;
     char *msg = NULL;
@@ -31,8 +30,7 @@ static int run(const char *op, const char *attrs, int n, nv_tensor **in, nv_dtyp
     int nd;
     int64_t sh[NV_MAX_DIMS];
     char err[256];
-    rc = nv_op_infer(nv_op_find(op), &a, n, (const nv_tensor *const *)in, &nd, sh, err,
-                     sizeof err);
+    rc = nv_op_infer(nv_op_find(op), &a, n, (const nv_tensor *const *)in, &nd, sh, err, sizeof err);
     if (rc < 0) {
         tap_diag("infer %s: %s", op, err);
         return rc;
@@ -359,7 +357,8 @@ static void test_overflow(void)
     nv_tensor_free(in[1]);
     in[0] = vec(NV_DT_FP64, 2, (double[]){1000, 709});
     run("exp", NULL, 1, in, NV_DT_FP64, &r);
-    tap_ok(r.hi->data[0] == INFINITY && isfinite(r.hi->data[1]), "fp64 exp(1000) = Inf, exp(709) finite");
+    tap_ok(r.hi->data[0] == INFINITY && isfinite(r.hi->data[1]),
+           "fp64 exp(1000) = Inf, exp(709) finite");
     res_free(&r);
     nv_tensor_free(in[0]);
     in[0] = vec(NV_DT_FP8_E4M3, 2, (double[]){448, 448});
@@ -661,10 +660,18 @@ static void test_random_elementwise(void)
                 mpfr_set_d(ex, v[0][i], MPFR_RNDN);
                 mpfr_set_d(t, v[1][i], MPFR_RNDN);
                 switch (o) {
-                case 0: mpfr_add(ex, ex, t, MPFR_RNDN); break;
-                case 1: mpfr_sub(ex, ex, t, MPFR_RNDN); break;
-                case 2: mpfr_mul(ex, ex, t, MPFR_RNDN); break;
-                case 3: mpfr_div(ex, ex, t, MPFR_RNDN); break;
+                case 0:
+                    mpfr_add(ex, ex, t, MPFR_RNDN);
+                    break;
+                case 1:
+                    mpfr_sub(ex, ex, t, MPFR_RNDN);
+                    break;
+                case 2:
+                    mpfr_mul(ex, ex, t, MPFR_RNDN);
+                    break;
+                case 3:
+                    mpfr_div(ex, ex, t, MPFR_RNDN);
+                    break;
                 default:
                     mpfr_mul(ex, ex, t, MPFR_RNDN);
                     mpfr_add_d(ex, ex, v[2][i], MPFR_RNDN);
