@@ -36,8 +36,13 @@ def test(bins):
             if st == 200 and len(body["jobs"]) >= 5:
                 break
             time.sleep(0.2)
+        unfinished = 0
+        for state in ("queued", "leased", "running"):
+            st, body = s.api("GET", "/api/v1/jobs?state=%s&limit=500" % state, scope="read")
+            unfinished += len(body["jobs"]) if st == 200 else 0
         s.kill_daemon(signal.SIGKILL)
-        check(True, "numvald killed with SIGKILL")
+        check(unfinished > 0, "numvald killed with SIGKILL with %d of %d jobs unfinished" %
+              (unfinished, N))
         time.sleep(0.5)
         s.start_daemon()
         jobs = s.wait_jobs(ids, timeout=500, tolerate_down=True)

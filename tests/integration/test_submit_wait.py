@@ -84,6 +84,37 @@ def test(bins):
         check(all(c["tolerance"].get("reason_code") == "approximation_error"
                   for c in stored), "cases record the tolerance with its reason")
 
+        p = s.ctl("submit", "bad.json", "--wait")
+        check(p.returncode == 2 and "no_such_op" in p.stderr and "/op" in p.stderr,
+              "bad spec: exit 2 with the server's message and field (%s)" % p.stderr.strip())
+
+        p = s.ctl("--json", "jobs", "--limit", "10", token_scope="read")
+        listed = json.loads(p.stdout)["jobs"] if p.returncode == 0 else []
+        check(len(listed) == 2, "numvalctl --json jobs lists the 2 accepted jobs")
+
+        # More numvalctl commands a CI script relies on, against the live server.
+        p = s.ctl("show", job_id, token_scope="read")
+        check(p.returncode == 0 and "failed" in p.stdout, "numvalctl show prints the job")
+        p = s.ctl("--json", "cases", job_id, "--failed", token_scope="read")
+        check(p.returncode == 0 and len(json.loads(p.stdout)["cases"]) == n_failed,
+              "numvalctl cases --failed lists the %d failed cases" % n_failed)
+        p = s.ctl("tolerance", "set", "--op", "exp", "--dtype", "fp32", "--metric", "ulp",
+                  "--max-ulp", "2", "--reason-code", "approximation_error", "--reason", "",
+                  token_scope="admin")
+        check(p.returncode == 2 and "reason" in p.stderr, "tolerance set without reason refused")
+        p = s.ctl("tolerance", "set", "--op", "exp", "--dtype", "fp32", "--metric", "ulp",
+                  "--max-ulp", "2", "--reason-code", "approximation_error", "--reason",
+                  "fast exp documented to 2 ulp", token_scope="admin")
+        check(p.returncode == 0 and "version" in p.stdout,
+              "tolerance set with a reason makes a new version (%s%s)" % (p.stdout, p.stderr))
+        p = s.ctl("--json", "tolerance", "history", "--op", "exp", "--dtype", "fp32",
+                  token_scope="read")
+        check(p.returncode == 0 and "fast exp documented" in p.stdout,
+              "tolerance history shows it (%s)" % p.stderr.strip())
+        for cmd in (["builds"], ["devices"], ["jobs"]):
+            p = s.ctl(*cmd, token_scope="read")
+            check(p.returncode == 0, "numvalctl %s works (%s)" % (cmd[0], p.stderr.strip()))
+
         sha = next((c.get("artifact") for c in stored if c.get("artifact")), None)
         check(sha is not None, "a failed case has an artifact id")
         p = s.ctl("artifact", sha, "-o", "a.nvart", token_scope="read")
@@ -92,14 +123,6 @@ def test(bins):
             blob = f.read()
         check(hashlib.sha256(blob).hexdigest() == sha and blob[:4] == b"\x28\xb5\x2f\xfd",
               "artifact bytes hash to its id and are one zstd frame")
-
-        p = s.ctl("submit", "bad.json", "--wait")
-        check(p.returncode == 2 and "no_such_op" in p.stderr and "/op" in p.stderr,
-              "bad spec: exit 2 with the server's message and field (%s)" % p.stderr.strip())
-
-        p = s.ctl("--json", "jobs", "--limit", "10", token_scope="read")
-        listed = json.loads(p.stdout)["jobs"] if p.returncode == 0 else []
-        check(len(listed) == 2, "numvalctl --json jobs lists the 2 accepted jobs")
 
         s.kill_daemon()
         p = s.ctl("submit", "pass.json", "--wait")

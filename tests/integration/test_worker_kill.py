@@ -7,12 +7,13 @@ import time
 
 from nvservice import Fail, Service, check, main
 
-# Long enough to be caught mid-run on a slow shared machine: 3 dtypes x 4 shapes
-# x 3 inputs x 2 layouts = 72 cases on one thread.
+# Long enough to be caught mid-run (a few seconds on one thread): 3 dtypes x
+# 5 shapes x 4 inputs x 2 layouts = 120 cases.
 LONG = {"kind": "op", "op": "exp", "dtypes": ["fp32", "bf16", "fp16"],
-        "shapes": [[4096], [64, 257], [128, 129], [9000]],
-        "layouts": ["contiguous", "transposed"], "inputs": ["normal", "uniform", "large"],
-        "seed": 5}
+        "shapes": [[4096], [64, 257], [128, 129], [9000], [300, 300]],
+        "layouts": ["contiguous", "transposed"],
+        "inputs": ["normal", "uniform", "large", "near_zero"], "seed": 5}
+N_CASES = 120
 
 
 def test(bins):
@@ -43,7 +44,7 @@ def test(bins):
         check(job["attempt"] >= 2, "it took a second attempt (attempt %d)" % job["attempt"])
         cases = s.cases(job_id)
         idx = [c["index"] for c in cases]
-        check(len(cases) == job["cases_total"] == 72,
+        check(len(cases) == job["cases_total"] == N_CASES,
               "exactly one set of cases stored (%d of %d)" % (len(cases), job["cases_total"]))
         check(len(set(idx)) == len(idx), "no case index stored twice")
         check(job["cases_done"] == job["cases_total"], "cases_done equals cases_total")
