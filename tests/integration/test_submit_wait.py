@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""numvalctl submit --wait against a real numvald with standalone workers:
+"""numvalctl submit --wait against a real numvald with a worker it supervises
+(device emu-sup, spawned by numvald from its config) and a standalone one:
 exit 0 for a passing job, 1 for a failing one, 2 for a bad spec or an
 unreachable server; JUnit XML checked with xml.etree; a failure artifact is
 downloadable and its bytes hash to its id."""
@@ -34,9 +35,8 @@ def junit_counts(path):
 
 
 def test(bins):
-    with Service(bins, lease_ms=3000) as s:
+    with Service(bins, lease_ms=3000, devices={"emu-sup": "emu"}) as s:
         s.start_daemon()
-        s.start_worker("emu-exact", "emu")
         s.start_worker("emu-fast", "emu:transcendental=fast")
         d = s.tmp
         with open(os.path.join(d, "pass.json"), "w") as f:
@@ -46,7 +46,7 @@ def test(bins):
         with open(os.path.join(d, "bad.json"), "w") as f:
             json.dump(dict(PASSING, op="no_such_op"), f)
 
-        p = s.ctl("submit", "pass.json", "--device", "emu-exact", "--wait", "--junit",
+        p = s.ctl("submit", "pass.json", "--device", "emu-sup", "--wait", "--junit",
                   "pass.xml", "--build-name", "it", "--build-version", "1", "--commit", "abc",
                   "--timeout", "240")
         check(p.returncode == 0, "passing job: numvalctl exits 0 (got %d: %s)" %
@@ -114,6 +114,10 @@ def test(bins):
         for cmd in (["builds"], ["devices"], ["jobs"]):
             p = s.ctl(*cmd, token_scope="read")
             check(p.returncode == 0, "numvalctl %s works (%s)" % (cmd[0], p.stderr.strip()))
+        p = s.ctl("--json", "devices", token_scope="read")
+        devs = {d["name"]: d for d in json.loads(p.stdout)["devices"]}
+        check(devs.get("emu-sup", {}).get("local") is True and "emu-fast" in devs,
+              "devices: the supervised emu-sup (local) and the standalone emu-fast")
 
         sha = next((c.get("artifact") for c in stored if c.get("artifact")), None)
         check(sha is not None, "a failed case has an artifact id")
