@@ -251,7 +251,7 @@ int nvo_edges_sigmoid(nv_dtype dt, double *out, int max)
 /* ln(-x Phi(x)) for x < 0, Phi(x) = erfc(-x / sqrt 2) / 2. */
 static double f_gelu_neg(double x, double target)
 {
-    return -(log(-x) + log_erfc(-x / M_SQRT2) - M_LN2 - target);
+    return log(-x) + log_erfc(-x / M_SQRT2) - M_LN2 - target; /* increasing */
 }
 
 int nvo_edges_gelu(nv_dtype dt, double *out, int max)
@@ -269,7 +269,7 @@ int nvo_edges_gelu(nv_dtype dt, double *out, int max)
 /* ln(-x e^x / (1 + e^x)) for x < 0. */
 static double f_silu_neg(double x, double target)
 {
-    return -(log(-x) + x - log1p(exp(x)) - target);
+    return log(-x) + x - log1p(exp(x)) - target; /* increasing */
 }
 
 int nvo_edges_silu(nv_dtype dt, double *out, int max)

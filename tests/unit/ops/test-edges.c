@@ -28,6 +28,33 @@ static int mp_recip(mpfr_ptr r, mpfr_srcptr x, mpfr_rnd_t rnd)
     return mpfr_ui_div(r, 1, x, rnd);
 }
 
+/* gelu(x) = x Phi(x), Phi(x) = erfc(-x / sqrt 2) / 2; silu(x) = x sigmoid(x).
+ * Negated: for x < 0 they are -x Phi(x) > 0, compared with min_subnormal / 2. */
+static int mp_neg_gelu(mpfr_ptr r, mpfr_srcptr x, mpfr_rnd_t rnd)
+{
+    mpfr_t t;
+    mpfr_init2(t, mpfr_get_prec(r));
+    mpfr_set_ui(t, 2, rnd);
+    mpfr_sqrt(t, t, rnd);
+    mpfr_div(t, x, t, rnd);
+    mpfr_neg(t, t, rnd);
+    mpfr_erfc(t, t, rnd);
+    mpfr_div_2ui(t, t, 1, rnd);
+    mpfr_mul(r, x, t, rnd);
+    mpfr_clear(t);
+    return mpfr_neg(r, r, rnd);
+}
+
+static int mp_neg_silu(mpfr_ptr r, mpfr_srcptr x, mpfr_rnd_t rnd)
+{
+    mpfr_t t;
+    mpfr_init2(t, mpfr_get_prec(r));
+    mp_sigmoid(t, x, rnd);
+    mpfr_mul(r, x, t, rnd);
+    mpfr_clear(t);
+    return mpfr_neg(r, r, rnd);
+}
+
 /* Compare f(x) with the threshold t: -1 below, 0 equal, +1 above. */
 static int side(mp_fn f, double x, mpfr_srcptr t)
 {
@@ -121,6 +148,22 @@ int main(void)
         mpfr_set_d(t, di->min_subnormal, MPFR_RNDN);
         mpfr_div_2ui(t, t, 1, MPFR_RNDN);
         tap_ok(brackets(e, n, dt, mp_sigmoid, t), "%s sigmoid: underflow to 0 bracketed", dn);
+        n = get("expm1", dt, e);
+        mpfr_set_si(t, -1, MPFR_RNDN);
+        mpfr_t h;
+        mpfr_init2(h, 200);
+        mpfr_set_ui_2exp(h, 1, -(di->mant_bits + 2), MPFR_RNDN);
+        mpfr_add(t, t, h, MPFR_RNDN); /* -1 + 2^-(p+1): below it expm1 rounds to -1 */
+        tap_ok(brackets(e, n, dt, mpfr_expm1, t), "%s expm1: saturation to -1 bracketed", dn);
+        mpfr_set_d(h, di->min_subnormal, MPFR_RNDN);
+        mpfr_div_2ui(h, h, 1, MPFR_RNDN); /* |gelu(x)| <= min_subnormal / 2 rounds to -0 */
+        n = get("gelu", dt, e);
+        tap_ok(brackets(e, n, dt, mp_neg_gelu, h), "%s gelu: underflow to 0 for x < 0 bracketed",
+               dn);
+        n = get("silu", dt, e);
+        tap_ok(brackets(e, n, dt, mp_neg_silu, h), "%s silu: underflow to 0 for x < 0 bracketed",
+               dn);
+        mpfr_clear(h);
         n = get("reciprocal", dt, e);
         threshold_overflow(dt, t);
         tap_ok(brackets(e, n, dt, mp_recip, t), "%s reciprocal: overflow of 1/x bracketed", dn);
