@@ -279,7 +279,7 @@ void api_artifact_get(api_ctx *x, const char *sha)
             api_errno(x, r, "get artifact");
         return;
     }
-    char hdr[160];
+    char hdr[512];
     snprintf(hdr, sizeof(hdr),
              "Content-Disposition: attachment; filename=\"%.64s.nvart.zst\"\r\n"
              "Cache-Control: max-age=31536000, immutable\r\n",
