@@ -2,7 +2,15 @@
  * the accumulate dtype in the mode's order, each product rounded to it unless
  * fma=on. Scaled operands are dequantized element by element: an MX block scale
  * is the e8m0 value 2^(s-127), so X_i * 2^(s-127) is exact (OCP MX v1.0 §6.1); an
- * fp32 scale (tensor, channel, tile) is applied with one rounding to accum. */
+ * fp32 scale (tensor, channel, tile) is applied with one rounding to accum.
+ *
+ * A mode with scale= set is a device that scales only at that granularity: given
+ * operands scaled another way, it re-quantizes them as its runtime would: the real
+ * values X sa are grouped by the device's granularity, each group gets a scale
+ * from its absolute maximum (e8m0 per OCP MX v1.0 §6.3: 2^(floor(log2 amax) - emax
+ * of the element format); fp32: amax / max finite), and the elements are rounded
+ * to the element dtype (nearest even, saturating). The loss of dynamic range is
+ * the error such a device shows. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,33 +54,83 @@ static double scale_of(const nv_op_attrs *a, const nv_tensor *s, bool is_a, int6
     }
 }
 
-/* Operand (rows x cols, batch b) converted to the accumulate dtype, scaled. */
-static void dequant(emu_call *c, const nv_op_attrs *a, const nv_tensor *x, const nv_tensor *s,
-                    bool is_a, int64_t b, int64_t off, int64_t rows, int64_t cols, double *dst)
+/* Group of element (r, q) of a rows x cols operand under granularity g. */
+static int64_t group_of(nv_scale_granularity g, const emu_mode *m, bool is_a, int64_t r,
+                        int64_t q, int64_t rows, int64_t cols)
+{
+    switch (g) {
+    case NV_SCALE_CHANNEL:
+        return is_a ? r : q;
+    case NV_SCALE_BLOCK:
+        return is_a ? r * ((cols + m->block - 1) / m->block) + q / m->block
+                    : (r / m->block) * cols + q;
+    case NV_SCALE_TILE:
+        return (r / m->tile_r) * ((cols + m->tile_c - 1) / m->tile_c) + q / m->tile_c;
+    default:
+        (void)rows;
+        return 0;
+    }
+}
+
+/* Re-quantize real values v (rows x cols) at the device's granularity into dt. */
+static int requantize(const emu_mode *m, nv_dtype dt, bool is_a, int64_t rows, int64_t cols,
+                      double *v)
+{
+    const nv_dtype_info *info = nv_dtype_get(dt);
+    int64_t n = rows * cols;
+    double *amax = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
+    if (!amax)
+        return NV_E_NOMEM;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t q = 0; q < cols; q++) {
+            int64_t gi = group_of(m->scale, m, is_a, r, q, rows, cols);
+            double x = fabs(v[r * cols + q]);
+            if (x > amax[gi] && isfinite(x))
+                amax[gi] = x;
+        }
+    nv_round_mode sat = {NV_ROUND_NEAREST_EVEN, true, false};
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t q = 0; q < cols; q++) {
+            double am = amax[group_of(m->scale, m, is_a, r, q, rows, cols)];
+            double sc = 1;
+            if (am > 0 && m->scale == NV_SCALE_BLOCK) {
+                int e = ilogb(am) - info->emax;
+                sc = ldexp(1, e < -127 ? -127 : (e > 127 ? 127 : e));
+            } else if (am > 0) {
+                sc = (double)(float)(am / info->max_finite);
+            }
+            double *x = &v[r * cols + q];
+            *x = nv_dtype_round(dt, *x / sc, &sat, 0) * sc;
+        }
+    free(amax);
+    return NV_OK;
+}
+
+/* Operand (rows x cols, batch b) converted to the accumulate dtype, scaled; when
+ * requant, first re-quantized at the device's own granularity. */
+static int dequant(emu_call *c, const nv_op_attrs *a, const nv_tensor *x, const nv_tensor *s,
+                   bool is_a, int64_t b, int64_t off, int64_t rows, int64_t cols, bool requant,
+                   double *dst)
 {
     nv_dtype ad = c->accum;
     bool exact_scale = a->scale == NV_SCALE_BLOCK || a->scale == NV_SCALE_NONE;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t q = 0; q < cols; q++) {
             double v = x->data[off + r * cols + q];
-            if (a->scale == NV_SCALE_NONE) {
-                dst[r * cols + q] = emu_round(c, ad, v);
-                continue;
-            }
             double sc = scale_of(a, s, is_a, b, r, q, rows, cols);
-            dst[r * cols + q] = exact_scale ? emu_round(c, ad, v * sc) : emu_mul(c, ad, v, sc);
+            if (requant)
+                dst[r * cols + q] = v * sc; /* exact: e8m0, or two fp32 values */
+            else if (a->scale == NV_SCALE_NONE)
+                dst[r * cols + q] = emu_round(c, ad, v);
+            else
+                dst[r * cols + q] = exact_scale ? emu_round(c, ad, v * sc) : emu_mul(c, ad, v, sc);
         }
-}
-
-static void scale_text(nv_scale_granularity g, int block, int tr, int tc, char *buf, size_t len)
-{
-    switch (g) {
-    case NV_SCALE_TENSOR: snprintf(buf, len, "tensor"); break;
-    case NV_SCALE_CHANNEL: snprintf(buf, len, "channel"); break;
-    case NV_SCALE_BLOCK: snprintf(buf, len, "block:%d", block); break;
-    case NV_SCALE_TILE: snprintf(buf, len, "tile:%dx%d", tr, tc); break;
-    default: snprintf(buf, len, "none"); break;
-    }
+    if (!requant)
+        return NV_OK;
+    int rc = requantize(c->m, x->dtype, is_a, rows, cols, dst);
+    for (int64_t i = 0; i < rows * cols; i++)
+        dst[i] = emu_round(c, ad, dst[i]);
+    return rc;
 }
 
 static int geometry(const nv_tensor *A, const nv_tensor *B, mm *g, char *err, size_t errlen)
@@ -97,18 +155,10 @@ int emu_matmul(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, int n_in,
 {
     (void)op;
     const emu_mode *m = c->m;
-    if (m->scale_set && a->scale != NV_SCALE_NONE &&
-        (m->scale != a->scale || (a->scale == NV_SCALE_BLOCK && m->block != a->block) ||
-         (a->scale == NV_SCALE_TILE && (m->tile_r != a->tile_r || m->tile_c != a->tile_c)))) {
-        char want[48], have[48];
-        scale_text(a->scale, a->block, a->tile_r, a->tile_c, want, sizeof(want));
-        scale_text(m->scale, m->block, m->tile_r, m->tile_c, have, sizeof(have));
-        snprintf(err, errlen,
-                 "emu mode scale '%s' cannot apply the op's scale '%s': the device scales "
-                 "only at its own granularity",
-                 have, want);
-        return NV_E_UNSUPPORTED;
-    }
+    bool requant = m->scale_set && a->scale != NV_SCALE_NONE &&
+                   (m->scale != a->scale || (a->scale == NV_SCALE_BLOCK && m->block != a->block) ||
+                    (a->scale == NV_SCALE_TILE &&
+                     (m->tile_r != a->tile_r || m->tile_c != a->tile_c)));
     mm g;
     int r = geometry(in[0], in[1], &g, err, errlen);
     if (r < 0)
@@ -126,8 +176,12 @@ int emu_matmul(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, int n_in,
     }
     double *bbuf = abuf + na;
     for (int64_t b = 0; b < g.batch; b++) {
-        dequant(c, a, in[0], sa, true, b, b * g.a_batch_stride, g.M, g.K, abuf);
-        dequant(c, a, in[1], sb, false, b, b * g.b_batch_stride, g.K, g.N, bbuf);
+        if (dequant(c, a, in[0], sa, true, b, b * g.a_batch_stride, g.M, g.K, requant, abuf) ||
+            dequant(c, a, in[1], sb, false, b, b * g.b_batch_stride, g.K, g.N, requant, bbuf)) {
+            free(abuf);
+            snprintf(err, errlen, "out of memory");
+            return NV_E_NOMEM;
+        }
         double *o = out + b * g.M * g.N;
         for (int64_t i = 0; i < g.M; i++)
             for (int64_t j = 0; j < g.N; j++)
