@@ -444,20 +444,26 @@ int64_t nv_op_reduction_len(const nv_op_def *op, const nv_op_attrs *a, int n_in,
     }
 }
 
-/* Whether the exact value hi + lo overflows dt under round to nearest: |v| >= T
- * = 2^emax (2 - 2^-p), the midpoint above max_finite, which rounds (with an
- * unbounded exponent) to 2^(emax+1) (IEEE 754-2019 §7.4). hi = RN(v) and T is a
- * double (fp64: refmath marks an fp64 overflow as DBL_MAX + lo >= 2^970). */
+/* Whether the exact value v = hi + lo overflows dt under round to nearest: |v|
+ * beyond T = max_finite + ulp(max_finite) / 2 (IEEE 754-2019 §7.4), or at T when
+ * the dtype's own tie rule rounds T away from max_finite (IEEE formats: to
+ * 2^(emax+1), which overflows; fp8 e4m3fn ties to its even max 448, OFP8 §4).
+ * hi = RN(v) and T is a double, so hi and the sign of lo decide. fp64: refmath
+ * marks an overflowing value as DBL_MAX with lo >= 2^970 (T is not a double). */
 static bool overflows(nv_dtype dt, double hi, double lo)
 {
     const nv_dtype_info *di = nv_dtype_get(dt);
     if (!di || !di->is_float || !isfinite(hi))
         return false;
-    bool same = lo == 0 || signbit(lo) == signbit(hi);
+    bool outward = lo != 0 && signbit(lo) == signbit(hi);
     if (dt == NV_DT_FP64)
-        return fabs(hi) == DBL_MAX && lo != 0 && same && fabs(lo) >= 0x1p970;
-    double t = ldexp(2 - ldexp(1, -(di->mant_bits + 1)), di->emax);
-    return fabs(hi) > t || (fabs(hi) == t && same);
+        return fabs(hi) == DBL_MAX && outward && fabs(lo) >= 0x1p970;
+    double t = di->max_finite + nv_dtype_ulp(dt, di->max_finite) / 2;
+    if (fabs(hi) != t)
+        return fabs(hi) > t;
+    if (lo != 0)
+        return outward;
+    return !isfinite(nv_dtype_round(dt, hi, &NV_ROUND_DEFAULT, 0));
 }
 
 /* An exact value beyond the overflow threshold becomes the value a correctly

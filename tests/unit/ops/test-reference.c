@@ -361,6 +361,20 @@ static void test_overflow(void)
            "fp64 exp(1000) = Inf, exp(709) finite");
     res_free(&r);
     nv_tensor_free(in[0]);
+    /* e4m3fn: max 448, T = 464 ties to the even 448; beyond it NaN. MX fp4 e2m1:
+     * max 6, always saturating (MX v1.0 §5.3): 100 -> 6, while 6.5 (below
+     * T = 7) stays exact. */
+    in[0] = vec(NV_DT_FP32, 4, (double[]){464, 464.0009765625, -500, 100});
+    run("cast", "{\"to\": \"fp8_e4m3\"}", 1, in, NV_DT_FP8_E4M3, &r);
+    tap_ok(r.hi->data[0] == 464 && isnan(r.hi->data[1]) && isnan(r.hi->data[2]),
+           "cast to e4m3fn: 464 stays (ties to 448), beyond it NaN");
+    res_free(&r);
+    in[0]->data[0] = 6.5;
+    run("cast", "{\"to\": \"fp4_e2m1\"}", 1, in, NV_DT_FP4_E2M1, &r);
+    tap_ok(r.hi->data[0] == 6.5 && r.hi->data[2] == -6 && r.hi->data[3] == 6,
+           "cast to fp4_e2m1: beyond T saturates to +-6, 6.5 stays exact");
+    res_free(&r);
+    nv_tensor_free(in[0]);
     in[0] = vec(NV_DT_FP8_E4M3, 2, (double[]){448, 448});
     in[1] = vec(NV_DT_FP8_E4M3, 2, (double[]){448, -448});
     run("add", NULL, 2, in, NV_DT_FP8_E4M3, &r);
