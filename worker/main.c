@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -31,6 +32,15 @@ static void usage(FILE *f)
             "         infrastructure error (a case with verdict \"error\" counts as 2).\n"
             "SPEC     emu | emu:key=value,... | plugin:/path/lib.so[?options]\n"
             "agent    without \"run\": claim jobs for one device from numvald (docs/JOBS.md).\n");
+}
+
+/* "done/total cases" on a terminal's stderr; nothing when stderr is a file, so
+ * scripts and CI logs get only the result. Called serially by the runner. */
+static void progress(void *ud, int64_t done, int64_t total)
+{
+    (void)ud;
+    fprintf(stderr, "\r%lld/%lld cases%s", (long long)done, (long long)total,
+            done == total ? "\n" : "");
 }
 
 static int exit_for(const char *verdict)
@@ -190,6 +200,8 @@ static int cmd_run(int argc, char **argv)
             return EXIT_ERROR;
         }
     }
+    if (isatty(STDERR_FILENO))
+        o.progress = progress;
     if (!file || !backend) {
         fprintf(stderr, "numval-worker: run needs JOB.json and --backend SPEC (see --help)\n");
         return EXIT_ERROR;

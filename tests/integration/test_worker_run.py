@@ -6,6 +6,7 @@ usage: test_worker_run.py NUMVAL_WORKER SOURCE_ROOT
 Prints TAP. Every run has an explicit timeout; job files live in a temp dir that
 is always removed."""
 import json
+import math
 import os
 import subprocess
 import sys
@@ -94,12 +95,22 @@ def test_fast(tmp):
        "failed case lists first mismatches with index, input, got, exact", fm[:1])
     # Check the first mismatch independently: got is that far from exact in fp32 ulps.
     if fm:
-        import math
         m = fm[0]
         e = m["exact"]
         ulp = 2.0 ** (max(math.floor(math.log2(abs(e))), -126) - 23) if e else 2.0 ** -149
         ok(abs(abs(m["got"] - e) / ulp - m["ulp_error"]) < 1e-6 * max(1, m["ulp_error"]),
            "reported ulp_error matches |got - exact| / ulp(exact)")
+    # A 2-D transposed view: each first mismatch names its [row, col] and the input
+    # there; exp of that input (Python's libm, within 1e-15 relative of the exact
+    # value) must be the reported exact value, so indices and inputs line up.
+    grid = dict(job, shapes=[[64, 257]], layouts=["transposed"])
+    rc, res, err = run(tmp, grid, "emu:transcendental=fast")
+    fm = cases_of(res)[0].get("first_mismatches", []) if cases_of(res) else []
+    ok(rc == 1 and fm and all(len(m["index"]) == 2 and 0 <= m["index"][0] < 64 and
+                              0 <= m["index"][1] < 257 and
+                              abs(m["exact"] - math.exp(m["inputs"][0])) <= 1e-15 * m["exact"]
+                              for m in fm),
+       "transposed [64, 257]: mismatches map to [row, col] with their inputs", fm[:2] or err)
     loose = dict(job, tolerance={"metric": "ulp", "max_ulp": 4096,
                                  "reason_code": "accepted_fast_algorithm",
                                  "reason": "fast exp polynomial, accepted for inference"})
@@ -207,8 +218,9 @@ def test_determinism(tmp):
        "sequential reduction is deterministic", err)
     rc, res, err = run(tmp, dict(job, deterministic=True), "emu:reduce=random")
     cs = cases_of(res)
-    ok(rc != 0 and cs and cs[0]["verdict"] in ("error", "failed"),
-       "deterministic job on a random-order reduction does not pass", err)
+    ok(rc == 2 and cs and cs[0]["verdict"] == "error" and
+       cs[0].get("failure_class") == "nondeterministic_op" and "sum" in cs[0].get("error", ""),
+       "deterministic job: an op in describe's nondeterministic_ops is refused", err)
 
 
 def test_sum_bound(tmp):
