@@ -79,8 +79,8 @@ static void call_init(emu_call *ec, emu_ctx *ctx, const nv_op_def *op, const nv_
     ec->m = m;
     ec->out = out;
     ec->storage = m->storage_set ? m->storage : out;
-    ec->compute = m->compute_set ? m->compute
-                                 : (ec->storage == NV_DT_FP64 ? NV_DT_FP64 : NV_DT_FP32);
+    ec->compute =
+        m->compute_set ? m->compute : (ec->storage == NV_DT_FP64 ? NV_DT_FP64 : NV_DT_FP32);
     if (m->accum_set)
         ec->accum = m->accum;
     else if (op->kind == NV_OPK_MATMUL)
@@ -98,8 +98,8 @@ static void call_init(emu_call *ec, emu_ctx *ctx, const nv_op_def *op, const nv_
     ec->order_state = m->seed ^ (k * 0xD1B54A32D192ED03ull);
 }
 
-static int check_out_dtype(const nv_op_def *op, const nv_op_attrs *a, int32_t out,
-                           nv_dtype *ret, char *err, size_t errlen)
+static int check_out_dtype(const nv_op_def *op, const nv_op_attrs *a, int32_t out, nv_dtype *ret,
+                           char *err, size_t errlen)
 {
     nv_dtype dt = op->kind == NV_OPK_CAST ? a->cast_to : (nv_dtype)out;
     const nv_dtype_info *info = nv_dtype_get(dt);
@@ -150,7 +150,8 @@ static int encode_output(emu_call *ec, bool cast, int ndim, const int64_t *shape
     for (int64_t i = 0; !direct && i < numel; i++) {
         double v = cast ? vals[i] : emu_round(ec, ec->storage, vals[i]);
         uint32_t rnd = ec->rm.rounding == NV_ROUND_STOCHASTIC
-                           ? (uint32_t)(emu_splitmix(&ec->sr_state) >> 32) : 0;
+                           ? (uint32_t)(emu_splitmix(&ec->sr_state) >> 32)
+                           : 0;
         nv_dtype_store_bits(ec->out, buf, i, nv_dtype_encode(ec->out, v, &ec->rm, rnd));
     }
     memset(ret, 0, sizeof(*ret));
@@ -166,9 +167,12 @@ static int encode_output(emu_call *ec, bool cast, int ndim, const int64_t *shape
     return NV_OK;
 }
 
+/* The most inputs an op takes: matmul's a, b and two scales; a bound for checks. */
+#define EMU_MAX_INPUTS 8
+
 typedef struct fwd_state {
     json_t *attrs_json;
-    nv_tensor *in[NV_BACKEND_MAX_DIMS];
+    nv_tensor *in[EMU_MAX_INPUTS];
     int n_in;
     double *out;
 } fwd_state;
@@ -194,7 +198,7 @@ static int decode_call(emu_ctx *ctx, nv_op_call *call, const nv_op_def **ret_op,
         free(msg);
         return NV_E_INVALID;
     }
-    if (call->n_inputs < 0 || call->n_inputs > NV_BACKEND_MAX_DIMS ||
+    if (call->n_inputs < 0 || call->n_inputs > EMU_MAX_INPUTS ||
         (call->n_inputs > 0 && !call->inputs)) {
         snprintf(err, errlen, "op '%s' called with '%d' inputs", op->name, call->n_inputs);
         return NV_E_INVALID;
@@ -202,8 +206,8 @@ static int decode_call(emu_ctx *ctx, nv_op_call *call, const nv_op_def **ret_op,
     for (int i = 0; i < call->n_inputs; i++) {
         s->in[i] = nvw_tensor_from_view(&call->inputs[i], ctx->mode.daz);
         if (!s->in[i]) {
-            snprintf(err, errlen, "input %d of op '%s' is not a valid tensor view (dtype '%d')",
-                     i, op->name, (int)call->inputs[i].dtype);
+            snprintf(err, errlen, "input %d of op '%s' is not a valid tensor view (dtype '%d')", i,
+                     op->name, (int)call->inputs[i].dtype);
             return NV_E_INVALID;
         }
         s->n_in = i + 1;

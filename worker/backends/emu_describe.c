@@ -35,7 +35,7 @@ static nv_dtype accum_for(const emu_mode *m, nv_dtype storage)
     if (m->accum_set)
         return m->accum;
     return compute_for(m, m->storage_set ? m->storage : storage) == NV_DT_FP64 ? NV_DT_FP64
-                                                                             : NV_DT_FP32;
+                                                                               : NV_DT_FP32;
 }
 
 static void order_text(const emu_mode *m, char *buf, size_t len)
@@ -51,14 +51,24 @@ static json_t *mode_json(const emu_mode *m)
     char order[48], scale[48];
     order_text(m, order, sizeof(order));
     switch (m->scale_set ? m->scale : NV_SCALE_NONE) {
-    case NV_SCALE_TENSOR: snprintf(scale, sizeof(scale), "tensor"); break;
-    case NV_SCALE_CHANNEL: snprintf(scale, sizeof(scale), "channel"); break;
-    case NV_SCALE_BLOCK: snprintf(scale, sizeof(scale), "block:%d", m->block); break;
-    case NV_SCALE_TILE: snprintf(scale, sizeof(scale), "tile:%dx%d", m->tile_r, m->tile_c); break;
-    default: snprintf(scale, sizeof(scale), "as_requested"); break;
+    case NV_SCALE_TENSOR:
+        snprintf(scale, sizeof(scale), "tensor");
+        break;
+    case NV_SCALE_CHANNEL:
+        snprintf(scale, sizeof(scale), "channel");
+        break;
+    case NV_SCALE_BLOCK:
+        snprintf(scale, sizeof(scale), "block:%d", m->block);
+        break;
+    case NV_SCALE_TILE:
+        snprintf(scale, sizeof(scale), "tile:%dx%d", m->tile_r, m->tile_c);
+        break;
+    default:
+        snprintf(scale, sizeof(scale), "as_requested");
+        break;
     }
     const char *storage = m->storage_set ? nv_dtype_name(m->storage) : "output";
-    const char *compute = m->compute_set ? nv_dtype_name(m->compute)
+    const char *compute = m->compute_set   ? nv_dtype_name(m->compute)
                           : m->storage_set ? nv_dtype_name(compute_for(m, m->storage))
                                            : "fp32 (fp64 for fp64 outputs)";
     const char *accum = m->accum_set ? nv_dtype_name(m->accum)
@@ -66,12 +76,11 @@ static json_t *mode_json(const emu_mode *m)
                             ? nv_dtype_name(accum_for(m, m->storage))
                             : "fp32 (fp64 for fp64 outputs; matmul: its acc_dtype)";
     static const char *const tr[] = {"exact", "libm", "fast"};
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I}",
-                     "storage", storage, "compute", compute, "accum", accum, "reduce", order,
-                     "fma", onoff(m->fma), "ftz", onoff(m->ftz), "daz", onoff(m->daz),
-                     "rounding", rounding_name(m->rounding), "saturate", onoff(m->saturate),
-                     "transcendental", tr[m->transcendental], "scale", scale, "seed",
-                     (json_int_t)m->seed);
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I}", "storage",
+                     storage, "compute", compute, "accum", accum, "reduce", order, "fma",
+                     onoff(m->fma), "ftz", onoff(m->ftz), "daz", onoff(m->daz), "rounding",
+                     rounding_name(m->rounding), "saturate", onoff(m->saturate), "transcendental",
+                     tr[m->transcendental], "scale", scale, "seed", (json_int_t)m->seed);
 }
 
 static json_t *transcendental_json(const emu_mode *m, nv_dtype dt)
@@ -79,15 +88,15 @@ static json_t *transcendental_json(const emu_mode *m, nv_dtype dt)
     if (m->transcendental == EMU_TR_EXACT)
         return json_pack("{s:s, s:f}", "kind", "correctly_rounded", "max_ulp", 0.5);
     if (m->transcendental == EMU_TR_LIBM || compute_for(m, dt) == NV_DT_FP64)
-        return json_pack("{s:s, s:s, s:s}", "kind", "host_libm", "library", "glibc",
-                         "version", gnu_get_libc_version());
+        return json_pack("{s:s, s:s, s:s}", "kind", "host_libm", "library", "glibc", "version",
+                         gnu_get_libc_version());
     json_t *b = json_object();
     int n;
     const emu_fast_bound *fb = emu_fast_bounds(&n);
     for (int i = 0; i < n; i++)
-        json_object_set_new(b, fb[i].fn,
-                            json_pack("{s:f, s:s}", "max_ulp_fp32", fb[i].max_ulp, "domain",
-                                      fb[i].domain));
+        json_object_set_new(
+            b, fb[i].fn,
+            json_pack("{s:f, s:s}", "max_ulp_fp32", fb[i].max_ulp, "domain", fb[i].domain));
     return json_pack("{s:s, s:s, s:o}", "kind", "fast_approximation", "evaluated_in", "fp32",
                      "bounds", b);
 }
@@ -133,9 +142,8 @@ static json_t *contract_json(const emu_mode *m)
             "conversion_rounding", rounding_name(m->rounding), "compute",
             nv_dtype_name(compute_for(m, (nv_dtype)d)), "accumulation",
             nv_dtype_name(accum_for(m, (nv_dtype)d)), "saturation", overflow_text(m, info),
-            "reduction_order", order, "transcendental_error",
-            transcendental_json(m, (nv_dtype)d), "fast_math",
-            m->transcendental == EMU_TR_FAST || m->ftz || m->daz);
+            "reduction_order", order, "transcendental_error", transcendental_json(m, (nv_dtype)d),
+            "fast_math", m->transcendental == EMU_TR_FAST || m->ftz || m->daz);
         if (e)
             json_object_set_new(c, info->name, e);
     }
@@ -160,11 +168,11 @@ static json_t *nondeterministic_json(const emu_mode *m)
 
 char *emu_describe_json(const emu_mode *m)
 {
-    json_t *d = json_pack("{s:s, s:{s:s, s:s, s:s}, s:o, s:o, s:b, s:o, s:{}}", "device", "emu",
-                          "build", "name", "numval-emu", "version", NV_VERSION, "compiler",
-                          __VERSION__, "mode", mode_json(m), "contract", contract_json(m),
-                          "inference_only", 0, "nondeterministic_ops", nondeterministic_json(m),
-                          "saved");
+    json_t *d =
+        json_pack("{s:s, s:{s:s, s:s, s:s}, s:o, s:o, s:b, s:o, s:{}}", "device", "emu", "build",
+                  "name", "numval-emu", "version", NV_VERSION, "compiler", __VERSION__, "mode",
+                  mode_json(m), "contract", contract_json(m), "inference_only", 0,
+                  "nondeterministic_ops", nondeterministic_json(m), "saved");
     if (!d)
         return NULL;
     char *s = json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS);

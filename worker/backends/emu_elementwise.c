@@ -9,11 +9,34 @@
 #include "emu_internal.h"
 
 typedef enum elt {
-    E_NEG, E_ABS, E_RELU, E_SQRT, E_RSQRT, E_RECIP,
-    E_EXP, E_EXP2, E_EXPM1, E_LOG, E_LOG2, E_LOG1P, E_SIN, E_COS, E_TANH, E_SIGMOID,
-    E_ERF, E_GELU, E_SILU,
-    E_ADD, E_SUB, E_MUL, E_DIV, E_POW, E_MAXIMUM, E_MINIMUM,
-    E_FMA, E_CAST,
+    E_NEG,
+    E_ABS,
+    E_RELU,
+    E_SQRT,
+    E_RSQRT,
+    E_RECIP,
+    E_EXP,
+    E_EXP2,
+    E_EXPM1,
+    E_LOG,
+    E_LOG2,
+    E_LOG1P,
+    E_SIN,
+    E_COS,
+    E_TANH,
+    E_SIGMOID,
+    E_ERF,
+    E_GELU,
+    E_SILU,
+    E_ADD,
+    E_SUB,
+    E_MUL,
+    E_DIV,
+    E_POW,
+    E_MAXIMUM,
+    E_MINIMUM,
+    E_FMA,
+    E_CAST,
 } elt;
 
 static const struct {
@@ -21,18 +44,20 @@ static const struct {
     elt e;
     nv_fn fn; /* functions evaluated through emu_fn */
 } elts[] = {
-    {"neg", E_NEG, NV_FN_COUNT}, {"abs", E_ABS, NV_FN_COUNT}, {"relu", E_RELU, NV_FN_COUNT},
-    {"sqrt", E_SQRT, NV_FN_SQRT}, {"rsqrt", E_RSQRT, NV_FN_RSQRT},
-    {"reciprocal", E_RECIP, NV_FN_RECIP}, {"exp", E_EXP, NV_FN_EXP},
-    {"exp2", E_EXP2, NV_FN_EXP2}, {"expm1", E_EXPM1, NV_FN_EXPM1}, {"log", E_LOG, NV_FN_LOG},
-    {"log2", E_LOG2, NV_FN_LOG2}, {"log1p", E_LOG1P, NV_FN_LOG1P}, {"sin", E_SIN, NV_FN_SIN},
-    {"cos", E_COS, NV_FN_COS}, {"tanh", E_TANH, NV_FN_TANH},
-    {"sigmoid", E_SIGMOID, NV_FN_SIGMOID}, {"erf", E_ERF, NV_FN_ERF},
-    {"gelu", E_GELU, NV_FN_GELU_ERF}, {"silu", E_SILU, NV_FN_SILU},
-    {"add", E_ADD, NV_FN_COUNT}, {"sub", E_SUB, NV_FN_COUNT}, {"mul", E_MUL, NV_FN_COUNT},
-    {"div", E_DIV, NV_FN_COUNT}, {"pow", E_POW, NV_FN_COUNT},
+    {"neg", E_NEG, NV_FN_COUNT},         {"abs", E_ABS, NV_FN_COUNT},
+    {"relu", E_RELU, NV_FN_COUNT},       {"sqrt", E_SQRT, NV_FN_SQRT},
+    {"rsqrt", E_RSQRT, NV_FN_RSQRT},     {"reciprocal", E_RECIP, NV_FN_RECIP},
+    {"exp", E_EXP, NV_FN_EXP},           {"exp2", E_EXP2, NV_FN_EXP2},
+    {"expm1", E_EXPM1, NV_FN_EXPM1},     {"log", E_LOG, NV_FN_LOG},
+    {"log2", E_LOG2, NV_FN_LOG2},        {"log1p", E_LOG1P, NV_FN_LOG1P},
+    {"sin", E_SIN, NV_FN_SIN},           {"cos", E_COS, NV_FN_COS},
+    {"tanh", E_TANH, NV_FN_TANH},        {"sigmoid", E_SIGMOID, NV_FN_SIGMOID},
+    {"erf", E_ERF, NV_FN_ERF},           {"gelu", E_GELU, NV_FN_GELU_ERF},
+    {"silu", E_SILU, NV_FN_SILU},        {"add", E_ADD, NV_FN_COUNT},
+    {"sub", E_SUB, NV_FN_COUNT},         {"mul", E_MUL, NV_FN_COUNT},
+    {"div", E_DIV, NV_FN_COUNT},         {"pow", E_POW, NV_FN_COUNT},
     {"maximum", E_MAXIMUM, NV_FN_COUNT}, {"minimum", E_MINIMUM, NV_FN_COUNT},
-    {"fma", E_FMA, NV_FN_COUNT}, {"cast", E_CAST, NV_FN_COUNT},
+    {"fma", E_FMA, NV_FN_COUNT},         {"cast", E_CAST, NV_FN_COUNT},
 };
 
 static int find_elt(const char *name, elt *ret_e, nv_fn *ret_fn)
@@ -60,8 +85,8 @@ static double emu_pow(emu_call *c, double x, double y, nv_dtype dt)
     case EMU_TR_FAST:
         /* x^y = 2^(y log2 x) for x > 0, the special cases as C99 F.10.4.4 says. */
         if (dt == NV_DT_FP64 || !(x > 0) || !isfinite(x) || !isfinite(y))
-            return emu_round(c, dt, dt == NV_DT_FP64 ? pow(x, y)
-                                                    : (double)powf((float)x, (float)y));
+            return emu_round(c, dt,
+                             dt == NV_DT_FP64 ? pow(x, y) : (double)powf((float)x, (float)y));
         return emu_round(c, dt, emu_fast_exp2f((float)y * emu_fast_log2f((float)x)));
     }
     return NAN;
@@ -90,9 +115,12 @@ static nv_dtype fn_target(const emu_call *c)
 static double unary(emu_call *c, elt e, nv_fn fn, double x, nv_dtype dt)
 {
     switch (e) {
-    case E_NEG: return -x;
-    case E_ABS: return fabs(x);
-    case E_RELU: return isnan(x) ? x : (x > 0 ? x : 0.0);
+    case E_NEG:
+        return -x;
+    case E_ABS:
+        return fabs(x);
+    case E_RELU:
+        return isnan(x) ? x : (x > 0 ? x : 0.0);
     case E_SQRT:
         if (c->m->transcendental == EMU_TR_FAST)
             return emu_fn(c, fn, x, c->compute);
@@ -101,20 +129,28 @@ static double unary(emu_call *c, elt e, nv_fn fn, double x, nv_dtype dt)
         if (c->m->transcendental == EMU_TR_FAST)
             return emu_fn(c, fn, x, c->compute);
         return emu_div(c, dt, 1.0, x);
-    default: return emu_fn(c, fn, x, dt);
+    default:
+        return emu_fn(c, fn, x, dt);
     }
 }
 
 static double binary(emu_call *c, elt e, double x, double y, nv_dtype dt)
 {
     switch (e) {
-    case E_ADD: return emu_add(c, dt, x, y);
-    case E_SUB: return emu_add(c, dt, x, -y);
-    case E_MUL: return emu_mul(c, dt, x, y);
-    case E_DIV: return emu_div(c, dt, x, y);
-    case E_POW: return emu_pow(c, x, y, dt);
-    case E_MAXIMUM: return ieee_max(x, y, true);
-    default: return ieee_max(x, y, false);
+    case E_ADD:
+        return emu_add(c, dt, x, y);
+    case E_SUB:
+        return emu_add(c, dt, x, -y);
+    case E_MUL:
+        return emu_mul(c, dt, x, y);
+    case E_DIV:
+        return emu_div(c, dt, x, y);
+    case E_POW:
+        return emu_pow(c, x, y, dt);
+    case E_MAXIMUM:
+        return ieee_max(x, y, true);
+    default:
+        return ieee_max(x, y, false);
     }
 }
 

@@ -150,10 +150,22 @@ static void fast_sincos(float x, float *ret_s, float *ret_c)
     if (q < 0)
         q += 4;
     switch (q) {
-    case 0: *ret_s = s; *ret_c = c; break;
-    case 1: *ret_s = c; *ret_c = -s; break;
-    case 2: *ret_s = -s; *ret_c = -c; break;
-    default: *ret_s = -c; *ret_c = s; break;
+    case 0:
+        *ret_s = s;
+        *ret_c = c;
+        break;
+    case 1:
+        *ret_s = c;
+        *ret_c = -s;
+        break;
+    case 2:
+        *ret_s = -s;
+        *ret_c = -c;
+        break;
+    default:
+        *ret_s = -c;
+        *ret_c = s;
+        break;
     }
 }
 

@@ -22,48 +22,78 @@ static double exact_fn(emu_call *c, nv_fn f, double x, nv_dtype dt)
 static double libm_double(nv_fn f, double x)
 {
     switch (f) {
-    case NV_FN_EXP: return exp(x);
-    case NV_FN_EXP2: return exp2(x);
-    case NV_FN_EXPM1: return expm1(x);
-    case NV_FN_LOG: return log(x);
-    case NV_FN_LOG2: return log2(x);
-    case NV_FN_LOG1P: return log1p(x);
-    case NV_FN_SIN: return sin(x);
-    case NV_FN_COS: return cos(x);
-    case NV_FN_TANH: return tanh(x);
-    case NV_FN_ERF: return erf(x);
-    case NV_FN_SQRT: return sqrt(x);
-    case NV_FN_RSQRT: return 1.0 / sqrt(x);
-    case NV_FN_RECIP: return 1.0 / x;
-    default: return NAN; /* composites are built by compose() */
+    case NV_FN_EXP:
+        return exp(x);
+    case NV_FN_EXP2:
+        return exp2(x);
+    case NV_FN_EXPM1:
+        return expm1(x);
+    case NV_FN_LOG:
+        return log(x);
+    case NV_FN_LOG2:
+        return log2(x);
+    case NV_FN_LOG1P:
+        return log1p(x);
+    case NV_FN_SIN:
+        return sin(x);
+    case NV_FN_COS:
+        return cos(x);
+    case NV_FN_TANH:
+        return tanh(x);
+    case NV_FN_ERF:
+        return erf(x);
+    case NV_FN_SQRT:
+        return sqrt(x);
+    case NV_FN_RSQRT:
+        return 1.0 / sqrt(x);
+    case NV_FN_RECIP:
+        return 1.0 / x;
+    default:
+        return NAN; /* composites are built by compose() */
     }
 }
 
 static float libm_float(nv_fn f, float x)
 {
     switch (f) {
-    case NV_FN_EXP: return expf(x);
-    case NV_FN_EXP2: return exp2f(x);
-    case NV_FN_EXPM1: return expm1f(x);
-    case NV_FN_LOG: return logf(x);
-    case NV_FN_LOG2: return log2f(x);
-    case NV_FN_LOG1P: return log1pf(x);
-    case NV_FN_SIN: return sinf(x);
-    case NV_FN_COS: return cosf(x);
-    case NV_FN_TANH: return tanhf(x);
-    case NV_FN_ERF: return erff(x);
-    case NV_FN_SQRT: return sqrtf(x);
-    case NV_FN_RSQRT: return 1.0f / sqrtf(x);
-    case NV_FN_RECIP: return 1.0f / x;
-    default: return NAN;
+    case NV_FN_EXP:
+        return expf(x);
+    case NV_FN_EXP2:
+        return exp2f(x);
+    case NV_FN_EXPM1:
+        return expm1f(x);
+    case NV_FN_LOG:
+        return logf(x);
+    case NV_FN_LOG2:
+        return log2f(x);
+    case NV_FN_LOG1P:
+        return log1pf(x);
+    case NV_FN_SIN:
+        return sinf(x);
+    case NV_FN_COS:
+        return cosf(x);
+    case NV_FN_TANH:
+        return tanhf(x);
+    case NV_FN_ERF:
+        return erff(x);
+    case NV_FN_SQRT:
+        return sqrtf(x);
+    case NV_FN_RSQRT:
+        return 1.0f / sqrtf(x);
+    case NV_FN_RECIP:
+        return 1.0f / x;
+    default:
+        return NAN;
     }
 }
 
 static float fast_float(nv_fn f, float x)
 {
     switch (f) {
-    case NV_FN_EXP: return emu_fast_expf(x);
-    case NV_FN_EXP2: return emu_fast_exp2f(x);
+    case NV_FN_EXP:
+        return emu_fast_expf(x);
+    case NV_FN_EXP2:
+        return emu_fast_exp2f(x);
     case NV_FN_EXPM1: {
         /* Series near 0 (inside tanh's helper) is not exported; e^x - 1 with the
          * usual small-|x| guard: x + x^2/2 + x^3/6 below 2^-7 (error < 2^-28 rel). */
@@ -71,8 +101,10 @@ static float fast_float(nv_fn f, float x)
             return x + x * x * (0.5f + x * 0.16666667f);
         return emu_fast_expf(x) - 1.0f;
     }
-    case NV_FN_LOG: return emu_fast_logf(x);
-    case NV_FN_LOG2: return emu_fast_log2f(x);
+    case NV_FN_LOG:
+        return emu_fast_logf(x);
+    case NV_FN_LOG2:
+        return emu_fast_log2f(x);
     case NV_FN_LOG1P: {
         /* log1p x = log(u) x / (u - 1), u = 1 + x rounded (Goldberg 1991, Thm 4). */
         float u = 1.0f + x;
@@ -82,14 +114,22 @@ static float fast_float(nv_fn f, float x)
             return emu_fast_logf(u);
         return emu_fast_logf(u) * (x / (u - 1.0f));
     }
-    case NV_FN_SIN: return emu_fast_sinf(x);
-    case NV_FN_COS: return emu_fast_cosf(x);
-    case NV_FN_TANH: return emu_fast_tanhf(x);
-    case NV_FN_ERF: return emu_fast_erff(x);
-    case NV_FN_SQRT: return x == 0.0f || isinf(x) ? sqrtf(x) : x * emu_fast_rsqrtf(x);
-    case NV_FN_RSQRT: return emu_fast_rsqrtf(x);
-    case NV_FN_RECIP: return emu_fast_recipf(x);
-    default: return NAN;
+    case NV_FN_SIN:
+        return emu_fast_sinf(x);
+    case NV_FN_COS:
+        return emu_fast_cosf(x);
+    case NV_FN_TANH:
+        return emu_fast_tanhf(x);
+    case NV_FN_ERF:
+        return emu_fast_erff(x);
+    case NV_FN_SQRT:
+        return x == 0.0f || isinf(x) ? sqrtf(x) : x * emu_fast_rsqrtf(x);
+    case NV_FN_RSQRT:
+        return emu_fast_rsqrtf(x);
+    case NV_FN_RECIP:
+        return emu_fast_recipf(x);
+    default:
+        return NAN;
     }
 }
 

@@ -12,11 +12,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "numval/backend.h"
 #include "../numerics/dtype.h"
 #include "../numerics/refmath.h"
 #include "../numerics/tensor.h"
 #include "../ops/catalog.h"
+#include "numval/backend.h"
 
 typedef enum emu_order {
     EMU_ORDER_SEQUENTIAL, /* left to right */
@@ -59,7 +59,7 @@ typedef struct emu_call {
     nv_dtype compute; /* elementwise math and composite intermediates */
     nv_dtype accum;   /* reductions and matmul accumulation */
     nv_round_mode rm;
-    bool plain;       /* rounding is RNE without FTZ or saturation: fast paths apply */
+    bool plain;           /* rounding is RNE without FTZ or saturation: fast paths apply */
     uint64_t sr_state;    /* stochastic rounding stream (deterministic per call) */
     uint64_t order_state; /* random order stream (fresh per call) */
 } emu_call;
@@ -72,7 +72,7 @@ int emu_mode_parse(const char *opts, emu_mode *m, char *err, size_t errlen);
 char *emu_describe_json(const emu_mode *m);
 const char *emu_order_name(emu_order o);
 
-/* ---- emu_round.c ---- */
+/* ---- emu_round.c: rounding and correctly rounded basic operations ---- */
 static inline uint64_t emu_splitmix(uint64_t *s)
 {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
@@ -107,6 +107,7 @@ double emu_fma(emu_call *c, nv_dtype dt, double a, double b, double s);
  * rounding to a then b for a correctly rounded function). */
 bool emu_dtype_contains(nv_dtype a, nv_dtype b);
 
+/* ---- emu_fn.c ---- */
 /* f(x) in dt by the mode's transcendental quality; the exact kind rounds once. */
 double emu_fn(emu_call *c, nv_fn f, double x, nv_dtype dt);
 

@@ -24,8 +24,8 @@ typedef struct mm {
 } mm;
 
 /* The scale applied to element (r, q) of an operand of rows x cols, for batch b. */
-static double scale_of(const nv_op_attrs *a, const nv_tensor *s, bool is_a, int64_t b,
-                       int64_t r, int64_t q, int64_t rows, int64_t cols)
+static double scale_of(const nv_op_attrs *a, const nv_tensor *s, bool is_a, int64_t b, int64_t r,
+                       int64_t q, int64_t rows, int64_t cols)
 {
     switch (a->scale) {
     case NV_SCALE_TENSOR:
@@ -55,8 +55,8 @@ static double scale_of(const nv_op_attrs *a, const nv_tensor *s, bool is_a, int6
 }
 
 /* Group of element (r, q) of a rows x cols operand under granularity g. */
-static int64_t group_of(nv_scale_granularity g, const emu_mode *m, bool is_a, int64_t r,
-                        int64_t q, int64_t rows, int64_t cols)
+static int64_t group_of(nv_scale_granularity g, const emu_mode *m, bool is_a, int64_t r, int64_t q,
+                        int64_t rows, int64_t cols)
 {
     switch (g) {
     case NV_SCALE_CHANNEL:
@@ -155,10 +155,10 @@ int emu_matmul(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, int n_in,
 {
     (void)op;
     const emu_mode *m = c->m;
-    bool requant = m->scale_set && a->scale != NV_SCALE_NONE &&
-                   (m->scale != a->scale || (a->scale == NV_SCALE_BLOCK && m->block != a->block) ||
-                    (a->scale == NV_SCALE_TILE &&
-                     (m->tile_r != a->tile_r || m->tile_c != a->tile_c)));
+    bool requant =
+        m->scale_set && a->scale != NV_SCALE_NONE &&
+        (m->scale != a->scale || (a->scale == NV_SCALE_BLOCK && m->block != a->block) ||
+         (a->scale == NV_SCALE_TILE && (m->tile_r != a->tile_r || m->tile_c != a->tile_c)));
     mm g;
     int r = geometry(in[0], in[1], &g, err, errlen);
     if (r < 0)

@@ -197,8 +197,8 @@ int emu_mode_parse(const char *opts, emu_mode *m, char *err, size_t errlen)
             goto out;
         }
         if (expect) {
-            snprintf(err, errlen, "bad value '%s' for emu mode key '%s': expected %s", eq + 1,
-                     item, expect);
+            snprintf(err, errlen, "bad value '%s' for emu mode key '%s': expected %s", eq + 1, item,
+                     expect);
             r = NV_E_INVALID;
             goto out;
         }

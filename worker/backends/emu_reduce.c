@@ -125,8 +125,8 @@ static int cross_entropy(red *r, const nv_tensor *logits, const nv_tensor *targe
 {
     emu_call *c = r->c;
     int64_t rows = logits->shape[0], C = logits->shape[1];
-    double *loss = r->a->reduction_mean ? malloc((size_t)(rows > 0 ? rows : 1) * sizeof(double))
-                                        : out;
+    double *loss =
+        r->a->reduction_mean ? malloc((size_t)(rows > 0 ? rows : 1) * sizeof(double)) : out;
     if (!loss) {
         snprintf(err, errlen, "out of memory");
         return NV_E_NOMEM;
@@ -134,8 +134,8 @@ static int cross_entropy(red *r, const nv_tensor *logits, const nv_tensor *targe
     for (int64_t i = 0; i < rows; i++) {
         double t = target->data[i];
         if (!(t >= 0 && t < (double)C)) {
-            snprintf(err, errlen, "cross_entropy: target '%g' of row %lld is outside [0, %lld)",
-                     t, (long long)i, (long long)C);
+            snprintf(err, errlen, "cross_entropy: target '%g' of row %lld is outside [0, %lld)", t,
+                     (long long)i, (long long)C);
             if (loss != out)
                 free(loss);
             return NV_E_INVALID;
@@ -151,12 +151,21 @@ static int cross_entropy(red *r, const nv_tensor *logits, const nv_tensor *targe
     return NV_OK;
 }
 
-typedef enum red_kind { R_SUM, R_MEAN, R_MAX, R_VAR, R_NORM2, R_LSE, R_SOFTMAX, R_LOGSOFTMAX } red_kind;
+typedef enum red_kind {
+    R_SUM,
+    R_MEAN,
+    R_MAX,
+    R_VAR,
+    R_NORM2,
+    R_LSE,
+    R_SOFTMAX,
+    R_LOGSOFTMAX
+} red_kind;
 
 static red_kind kind_of(const char *name)
 {
-    static const char *const names[] = {"sum", "mean", "max", "var", "norm2", "logsumexp",
-                                        "softmax", "log_softmax"};
+    static const char *const names[] = {"sum",   "mean",      "max",     "var",
+                                        "norm2", "logsumexp", "softmax", "log_softmax"};
     for (int k = 0; k < 8; k++)
         if (!strcmp(name, names[k]))
             return (red_kind)k;
@@ -174,16 +183,30 @@ static void reduce_rows(red *r, red_kind k, const double *x, double *out)
             double *yrow = out + o * r->n * r->inner + i; /* shape-keeping ops */
             double *dst = out + o * r->inner + i;         /* axis-removing ops */
             switch (k) {
-            case R_SUM: *dst = emu_sum(c, ad, row, st, NULL, 0, r->n); break;
+            case R_SUM:
+                *dst = emu_sum(c, ad, row, st, NULL, 0, r->n);
+                break;
             case R_MEAN:
                 *dst = emu_div(c, ad, emu_sum(c, ad, row, st, NULL, 0, r->n), (double)r->n);
                 break;
-            case R_MAX: *dst = row_max(row, st, r->n); break;
-            case R_VAR: *dst = row_var(r, row, st); break;
-            case R_NORM2: *dst = emu_sqrt(c, ad, emu_sum(c, ad, row, st, row, st, r->n)); break;
-            case R_LSE: *dst = row_logsumexp(r, row, st); break;
-            case R_SOFTMAX: row_softmax(r, false, row, st, yrow); break;
-            case R_LOGSOFTMAX: row_softmax(r, true, row, st, yrow); break;
+            case R_MAX:
+                *dst = row_max(row, st, r->n);
+                break;
+            case R_VAR:
+                *dst = row_var(r, row, st);
+                break;
+            case R_NORM2:
+                *dst = emu_sqrt(c, ad, emu_sum(c, ad, row, st, row, st, r->n));
+                break;
+            case R_LSE:
+                *dst = row_logsumexp(r, row, st);
+                break;
+            case R_SOFTMAX:
+                row_softmax(r, false, row, st, yrow);
+                break;
+            case R_LOGSOFTMAX:
+                row_softmax(r, true, row, st, yrow);
+                break;
             }
         }
     }

@@ -75,8 +75,7 @@ static int check_table(const nv_backend *t, const char *path, char *err, size_t 
     }
     const char *fn = missing_function(t);
     if (fn) {
-        snprintf(err, errlen, "plugin '%s' has no '%s' function in its backend table", path,
-                 fn);
+        snprintf(err, errlen, "plugin '%s' has no '%s' function in its backend table", path, fn);
         return -EINVAL;
     }
     return 0;
@@ -112,8 +111,8 @@ static int load_plugin(const char *rest, nvw_backend **ret, char *err, size_t er
     void *sym = dlsym(dl, NV_BACKEND_ENTRY_SYMBOL);
     if (!sym) {
         const char *e = dlerror();
-        snprintf(err, errlen, "plugin '%s' does not export '%s': %s", path,
-                 NV_BACKEND_ENTRY_SYMBOL, e ? e : "symbol is NULL");
+        snprintf(err, errlen, "plugin '%s' does not export '%s': %s", path, NV_BACKEND_ENTRY_SYMBOL,
+                 e ? e : "symbol is NULL");
         dlclose(dl);
         r = -EINVAL;
         goto out;
@@ -144,7 +143,8 @@ out:
 int nvw_backend_load(const char *spec, nvw_backend **ret, char *err, size_t errlen)
 {
     if (!spec || !*spec) {
-        snprintf(err, errlen, "empty backend spec: expected 'emu[:options]' or 'plugin:/path/lib.so'");
+        snprintf(err, errlen,
+                 "empty backend spec: expected 'emu[:options]' or 'plugin:/path/lib.so'");
         return -EINVAL;
     }
     const char *colon = strchr(spec, ':');
@@ -182,7 +182,8 @@ int nvw_backend_load(const char *spec, nvw_backend **ret, char *err, size_t errl
         }
         return load_plugin(rest, ret, err, errlen);
     }
-    snprintf(err, errlen, "unknown backend kind '%.*s' in spec '%s': expected 'emu', 'plugin' or 'exec'",
+    snprintf(err, errlen,
+             "unknown backend kind '%.*s' in spec '%s': expected 'emu', 'plugin' or 'exec'",
              (int)kind_len, spec, spec);
     return -EINVAL;
 }

@@ -10,8 +10,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "numval/backend.h"
 #include "../numerics/tensor.h"
+#include "numval/backend.h"
 
 typedef struct nvw_backend nvw_backend; /* a loaded backend: table + dl handle + options */
 

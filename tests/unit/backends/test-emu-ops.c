@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tests/unit/tap.h"
 #include "tests/unit/backends/test-emu.h"
+#include "tests/unit/tap.h"
 #include "worker/numerics/refmath.h"
 #include "worker/numerics/rng.h"
 
@@ -43,9 +43,8 @@ static void test_exact_transcendentals(void)
         const char *op;
         nv_fn fn;
         double scale;
-    } fns[] = {{"exp", NV_FN_EXP, 4},     {"log", NV_FN_LOG, 10},
-               {"tanh", NV_FN_TANH, 2},   {"erf", NV_FN_ERF, 1.5},
-               {"sigmoid", NV_FN_SIGMOID, 4}, {"gelu", NV_FN_GELU_ERF, 3}};
+    } fns[] = {{"exp", NV_FN_EXP, 4},   {"log", NV_FN_LOG, 10},        {"tanh", NV_FN_TANH, 2},
+               {"erf", NV_FN_ERF, 1.5}, {"sigmoid", NV_FN_SIGMOID, 4}, {"gelu", NV_FN_GELU_ERF, 3}};
     static const nv_dtype dts[] = {NV_DT_FP32, NV_DT_BF16, NV_DT_FP16};
     for (size_t f = 0; f < sizeof(fns) / sizeof(fns[0]); f++) {
         for (size_t k = 0; k < 3; k++) {
@@ -58,8 +57,8 @@ static void test_exact_transcendentals(void)
             nv_tensor *oi = run1(&e, fns[f].op, NULL, dts[k], xi);
             int bad = 0;
             for (int i = 0; oi && i < n; i++) {
-                double want = nv_ref_round_mpfr(fns[f].fn, xi->data[i], dts[k],
-                                                NV_ROUND_NEAREST_EVEN);
+                double want =
+                    nv_ref_round_mpfr(fns[f].fn, xi->data[i], dts[k], NV_ROUND_NEAREST_EVEN);
                 bad += !TAP_SAME_DOUBLE(oi->data[i], want);
             }
             tap_ok(oi && bad == 0, "exact %s in %s equals MPFR's correct rounding (%d differ)",
@@ -200,8 +199,8 @@ static void test_storage(void)
         /* fp32 inputs: the product is exact in fp64; the device rounds it to its
          * compute dtype fp32, then stores bf16. */
         double p = x->data[i] * y->data[i];
-        double want = nv_dtype_round(NV_DT_BF16, nv_dtype_round(NV_DT_FP32, p, &NV_ROUND_DEFAULT, 0),
-                                     &NV_ROUND_DEFAULT, 0);
+        double want = nv_dtype_round(
+            NV_DT_BF16, nv_dtype_round(NV_DT_FP32, p, &NV_ROUND_DEFAULT, 0), &NV_ROUND_DEFAULT, 0);
         bad += o->data[i] != want;
     }
     tap_ok(!bad, "storage=bf16: fp32 products stored as bf16 (%d differ)", bad);
@@ -216,8 +215,8 @@ static void test_storage(void)
     o = run(&e, "mul", NULL, NV_DT_BF16, 2, in, &rc, err);
     bad = !o;
     for (int i = 0; o && i < n; i++)
-        bad += o->data[i] != nv_dtype_round(NV_DT_BF16, x->data[i] * y->data[i],
-                                            &NV_ROUND_DEFAULT, 0);
+        bad +=
+            o->data[i] != nv_dtype_round(NV_DT_BF16, x->data[i] * y->data[i], &NV_ROUND_DEFAULT, 0);
     tap_ok(!bad, "bf16 x bf16 -> bf16 is the correctly rounded product (%d differ)", bad);
     nv_tensor_free(o);
     emu_stop(&e);

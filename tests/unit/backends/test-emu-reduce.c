@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tests/unit/tap.h"
 #include "tests/unit/backends/test-emu.h"
+#include "tests/unit/tap.h"
 
 static void test_small_reductions(void)
 {
@@ -91,8 +91,7 @@ static void test_small_reductions(void)
     nv_tensor_free(o);
     tg->data[1] = 2;
     o = run(&e, "cross_entropy", NULL, NV_DT_FP32, 2, ce, &rc, err);
-    tap_ok(!o && rc == NV_E_INVALID && strstr(err, "'2'"), "target out of range refused: %s",
-           err);
+    tap_ok(!o && rc == NV_E_INVALID && strstr(err, "'2'"), "target out of range refused: %s", err);
     nv_tensor_free(logits);
     nv_tensor_free(tg);
     nv_tensor_free(lx);
@@ -101,8 +100,6 @@ static void test_small_reductions(void)
     nv_tensor_free(x);
     emu_stop(&e);
 }
-
-
 
 static void test_plain_matmul(void)
 {
@@ -178,8 +175,7 @@ static void test_mx_matmul(void)
             if (!ok)
                 tap_diag("C[%d][%d] = %g, want %g", m, n, o->data[m * 2 + n], want);
         }
-    tap_ok(ok, "MX block:32 fp8 e4m3 matmul equals the hand-computed product (%s)",
-           o ? "" : err);
+    tap_ok(ok, "MX block:32 fp8 e4m3 matmul equals the hand-computed product (%s)", o ? "" : err);
     nv_tensor_free(o);
     emu_stop(&e);
     /* A device that scales only per 64-element block re-quantizes: with sa[0][1] =
@@ -203,8 +199,10 @@ static void test_mx_matmul(void)
             ok = ok && o->data[m * 2 + n] == want;
             lost += o->data[m * 2 + n] != exact;
         }
-    tap_ok(ok && lost == 2, "scale=block:64 device re-quantizes block:32 operands: row 0 loses "
-           "its 2^-20 block (%s)", o ? "" : err);
+    tap_ok(ok && lost == 2,
+           "scale=block:64 device re-quantizes block:32 operands: row 0 loses "
+           "its 2^-20 block (%s)",
+           o ? "" : err);
     nv_tensor_free(o);
     emu_stop(&e);
     nv_tensor_free(a);

@@ -41,8 +41,13 @@ nv_tensor *run(emu_t *e, const char *op, const char *attrs, nv_dtype out_dt, int
     memset(&out, 0, sizeof(out));
     for (int i = 0; i < n; i++)
         nvw_view_from_tensor(in[i], &views[i]);
-    nv_op_call call = {.op = op, .attrs_json = attrs ? attrs : "{}", .out_dtype = out_dt,
-                       .n_inputs = n, .inputs = views, .n_outputs = 1, .outputs = &out};
+    nv_op_call call = {.op = op,
+                       .attrs_json = attrs ? attrs : "{}",
+                       .out_dtype = out_dt,
+                       .n_inputs = n,
+                       .inputs = views,
+                       .n_outputs = 1,
+                       .outputs = &out};
     int rc = e->tb->forward(e->ctx, &call, err, ERRLEN);
     for (int i = 0; i < n; i++)
         nvw_view_free(&views[i]);
@@ -55,8 +60,7 @@ nv_tensor *run(emu_t *e, const char *op, const char *attrs, nv_dtype out_dt, int
     return t;
 }
 
-nv_tensor *run1(emu_t *e, const char *op, const char *attrs, nv_dtype out_dt,
-                const nv_tensor *x)
+nv_tensor *run1(emu_t *e, const char *op, const char *attrs, nv_dtype out_dt, const nv_tensor *x)
 {
     char err[ERRLEN];
     const nv_tensor *in[1] = {x};
@@ -72,4 +76,3 @@ double ulp_err32(double got, double exact)
         return 0;
     return fabs(got - exact) / nv_dtype_ulp(NV_DT_FP32, exact);
 }
-

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "tests/unit/tap.h"
 #include "tests/unit/backends/test-emu.h"
+#include "tests/unit/tap.h"
 #include "worker/backends/emu_internal.h"
 #include "worker/backends/loader.h"
 #include "worker/numerics/rng.h"
@@ -20,8 +20,9 @@ static void test_mode_parsing(void)
     tap_ok(emu_start(&e, "storage=bf16,accum=fp32,reduce=tree:64,transcendental=fast", err),
            "the documented example mode opens");
     emu_stop(&e);
-    tap_ok(emu_start(&e, "compute=fp16,reduce=splitk:4,fma=off,ftz=on,daz=on,rounding=rtz,"
-                         "saturate=on,scale=tile:2x4,seed=42",
+    tap_ok(emu_start(&e,
+                     "compute=fp16,reduce=splitk:4,fma=off,ftz=on,daz=on,rounding=rtz,"
+                     "saturate=on,scale=tile:2x4,seed=42",
                      err),
            "every knob at once opens");
     emu_stop(&e);
@@ -60,18 +61,18 @@ static void test_describe(void)
     const char *dev = NULL, *bname = NULL, *comp = NULL, *red = NULL, *st = NULL, *cp = NULL;
     int inf_only = -1;
     json_t *mode = NULL, *contract = NULL, *nondet = NULL, *saved = NULL;
-    int r = json_unpack(d, "{s:s, s:{s:s, s:s}, s:o, s:o, s:b, s:o, s:o}", "device", &dev,
-                        "build", "name", &bname, "compiler", &comp, "mode", &mode, "contract",
-                        &contract, "inference_only", &inf_only, "nondeterministic_ops", &nondet,
-                        "saved", &saved);
+    int r =
+        json_unpack(d, "{s:s, s:{s:s, s:s}, s:o, s:o, s:b, s:o, s:o}", "device", &dev, "build",
+                    "name", &bname, "compiler", &comp, "mode", &mode, "contract", &contract,
+                    "inference_only", &inf_only, "nondeterministic_ops", &nondet, "saved", &saved);
     tap_ok(r == 0 && !strcmp(dev, "emu") && !strcmp(bname, "numval-emu") && *comp,
            "device emu, build numval-emu, compiler '%s'", r == 0 ? comp : "");
     tap_ok(r == 0 && inf_only == 0 && json_array_size(nondet) == 0 && json_is_object(saved) &&
                json_object_size(saved) == 0,
            "not inference-only, deterministic, saved {}");
-    static const char *const knobs[] = {"storage", "compute", "accum", "reduce", "fma", "ftz",
-                                        "daz", "rounding", "saturate", "transcendental",
-                                        "scale", "seed"};
+    static const char *const knobs[] = {
+        "storage", "compute",  "accum",    "reduce",         "fma",   "ftz",
+        "daz",     "rounding", "saturate", "transcendental", "scale", "seed"};
     int all = mode != NULL;
     for (size_t i = 0; all && i < sizeof(knobs) / sizeof(knobs[0]); i++)
         all = json_object_get(mode, knobs[i]) != NULL;
@@ -83,8 +84,9 @@ static void test_describe(void)
     const char *kind = NULL;
     json_unpack(json_object_get(c32, "transcendental_error"), "{s:s}", "kind", &kind);
     tap_ok(c32 && json_object_get(c32, "range") && json_object_get(c32, "subnormals") &&
-               json_object_get(c32, "saturation") && json_is_true(json_object_get(c32, "fast_math")) &&
-               kind && !strcmp(kind, "fast_approximation"),
+               json_object_get(c32, "saturation") &&
+               json_is_true(json_object_get(c32, "fast_math")) && kind &&
+               !strcmp(kind, "fast_approximation"),
            "contract fp32: range, subnormals, saturation, fast approximation declared");
     tap_ok(json_object_get(contract, "fp8_e4m3") && json_object_get(contract, "bf16"),
            "contract covers fp8_e4m3 and bf16");

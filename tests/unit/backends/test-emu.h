@@ -27,11 +27,9 @@ nv_tensor *mk1(nv_dtype dt, int64_t n, const double *v);
 /* Run op on inputs; returns the decoded output (NULL on error, *ret_rc the code). */
 nv_tensor *run(emu_t *e, const char *op, const char *attrs, nv_dtype out_dt, int n,
                const nv_tensor *const *in, int *ret_rc, char *err);
-nv_tensor *run1(emu_t *e, const char *op, const char *attrs, nv_dtype out_dt,
-                const nv_tensor *x);
+nv_tensor *run1(emu_t *e, const char *op, const char *attrs, nv_dtype out_dt, const nv_tensor *x);
 
 /* |got - exact| / ulp_fp32(exact). */
 double ulp_err32(double got, double exact);
-
 
 #endif

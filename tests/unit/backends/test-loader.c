@@ -33,8 +33,13 @@ static nv_tensor *run_op(const nv_backend *tb, void *ctx, const char *op, int n,
     for (int i = 0; i < n; i++)
         if (nvw_view_from_tensor(in[i], &views[i]) < 0)
             return NULL;
-    nv_op_call call = {.op = op, .attrs_json = "{}", .out_dtype = NV_DT_FP32, .n_inputs = n,
-                       .inputs = views, .n_outputs = 1, .outputs = &out};
+    nv_op_call call = {.op = op,
+                       .attrs_json = "{}",
+                       .out_dtype = NV_DT_FP32,
+                       .n_inputs = n,
+                       .inputs = views,
+                       .n_outputs = 1,
+                       .outputs = &out};
     int r = tb->forward(ctx, &call, err, ERRLEN);
     for (int i = 0; i < n; i++)
         nvw_view_free(&views[i]);
@@ -106,8 +111,7 @@ static void test_refusals(void)
     nvw_backend *b = NULL;
     int r = nvw_backend_load("plugin:" PLUGIN_WRONG_ABI, &b, err, sizeof(err));
     tap_ok(r == -EINVAL && !b, "wrong-ABI plugin is refused");
-    tap_ok(strstr(err, PLUGIN_WRONG_ABI) && strstr(err, "version 999") &&
-               strstr(err, "version 1"),
+    tap_ok(strstr(err, PLUGIN_WRONG_ABI) && strstr(err, "version 999") && strstr(err, "version 1"),
            "message names the file, its version and ours: %s", err);
 
     r = nvw_backend_load("plugin:" PLUGIN_NO_ENTRY, &b, err, sizeof(err));
@@ -134,8 +138,7 @@ static void test_refusals(void)
 
     r = nvw_backend_load("emu:reduce=pairwise,fma=off", &b, err, sizeof(err));
     tap_ok(r == 0 && !strcmp(nvw_backend_options(b), "reduce=pairwise,fma=off") &&
-               !strcmp(nvw_backend_kind(b), "emu") &&
-               !strcmp(nvw_backend_table(b)->name, "emu"),
+               !strcmp(nvw_backend_kind(b), "emu") && !strcmp(nvw_backend_table(b)->name, "emu"),
            "emu spec: options are the text after 'emu:'");
     nvw_backend_free(b);
     b = NULL;
@@ -165,8 +168,8 @@ static void test_views(void)
     uint16_t e01, e10;
     memcpy(&e01, (char *)v.data + 2 * 2, 2);
     memcpy(&e10, (char *)v.data + 1 * 2, 2);
-    tap_ok(e01 == 0x4040 && e10 == 0x4000, "encoded bits at strided offsets (0x%04x 0x%04x)",
-           e01, e10);
+    tap_ok(e01 == 0x4040 && e10 == 0x4000, "encoded bits at strided offsets (0x%04x 0x%04x)", e01,
+           e10);
     nv_tensor *back = nvw_tensor_from_view(&v, false);
     double want[6] = {1, 3, 5, 2, 4, -0.0078125};
     int same = back && back->strides[0] == 3 && back->strides[1] == 1;
