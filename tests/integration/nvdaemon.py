@@ -87,6 +87,17 @@ class Daemon:
         self.proc = None
         return rc
 
+    def stop(self, timeout=30):
+        """SIGTERM: a clean shutdown. Returns (exit status, sanitizer reports in the log)."""
+        self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(timeout=timeout)
+        self.proc = None
+        log = self.tail(1 << 20)
+        bad = [l for l in log.splitlines()
+               if "ERROR: AddressSanitizer" in l or "ERROR: LeakSanitizer" in l
+               or "runtime error:" in l]
+        return rc, bad
+
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 

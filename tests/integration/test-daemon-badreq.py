@@ -133,6 +133,9 @@ def test(numvald):
         st, body, r = d.request("GET", "/app.js")
         check(st == 200 and r.getheader("Content-Type").startswith("text/javascript"),
               "static .js with text/javascript")
+        rc, reports = d.stop()
+        check(rc == 0 and not reports,
+              "SIGTERM: clean exit 0, no sanitizer report (%s %s)" % (rc, reports[:3]))
 
 
 if __name__ == "__main__":
