@@ -2,7 +2,7 @@
 """numval-worker run: the real binary on real job files (issue 2, "Op jobs and the
 local runner" and "The contract users script against").
 
-usage: test_worker_run.py NUMVAL_WORKER SOURCE_ROOT
+usage: test_worker_run.py NUMVAL_WORKER SOURCE_ROOT [MISBEHAVE_PLUGIN]
 Prints TAP. Every run has an explicit timeout; job files live in a temp dir that
 is always removed."""
 import json
@@ -14,6 +14,7 @@ import tempfile
 import time
 
 WORKER, ROOT = sys.argv[1], sys.argv[2]
+PLUGIN = sys.argv[3] if len(sys.argv) > 3 else None
 n = 0
 failed = 0
 
@@ -255,6 +256,44 @@ def test_fp8_matmul(tmp):
        "fp8 e4m3 matmul with block:32 e8m0 scales, fp32 accumulation passes", err)
 
 
+def test_plugin(tmp):
+    """The runner's output checks against a device that misbehaves on purpose
+    (tests/integration/plugin_misbehave.c)."""
+    if not PLUGIN:
+        ok(True, "# SKIP misbehaving plugin not given")
+        return
+    job = {"kind": "op", "op": "add", "dtypes": ["fp32"], "shapes": [[4, 8]],
+           "layouts": ["contiguous", "transposed", "strided"], "inputs": ["normal", "specials"],
+           "seed": 2, "expect_error": {"case": "shape_mismatch"}}
+    spec = "plugin:%s?bad=" % PLUGIN
+    rc, res, err = run(tmp, job, spec + "none")
+    ok(rc == 0 and res["device"] == "misbehave" and res["mode"] == {"bad": "none"},
+       "plugin computing correctly passes, in every layout; describe fields in the result",
+       err)
+    for bad, cls in (("shape", "bad_output_shape"), ("strides", "bad_output_strides"),
+                     ("dtype", "bad_output_dtype"), ("count", "bad_output")):
+        rc, res, err = run(tmp, job, spec + bad)
+        regular = [c for c in cases_of(res) if not c.get("expect_error")]
+        ok(rc == 1 and len(regular) == 6 and
+           all(c["verdict"] == "failed" and c["failure_class"] == cls for c in regular),
+           "bad=%s: every case fails with %s" % (bad, cls), regular[:1] or err)
+    rc, res, err = run(tmp, job, spec + "accept")
+    ex = [c for c in cases_of(res) if c.get("expect_error")]
+    ok(rc == 1 and len(ex) == 1 and ex[0]["verdict"] == "failed" and
+       ex[0]["failure_class"] == "unexpected_success" and ex[0]["returned_code"] == "NV_OK",
+       "a device computing add for mismatched shapes fails the invalid-input case", ex or err)
+    # Element 13 of a [4, 8] output is [1, 5] (13 = 1 * 8 + 5) in every layout: the
+    # device returns a contiguous output whatever the input strides. One ulp away
+    # from the correctly rounded sum is more than half an ulp from the exact one.
+    rc, res, err = run(tmp, dict(job, inputs=["normal"]), spec + "bit")
+    fm = [c["first_mismatches"][0] for c in cases_of(res) if c.get("first_mismatches")]
+    ok(rc == 1 and len(fm) == 3 and all(m["index"] == [1, 5] and m["ulp_error"] > 0.5 and
+                                        m["got"] != m["exact"] and
+                                        abs(m["inputs"][0] + m["inputs"][1] - m["exact"]) <=
+                                        abs(m["exact"]) * 2 ** -23 for m in fm),
+       "one flipped bit is found at [1, 5] with the inputs there", fm or err)
+
+
 def test_smoke(tmp):
     t0 = time.time()
     rc, res, err = run(tmp, os.path.join(ROOT, "suites", "smoke.json"), "emu", timeout=240)
@@ -270,7 +309,7 @@ def test_smoke(tmp):
 def main():
     with tempfile.TemporaryDirectory(prefix="nv-worker-run-") as tmp:
         for t in (test_contract, test_fast, test_transcendentals, test_errors, test_threads, test_determinism,
-                  test_sum_bound, test_fp8_matmul, test_smoke):
+                  test_sum_bound, test_fp8_matmul, test_plugin, test_smoke):
             try:
                 t(tmp)
             except Exception as e:  # a crash or timeout fails this test, not the rest
