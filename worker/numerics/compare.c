@@ -40,7 +40,12 @@ const char *nv_failure_class_name(nv_failure_class c)
 }
 
 /* ---- log-binned histogram of ulp errors ---- */
-#define HIST_BINS 2048 /* float encoding >> 20: 8 exponent bits, 3 fraction bits */
+/* Bin = the float encoding of ulp_err >> 20 (8 exponent bits, 3 fraction bits:
+ * 8 bins per octave), offset so that bin 0 holds everything below 2^-30 ulp
+ * (reported as 0) and the last bin everything from 2^34 ulp up (reported as the
+ * max). */
+#define HIST_BINS 512
+#define HIST_BASE ((127 - 30) << 3)
 
 typedef struct hist {
     uint64_t n[HIST_BINS];
@@ -50,7 +55,8 @@ static inline unsigned hist_bin(float u)
 {
     uint32_t b;
     memcpy(&b, &u, sizeof(b));
-    return (b & 0x7fffffffu) >> 20;
+    int i = (int)((b & 0x7fffffffu) >> 20) - HIST_BASE;
+    return i < 0 ? 0 : i >= HIST_BINS ? HIST_BINS - 1 : (unsigned)i;
 }
 
 /* Upper edge of the bin holding the 99th percentile of count values. */
@@ -63,9 +69,11 @@ static double hist_p99(const hist *h, uint64_t count, double max_ulp)
     for (unsigned b = 0; b < HIST_BINS; b++) {
         cum += h->n[b];
         if (cum >= need) {
-            if (b == 0) /* errors below 2^-126 ulp: report 0 */
+            if (b == 0) /* errors below 2^-30 ulp: report 0 */
                 return 0;
-            uint32_t e = (b + 1) << 20;
+            if (b == HIST_BINS - 1)
+                return max_ulp;
+            uint32_t e = (b + 1 + HIST_BASE) << 20;
             float up;
             memcpy(&up, &e, sizeof(up));
             return fmin((double)up, max_ulp);
@@ -213,11 +221,11 @@ int nv_compare(const nv_compare_input *in, const nv_tolerance *tol, nv_compare_r
  * block with mismatches while first[] still has room, is redone by the scalar
  * path. ref values are exact fp32, so got - ref is exact in double. */
 #define BLK 2048
-#define LANES 8 /* merge slots; the kernel fills 4 */
+#define LANES 8
 
 typedef struct blk_out {
     double max_ulp[LANES], sum_ulp[LANES], max_abs[LANES], max_rel[LANES], max_head[LANES],
-        max_allowed[LANES];
+        max_ref[LANES];
     int64_t bad[LANES];
     uint32_t special[LANES];
 } blk_out;
@@ -228,76 +236,96 @@ typedef struct blk_out {
 #define NV_CLONES
 #endif
 
-/* The block kernel, written with GCC vector extensions (4 lanes of double;
- * SSE2 splits them in two, the AVX2 clone uses whole registers), branch-free:
- * selects are bit masks, so no trapping operation sits in a branch. */
+/* The block kernel, written with GCC vector extensions (8 fp32 lanes, the AVX2
+ * clone uses whole ymm registers, SSE2 splits them), branch-free: selects are
+ * bit masks, so no trapping operation sits in a branch.
+ *   d   = |got - ref| in fp32: exact when got and ref are within a factor 2
+ *         (Sterbenz); beyond that the error exceeds 2^23 ulps and is rounded
+ *         to fp32 precision;
+ *   ue  = d * 2^(150 - e), e = ref's exponent field: exact (a power of two);
+ *         refs below 2^-103 (e < 24, where 2^(150 - e) leaves fp32) and NaN/Inf
+ *         anywhere send the block to the scalar path;
+ *   rel = d / |ref| in fp32 (compare.h: max_rel to fp32 precision here);
+ *   sums, mismatch tests and the allclose allowance in fp64. */
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
 typedef double v4d __attribute__((vector_size(32)));
 typedef int64_t v4l __attribute__((vector_size(32)));
-typedef uint64_t v4q __attribute__((vector_size(32)));
 typedef float v4f __attribute__((vector_size(16)));
-typedef uint32_t v4u __attribute__((vector_size(16)));
 
-#define VSEL(m, a, b) ((v4d)(((v4l)(a) & (m)) | ((v4l)(b) & ~(m))))
-#define VMAX(a, b) VSEL((a) > (b), a, b)
-#define VABS(a) ((v4d)((v4q)(a) & 0x7fffffffffffffffULL))
+#define VSELI(m, a, b) (((a) & (m)) | ((b) & ~(m)))
+/* acc = max(acc, x); a NaN x leaves acc (0/0: zero error over a zero ref). */
+#define VMAXF(acc, x) ((v8f)VSELI((x) > (acc), (v8i)(x), (v8i)(acc)))
+#define VMAXD(acc, x) ((v4d)VSELI((x) > (acc), (v4l)(x), (v4l)(acc)))
+#define VABSF(a) ((v8f)((v8i)(a) & 0x7fffffff))
+#define LO4(v) __builtin_convertvector((v4f){(v)[0], (v)[1], (v)[2], (v)[3]}, v4d)
+#define HI4(v) __builtin_convertvector((v4f){(v)[4], (v)[5], (v)[6], (v)[7]}, v4d)
 
 #define F32_BLOCK_BODY(IS_ULP)                                                             \
-    for (int i = 0; i + 4 <= n; i += 4) {                                                  \
-        v4f gf, rf;                                                                        \
+    for (int i = 0; i + 8 <= n; i += 8) {                                                  \
+        v8f gf, rf;                                                                        \
         memcpy(&gf, got + i, sizeof(gf));                                                  \
         memcpy(&rf, ref + i, sizeof(rf));                                                  \
-        v4u ge = ((v4u)gf >> 23) & 0xff, re = ((v4u)rf >> 23) & 0xff;                      \
-        sp |= (v4u)(ge == 0xff) | (v4u)(re == 0xff);                                       \
-        /* ulp(ref) = 2^(max(e, 1) - 150), and 1/ulp, from their exponents. */             \
-        v4q ee = __builtin_convertvector(re - (v4u)(re == 0), v4q);                        \
-        v4d inv_ulp = (v4d)((1023 + 150 - ee) << 52), ulp = (v4d)((1023 - 150 + ee) << 52); \
-        v4d rd = __builtin_convertvector(rf, v4d);                                         \
-        v4d d = VABS(__builtin_convertvector(gf, v4d) - rd);                               \
-        v4d ar = VABS(rd);                                                                 \
-        v4d ue = d * inv_ulp;                                                              \
-        v4l nz = d > zero; /* err 0 gives rel = head = 0, err > 0 over 0 gives inf */      \
-        v4d rel = VSEL(nz, d / ar, zero);                                                  \
-        v4d allowed = IS_ULP ? tol_v * ulp : atol_v + rtol_v * ar;                         \
-        v4d head = VSEL(nz, IS_ULP ? ue * inv_tol : d / allowed, zero);                    \
-        mu = VMAX(mu, ue);                                                                 \
-        ma = VMAX(ma, d);                                                                  \
-        mr = VMAX(mr, rel);                                                                \
-        mh = VMAX(mh, head);                                                               \
-        mal = VMAX(mal, allowed);                                                          \
-        su += ue;                                                                          \
-        bad -= IS_ULP ? (ue > tol_v) : (d > allowed);                                      \
-        v4f uf = __builtin_convertvector(ue, v4f);                                         \
-        memcpy(ulps + i, &uf, sizeof(uf));                                                 \
+        v8f d = VABSF(gf - rf), ar = VABSF(rf);                                            \
+        v8i re = (v8i)ar >> 23;                                                            \
+        sp |= ~(d <= fmax_v) | (re < 24);                                                  \
+        v8f ue = d * (v8f)((277 - re) << 23);                                              \
+        mr = VMAXF(mr, d / ar);                                                            \
+        mu = VMAXF(mu, ue);                                                                \
+        ma = VMAXF(ma, d);                                                                 \
+        mar = VMAXF(mar, ar);                                                              \
+        v4d u0 = LO4(ue), u1 = HI4(ue);                                                    \
+        su0 += u0;                                                                         \
+        su1 += u1;                                                                         \
+        if (IS_ULP) {                                                                      \
+            bad -= (u0 > tol_v) + (u1 > tol_v);                                            \
+        } else {                                                                           \
+            v4d d0 = LO4(d), d1 = HI4(d);                                                  \
+            v4d al0 = atol_v + rtol_v * LO4(ar), al1 = atol_v + rtol_v * HI4(ar);          \
+            mh = VMAXD(mh, d0 / al0);                                                      \
+            mh = VMAXD(mh, d1 / al1);                                                      \
+            bad -= (d0 > al0) + (d1 > al1);                                                \
+        }                                                                                  \
+        v8i bin = ((v8i)ue >> 20) - HIST_BASE;                                             \
+        bin = VSELI(bin < 0, zero_i, bin);                                                 \
+        bin = VSELI(bin > top_i, top_i, bin);                                              \
+        memcpy(bins + i, &bin, sizeof(bin));                                               \
     }
 
+/* Per lane: max ulp error, max abs, max rel, max |ref| (the allowance grows with
+ * it, so max allowed follows from it), sum of ulp errors, mismatches; headroom
+ * per element only for allclose (under ulp it is max ulp error / max_ulp). */
 NV_CLONES
 static void f32_block(const float *restrict got, const float *restrict ref, int n,
                       double max_ulp_tol, double atol, double rtol, int is_ulp,
-                      float *restrict ulps, blk_out *restrict o)
+                      uint32_t *restrict bins, blk_out *restrict o)
 {
-    const v4d zero = {0, 0, 0, 0};
-    const v4d tol_v = zero + max_ulp_tol;
-    const v4d atol_v = zero + atol, rtol_v = zero + rtol;
-    /* headroom under the ulp metric: ue / max_ulp (max_ulp 0 allows nothing). */
-    const v4d inv_tol = zero + (max_ulp_tol > 0 ? 1 / max_ulp_tol : INFINITY);
-    v4d mu = zero, ma = zero, mr = zero, mh = zero, mal = zero, su = zero;
+    const v4d zd = {0, 0, 0, 0};
+    const v4d tol_v = zd + max_ulp_tol, atol_v = zd + atol, rtol_v = zd + rtol;
+    const v8f zf = {0, 0, 0, 0, 0, 0, 0, 0};
+    const v8f fmax_v = zf + 0x1.fffffep127f;
+    const v8i zero_i = {0, 0, 0, 0, 0, 0, 0, 0}, top_i = zero_i + (HIST_BINS - 1);
+    v8f mu = zf, ma = zf, mr = zf, mar = zf;
+    v4d su0 = zd, su1 = zd, mh = zd;
     v4l bad = {0, 0, 0, 0};
-    v4u sp = {0, 0, 0, 0};
+    v8i sp = zero_i;
     if (is_ulp) {
         F32_BLOCK_BODY(1)
     } else {
         F32_BLOCK_BODY(0)
     }
-    for (int j = 0; j < LANES; j++) {
-        int k = j % 4;
-        o->max_ulp[j] = mu[k];
-        o->max_abs[j] = ma[k];
-        o->max_rel[j] = mr[k];
-        o->max_head[j] = mh[k];
-        o->max_allowed[j] = mal[k];
-        o->sum_ulp[j] = j < 4 ? su[k] : 0;
-        o->bad[j] = j < 4 ? bad[k] : 0;
-        o->special[j] = sp[k];
+    memset(o, 0, sizeof(*o));
+    for (int k = 0; k < 8; k++) {
+        o->max_ulp[k] = mu[k];
+        o->max_abs[k] = ma[k];
+        o->max_rel[k] = mr[k];
+        o->max_ref[k] = mar[k];
+        o->special[k] = sp[k] != 0;
+    }
+    for (int k = 0; k < 4; k++) {
+        o->max_head[k] = mh[k];
+        o->sum_ulp[k] = su0[k] + su1[k];
+        o->bad[k] = bad[k];
     }
 }
 
@@ -331,28 +359,48 @@ static void f32_block_scalar(const float *got, const float *ref, int64_t base, i
 
 /* Merges a vector block's lanes; bins its ulp errors in four interleaved
  * histograms (independent increments, no store-to-load chain). */
-static void f32_merge(const blk_out *o, const float *ulps, int n, nv_compare_result *r, acc *a,
-                      uint64_t (*h4)[HIST_BINS])
+static void f32_merge(const blk_out *o, const uint32_t *bins, int n, const nv_tolerance *tol,
+                      nv_compare_result *r, acc *a, uint32_t (*h4)[HIST_BINS])
 {
+    double mu = 0, mref = 0;
     for (int j = 0; j < LANES; j++) {
-        r->max_ulp = fmax(r->max_ulp, o->max_ulp[j]);
+        mu = fmax(mu, o->max_ulp[j]);
+        mref = fmax(mref, o->max_ref[j]);
         r->max_abs = fmax(r->max_abs, o->max_abs[j]);
         r->max_rel = fmax(r->max_rel, o->max_rel[j]);
         r->headroom = fmax(r->headroom, o->max_head[j]);
-        r->max_allowed = fmax(r->max_allowed, o->max_allowed[j]);
         a->sum_ulp += o->sum_ulp[j];
         r->mismatches += o->bad[j];
     }
+    r->max_ulp = fmax(r->max_ulp, mu);
+    /* The allowance grows with |ref|: its max is the allowance of the max |ref|. */
+    if (tol->metric == NV_TOL_ULP) {
+        r->max_allowed = fmax(r->max_allowed, tol->max_ulp * nv_dtype_ulp(NV_DT_FP32, mref));
+        r->headroom = fmax(r->headroom, tol->max_ulp > 0 ? mu / tol->max_ulp
+                                                         : (mu > 0 ? INFINITY : 0));
+    } else {
+        r->max_allowed = fmax(r->max_allowed, tol->atol + tol->rtol * mref);
+    }
     a->finite += (uint64_t)n;
+    /* The kernel stored each element's bin. */
+    const uint32_t *ub = bins;
     int k = 0;
     for (; k + 4 <= n; k += 4) {
-        h4[0][hist_bin(ulps[k])]++;
-        h4[1][hist_bin(ulps[k + 1])]++;
-        h4[2][hist_bin(ulps[k + 2])]++;
-        h4[3][hist_bin(ulps[k + 3])]++;
+        h4[0][ub[k]]++;
+        h4[1][ub[k + 1]]++;
+        h4[2][ub[k + 2]]++;
+        h4[3][ub[k + 3]]++;
     }
     for (; k < n; k++)
-        h4[0][hist_bin(ulps[k])]++;
+        h4[0][ub[k]]++;
+}
+
+static void hist_flush(acc *a, uint32_t (*h4)[HIST_BINS])
+{
+    for (int b = 0; b < HIST_BINS; b++) {
+        a->h.n[b] += (uint64_t)h4[0][b] + h4[1][b] + h4[2][b] + h4[3][b];
+        h4[0][b] = h4[1][b] = h4[2][b] = h4[3][b] = 0;
+    }
 }
 
 int nv_compare_f32(const float *got, const float *ref, int64_t n, const nv_tolerance *tol,
@@ -362,8 +410,8 @@ int nv_compare_f32(const float *got, const float *ref, int64_t n, const nv_toler
         (tol->metric != NV_TOL_ULP && tol->metric != NV_TOL_ALLCLOSE))
         return -EINVAL;
     static _Thread_local acc a;
-    static _Thread_local uint64_t h4[4][HIST_BINS];
-    static _Thread_local float ulps[BLK];
+    static _Thread_local uint32_t h4[4][HIST_BINS]; /* flushed before they can wrap */
+    static _Thread_local uint32_t bins[BLK];
     memset(&a, 0, sizeof(a));
     memset(h4, 0, sizeof(h4));
     nv_compare_result r;
@@ -373,7 +421,7 @@ int nv_compare_f32(const float *got, const float *ref, int64_t n, const nv_toler
         int len = n - base < BLK ? (int)(n - base) : BLK;
         int vec = len - len % LANES;
         blk_out o;
-        f32_block(got + base, ref + base, vec, tol->max_ulp, tol->atol, tol->rtol, is_ulp, ulps,
+        f32_block(got + base, ref + base, vec, tol->max_ulp, tol->atol, tol->rtol, is_ulp, bins,
                   &o);
         uint32_t special = 0;
         int64_t bad = 0;
@@ -387,13 +435,14 @@ int nv_compare_f32(const float *got, const float *ref, int64_t n, const nv_toler
         }
         if (bad && r.failure == NV_FAIL_NONE)
             r.failure = NV_FAIL_ULP_EXCEEDED;
-        f32_merge(&o, ulps, vec, &r, &a, h4);
+        f32_merge(&o, bins, vec, tol, &r, &a, h4);
+        if (((base / BLK) & 0xfffff) == 0xfffff) /* every 2^31 elements */
+            hist_flush(&a, h4);
         if (vec < len)
             f32_block_scalar(got + base + vec, ref + base + vec, base + vec, len - vec, tol, &r,
                              &a);
     }
-    for (int b = 0; b < HIST_BINS; b++)
-        a.h.n[b] += h4[0][b] + h4[1][b] + h4[2][b] + h4[3][b];
+    hist_flush(&a, h4);
     r.compared = n;
     r.mean_ulp = a.finite ? a.sum_ulp / (double)a.finite : 0;
     r.p99_ulp = hist_p99(&a.h, a.finite, r.max_ulp);

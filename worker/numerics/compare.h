@@ -40,7 +40,10 @@ typedef struct nv_mismatch {
 
 typedef struct nv_compare_result {
     int64_t compared, mismatches, nan_mismatches, inf_mismatches;
-    double max_ulp, mean_ulp, p99_ulp; /* over finite pairs; p99 from a log-binned histogram */
+    double max_ulp, mean_ulp, p99_ulp; /* over finite pairs; p99 from a log-binned histogram:
+                                        * 8 bins per octave, reported as the upper edge of its
+                                        * bin (at most 12.5% above, capped at max_ulp; below
+                                        * 2^-30 ulp reads 0) */
     double max_abs, max_rel;
     double max_allowed;      /* largest allowance any element had (abs units) */
     double headroom;         /* max over elements of err / allowed: <= 1 passes */
@@ -54,7 +57,10 @@ typedef struct nv_compare_result {
 int nv_compare(const nv_compare_input *in, const nv_tolerance *tol, nv_compare_result *ret);
 
 /* Same metrics for fp32 pairs where ref is the exact value as fp32 (benchmarks,
- * bulk tensors): the single-pass, vectorisable kernel. */
+ * bulk tensors): the single-pass, vectorisable kernel. Metric "bound" is -EINVAL
+ * here (no abs_sum). max_rel is computed in fp32 (within 2^-23 of nv_compare's),
+ * and ulp errors above 2^23 (got and ref more than a factor 2 apart) are rounded
+ * to fp32 precision; everything else equals nv_compare on the same pairs. */
 int nv_compare_f32(const float *got, const float *ref, int64_t n, const nv_tolerance *tol,
                    nv_compare_result *ret);
 

@@ -11,8 +11,14 @@
  * mode: v is rounded directly. Otherwise, and whenever v is not comfortably in
  * fp64's normal range (|v| outside [2^-960, 2^1000]: libm's relative bounds do
  * not hold for subnormal fp64 results), or the target is fp64 (fp64 evaluation
- * cannot decide fp64 rounding), or the FP environment is not round-to-nearest,
- * MPFR decides.
+ * cannot decide fp64 rounding), MPFR decides.
+ *
+ * Rounding environment: the bounds hold in all four IEEE rounding modes, so the
+ * fast path does not read the FP environment (reading MXCSR per call cost a
+ * third of the fast path): glibc's libm-test-ulps tabulate each function in
+ * every mode (exp_downward, tanh_upward, ...) within the few ulps above, and our
+ * own operations err by at most 2u instead of u in a directed mode, inside the
+ * 8x margin of the assumed bounds.
  *
  * Error bounds (relative, eps). glibc's manual (§19.7 "Known Maximum Errors in
  * Math Functions") and its x86_64 libm-test-ulps list at most 1-3 ulps for exp,
@@ -25,11 +31,12 @@
  * condition number of the outer function where it amplifies (see fast_eval).
  * Widening a bound only sends more inputs to MPFR: for fp32 targets a 2^-48
  * interval meets a boundary with probability about 2^-23. */
-#include <fenv.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <string.h>
 
+#include "ddsum.h"
 #include "refmath_internal.h"
 
 static const char *const fn_names[NV_FN_COUNT] = {
@@ -48,6 +55,43 @@ const char *nv_fn_name(nv_fn f)
 
 static atomic_uint_fast64_t n_fast, n_mpfr;
 
+/* Fast-path hits are counted per thread and added to n_fast in batches (an
+ * atomic add per call would cost as much as the evaluation). */
+#define FAST_BATCH 4096
+#if defined(__GNUC__)
+/* initial-exec: the core library is linked statically (built -fPIC), and the
+ * default TLS model would call __tls_get_addr on every hit. */
+static _Thread_local unsigned fast_pending __attribute__((tls_model("initial-exec")));
+#else
+static _Thread_local unsigned fast_pending;
+#endif
+
+static inline void count_fast(void)
+{
+    if (++fast_pending == FAST_BATCH) {
+        atomic_fetch_add_explicit(&n_fast, FAST_BATCH, memory_order_relaxed);
+        fast_pending = 0;
+    }
+}
+
+/* 2^k for -1022 <= k <= 1023, from its bits. */
+static inline double pow2i(int k)
+{
+    uint64_t b = (uint64_t)(k + 1023) << 52;
+    double d;
+    memcpy(&d, &b, sizeof(d));
+    return d;
+}
+
+/* floor(log2 |x|) for a normal double. */
+static inline int exp_of(double x)
+{
+    uint64_t b;
+    memcpy(&b, &x, sizeof(b));
+    return (int)((b >> 52) & 0x7ff) - 1023;
+}
+
+/* n_fast lags by fewer than FAST_BATCH hits per thread. */
 void nv_ref_stats(uint64_t *ret_fast, uint64_t *ret_mpfr)
 {
     if (ret_fast)
@@ -195,29 +239,31 @@ bool rm_on_half_quantum(double x, const nv_dtype_info *in)
     double a = fabs(x);
     if (a == 0)
         return true;
-    int e = ilogb(a);
+    int e = a >= 0x1p-1022 ? exp_of(a) : ilogb(a);
     if (e < in->emin)
         e = in->emin;
-    double s = ldexp(a, in->mant_bits + 1 - e); /* a / (quantum / 2) */
+    int k = in->mant_bits + 1 - e;
+    double s = k >= -1022 && k <= 1023 ? a * pow2i(k) : ldexp(a, k); /* a / (quantum/2) */
     return s == floor(s);
 }
 
-/* Whether v with relative error eps decides the rounding to in (see above). */
-static bool fast_decides(double v, double eps, const nv_dtype_info *in)
+/* Whether v with relative error eps decides the rounding to in (see above).
+ * Scaling by 2/quantum is exact (a power of two); the scaled values are below
+ * 2^(p+2), so truncation to int64 is floor. */
+static inline bool fast_decides(double v, double eps, const nv_dtype_info *in)
 {
     double a = fabs(v);
     if (!(a >= 0x1p-960 && a <= 0x1p1000))
         return false;
-    int e = ilogb(a);
+    int e = exp_of(a);
     if (e < in->emin)
         e = in->emin;
-    /* Scale by 2/quantum (exact, a power of two); err gets 2^-40 of slack for
-     * the roundings of a*eps and a -+ err. */
+    /* err gets 2^-40 of slack for the roundings of a*eps and a -+ err. */
     double err = a * eps * (1 + 0x1p-40);
-    int k = in->mant_bits + 1 - e;
-    double lo = ldexp(a - err, k), hi = ldexp(a + err, k);
-    double fl = floor(lo);
-    return fl == floor(hi) && lo != fl;
+    double sc = pow2i(in->mant_bits + 1 - e);
+    double lo = (a - err) * sc, hi = (a + err) * sc;
+    int64_t fl = (int64_t)lo;
+    return fl == (int64_t)hi && lo != (double)fl;
 }
 
 /* The fast path applies to binary formats narrow enough that fp64 carries guard
@@ -230,60 +276,95 @@ static const nv_dtype_info *fast_target(nv_dtype dt)
     return in;
 }
 
-/* Saturation tails: beyond these |x| the function is A + L with A its limit
- * (+-1 or x) and |L| < 2^-58 |A| (bounds by hand: tanh 1 - tanh(x) < 2e^-2x;
- * erfc(6.5) < 2^-64; sigmoid 1 - s(x) < e^-x; gelu_tanh's t >= 49 at x = 8;
- * expm1 + 1 = e^x). Then (A, L) is a normalised pair that fp64 computes to
- * 2^-45 of L; L is kept nonzero so directed roundings see its sign. */
-static bool fast_tail(nv_fn f, double x, double *ret_a, double *ret_l)
+/* Tails: where f approaches its limit A (+-1, or x for silu/gelu), f(x) = A + L
+ * with |L| < 2^-12 |A| (thresholds below), and L is computed directly (no cancellation) to relative
+ * *ret_eps: tanh 1 - 2 sigmoid(-2|x|), erf 1 - erfc(|x|), sigmoid 1 - sigmoid(-x),
+ * silu x - x sigmoid(-x), gelu x - x/2 erfc(x/sqrt 2) or x - x sigmoid(-t),
+ * expm1 -1 + e^x. Near the limit fp64 cannot hold A + L, but the pair can,
+ * and the decision and rounding use the pair. An L that underflowed is set to
+ * +-2^-1074: every value between A and A -+ 2^-1074 rounds alike. */
+static bool fast_tail(nv_fn f, double x, double *ret_a, double *ret_l, double *ret_eps)
 {
-    double ax = fabs(x), s = copysign(1.0, x), a, l;
+    double ax = fabs(x), s = copysign(1.0, x), a, l, eps;
     switch (f) {
     case NV_FN_TANH:
-        if (ax <= 21)
+        if (ax < 4.5) /* 1 - tanh(4.5) < 2^-12 */
             return false;
         a = s;
         l = -s * 2 * sigmoid64(-2 * ax);
+        eps = 0x1p-46;
         break;
     case NV_FN_ERF:
-        if (ax <= 6.5)
+        if (ax < 2.6) /* erfc(2.6) < 2^-12 */
             return false;
         a = s;
         l = -s * erfc(ax);
+        eps = 0x1p-47;
         break;
     case NV_FN_SIGMOID:
     case NV_FN_SILU:
-        if (x <= 41)
+        if (x < 8.4) /* e^-8.4 < 2^-12 */
             return false;
         a = f == NV_FN_SIGMOID ? 1.0 : x;
         l = -a * sigmoid64(-x);
+        eps = 0x1p-45;
         break;
-    case NV_FN_GELU_ERF:
-        if (x <= 9.2)
+    case NV_FN_GELU_ERF: {
+        if (x < 3.6) /* erfc(3.6/sqrt 2)/2 < 2^-12 */
             return false;
+        double z = x * 0.7071067811865476;
         a = x;
-        l = -0.5 * x * erfc(x * 0.7071067811865476);
+        l = -0.5 * x * erfc(z);
+        /* z's 2u through erfc's condition number < 2z^2 + 2z + 1 (A&S 7.1.13). */
+        eps = (2 * z * z + 2 * z + 1) * 0x1p-52 + 0x1p-46;
         break;
-    case NV_FN_GELU_TANH:
-        if (x <= 8)
+    }
+    case NV_FN_GELU_TANH: {
+        if (x < 3.5) /* t(3.5) > 8.5, sigmoid(-8.5) < 2^-12 */
             return false;
+        double t = 2 * 0.7978845608028654 * (x + 0.044715 * (x * x * x));
         a = x;
-        l = -x * sigmoid64(-2 * 0.7978845608028654 * (x + 0.044715 * (x * x * x)));
+        l = -x * sigmoid64(-t);
+        eps = (t + 1) * 8 * 0x1p-53 + 0x1p-45;
         break;
+    }
     case NV_FN_EXPM1:
-        if (x >= -41)
+        if (x > -8.4) /* e^-8.4 < 2^-12 */
             return false;
         a = -1.0;
         l = exp(x);
+        eps = 0x1p-47;
         break;
     default:
         return false;
     }
-    if (l == 0 || !isfinite(l))
-        l = a > 0 ? -0x1p-1074 : 0x1p-1074; /* underflowed: only its sign matters */
+    if (!(fabs(a) >= 0x1p-900 && fabs(a) <= 0x1p1000))
+        return false;
+    if (l == 0)
+        l = a > 0 ? -0x1p-1074 : 0x1p-1074;
     *ret_a = a;
     *ret_l = l;
+    *ret_eps = eps;
     return true;
+}
+
+/* fast_decides for y = a + l, l known to relative eps: positions on the grid of
+ * half quanta at y's binade, relative to the grid point below a (fmod is exact). */
+static bool fast_decides_pair(double a, double l, double eps, const nv_dtype_info *in)
+{
+    double y = a + l;
+    int e = exp_of(y);
+    if (e < in->emin)
+        e = in->emin;
+    double h = pow2i(e - in->mant_bits - 1);
+    /* a = k h + r exactly with |r| < h: a/h is exact (power of two) and below
+     * 2^(p+3), k h is exact, and the subtraction is exact (r fits). */
+    double r = a - (double)(int64_t)(a * pow2i(in->mant_bits + 1 - e)) * h;
+    double t = r + l;
+    double err = (fabs(l) * eps + fabs(t) * 0x1p-52) * (1 + 0x1p-40);
+    double lo = (t - err) / h, hi = (t + err) / h; /* exact scalings by a power of two */
+    double fl = floor(lo);
+    return fl == floor(hi) && lo != fl;
 }
 
 /* Functions whose fp64 value may underflow to 0 away from x = 0, with the sign
@@ -314,11 +395,15 @@ typedef enum fast_kind { FAST_NO, FAST_VALUE, FAST_PAIR, FAST_STANDIN } fast_kin
 static fast_kind fast_try(nv_fn f, double x, const nv_dtype_info *in, double *ret_v,
                           double *ret_l)
 {
-    if (!in || fegetround() != FE_TONEAREST)
+    if (!in)
         return FAST_NO;
-    if (fast_tail(f, x, ret_v, ret_l))
+    double eps, ta, tl;
+    if (fast_tail(f, x, &ta, &tl, &eps)) {
+        if (!fast_decides_pair(ta, tl, eps, in))
+            return FAST_NO;
+        nv_two_sum(ta, tl, ret_v, ret_l); /* normalised: hi = fl(a + l), exact */
         return FAST_PAIR;
-    double eps;
+    }
     double v = fast_eval(f, x, &eps);
     double a = fabs(v);
     if (a > 0x1p1000 && !isnan(v)) {
@@ -354,7 +439,7 @@ void nv_ref_eval(nv_fn f, double x, nv_dtype dt, double *ret_hi, double *ret_lo)
     }
     fast_kind k = fast_try(f, x, fast_target(dt), &v, &l);
     if (k == FAST_VALUE || k == FAST_PAIR) {
-        atomic_fetch_add_explicit(&n_fast, 1, memory_order_relaxed);
+        count_fast();
         *ret_hi = v;
         *ret_lo = l;
         return;
@@ -374,7 +459,7 @@ double nv_ref_round(nv_fn f, double x, nv_dtype dt, nv_rounding rounding)
         return nv_dtype_round(dt, v, &m, 0);
     fast_kind k = fast_try(f, x, fast_target(dt), &v, &l);
     if (k != FAST_NO) {
-        atomic_fetch_add_explicit(&n_fast, 1, memory_order_relaxed);
+        count_fast();
         if (k == FAST_PAIR)
             return nv_ref_round_pair(v, l, dt, m.rounding);
         return nv_dtype_round(dt, v, &m, 0);
@@ -419,8 +504,8 @@ double nv_ref_pow_round(double x, double y, nv_dtype dt, nv_rounding rounding)
         return nv_dtype_round(dt, v, &m, 0);
     const nv_dtype_info *in = fast_target(dt);
     /* glibc pow is documented to 1 ulp (manual §19.7); assume 16. */
-    if (in && fegetround() == FE_TONEAREST && fast_decides(v, 0x1p-48, in)) {
-        atomic_fetch_add_explicit(&n_fast, 1, memory_order_relaxed);
+    if (in && fast_decides(v, 0x1p-48, in)) {
+        count_fast();
         return nv_dtype_round(dt, v, &m, 0);
     }
     atomic_fetch_add_explicit(&n_mpfr, 1, memory_order_relaxed);

@@ -1,0 +1,99 @@
+/* Benchmark 2 (issue 2, "What must be shown"): the correctly rounded reference
+ * with its fp64 fast path (nv_ref_round) against MPFR alone (nv_ref_round_mpfr:
+ * MPFR straight at the target precision) on N fp32 inputs each of exp, tanh and
+ * erf, rounding to fp32 nearest-even. Counts differences (must be 0) and MPFR
+ * calls the fast path still makes. Times are this thread's CPU time.
+ *
+ * usage: refmath_bench [-n N] [-m MPFR_N]
+ * MPFR_N (default N) inputs go through pure MPFR; with MPFR_N < N the pure-MPFR
+ * time is scaled to N and only MPFR_N results are compared (say so in results).
+ * Inputs: fp32 with |x| in [2^-12, 2^7), random significand and sign: ordinary
+ * arguments, tiny ones, and the saturation/overflow ranges (exp overflows fp32
+ * past 88.7, tanh and erf saturate). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "worker/numerics/refmath.h"
+
+/* Thread CPU time: the machine is shared, and both sides run on this thread, so
+ * CPU time compares them without the time other processes took. */
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t sm_state = 7;
+static uint64_t splitmix(void)
+{
+    uint64_t z = (sm_state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+int main(int argc, char **argv)
+{
+    int64_t n = 10000000, nm = -1;
+    int opt;
+    while ((opt = getopt(argc, argv, "n:m:")) != -1) {
+        if (opt == 'n')
+            n = strtoll(optarg, NULL, 10);
+        else if (opt == 'm')
+            nm = strtoll(optarg, NULL, 10);
+        else {
+            fprintf(stderr, "usage: %s [-n N] [-m MPFR_N]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (nm < 0 || nm > n)
+        nm = n;
+    double *x = malloc((size_t)n * sizeof(double));
+    double *fast = malloc((size_t)n * sizeof(double));
+    if (!x || !fast) {
+        fprintf(stderr, "refmath_bench: out of memory\n");
+        return 2;
+    }
+    memset(fast, 0, (size_t)n * sizeof(double)); /* page faults before timing */
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t r = splitmix();
+        uint32_t bits = (uint32_t)(r & 0x807fffffu) | ((uint32_t)(115 + (r >> 32) % 19) << 23);
+        float f;
+        memcpy(&f, &bits, 4);
+        x[i] = f;
+    }
+    static const nv_fn fns[] = {NV_FN_EXP, NV_FN_TANH, NV_FN_ERF};
+    printf("inputs: %lld fp32 per function (pure MPFR on %lld), target fp32, nearest-even\n",
+           (long long)n, (long long)nm);
+    for (int k = 0; k < 3; k++) {
+        nv_fn f = fns[k];
+        uint64_t f0, m0, f1, m1;
+        nv_ref_stats(&f0, &m0);
+        double t0 = now();
+        for (int64_t i = 0; i < n; i++)
+            fast[i] = nv_ref_round(f, x[i], NV_DT_FP32, NV_ROUND_NEAREST_EVEN);
+        double t_fast = now() - t0;
+        nv_ref_stats(&f1, &m1);
+        int64_t diff = 0;
+        t0 = now();
+        for (int64_t i = 0; i < nm; i++) {
+            double v = nv_ref_round_mpfr(f, x[i], NV_DT_FP32, NV_ROUND_NEAREST_EVEN);
+            diff += !(v == fast[i] || (v != v && fast[i] != fast[i]));
+        }
+        double t_mpfr = (now() - t0) * (double)n / (double)nm;
+        printf("%-5s fast path %8.3f s (%6.1f ns/elt, %llu MPFR fallbacks)  pure MPFR %8.3f s "
+               "(%7.1f ns/elt)  speedup %6.1fx  differences %lld\n",
+               nv_fn_name(f), t_fast, t_fast * 1e9 / (double)n,
+               (unsigned long long)(m1 - m0), t_mpfr, t_mpfr * 1e9 / (double)n,
+               t_mpfr / t_fast, (long long)diff);
+        fflush(stdout);
+    }
+    free(x);
+    free(fast);
+    return 0;
+}
