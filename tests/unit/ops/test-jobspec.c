@@ -46,7 +46,7 @@ static void test_fields(void)
     expect("dtypes", "[]", "/dtypes", "non-empty");
     expect("dtypes", NULL, "/dtypes", "missing");
     expect("colour", "\"blue\"", "/colour", "unknown key 'colour'");
-    expect("kind", "\"gradient\"", "/kind", "kind 'gradient' is not supported by this build");
+    expect("kind", "\"longrun\"", "/kind", "kind 'longrun' is not supported by this build");
     expect("kind", "\"fused\"", "/kind", "kind 'fused' is not supported by this build");
     expect("kind", "\"bogus\"", "/kind", "unknown kind 'bogus'");
     expect("op", "\"expp\"", "/op", "unknown op 'expp'");
