@@ -27,11 +27,11 @@ function buildDir() {
   const cands = [process.env.NUMVAL_BUILD_DIR, path.join(ROOT, 'build-web'), path.join(ROOT, 'build')];
   return cands.find((d) => d && fs.existsSync(path.join(d, 'daemon', 'numvald'))) || cands.find(Boolean);
 }
-const BUILD = buildDir();
+const BUILD_DIR = buildDir();
 const BINS = {
-  numvald: process.env.NUMVALD || path.join(BUILD, 'daemon', 'numvald'),
-  worker: process.env.NUMVAL_WORKER || path.join(BUILD, 'worker', 'numval-worker'),
-  ctl: process.env.NUMVALCTL || path.join(BUILD, 'client', 'numvalctl'),
+  numvald: process.env.NUMVALD || path.join(BUILD_DIR, 'daemon', 'numvald'),
+  worker: process.env.NUMVAL_WORKER || path.join(BUILD_DIR, 'worker', 'numval-worker'),
+  ctl: process.env.NUMVALCTL || path.join(BUILD_DIR, 'client', 'numvalctl'),
 };
 
 const missing = [];
@@ -64,6 +64,7 @@ const PASS_SPEC = {
   kind: 'op', op: 'add', dtypes: ['fp32'], shapes: [[64]], layouts: ['contiguous'],
   inputs: ['normal'], samples: 1, seed: 3,
 };
+const BUILD = {name: 'browser-rt', version: '1.2.3', commit: 'c0ffee0123456789'};
 
 let svc = null;
 let browser = null;
@@ -85,8 +86,8 @@ async function settled() {
 before(async () => {
   if (SKIP) return;
   svc = await startService({bins: BINS, dir: tmp, root: ROOT});
-  const a = await api(svc, 'POST', '/jobs', {...PASS_SPEC, device: 'emu0'}, svc.submitToken);
-  const b = await api(svc, 'POST', '/jobs', {...FAIL_SPEC, device: 'emufast'}, svc.submitToken);
+  const a = await api(svc, 'POST', '/jobs', {...PASS_SPEC, build: BUILD, device: 'emu0'}, svc.submitToken);
+  const b = await api(svc, 'POST', '/jobs', {...FAIL_SPEC, build: BUILD, device: 'emufast'}, svc.submitToken);
   assert.equal(a.status, 201, JSON.stringify(a.body));
   assert.equal(b.status, 201, JSON.stringify(b.body));
   passJob = await waitJob(svc, a.body.job.id, 60000);
@@ -123,20 +124,55 @@ test('dashboard shows devices, builds and the failing job', {skip: SKIP}, async 
   await link.waitFor();
   assert.match(await failures.innerText(), /op · exp/);
   assert.doesNotMatch(await failures.innerText(), new RegExp(`#${passJob.id}\\b`));
+  // Latest builds: the one build both jobs ran, with the cases they passed and failed.
+  const build = page.locator('#dash-builds tbody tr').first();
+  await build.waitFor();
+  const cells = await build.locator('td').allInnerTexts();
+  assert.equal(cells[0], BUILD.name);
+  assert.equal(cells[1], BUILD.version);
+  assert.equal(Number(cells[3]), passJob.cases_passed + failJob.cases_passed);
+  assert.equal(Number(cells[4]), passJob.cases_failed + failJob.cases_failed);
   await shot('01-dashboard');
+});
+
+test('dashboard updates live; a queued job is cancelled with a token', {skip: SKIP}, async () => {
+  await page.goto(svc.url + '/');
+  await settled();
+  const depth = page.locator('#queue-depth');
+  await depth.waitFor();
+  const before = Number(await depth.innerText());
+  // A device no worker serves: the job stays queued until cancelled.
+  const r = await api(svc, 'POST', '/jobs', {...PASS_SPEC, device: 'nowhere'}, svc.submitToken);
+  assert.equal(r.status, 201);
+  const id = r.body.job.id;
+  // No reload: the poll must pick the new job up.
+  await page.waitForFunction((n) => Number(document.querySelector('#queue-depth')?.textContent) === n,
+    before + 1, {timeout: 10000});
+  await page.goto(svc.url + `/#/jobs/${id}`);
+  await settled();
+  assert.match(await page.locator('h1').innerText(), /queued/);
+  await page.click('#cancel-job');
+  await page.locator('#token-dialog').waitFor({state: 'visible'});
+  await page.fill('#token-input', svc.submitToken);
+  await page.click('#token-dialog button[value=ok]');
+  await page.locator('h1', {hasText: 'cancelled'}).waitFor({timeout: 5000});
+  assert.equal((await api(svc, 'GET', `/jobs/${id}`)).body.job.state, 'cancelled');
+  assert.equal(await page.locator('#cancel-job').isVisible(), false);
+  await shot('02-job-cancelled');
+  await page.evaluate(() => sessionStorage.clear());
 });
 
 test('jobs list filters by state', {skip: SKIP}, async () => {
   await page.goto(svc.url + '/#/jobs');
   await settled();
   const rows = page.locator('#main table.data tbody tr');
-  assert.equal(await rows.count(), 2);
+  assert.equal(await rows.count(), 3);
   await page.selectOption('#f-state', 'failed');
   await page.waitForURL(/state=failed/);
   await settled();
   assert.equal(await rows.count(), 1);
   assert.equal(await rows.first().getAttribute('data-job'), String(failJob.id));
-  await shot('02-jobs-failed');
+  await shot('03-jobs-failed');
 });
 
 let caseId = null;
@@ -155,7 +191,7 @@ test('failing job -> its failed case, with metrics and histogram', {skip: SKIP},
   assert.equal(await table.locator('tbody tr').count(), failJob.cases_total);
   assert.equal(await table.locator('tbody tr[data-verdict="failed"]').count(), failJob.cases_failed);
   await page.locator('figure.chart canvas').waitFor();
-  await shot('03-job');
+  await shot('04-job');
 
   await page.getByRole('link', {name: 'failed', exact: true}).click();
   await page.waitForURL(/verdict=failed/);
@@ -189,7 +225,7 @@ test('case shows the first mismatch, the tolerance reason and the repro command'
   assert.equal(cells[3], String(mm.exact));
   assert.ok(Number(cells[4]) > 0.5, `ulp error ${cells[4]} exceeds the 0.5 ULP tolerance`);
   assert.match(await page.locator('.copyable code').innerText(), new RegExp(`numvalctl .*repro ${caseId}$`));
-  await shot('04-case');
+  await shot('05-case');
 });
 
 test('artifact download is the stored, content-addressed zstd container', {skip: SKIP}, async (t) => {
@@ -229,27 +265,28 @@ test('write actions ask for a token and show the server refusal', {skip: SKIP}, 
   await page.click('#token-dialog button[value=ok]');
   await status.filter({hasText: '400'}).waitFor();
   assert.match(await status.innerText(), /reason/i);
-  await shot('05-tolerance-refused');
+  await shot('06-tolerance-refused');
   // With a reason it becomes a new version, visible in the history.
   await page.fill('#t-reason', 'browser test: fast exp accepted on this device at 4 ULP');
   await page.click('#tol-form button[type=submit]');
   await page.locator('#tol-history').filter({hasText: 'fast exp accepted'}).waitFor();
   await settled();
-  await shot('06-tolerances');
+  await shot('07-tolerances');
 });
 
 test('devices, builds and suite views render', {skip: SKIP}, async () => {
   await page.goto(svc.url + '/#/devices');
   await settled();
   assert.match(await page.locator('#device-emufast').innerText(), /transcendental=fast/);
-  await shot('07-devices');
+  await shot('08-devices');
   await page.goto(svc.url + '/#/builds');
   await settled();
-  await shot('08-builds');
+  assert.match(await page.locator('#builds').innerText(), new RegExp(`${BUILD.name}\\s+${BUILD.version}`));
+  await shot('09-builds');
   await page.goto(svc.url + '/#/suite');
   await settled();
   assert.ok((await page.locator('main').innerText()).length > 0);
-  await shot('09-suite');
+  await shot('10-suite');
 });
 
 test('keyboard: the nav is reachable with Tab and follows with Enter', {skip: SKIP}, async () => {
@@ -272,10 +309,10 @@ test('phone width: dashboard and case stay readable', {skip: SKIP}, async () => 
   await settled();
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - innerWidth);
   assert.ok(overflow <= 1, `page scrolls sideways by ${overflow}px at phone width`);
-  await shot('10-dashboard-phone');
+  await shot('11-dashboard-phone');
   await page.goto(svc.url + `/#/cases/${caseId}`);
   await settled();
-  await shot('11-case-phone');
+  await shot('12-case-phone');
   await page.setViewportSize({width: 1280, height: 860});
 });
 
@@ -290,5 +327,5 @@ test('long-run curve', {skip: SKIP}, async (t) => {
   await page.goto(svc.url + `/#/cases/${cases[0].id}`);
   await settled();
   await page.locator('#longrun canvas').first().waitFor();
-  await shot('12-longrun');
+  await shot('13-longrun');
 });

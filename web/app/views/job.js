@@ -56,15 +56,17 @@ export async function renderJob(ctx) {
   const table = casesTable(job, query, base);
   const histBox = h('div', h('p.muted', 'Computing the histogram…'));
 
+  const h1 = h('h1', `Job #${id} `, badge(job.state));
   function redraw() {
     sumBox.replaceChildren(summary(job));
+    h1.replaceChildren(`Job #${id} `, badge(job.state));
     cancelBtn.hidden = !ACTIVE.includes(job.state);
   }
   redraw();
 
   main.append(
     h('p.crumbs', h('a', {href: '#/jobs'}, 'Jobs'), ' › ', `#${id}`),
-    h('h1', `Job #${id} `, badge(job.state)),
+    h1,
     section('Summary', sumBox, actions, specBox, asRun),
     section('Cases', table.el),
     section('ULP error histogram', histBox));
@@ -93,12 +95,10 @@ export async function renderJob(ctx) {
 
   if (ACTIVE.includes(job.state)) {
     const stop = poll(`/jobs/${encodeURIComponent(id)}`, 1500, async (data) => {
-      const was = job.state;
       job = data.job;
       redraw();
-      if (!ACTIVE.includes(job.state) && was !== job.state) {
+      if (!ACTIVE.includes(job.state)) {
         stop();
-        main.querySelector('h1').replaceChildren(`Job #${id} `, badge(job.state));
         await table.load();
         hist();
       }
