@@ -131,7 +131,8 @@ int nv_artifact_add_tensor(nv_artifact *a, const char *name, int32_t dtype, int 
         free(t->data);
         return -ENOMEM;
     }
-    memcpy(t->data, data, nbytes);
+    if (nbytes > 0)
+        memcpy(t->data, data, nbytes);
     t->dtype = dtype;
     t->ndim = ndim;
     for (int i = 0; i < ndim; i++)

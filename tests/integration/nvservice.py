@@ -68,6 +68,7 @@ class Service:
         with open(self.conf, "w") as f:
             f.write("\n".join(lines) + extra_conf)
         self.tokens = {}
+        self.ctl_reports = []
 
     # -- processes -------------------------------------------------------------
     def _log(self, name):
@@ -131,6 +132,20 @@ class Service:
             w.send_signal(sig)
         w.wait(timeout=30)
 
+    def sanitizer_reports(self):
+        """Lines of AddressSanitizer / UBSan reports in any process log: a
+        sanitized build's integration run must not have any."""
+        found = list(self.ctl_reports)
+        for p in self.logs:
+            try:
+                with open(p, "rb") as f:
+                    for line in f.read().decode("utf-8", "replace").splitlines():
+                        if "Sanitizer" in line or "runtime error:" in line:
+                            found.append("%s: %s" % (os.path.basename(p), line))
+            except OSError:
+                pass
+        return found
+
     def close(self):
         for w in self.workers:
             if w.poll() is None:
@@ -157,7 +172,20 @@ class Service:
     def __exit__(self, et, ev, tb):
         if et is not None and et is not SystemExit:
             print("# --- logs ---\n" + "\n".join("# " + l for l in self.tail().splitlines()))
+        # Stop everything first so the sanitizers' exit-time reports are written.
+        for w in self.workers:
+            if w.poll() is None:
+                w.terminate()
+                try:
+                    w.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    pass
+        if self.daemon and self.daemon.poll() is None:
+            self.kill_daemon(signal.SIGTERM)
+        reports = self.sanitizer_reports()
         self.close()
+        if reports and et is None:
+            raise Fail("sanitizer reports in process logs:\n" + "\n".join(reports[:20]))
         return False
 
     # -- API -------------------------------------------------------------------
@@ -222,8 +250,11 @@ class Service:
 
     def ctl(self, *args, timeout=300, token_scope="submit"):
         env = dict(os.environ, NUMVAL_SERVER=self.url, NUMVAL_TOKEN=self.token(token_scope))
-        return subprocess.run([self.bins["ctl"]] + list(args), capture_output=True, text=True,
-                              timeout=timeout, env=env, cwd=self.tmp)
+        p = subprocess.run([self.bins["ctl"]] + list(args), capture_output=True, text=True,
+                           timeout=timeout, env=env, cwd=self.tmp)
+        self.ctl_reports += ["numvalctl %s: %s" % (args[0], l) for l in p.stderr.splitlines()
+                             if "Sanitizer" in l or "runtime error:" in l]
+        return p
 
 
 def bins_from_argv():
