@@ -91,7 +91,7 @@ static void row_norm(red *r, bool layer, const double *x, const double *w, const
     for (int64_t j = 0; j < n; j++)
         r->tmp[j] = layer ? emu_add(c, ad, emu_round(c, ad, x[j]), -m) : emu_round(c, ad, x[j]);
     double ms = emu_div(c, ad, emu_sum(c, ad, r->tmp, 1, r->tmp, 1, n), (double)n);
-    double den = emu_round(c, cd, emu_add(c, ad, ms, r->a->eps));
+    double den = emu_round(c, cd, emu_add(c, ad, ms, emu_round(c, ad, r->a->eps)));
     double rstd = emu_fn(c, NV_FN_RSQRT, den, cd);
     for (int64_t j = 0; j < n; j++) {
         double v = emu_mul(c, cd, emu_round(c, cd, r->tmp[j]), rstd);

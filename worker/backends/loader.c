@@ -317,35 +317,64 @@ static inline double load(nv_dtype dt, const void *data, int64_t off, bool daz)
     return nv_dtype_decode(dt, nv_dtype_load_bits(dt, data, off), daz);
 }
 
+/* One run of n elements along the last axis (element stride st) into dst. */
+static void load_run(nv_dtype dt, const void *data, int64_t off, int64_t st, int64_t n, bool daz,
+                     double *dst)
+{
+    if (dt == NV_DT_FP32 && !daz) {
+        const char *p = (const char *)data + off * 4;
+        for (int64_t j = 0; j < n; j++) {
+            float f;
+            memcpy(&f, p + j * st * 4, 4);
+            dst[j] = f;
+        }
+        return;
+    }
+    for (int64_t j = 0; j < n; j++)
+        dst[j] = load(dt, data, off + j * st, daz);
+}
+
+int nvw_view_decode(const nv_tensor_view *v, bool daz, double *dst)
+{
+    if (!view_shape_ok(v))
+        return -EINVAL;
+    int nd = v->ndim;
+    int64_t numel = 1;
+    for (int d = 0; d < nd; d++)
+        numel *= v->shape[d];
+    if (numel == 0)
+        return 0;
+    if (!v->data)
+        return -EINVAL;
+    nv_dtype dt = (nv_dtype)v->dtype;
+    int64_t len = nd ? v->shape[nd - 1] : 1, st = nd ? v->strides[nd - 1] : 0;
+    int64_t idx[NV_BACKEND_MAX_DIMS] = {0};
+    int64_t off = 0;
+    /* Runs along the last axis; an odometer over the others keeps the offset. */
+    for (int64_t i = 0; i < numel; i += len) {
+        load_run(dt, v->data, off, st, len, daz, dst + i);
+        for (int d = nd - 2; d >= 0; d--) {
+            if (++idx[d] < v->shape[d]) {
+                off += v->strides[d];
+                break;
+            }
+            off -= (v->shape[d] - 1) * v->strides[d];
+            idx[d] = 0;
+        }
+    }
+    return 0;
+}
+
 nv_tensor *nvw_tensor_from_view(const nv_tensor_view *v, bool daz)
 {
     if (!view_shape_ok(v))
         return NULL;
-    nv_dtype dt = (nv_dtype)v->dtype;
-    nv_tensor *t = nv_tensor_new(dt, v->ndim, v->shape);
+    nv_tensor *t = nv_tensor_new((nv_dtype)v->dtype, v->ndim, v->shape);
     if (!t)
         return NULL;
-    if (t->numel == 0)
-        return t;
-    if (!v->data) {
+    if (nvw_view_decode(v, daz, t->data) < 0) {
         nv_tensor_free(t);
         return NULL;
-    }
-    int nd = v->ndim;
-    int64_t idx[NV_BACKEND_MAX_DIMS] = {0};
-    int64_t off = 0;
-    const int64_t *st = v->strides;
-    /* Odometer over the logical index, keeping the element offset incrementally. */
-    for (int64_t i = 0; i < t->numel; i++) {
-        t->data[i] = load(dt, v->data, off, daz);
-        for (int d = nd - 1; d >= 0; d--) {
-            if (++idx[d] < v->shape[d]) {
-                off += st[d];
-                break;
-            }
-            off -= (v->shape[d] - 1) * st[d];
-            idx[d] = 0;
-        }
     }
     return t;
 }

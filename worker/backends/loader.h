@@ -45,6 +45,10 @@ void nvw_view_free(nv_tensor_view *v);
  * elements) or on ENOMEM. */
 nv_tensor *nvw_tensor_from_view(const nv_tensor_view *v, bool daz);
 
+/* Decode any view into dst (numel doubles, row-major logical order). Returns 0 or
+ * -EINVAL (invalid view, or NULL data with elements). */
+int nvw_view_decode(const nv_tensor_view *v, bool daz, double *dst);
+
 /* The element span of a view: offsets (in elements, relative to data) of the lowest
  * and highest reachable elements; *ret_lo <= 0 <= *ret_hi. Returns false when the
  * view has no elements. */
