@@ -6,8 +6,8 @@
 
 #include "sha256.h"
 
-const char *const nv_buildid_fields[] = {"name",    "version",  "commit", "compiler", "runtime",
-                                         "driver",  "firmware", "flags",  "mode",     NULL};
+const char *const nv_buildid_fields[] = {"name",   "version",  "commit", "compiler", "runtime",
+                                         "driver", "firmware", "flags",  "mode",     NULL};
 
 int nv_buildid_canonical(const json_t *build, char **ret_json, char ret_hash[65],
                          const char **ret_field)

@@ -138,10 +138,10 @@ void api_errno(api_ctx *x, int r, const char *what)
 
 static int unhex(int c)
 {
-    return c >= '0' && c <= '9' ? c - '0'
-         : c >= 'a' && c <= 'f' ? c - 'a' + 10
-         : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                : -1;
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
 }
 
 const char *api_query(api_ctx *x, const char *name)
@@ -310,16 +310,16 @@ static bool route(api_ctx *x, bool *bad_method)
     const char *m = x->req->method;
     bool get = !strcmp(m, "GET") || !strcmp(m, "HEAD"), post = !strcmp(m, "POST");
     int64_t id;
-#define ROUTE(cond, ok_method, scope, action)                                                     \
-    if (cond) {                                                                                   \
-        if (!(ok_method)) {                                                                       \
-            *bad_method = true;                                                                   \
-            return true;                                                                          \
-        }                                                                                         \
-        if (authorize(x, scope) == 0) {                                                           \
-            action;                                                                               \
-        }                                                                                         \
-        return true;                                                                              \
+#define ROUTE(cond, ok_method, scope, action)                                                      \
+    if (cond) {                                                                                    \
+        if (!(ok_method)) {                                                                        \
+            *bad_method = true;                                                                    \
+            return true;                                                                           \
+        }                                                                                          \
+        if (authorize(x, scope) == 0) {                                                            \
+            action;                                                                                \
+        }                                                                                          \
+        return true;                                                                               \
     }
     ROUTE(is(x, 1, "jobs", 0, 0) && post, post, NVD_SCOPE_SUBMIT, api_jobs_submit(x));
     ROUTE(is(x, 1, "jobs", 0, 0), get, NVD_SCOPE_READ, api_jobs_list(x));
@@ -367,8 +367,8 @@ static void handle_api(api_ctx *x, const char *rest)
     for (int i = 0; i < x->n_seg; i++)
         if (!strcmp(x->seg[i], ".") || !strcmp(x->seg[i], "..") ||
             (!x->seg[i][0] && i + 1 < x->n_seg)) {
-            api_error(x, 400, "bad_request", NULL,
-                      "path '%s' has an empty, '.' or '..' segment", x->req->path);
+            api_error(x, 400, "bad_request", NULL, "path '%s' has an empty, '.' or '..' segment",
+                      x->req->path);
             return;
         }
     bool bad_method = false;
@@ -395,8 +395,8 @@ void nvd_api_handle(void *ud, nvd_http_req *req)
     req->user = x;
     const char *p = req->path;
     if (!strcmp(p, "/healthz")) {
-        json_t *b = json_pack("{s:s, s:s, s:I}", "status", "ok", "version", NV_VERSION,
-                              "schema", (json_int_t)nvd_store_user_version(app->store));
+        json_t *b = json_pack("{s:s, s:s, s:I}", "status", "ok", "version", NV_VERSION, "schema",
+                              (json_int_t)nvd_store_user_version(app->store));
         api_json(x, 200, b);
     } else if (!strcmp(p, "/metrics")) {
         if (authorize(x, NVD_SCOPE_READ) == 0)

@@ -102,8 +102,7 @@ void api_jobs_submit(api_ctx *x)
     int64_t id;
     r = nvd_queue_submit(x->app->queue, &j, nvd_now_ms(), &id);
     if (r == -EAGAIN) {
-        api_error(x, 429, "queue_full", NULL,
-                  "the queue holds %lld jobs, its limit; retry later",
+        api_error(x, 429, "queue_full", NULL, "the queue holds %lld jobs, its limit; retry later",
                   (long long)nvd_queue_depth(x->app->queue));
         goto out;
     }
@@ -126,7 +125,7 @@ out:
     json_decref(body);
 }
 
-static const char *const states[] = {"queued", "leased", "running", "passed",
+static const char *const states[] = {"queued", "leased", "running",   "passed",
                                      "failed", "error",  "cancelled", NULL};
 
 void api_jobs_list(api_ctx *x)
@@ -153,8 +152,7 @@ void api_jobs_list(api_ctx *x)
         return;
     const char *cur = api_query(x, "cursor");
     if (cur && (nvd_parse_i64(cur, &f.cursor) < 0 || f.cursor <= 0)) {
-        api_error(x, 400, "bad_request", "cursor", "cursor '%s' is not one this server gave",
-                  cur);
+        api_error(x, 400, "bad_request", "cursor", "cursor '%s' is not one this server gave", cur);
         return;
     }
     json_t *jobs = NULL;
@@ -166,8 +164,9 @@ void api_jobs_list(api_ctx *x)
     }
     char nc[32];
     snprintf(nc, sizeof(nc), "%lld", (long long)next);
-    api_json(x, 200, json_pack("{s:o, s:o}", "jobs", jobs, "next_cursor",
-                               next ? json_string(nc) : json_null()));
+    api_json(
+        x, 200,
+        json_pack("{s:o, s:o}", "jobs", jobs, "next_cursor", next ? json_string(nc) : json_null()));
 }
 
 void api_job_get(api_ctx *x, int64_t id)
@@ -208,8 +207,8 @@ void api_job_cases(api_ctx *x, int64_t id)
     f.verdict = api_query(x, "verdict");
     if (f.verdict && strcmp(f.verdict, "passed") && strcmp(f.verdict, "failed") &&
         strcmp(f.verdict, "error")) {
-        api_error(x, 400, "bad_request", "verdict",
-                  "unknown verdict '%s' (passed, failed, error)", f.verdict);
+        api_error(x, 400, "bad_request", "verdict", "unknown verdict '%s' (passed, failed, error)",
+                  f.verdict);
         return;
     }
     f.limit = api_limit(x, 100, 1000);
@@ -217,8 +216,7 @@ void api_job_cases(api_ctx *x, int64_t id)
         return;
     const char *cur = api_query(x, "cursor");
     if (cur && (nvd_parse_i64(cur, &f.cursor) < 0 || f.cursor < 0)) {
-        api_error(x, 400, "bad_request", "cursor", "cursor '%s' is not one this server gave",
-                  cur);
+        api_error(x, 400, "bad_request", "cursor", "cursor '%s' is not one this server gave", cur);
         return;
     }
     json_t *job = NULL;
@@ -241,8 +239,9 @@ void api_job_cases(api_ctx *x, int64_t id)
     }
     char nc[32];
     snprintf(nc, sizeof(nc), "%lld", (long long)last);
-    api_json(x, 200, json_pack("{s:o, s:o}", "cases", cases, "next_cursor",
-                               more ? json_string(nc) : json_null()));
+    api_json(x, 200,
+             json_pack("{s:o, s:o}", "cases", cases, "next_cursor",
+                       more ? json_string(nc) : json_null()));
 }
 
 void api_case_get(api_ctx *x, int64_t id)

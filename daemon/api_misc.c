@@ -9,8 +9,8 @@
 #include "worker/numerics/dtype.h"
 #include "worker/ops/catalog.h"
 
-static const char *const reason_codes[] = {"dtype_precision", "reduction_length",
-                                           "approximation_error", "stochastic",
+static const char *const reason_codes[] = {"dtype_precision",         "reduction_length",
+                                           "approximation_error",     "stochastic",
                                            "accepted_fast_algorithm", NULL};
 
 void api_tolerances_get(api_ctx *x, bool history)
@@ -32,7 +32,7 @@ static int check_metric(api_ctx *x, const json_t *tol)
     static const char *const need_ulp[] = {"max_ulp", NULL};
     static const char *const need_allclose[] = {"atol", "rtol", NULL};
     static const char *const need_bound[] = {"c", NULL};
-    const char *const *need = !m                      ? NULL
+    const char *const *need = !m                       ? NULL
                               : !strcmp(m, "ulp")      ? need_ulp
                               : !strcmp(m, "allclose") ? need_allclose
                               : !strcmp(m, "bound")    ? need_bound
@@ -48,8 +48,8 @@ static int check_metric(api_ctx *x, const json_t *tol)
         if (!json_is_number(v) || json_number_value(v) < 0) {
             char f[64];
             snprintf(f, sizeof(f), "/tolerance/%s", need[i]);
-            api_error(x, 400, "bad_request", f, "metric '%s' needs a non-negative number \"%s\"",
-                      m, need[i]);
+            api_error(x, 400, "bad_request", f, "metric '%s' needs a non-negative number \"%s\"", m,
+                      need[i]);
             return -1;
         }
     }
@@ -71,10 +71,11 @@ static int check_reason(api_ctx *x, const json_t *body, const json_t *tol, const
     for (int i = 0; *code && reason_codes[i]; i++)
         known = known || !strcmp(*code, reason_codes[i]);
     if (!known) {
-        api_error(x, 400, "bad_request", "/tolerance/reason_code",
-                  "a tolerance change needs \"reason_code\": one of dtype_precision, "
-                  "reduction_length, approximation_error, stochastic, accepted_fast_algorithm%s%s%s",
-                  *code ? " (not '" : "", *code ? *code : "", *code ? "')" : "");
+        api_error(
+            x, 400, "bad_request", "/tolerance/reason_code",
+            "a tolerance change needs \"reason_code\": one of dtype_precision, "
+            "reduction_length, approximation_error, stochastic, accepted_fast_algorithm%s%s%s",
+            *code ? " (not '" : "", *code ? *code : "", *code ? "')" : "");
         return -1;
     }
     *reason = json_string_value(r);

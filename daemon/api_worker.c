@@ -157,7 +157,8 @@ void api_worker_heartbeat(api_ctx *x)
     const char *token;
     if (lease_fields(x, body, &id, &token) < 0)
         goto out;
-    const json_t *d = json_object_get(body, "cases_done"), *t = json_object_get(body, "cases_total");
+    const json_t *d = json_object_get(body, "cases_done"),
+                 *t = json_object_get(body, "cases_total");
     if ((d && !json_is_integer(d)) || (t && !json_is_integer(t))) {
         api_error(x, 400, "bad_request", d && !json_is_integer(d) ? "/cases_done" : "/cases_total",
                   "progress counts must be integers");
@@ -170,8 +171,9 @@ void api_worker_heartbeat(api_ctx *x)
     if (r < 0)
         lease_error(x, r, id);
     else
-        api_json(x, 200, json_pack("{s:b, s:I}", "cancel", cancel, "lease_ms",
-                                   (json_int_t)x->app->cfg->lease_ms));
+        api_json(x, 200,
+                 json_pack("{s:b, s:I}", "cancel", cancel, "lease_ms",
+                           (json_int_t)x->app->cfg->lease_ms));
 out:
     json_decref(body);
 }
@@ -235,8 +237,7 @@ void api_worker_artifact_put(api_ctx *x, const char *sha)
     char got[65];
     nv_sha256_hex(b, n, got);
     if (strcmp(got, sha) != 0) {
-        api_error(x, 400, "bad_request", NULL,
-                  "the body's SHA-256 is '%s', not '%s'", got, sha);
+        api_error(x, 400, "bad_request", NULL, "the body's SHA-256 is '%s', not '%s'", got, sha);
         return;
     }
     /* One complete zstd frame whose header states the decompressed size. */
@@ -249,8 +250,7 @@ void api_worker_artifact_put(api_ctx *x, const char *sha)
     if (raw == ZSTD_CONTENTSIZE_UNKNOWN)
         raw = 0;
     bool existed = false;
-    int r = nvd_store_artifact_put(x->app->store, sha, b, n, (int64_t)raw, nvd_now_ms(),
-                                   &existed);
+    int r = nvd_store_artifact_put(x->app->store, sha, b, n, (int64_t)raw, nvd_now_ms(), &existed);
     if (r < 0) {
         api_errno(x, r, "store artifact");
         return;

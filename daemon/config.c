@@ -234,8 +234,7 @@ int nvd_config_check(const nvd_config *c, char **ret_err)
         for (const char *p = d->name; *p && !buf[0]; p++)
             if (!(*p == '-' || *p == '_' || *p == '.' || (*p >= '0' && *p <= '9') ||
                   (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
-                snprintf(buf, sizeof(buf), "device name '%s' may only use [A-Za-z0-9._-]",
-                         d->name);
+                snprintf(buf, sizeof(buf), "device name '%s' may only use [A-Za-z0-9._-]", d->name);
     }
     if (!buf[0] && c->lease_ms < 100)
         snprintf(buf, sizeof(buf), "lease_ms '%lld' is below 100", (long long)c->lease_ms);

@@ -23,7 +23,7 @@ typedef struct nvd_config {
     size_t max_job_body, max_artifact_body;
     int queue_depth, max_attempts;
     int64_t lease_ms, claim_max_wait_ms;
-    int crash_limit;          /* crashes within crash_window_ms that quarantine a device */
+    int crash_limit; /* crashes within crash_window_ms that quarantine a device */
     int64_t crash_window_ms;
     int64_t backoff_max_ms;
     bool sync_full;

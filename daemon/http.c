@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "common/log.h"
+#include "http_internal.h"
 
 #define READ_CHUNK 65536
 #define ARENA_CHUNK 4096
@@ -82,35 +83,6 @@ static void arm(conn *c, uint64_t ms);
 static void read_start(conn *c);
 static void linger(conn *c);
 static void on_timer(uv_timer_t *t);
-
-const char *nvd_http_status_text(int status)
-{
-    switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 201: return "Created";
-    case 204: return "No Content";
-    case 304: return "Not Modified";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 411: return "Length Required";
-    case 413: return "Payload Too Large";
-    case 414: return "URI Too Long";
-    case 415: return "Unsupported Media Type";
-    case 422: return "Unprocessable Entity";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    default: return "Unknown";
-    }
-}
 
 /* ---- arena ---- */
 
@@ -206,8 +178,8 @@ static void respond_conn(conn *c, int status, const char *ctype, const void *bod
     c->rq.responded = true;
     int n = snprintf(hdr, sizeof(hdr),
                      "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s\r\n",
-                     status, nvd_http_status_text(status), ctype ? ctype : "application/json",
-                     len, extra ? extra : "", close ? "Connection: close\r\n" : "");
+                     status, nvd_http_status_text(status), ctype ? ctype : "application/json", len,
+                     extra ? extra : "", close ? "Connection: close\r\n" : "");
     if (n < 0 || (size_t)n >= sizeof(hdr)) {
         n = snprintf(hdr, sizeof(hdr),
                      "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n"
@@ -216,8 +188,8 @@ static void respond_conn(conn *c, int status, const char *ctype, const void *bod
         c->close_after = true;
         status = 500;
     }
-    if (send_bytes(c, hdr, (size_t)n, head_only ? NULL : body, head_only ? 0 : len, true,
-                   status) < 0)
+    if (send_bytes(c, hdr, (size_t)n, head_only ? NULL : body, head_only ? 0 : len, true, status) <
+        0)
         conn_close(c);
 }
 
@@ -230,44 +202,13 @@ void nvd_http_respond(nvd_http_req *req, int status, const char *content_type, c
     respond_conn(c, status, content_type, body, len, extra_headers, req->head);
 }
 
-static size_t json_escape(char *out, size_t cap, const char *s)
-{
-    size_t n = 0;
-    for (; s && *s && n + 7 < cap; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') {
-            out[n++] = '\\';
-            out[n++] = (char)ch;
-        } else if (ch < 0x20) {
-            n += (size_t)snprintf(out + n, cap - n, "\\u%04x", ch);
-        } else {
-            out[n++] = (char)ch;
-        }
-    }
-    out[n] = '\0';
-    return n;
-}
-
-static int format_error(char *buf, size_t cap, const char *code, const char *message,
-                        const char *field)
-{
-    char m[1024], f[512];
-    json_escape(m, sizeof(m), message);
-    json_escape(f, sizeof(f), field);
-    if (field)
-        return snprintf(buf, cap, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\",\"field\":\"%s\"}}",
-                        code, m, f);
-    return snprintf(buf, cap, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}", code, m);
-}
-
 void nvd_http_error(nvd_http_req *req, int status, const char *code, const char *message,
                     const char *field)
 {
     char buf[2048];
-    int n = format_error(buf, sizeof(buf), code, message, field);
+    int n = http_format_error(buf, sizeof(buf), code, message, field);
     if (n < 0 || (size_t)n >= sizeof(buf))
-        n = snprintf(buf, sizeof(buf), "{\"error\":{\"code\":\"%s\",\"message\":\"error\"}}",
-                     code);
+        n = snprintf(buf, sizeof(buf), "{\"error\":{\"code\":\"%s\",\"message\":\"error\"}}", code);
     nvd_http_respond(req, status, "application/json", buf, (size_t)n, NULL);
 }
 
@@ -275,7 +216,7 @@ void nvd_http_error(nvd_http_req *req, int status, const char *code, const char 
 static void fail_conn(conn *c, int status, const char *code, const char *message)
 {
     char buf[1024];
-    int n = format_error(buf, sizeof(buf), code, message, NULL);
+    int n = http_format_error(buf, sizeof(buf), code, message, NULL);
     c->close_after = true;
     c->in_flight = true;
     if (c->reading) {
@@ -368,8 +309,7 @@ static int header_bytes(conn *c, const char *at, size_t n, int state)
     if (state == 1 && rq->hstate != 1 && ++rq->n_headers > c->srv->lim.max_headers)
         return cb_fail(c, 431, "too_large", "too many request headers");
     rq->hstate = state;
-    if (rq->url_len + rq->hlen + n > lim ||
-        append(&rq->hbuf, &rq->hlen, &rq->hcap, at, n, lim) < 0)
+    if (rq->url_len + rq->hlen + n > lim || append(&rq->hbuf, &rq->hlen, &rq->hcap, at, n, lim) < 0)
         return cb_fail(c, 431, "too_large", "request headers exceed the size limit");
     return 0;
 }
@@ -773,30 +713,6 @@ static void on_connection(uv_stream_t *server, int status)
     read_start(c);
 }
 
-static int parse_listen(const char *listen, struct sockaddr_storage *ss)
-{
-    char host[256];
-    const char *colon = strrchr(listen, ':');
-    if (!colon || (size_t)(colon - listen) >= sizeof(host))
-        return -EINVAL;
-    memcpy(host, listen, (size_t)(colon - listen));
-    host[colon - listen] = '\0';
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (*end || end == colon + 1 || port < 0 || port > 65535)
-        return -EINVAL;
-    const char *h = host;
-    size_t hl = strlen(host);
-    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
-        host[hl - 1] = '\0';
-        h = host + 1;
-        return uv_ip6_addr(h, (int)port, (struct sockaddr_in6 *)ss);
-    }
-    if (hl == 0)
-        h = "0.0.0.0";
-    return uv_ip4_addr(h, (int)port, (struct sockaddr_in *)ss);
-}
-
 int nvd_http_server_new(uv_loop_t *loop, const char *listen, const nvd_http_limits *limits,
                         const nvd_http_callbacks *cb, void *ud, nvd_http_server **ret)
 {
@@ -811,7 +727,7 @@ int nvd_http_server_new(uv_loop_t *loop, const char *listen, const nvd_http_limi
     http_parser_set_max_header_size((uint32_t)limits->max_header_bytes);
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof(ss));
-    int r = parse_listen(listen, &ss);
+    int r = http_parse_listen(listen, &ss);
     if (r < 0)
         return -EINVAL;
     nvd_http_server *srv = calloc(1, sizeof(*srv));

@@ -39,9 +39,9 @@ struct nvd_http_req {
     const char *query;  /* raw query string ("" if none) */
     const char *body;   /* NUL-terminated copy, body_len bytes */
     size_t body_len;
-    bool loopback;      /* the peer address is a loopback address */
-    bool head;          /* HEAD request: the body of the response is not sent */
-    void *user;         /* free for the owner */
+    bool loopback; /* the peer address is a loopback address */
+    bool head;     /* HEAD request: the body of the response is not sent */
+    void *user;    /* free for the owner */
 };
 
 /* The owner's callbacks. handle must answer every request exactly once.

@@ -120,8 +120,7 @@ static int open_store(const nvd_config *cfg, bool group, nvd_store **ret)
 {
     int r = make_dirs(cfg->data_dir);
     if (r < 0) {
-        fprintf(stderr, "numvald: cannot create data dir '%s': %s\n", cfg->data_dir,
-                strerror(-r));
+        fprintf(stderr, "numvald: cannot create data dir '%s': %s\n", cfg->data_dir, strerror(-r));
         return r;
     }
     char path[PATH_MAX];
@@ -162,8 +161,7 @@ static int token_cmd(const cli *c, const nvd_config *cfg)
                 fprintf(stderr, "numvald: cannot create token: %s\n", strerror(-r));
                 rc = 2;
             } else {
-                fprintf(stderr, "numvald: token '%s' created; it is shown only once:\n",
-                        c->pos[2]);
+                fprintf(stderr, "numvald: token '%s' created; it is shown only once:\n", c->pos[2]);
                 printf("%s\n", tok);
                 free(tok);
             }
@@ -281,14 +279,15 @@ static int start(daemon_state *d, nvd_config *cfg, const cli *c)
     int r = open_store(cfg, true, &app->store);
     if (r < 0)
         return r;
-    nvd_queue_opts qo = {.max_depth = cfg->queue_depth, .lease_ms = cfg->lease_ms,
+    nvd_queue_opts qo = {.max_depth = cfg->queue_depth,
+                         .lease_ms = cfg->lease_ms,
                          .expiry_tick_ms = cfg->lease_ms < 2000 ? 100 : 1000};
     r = nvd_queue_new(app->loop, app->store, &qo, &app->queue);
     if (r < 0)
         return r;
     app->web_dir = find_web_dir(cfg);
-    nvd_http_callbacks cb = {.handle = nvd_api_handle, .body_limit = nvd_api_body_limit,
-                             .done = nvd_api_done};
+    nvd_http_callbacks cb = {
+        .handle = nvd_api_handle, .body_limit = nvd_api_body_limit, .done = nvd_api_done};
     r = nvd_http_server_new(app->loop, cfg->listen, &cfg->http, &cb, app, &app->http);
     if (r < 0) {
         fprintf(stderr, "numvald: cannot listen on '%s': %s\n", cfg->listen,

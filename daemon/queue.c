@@ -318,8 +318,8 @@ int nvd_queue_claim(nvd_queue *q, const char *device, const json_t *describe, in
     json_t *dev = NULL;
     if (!mode && nvd_store_device_get(q->store, device, &dev) == 0)
         mode = json_object_get(dev, "mode");
-    r = add_tolerances(q, json_string_value(json_object_get(c, "op")),
-                       json_object_get(c, "spec"), mode);
+    r = add_tolerances(q, json_string_value(json_object_get(c, "op")), json_object_get(c, "spec"),
+                       mode);
     json_decref(dev);
     if (r < 0) {
         json_decref(c);

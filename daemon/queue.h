@@ -19,8 +19,8 @@ typedef struct nvd_queue nvd_queue;
 typedef struct nvd_waiter nvd_waiter;
 
 typedef struct nvd_queue_opts {
-    int max_depth;       /* queued jobs beyond which submit says -EAGAIN */
-    int64_t lease_ms;    /* lease length granted by claim and heartbeat */
+    int max_depth;          /* queued jobs beyond which submit says -EAGAIN */
+    int64_t lease_ms;       /* lease length granted by claim and heartbeat */
     int64_t expiry_tick_ms; /* how often leases are checked (loop only) */
 } nvd_queue_opts;
 

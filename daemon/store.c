@@ -243,10 +243,10 @@ static int configure(nvd_store *s, char **ret_err)
 {
     sqlite3_busy_timeout(s->db, 5000);
     sqlite3_extended_result_codes(s->db, 1);
-    const char *pragmas[] = {
-        "PRAGMA journal_mode = WAL", "PRAGMA foreign_keys = ON",
-        s->opts.sync_full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL",
-        "PRAGMA temp_store = MEMORY", "PRAGMA cache_size = -32768"};
+    const char *pragmas[] = {"PRAGMA journal_mode = WAL", "PRAGMA foreign_keys = ON",
+                             s->opts.sync_full ? "PRAGMA synchronous = FULL"
+                                               : "PRAGMA synchronous = NORMAL",
+                             "PRAGMA temp_store = MEMORY", "PRAGMA cache_size = -32768"};
     for (size_t i = 0; i < sizeof(pragmas) / sizeof(pragmas[0]); i++) {
         if (s->opts.read_only && i == 0)
             continue;
@@ -265,8 +265,8 @@ int nvd_store_open(const char *path, const nvd_store_opts *o, nvd_store **ret, c
         return -ENOMEM;
     if (o)
         s->opts = *o;
-    int flags = s->opts.read_only ? SQLITE_OPEN_READONLY
-                                  : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    int flags =
+        s->opts.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
     int r;
     int rc = sqlite3_open_v2(path, &s->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {

@@ -212,8 +212,8 @@ out:
     return store_write_end(s, r);
 }
 
-static int expire_one(nvd_store *s, int64_t id, int attempt, int max, const char *dev,
-                      int64_t now, bool *ret_errored)
+static int expire_one(nvd_store *s, int64_t id, int attempt, int max, const char *dev, int64_t now,
+                      bool *ret_errored)
 {
     sqlite3_stmt *st;
     if (attempt >= max) {
@@ -303,8 +303,8 @@ int nvd_store_next_expiry(nvd_store *s, int64_t *ret)
     return rc == SQLITE_ROW ? 0 : store_err(s, rc, "next expiry");
 }
 
-#define CASE_SELECT                                                                               \
-    "SELECT c.id, c.job_id, c.idx, c.tolerance_version, c.data, j.build_hash, j.leased_by "    \
+#define CASE_SELECT                                                                                \
+    "SELECT c.id, c.job_id, c.idx, c.tolerance_version, c.data, j.build_hash, j.leased_by "        \
     "FROM cases c JOIN jobs j ON j.id = c.job_id "
 
 static json_t *case_from_row(sqlite3_stmt *st)
@@ -328,11 +328,11 @@ static json_t *case_from_row(sqlite3_stmt *st)
 int nvd_store_cases_list(nvd_store *s, const nvd_case_filter *f, json_t **ret, int64_t *ret_next,
                          bool *ret_more)
 {
-    sqlite3_stmt *st =
-        f->verdict ? store_stmt(s, CASE_SELECT "WHERE c.job_id = ?1 AND c.verdict = ?2 AND "
-                                               "c.idx > ?3 ORDER BY c.idx LIMIT ?4")
-                   : store_stmt(s, CASE_SELECT "WHERE c.job_id = ?1 AND c.idx > ?3 "
-                                               "ORDER BY c.idx LIMIT ?4");
+    sqlite3_stmt *st = f->verdict
+                           ? store_stmt(s, CASE_SELECT "WHERE c.job_id = ?1 AND c.verdict = ?2 AND "
+                                                       "c.idx > ?3 ORDER BY c.idx LIMIT ?4")
+                           : store_stmt(s, CASE_SELECT "WHERE c.job_id = ?1 AND c.idx > ?3 "
+                                                       "ORDER BY c.idx LIMIT ?4");
     if (!st)
         return -EIO;
     sqlite3_bind_int64(st, 1, f->job_id);

@@ -8,9 +8,9 @@
 #include "store_internal.h"
 #include "util.h"
 
-#define JOB_COLS                                                                                  \
-    "id, state, kind, op, device, build_hash, priority, attempt, max_attempts, cases_total, "    \
-    "cases_done, cases_passed, cases_failed, created_at, started_at, finished_at, error, spec, " \
+#define JOB_COLS                                                                                   \
+    "id, state, kind, op, device, build_hash, priority, attempt, max_attempts, cases_total, "      \
+    "cases_done, cases_passed, cases_failed, created_at, started_at, finished_at, error, spec, "   \
     "leased_by, result"
 
 static json_t *job_from_row(sqlite3_stmt *st)
@@ -170,7 +170,7 @@ int nvd_store_jobs_count(nvd_store *s, const char *state, int64_t *ret)
 
 int nvd_store_jobs_count_states(nvd_store *s, json_t **ret)
 {
-    static const char *const states[] = {"queued", "leased", "running", "passed",
+    static const char *const states[] = {"queued", "leased", "running",  "passed",
                                          "failed", "error",  "cancelled"};
     json_t *o = json_object();
     if (!o)

@@ -271,8 +271,8 @@ out:
     return store_write_end(s, r);
 }
 
-#define DEV_COLS                                                                                  \
-    "name, backend, slots, local, contract, describe, mode, state, quarantine_reason, "          \
+#define DEV_COLS                                                                                   \
+    "name, backend, slots, local, contract, describe, mode, state, quarantine_reason, "            \
     "last_crash, restarts, last_seen, updated_at"
 
 static json_t *device_from_row(sqlite3_stmt *st)
@@ -280,12 +280,11 @@ static json_t *device_from_row(sqlite3_stmt *st)
     return json_pack("{s:o, s:o, s:I, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:o, s:o}", "name",
                      store_col_str(st, 0), "backend", store_col_str(st, 1), "slots",
                      (json_int_t)sqlite3_column_int64(st, 2), "local",
-                     sqlite3_column_int(st, 3) != 0, "contract", store_col_json(st, 4),
-                     "describe", store_col_json(st, 5), "mode", store_col_json(st, 6), "state",
-                     store_col_str(st, 7), "quarantine_reason", store_col_str(st, 8),
-                     "last_crash", store_col_str(st, 9), "restarts",
-                     (json_int_t)sqlite3_column_int64(st, 10), "last_seen",
-                     store_col_time(st, 11), "updated_at", store_col_time(st, 12));
+                     sqlite3_column_int(st, 3) != 0, "contract", store_col_json(st, 4), "describe",
+                     store_col_json(st, 5), "mode", store_col_json(st, 6), "state",
+                     store_col_str(st, 7), "quarantine_reason", store_col_str(st, 8), "last_crash",
+                     store_col_str(st, 9), "restarts", (json_int_t)sqlite3_column_int64(st, 10),
+                     "last_seen", store_col_time(st, 11), "updated_at", store_col_time(st, 12));
 }
 
 int nvd_store_device_get(nvd_store *s, const char *name, json_t **ret)

@@ -146,8 +146,8 @@ static void crashed(slot *s, const char *why)
                  (long long)(sv->app->cfg->crash_window_ms / 1000), reason);
         d->quarantined = true;
         nv_log_err("device '%s' quarantined: %s", d->conf->name, q);
-        nvd_store_device_state(sv->app->store, d->conf->name, "quarantined", q, reason,
-                               d->restarts, now);
+        nvd_store_device_state(sv->app->store, d->conf->name, "quarantined", q, reason, d->restarts,
+                               now);
         return;
     }
     int64_t delay = 1000;
@@ -187,8 +187,8 @@ static void spawn(slot *s)
     if (sv->stopping || d->quarantined)
         return;
     const char *worker = d->conf->worker ? d->conf->worker : sv->worker;
-    char *args[] = {(char *)worker, "--server", sv->url, "--token", sv->token, "--device",
-                    d->conf->name, "--backend", d->conf->backend, NULL};
+    char *args[] = {(char *)worker, "--server",    sv->url,     "--token",        sv->token,
+                    "--device",     d->conf->name, "--backend", d->conf->backend, NULL};
     uv_pipe_init(sv->app->loop, &s->err, 0);
     s->err.data = s;
     sv->open_handles++;
@@ -196,8 +196,8 @@ static void spawn(slot *s)
         {.flags = UV_IGNORE},
         {.flags = UV_INHERIT_FD, .data.fd = 2},
         {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&s->err}};
-    uv_process_options_t o = {.file = worker, .args = args, .exit_cb = on_exit_cb,
-                              .stdio = stdio, .stdio_count = 3};
+    uv_process_options_t o = {
+        .file = worker, .args = args, .exit_cb = on_exit_cb, .stdio = stdio, .stdio_count = 3};
     s->proc.data = s;
     s->last[0] = '\0';
     s->line_len = 0;

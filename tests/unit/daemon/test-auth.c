@@ -79,8 +79,10 @@ int main(void)
     nvd_auth_hash(tok, h);
     tap_ok(rows_with(path, "SELECT COUNT(*) FROM tokens WHERE hash = ?1", h) == 1,
            "the store holds the token's SHA-256");
-    tap_ok(rows_with(path, "SELECT COUNT(*) FROM tokens WHERE hash = ?1 OR name = ?1 OR "
-                           "scopes = ?1", tok) == 0,
+    tap_ok(rows_with(path,
+                     "SELECT COUNT(*) FROM tokens WHERE hash = ?1 OR name = ?1 OR "
+                     "scopes = ?1",
+                     tok) == 0,
            "the token text itself is stored nowhere");
 
     tap_ok(nvd_store_token_revoke(s, "ci", 5) == 0, "revoke");

@@ -38,8 +38,12 @@ static const char *state_of(nvd_store *s, int64_t id, char buf[32])
 static int64_t submit(nvd_queue *q, const char *device, int prio, int max_attempts,
                       const char *spec, int64_t now)
 {
-    nvd_job_new j = {.kind = "op", .op = "exp", .device = device, .priority = prio,
-                     .max_attempts = max_attempts, .spec_json = spec ? spec : "{}"};
+    nvd_job_new j = {.kind = "op",
+                     .op = "exp",
+                     .device = device,
+                     .priority = prio,
+                     .max_attempts = max_attempts,
+                     .spec_json = spec ? spec : "{}"};
     int64_t id = -1;
     int r = nvd_queue_submit(q, &j, now, &id);
     return r < 0 ? r : id;
@@ -148,10 +152,10 @@ static void test_idempotent_result(void)
     json_t *c = NULL;
     nvd_queue_claim(q, "d", NULL, 2, &c);
     const char *tok = json_string_value(json_object_get(c, "lease_token"));
-    json_t *res = json_pack("{s:s, s:[{s:i, s:s, s:f, s:{s:i}}, {s:i, s:s, s:f}]}", "verdict",
-                            "failed", "cases", "index", 0, "verdict", "passed", "max_ulp", 0.5,
-                            "tolerance", "version", 3, "index", 1, "verdict", "failed",
-                            "max_ulp", 7.0);
+    json_t *res =
+        json_pack("{s:s, s:[{s:i, s:s, s:f, s:{s:i}}, {s:i, s:s, s:f}]}", "verdict", "failed",
+                  "cases", "index", 0, "verdict", "passed", "max_ulp", 0.5, "tolerance", "version",
+                  3, "index", 1, "verdict", "failed", "max_ulp", 7.0);
     bool dup = true;
     tap_ok(nvd_store_job_finish(s, id, tok, res, 3, &dup) == 0 && !dup, "result stored");
     tap_ok(nvd_store_job_finish(s, id, tok, res, 4, &dup) == 0 && dup,
@@ -162,8 +166,7 @@ static void test_idempotent_result(void)
     bool more;
     nvd_store_cases_list(s, &f, &cases, &last, &more);
     tap_ok(json_array_size(cases) == 2, "2 cases stored, not 4");
-    tap_ok(json_integer_value(json_object_get(json_array_get(cases, 0), "tolerance_version")) ==
-               3,
+    tap_ok(json_integer_value(json_object_get(json_array_get(cases, 0), "tolerance_version")) == 3,
            "case 0 records tolerance version 3");
     json_decref(cases);
     f.verdict = "failed";
@@ -189,8 +192,13 @@ static void test_idempotent_result(void)
 
 static void add_tol(nvd_store *s, const char *mode, const char *metric)
 {
-    nvd_tolerance_new t = {.op = "exp", .dtype = "bf16", .mode = mode, .metric_json = metric,
-                           .reason_code = "approximation_error", .reason = "test", .author = "t"};
+    nvd_tolerance_new t = {.op = "exp",
+                           .dtype = "bf16",
+                           .mode = mode,
+                           .metric_json = metric,
+                           .reason_code = "approximation_error",
+                           .reason = "test",
+                           .author = "t"};
     json_t *row = NULL;
     nvd_store_tolerance_add(s, &t, 1, &row);
     json_decref(row);
@@ -230,9 +238,9 @@ static void test_tolerances(void)
     nvd_queue_opts o = {.max_depth = 100, .lease_ms = 1000};
     nvd_queue *q = NULL;
     nvd_queue_new(NULL, s, &o, &q);
-    add_tol(s, "*", "{\"metric\":\"ulp\",\"max_ulp\":1}");                      /* v1 */
-    add_tol(s, "transcendental=fast", "{\"metric\":\"ulp\",\"max_ulp\":8}");    /* v2 */
-    add_tol(s, "*", "{\"metric\":\"ulp\",\"max_ulp\":2}");                      /* v3 */
+    add_tol(s, "*", "{\"metric\":\"ulp\",\"max_ulp\":1}");                   /* v1 */
+    add_tol(s, "transcendental=fast", "{\"metric\":\"ulp\",\"max_ulp\":8}"); /* v2 */
+    add_tol(s, "*", "{\"metric\":\"ulp\",\"max_ulp\":2}");                   /* v3 */
     const char *spec = "{\"kind\":\"op\",\"op\":\"exp\",\"dtypes\":[\"bf16\",\"fp32\"]}";
     tap_ok(claimed_version(q, spec, "{\"transcendental\":\"fast\"}") == 2,
            "fast mode gets the specific pattern (v2)");

@@ -59,7 +59,8 @@ static void test_migrations(void)
     json_decref(job);
     nvd_store_free(s);
 
-    tap_ok(sql_int(path, "SELECT COUNT(*) FROM pragma_journal_mode WHERE journal_mode = 'wal'") == 1,
+    tap_ok(sql_int(path, "SELECT COUNT(*) FROM pragma_journal_mode WHERE journal_mode = 'wal'") ==
+               1,
            "database is in WAL mode");
     tap_ok(sql_exec(path, "INSERT INTO jobs (state, kind, max_attempts, created_at, spec) "
                           "VALUES ('queued', 'op', 'three', 1, '{}')") != SQLITE_OK,
