@@ -67,9 +67,9 @@ static void test_describe(void)
                     "inference_only", &inf_only, "nondeterministic_ops", &nondet, "saved", &saved);
     tap_ok(r == 0 && !strcmp(dev, "emu") && !strcmp(bname, "numval-emu") && *comp,
            "device emu, build numval-emu, compiler '%s'", r == 0 ? comp : "");
-    tap_ok(r == 0 && inf_only == 0 && json_array_size(nondet) == 0 && json_is_object(saved) &&
-               json_object_size(saved) == 0,
-           "not inference-only, deterministic, saved {}");
+    /* "saved" lists what each op's backward keeps (filled by the gradient work). */
+    tap_ok(r == 0 && inf_only == 0 && json_array_size(nondet) == 0 && json_is_object(saved),
+           "not inference-only, deterministic, saved is an object");
     static const char *const knobs[] = {
         "storage", "compute",  "accum",    "reduce",         "fma",   "ftz",
         "daz",     "rounding", "saturate", "transcendental", "scale", "seed"};
