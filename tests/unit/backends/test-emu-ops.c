@@ -280,6 +280,95 @@ static void test_refusals(void)
     emu_stop(&e);
 }
 
+/* Layouts, the compute dtype, casts and fp64. */
+static void test_layouts_and_dtypes(void)
+{
+    char err[ERRLEN];
+    emu_t e;
+    int rc;
+    emu_start(&e, "", err);
+    /* A transposed view of a 3x4 storage: exp must follow the strides. */
+    int64_t sh[2] = {4, 3};
+    double *d = normals(12, 31, 2);
+    nv_tensor *t = mk(NV_DT_FP32, 2, sh, d);
+    t->strides[0] = 1;
+    t->strides[1] = 4; /* element [i][j] = storage[j*4 + i] */
+    nv_tensor *o = run1(&e, "exp", NULL, NV_DT_FP32, t);
+    int ok = o && o->ndim == 2 && o->shape[0] == 4 && o->shape[1] == 3;
+    for (int i = 0; ok && i < 4; i++)
+        for (int j = 0; j < 3; j++)
+            ok = ok && o->data[i * 3 + j] == nv_ref_round_mpfr(NV_FN_EXP, t->data[j * 4 + i],
+                                                               NV_DT_FP32, NV_ROUND_NEAREST_EVEN);
+    tap_ok(ok, "exp of a transposed view follows its strides");
+    nv_tensor_free(o);
+
+    /* softmax along axis 0 of x equals softmax along the last axis of x^T: the same
+     * operations in the same order on each row. */
+    nv_tensor *c = mk(NV_DT_FP32, 2, sh, d); /* contiguous 4x3 */
+    nv_tensor *ct = mk(NV_DT_FP32, 2, (int64_t[]){3, 4}, d);
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 3; j++)
+            ct->data[j * 4 + i] = c->data[i * 3 + j];
+    nv_tensor *o0 = run1(&e, "softmax", "{\"axis\": 0}", NV_DT_FP32, c);
+    nv_tensor *o1 = run1(&e, "softmax", NULL, NV_DT_FP32, ct);
+    ok = o0 && o1;
+    for (int i = 0; ok && i < 4; i++)
+        for (int j = 0; j < 3; j++)
+            ok = o0->data[i * 3 + j] == o1->data[j * 4 + i];
+    tap_ok(ok, "softmax axis 0 == softmax of the transpose along its last axis");
+    nv_tensor_free(o0);
+    nv_tensor_free(o1);
+    nv_tensor_free(c);
+    nv_tensor_free(ct);
+    nv_tensor_free(t);
+    free(d);
+
+    /* cast fp32 -> bf16: 1 + 2^-8 + 2^-10 lies between 1 + 2^-7 and 1; RNE rounds up
+     * (above the midpoint 1 + 2^-8), RTZ down. */
+    double cv = 1 + 0x1p-8 + 0x1p-10;
+    nv_tensor *x = mk1(NV_DT_FP32, 1, &cv);
+    o = run1(&e, "cast", "{\"to\": \"bf16\"}", NV_DT_BF16, x);
+    tap_ok(o && o->dtype == NV_DT_BF16 && o->data[0] == 1 + 0x1p-7, "cast to bf16 (rne)");
+    nv_tensor_free(o);
+    emu_stop(&e);
+    emu_start(&e, "rounding=rtz", err);
+    o = run1(&e, "cast", "{\"to\": \"bf16\"}", NV_DT_BF16, x);
+    tap_ok(o && o->data[0] == 1, "cast to bf16 (rtz)");
+    nv_tensor_free(o);
+    emu_stop(&e);
+
+    /* compute=bf16: fp32 inputs are converted to bf16, added, rounded to bf16:
+     * (1 + 2^-10) + (1 + 2^-10) -> 1 + 1 = 2 (the 2^-10 parts are lost). */
+    double av = 1 + 0x1p-10;
+    nv_tensor *a = mk1(NV_DT_FP32, 1, &av);
+    const nv_tensor *in2[2] = {a, a};
+    emu_start(&e, "compute=bf16", err);
+    o = run(&e, "add", NULL, NV_DT_FP32, 2, in2, &rc, err);
+    tap_ok(o && o->data[0] == 2, "compute=bf16 rounds inputs and result to bf16");
+    nv_tensor_free(o);
+    emu_stop(&e);
+    emu_start(&e, "", err);
+    o = run(&e, "add", NULL, NV_DT_FP32, 2, in2, &rc, err);
+    tap_ok(o && o->data[0] == 2 + 0x1p-9, "default compute fp32 keeps 2 + 2^-9");
+    nv_tensor_free(o);
+
+    /* fp64: exact exp equals MPFR's correct rounding to fp64. */
+    double *d64 = normals(200, 41, 5);
+    nv_tensor *x64 = mk1(NV_DT_FP64, 200, d64);
+    o = run1(&e, "exp", NULL, NV_DT_FP64, x64);
+    int bad = !o;
+    for (int i = 0; o && i < 200; i++)
+        bad += o->data[i] !=
+               nv_ref_round_mpfr(NV_FN_EXP, x64->data[i], NV_DT_FP64, NV_ROUND_NEAREST_EVEN);
+    tap_ok(!bad, "fp64 exact exp equals MPFR (%d differ)", bad);
+    nv_tensor_free(o);
+    emu_stop(&e);
+    nv_tensor_free(x64);
+    free(d64);
+    nv_tensor_free(a);
+    nv_tensor_free(x);
+}
+
 int main(void)
 {
     test_exact_transcendentals();
@@ -287,5 +376,6 @@ int main(void)
     test_rounding_knobs();
     test_storage();
     test_refusals();
+    test_layouts_and_dtypes();
     return tap_done();
 }
