@@ -64,6 +64,13 @@ const PASS_SPEC = {
   kind: 'op', op: 'add', dtypes: ['fp32'], shapes: [[64]], layouts: ['contiguous'],
   inputs: ['normal'], samples: 1, seed: 3,
 };
+// A job with enough cases to need paging (25 pages of 100): add over 5 input
+// classes x 500 samples.
+const MANY_SPEC = {
+  kind: 'op', op: 'add', dtypes: ['fp32'], shapes: [[4]], inputs: ['normal', 'uniform', 'near_zero',
+    'large', 'specials'], samples: 500, seed: 11,
+};
+const MANY_CASES = 5 * 500;
 const BUILD = {name: 'browser-rt', version: '1.2.3', commit: 'c0ffee0123456789'};
 
 let svc = null;
@@ -71,6 +78,7 @@ let browser = null;
 let page = null;
 let passJob = null;
 let failJob = null;
+let manyJob = null;
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'numval-browser-'));
 
 async function shot(name) {
@@ -90,8 +98,11 @@ before(async () => {
   const b = await api(svc, 'POST', '/jobs', {...FAIL_SPEC, build: BUILD, device: 'emufast'}, svc.submitToken);
   assert.equal(a.status, 201, JSON.stringify(a.body));
   assert.equal(b.status, 201, JSON.stringify(b.body));
+  const c = await api(svc, 'POST', '/jobs', {...MANY_SPEC, device: 'emu0'}, svc.submitToken);
+  assert.equal(c.status, 201, JSON.stringify(c.body));
   passJob = await waitJob(svc, a.body.job.id, 60000);
   failJob = await waitJob(svc, b.body.job.id, 60000);
+  manyJob = await waitJob(svc, c.body.job.id, 60000);
   const {chromium} = await import('playwright-core');
   browser = await chromium.launch({executablePath: CHROMIUM, args: ['--no-sandbox'], headless: true});
   const ctx = await browser.newContext({viewport: {width: 1280, height: 860}, acceptDownloads: true});
@@ -111,6 +122,31 @@ test('the worker really ran both jobs', {skip: SKIP}, () => {
   assert.ok(failJob.cases_failed > 0);
 });
 
+test('a large job opens with one page of cases and pages with a cursor', {skip: SKIP}, async () => {
+  assert.equal(manyJob.state, 'passed', JSON.stringify(manyJob));
+  assert.equal(manyJob.cases_total, MANY_CASES);
+  const seen = [];
+  const onReq = (r) => { if (/\/cases\?/.test(r.url())) seen.push(new URL(r.url()).searchParams); };
+  page.on('request', onReq);
+  await page.goto(svc.url + `/#/jobs/${manyJob.id}`);
+  await page.locator('#cases-table').waitFor();
+  // Server-side paging: what the table needed was one request for the first 100 cases.
+  assert.equal(seen[0].get('limit'), '100');
+  assert.equal(seen[0].get('cursor'), null);
+  const rows = page.locator('#cases-table tbody tr');
+  assert.equal(await rows.count(), 100);
+  assert.equal(await rows.first().locator('td').first().innerText(), '#0');
+  // The histogram scans every case in the background, in pages of at most 1000.
+  await page.locator('figcaption', {hasText: `all ${MANY_CASES} cases`}).waitFor({timeout: 20000});
+  assert.ok(seen.slice(1).every((q) => Number(q.get('limit')) <= 1000));
+  page.off('request', onReq);
+  await page.getByRole('link', {name: 'Next cases ›'}).click();
+  await page.waitForURL(/cursor=/);
+  await page.locator('#cases-table tbody tr td', {hasText: /^#100$/}).waitFor();
+  assert.equal(await rows.first().locator('td').first().innerText(), '#100');
+  await shot('00-large-job');
+});
+
 test('dashboard shows devices, builds and the failing job', {skip: SKIP}, async () => {
   await page.goto(svc.url + '/');
   await settled();
@@ -124,6 +160,7 @@ test('dashboard shows devices, builds and the failing job', {skip: SKIP}, async 
   await link.waitFor();
   assert.match(await failures.innerText(), /op · exp/);
   assert.doesNotMatch(await failures.innerText(), new RegExp(`#${passJob.id}\\b`));
+  assert.doesNotMatch(await failures.innerText(), new RegExp(`#${manyJob.id}\\b`));
   // Latest builds: the one build both jobs ran, with the cases they passed and failed.
   const build = page.locator('#dash-builds tbody tr').first();
   await build.waitFor();
@@ -166,7 +203,7 @@ test('jobs list filters by state', {skip: SKIP}, async () => {
   await page.goto(svc.url + '/#/jobs');
   await settled();
   const rows = page.locator('#main table.data tbody tr');
-  assert.equal(await rows.count(), 3);
+  assert.equal(await rows.count(), 4);
   await page.selectOption('#f-state', 'failed');
   await page.waitForURL(/state=failed/);
   await settled();
