@@ -1,5 +1,5 @@
 /* Benchmark 2 (issue 2, "What must be shown"): the correctly rounded reference
- * with its fp64 fast path (nv_ref_round) against MPFR alone (nv_ref_round_mpfr:
+ * with its fp64 fast path (nv_ref_round_n, the array form of nv_ref_round) against MPFR alone (nv_ref_round_mpfr:
  * MPFR straight at the target precision) on N fp32 inputs each of exp, tanh and
  * erf, rounding to fp32 nearest-even. Counts differences (must be 0) and MPFR
  * calls the fast path still makes. Times are this thread's CPU time.
@@ -73,14 +73,18 @@ int main(int argc, char **argv)
     for (int k = 0; k < 3; k++) {
         nv_fn f = fns[k];
         uint64_t f0, m0, f1, m1;
-        nv_ref_stats(&f0, &m0);
-        double t0 = now();
-        for (int64_t i = 0; i < n; i++)
-            fast[i] = nv_ref_round(f, x[i], NV_DT_FP32, NV_ROUND_NEAREST_EVEN);
-        double t_fast = now() - t0;
+        /* Best of 3 passes (the first also warms caches and lazy binding). */
+        double t_fast = 1e30;
+        for (int rep = 0; rep < 3; rep++) {
+            nv_ref_stats(&f0, &m0);
+            double t0 = now();
+            nv_ref_round_n(f, x, n, NV_DT_FP32, NV_ROUND_NEAREST_EVEN, fast);
+            double dt = now() - t0;
+            t_fast = dt < t_fast ? dt : t_fast;
+        }
         nv_ref_stats(&f1, &m1);
         int64_t diff = 0;
-        t0 = now();
+        double t0 = now();
         for (int64_t i = 0; i < nm; i++) {
             double v = nv_ref_round_mpfr(f, x[i], NV_DT_FP32, NV_ROUND_NEAREST_EVEN);
             diff += !(v == fast[i] || (v != v && fast[i] != fast[i]));

@@ -53,6 +53,8 @@ const char *nv_fn_name(nv_fn f)
     return (unsigned)f < NV_FN_COUNT ? fn_names[f] : NULL;
 }
 
+#define RM_INLINE static inline __attribute__((always_inline))
+
 static atomic_uint_fast64_t n_fast, n_mpfr;
 
 /* Fast-path hits are counted per thread and added to n_fast in batches (an
@@ -104,7 +106,7 @@ void nv_ref_stats(uint64_t *ret_fast, uint64_t *ret_mpfr)
  * §9.2 and ISO C Annex F for exp..erf, sqrt; rSqrt(-0) = -inf per §9.2.1).
  * Compositions take their limits: sigmoid(-inf) = +0, silu(-inf) = gelu(-inf) =
  * -0 (x sigmoid(x) -> 0 from below), sigmoid(0) = 1/2, silu/gelu(+-0) = +-0. */
-bool rm_special(nv_fn f, double x, double *ret)
+RM_INLINE bool special_inl(nv_fn f, double x, double *ret)
 {
     if (isnan(x)) {
         *ret = x;
@@ -176,6 +178,11 @@ bool rm_special(nv_fn f, double x, double *ret)
     }
 }
 
+bool rm_special(nv_fn f, double x, double *ret)
+{
+    return special_inl(f, x, ret);
+}
+
 /* sigmoid in fp64: for t >= 0 1/(1 + e^-t), else e^t/(1 + e^t); exp's 2^-48 plus
  * three roundings: eps 2^-47. */
 static double sigmoid64(double t)
@@ -187,7 +194,7 @@ static double sigmoid64(double t)
 }
 
 /* v = f(x) in fp64 and *ret_eps its relative error bound (see the file comment). */
-static double fast_eval(nv_fn f, double x, double *ret_eps)
+RM_INLINE double fast_eval(nv_fn f, double x, double *ret_eps)
 {
     const double eps_libm = 0x1p-48;
     *ret_eps = eps_libm;
@@ -250,7 +257,8 @@ bool rm_on_half_quantum(double x, const nv_dtype_info *in)
 /* Whether v with relative error eps decides the rounding to in (see above).
  * Scaling by 2/quantum is exact (a power of two); the scaled values are below
  * 2^(p+2), so truncation to int64 is floor. */
-static inline bool fast_decides(double v, double eps, const nv_dtype_info *in)
+static inline bool fast_decides(double v, double eps, const nv_dtype_info *in, int64_t *ret_c,
+                                double *ret_h)
 {
     double a = fabs(v);
     if (!(a >= 0x1p-960 && a <= 0x1p1000))
@@ -263,12 +271,36 @@ static inline bool fast_decides(double v, double eps, const nv_dtype_info *in)
     double sc = pow2i(in->mant_bits + 1 - e);
     double lo = (a - err) * sc, hi = (a + err) * sc;
     int64_t fl = (int64_t)lo;
+    *ret_c = fl;
+    *ret_h = pow2i(e - in->mant_bits - 1);
     return fl == (int64_t)hi && lo != (double)fl;
+}
+
+/* The rounding of a decided value from its half-quantum cell: |v| lies in
+ * (c h, (c + 1) h), h = quantum/2, so the multiples of the quantum (even
+ * multiples of h) around it are (c & ~1) h and ((c | 1) + 1) h; nearest takes
+ * the one in whose half v lies, (c + 1) & ~1 (a tie cannot occur: v is not on
+ * a boundary). Beyond max_finite nv_dtype_round applies the format's overflow. */
+static inline double round_cell(double v, int64_t c, double h, nv_dtype dt,
+                                const nv_dtype_info *in, const nv_round_mode *m)
+{
+    bool neg = signbit(v);
+    int64_t k;
+    switch (m->rounding) {
+    case NV_ROUND_TOWARD_ZERO: k = c & ~(int64_t)1; break;
+    case NV_ROUND_UP: k = neg ? c & ~(int64_t)1 : (c | 1) + 1; break;
+    case NV_ROUND_DOWN: k = neg ? (c | 1) + 1 : c & ~(int64_t)1; break;
+    default: k = (c + 1) & ~(int64_t)1; break;
+    }
+    double r = (double)k * h;
+    if (r > in->max_finite)
+        return nv_dtype_round(dt, v, m, 0);
+    return neg ? -r : r;
 }
 
 /* The fast path applies to binary formats narrow enough that fp64 carries guard
  * bits (p <= 51), with subnormals (e8m0 and ints go to MPFR). */
-static const nv_dtype_info *fast_target(nv_dtype dt)
+static inline const nv_dtype_info *fast_target(nv_dtype dt)
 {
     const nv_dtype_info *in = nv_dtype_get(dt);
     if (!in || !in->is_float || !in->has_subnormals || in->mant_bits > 50)
@@ -277,67 +309,87 @@ static const nv_dtype_info *fast_target(nv_dtype dt)
 }
 
 /* Tails: where f approaches its limit A (+-1, or x for silu/gelu), f(x) = A + L
- * with |L| < 2^-12 |A| (thresholds below), and L is computed directly (no cancellation) to relative
- * *ret_eps: tanh 1 - 2 sigmoid(-2|x|), erf 1 - erfc(|x|), sigmoid 1 - sigmoid(-x),
- * silu x - x sigmoid(-x), gelu x - x/2 erfc(x/sqrt 2) or x - x sigmoid(-t),
- * expm1 -1 + e^x. Near the limit fp64 cannot hold A + L, but the pair can,
- * and the decision and rounding use the pair. An L that underflowed is set to
- * +-2^-1074: every value between A and A -+ 2^-1074 rounds alike. */
-static bool fast_tail(nv_fn f, double x, double *ret_a, double *ret_l, double *ret_eps)
+ * with |L| tiny against |A|, and L is computed directly (no cancellation) to
+ * relative *ret_eps: tanh 1 - 2 sigmoid(-2|x|), erf 1 - erfc(|x|), sigmoid
+ * 1 - sigmoid(-x), silu x - x sigmoid(-x), gelu x - x/2 erfc(x/sqrt 2) or
+ * x - x sigmoid(-t), expm1 -1 + e^x. There fp64 cannot hold A + L to the
+ * precision the decision needs, but the pair can. Below the tail thresholds
+ * (where |L| > about 2^-36 |A|) the plain fp64 value decides.
+ * Deep in the tail (|L| < 2^-59 |A|, bounds by hand: 1 - tanh(x) < 2e^-2x,
+ * erfc(6.5) < 2^-64, e^-42 < 2^-60, gelu_tanh's t >= 49 at x = 8) rounding
+ * needs only L's sign, and need_l false skips computing it. An L that
+ * underflowed or was skipped is +-2^-1074: every value strictly between A and
+ * A -+ 2^-59 |A| rounds alike in every format here. */
+RM_INLINE bool fast_tail(nv_fn f, double x, bool need_l, double *ret_a, double *ret_l,
+                         double *ret_eps)
 {
-    double ax = fabs(x), s = copysign(1.0, x), a, l, eps;
+    double ax = fabs(x), s = copysign(1.0, x), a, l = 0, eps = 0;
+    bool deep;
     switch (f) {
     case NV_FN_TANH:
-        if (ax < 4.5) /* 1 - tanh(4.5) < 2^-12 */
+        if (ax < 13) /* 1 - tanh(13) ~ 2^-36.5 */
             return false;
         a = s;
-        l = -s * 2 * sigmoid64(-2 * ax);
+        deep = ax > 21;
+        if (need_l || !deep)
+            l = -s * 2 * sigmoid64(-2 * ax);
         eps = 0x1p-46;
         break;
     case NV_FN_ERF:
-        if (ax < 2.6) /* erfc(2.6) < 2^-12 */
+        if (ax < 4.5) /* erfc(4.5) ~ 2^-32 */
             return false;
         a = s;
-        l = -s * erfc(ax);
+        deep = ax > 6.5;
+        if (need_l || !deep)
+            l = -s * erfc(ax);
         eps = 0x1p-47;
         break;
     case NV_FN_SIGMOID:
     case NV_FN_SILU:
-        if (x < 8.4) /* e^-8.4 < 2^-12 */
+        if (x < 25) /* e^-25 ~ 2^-36 */
             return false;
         a = f == NV_FN_SIGMOID ? 1.0 : x;
-        l = -a * sigmoid64(-x);
+        deep = x > 42;
+        if (need_l || !deep)
+            l = -a * sigmoid64(-x);
         eps = 0x1p-45;
         break;
     case NV_FN_GELU_ERF: {
-        if (x < 3.6) /* erfc(3.6/sqrt 2)/2 < 2^-12 */
+        if (x < 6.4) /* erfc(6.4/sqrt 2)/2 ~ 2^-36 */
             return false;
         double z = x * 0.7071067811865476;
         a = x;
-        l = -0.5 * x * erfc(z);
+        deep = x > 9.2;
+        if (need_l || !deep)
+            l = -0.5 * x * erfc(z);
         /* z's 2u through erfc's condition number < 2z^2 + 2z + 1 (A&S 7.1.13). */
         eps = (2 * z * z + 2 * z + 1) * 0x1p-52 + 0x1p-46;
         break;
     }
     case NV_FN_GELU_TANH: {
-        if (x < 3.5) /* t(3.5) > 8.5, sigmoid(-8.5) < 2^-12 */
+        if (x < 6) /* t(6) > 25 */
             return false;
         double t = 2 * 0.7978845608028654 * (x + 0.044715 * (x * x * x));
         a = x;
-        l = -x * sigmoid64(-t);
+        deep = x > 8;
+        if (need_l || !deep)
+            l = -x * sigmoid64(-t);
         eps = (t + 1) * 8 * 0x1p-53 + 0x1p-45;
         break;
     }
     case NV_FN_EXPM1:
-        if (x > -8.4) /* e^-8.4 < 2^-12 */
+        if (x > -25)
             return false;
         a = -1.0;
-        l = exp(x);
+        deep = x < -42;
+        if (need_l || !deep)
+            l = exp(x);
         eps = 0x1p-47;
         break;
     default:
         return false;
     }
+    (void)deep;
     if (!(fabs(a) >= 0x1p-900 && fabs(a) <= 0x1p1000))
         return false;
     if (l == 0)
@@ -348,29 +400,41 @@ static bool fast_tail(nv_fn f, double x, double *ret_a, double *ret_l, double *r
     return true;
 }
 
-/* fast_decides for y = a + l, l known to relative eps: positions on the grid of
- * half quanta at y's binade, relative to the grid point below a (fmod is exact). */
-static bool fast_decides_pair(double a, double l, double eps, const nv_dtype_info *in)
+/* fast_decides for y = a + l (|l| < |a|/2, so y has a's sign), l known to
+ * relative eps: in magnitudes, |y| = A + L with A = |a| = kA h + rA (exact:
+ * A/h is a power-of-two scaling below 2^(p+3), the rest fits), so |y| lies in
+ * cell kA + floor((rA + L)/h) when both ends of L's interval agree. */
+static inline bool fast_decides_pair(double a, double l, double eps, const nv_dtype_info *in,
+                                     int64_t *ret_c, double *ret_h)
 {
-    double y = a + l;
-    int e = exp_of(y);
-    if (e < in->emin)
+    double A = fabs(a), L = signbit(a) ? -l : l;
+    /* y's binade: A + L in fp64 may round up onto a power of two that y lies
+     * below; take the lower binade then, and check below that y's interval lies
+     * inside the binade chosen (else MPFR decides). */
+    double s = A + L;
+    int e = exp_of(s);
+    if (L < 0 && s == pow2i(e))
+        e--;
+    bool sub = e <= in->emin;
+    if (sub)
         e = in->emin;
     double h = pow2i(e - in->mant_bits - 1);
-    /* a = k h + r exactly with |r| < h: a/h is exact (power of two) and below
-     * 2^(p+3), k h is exact, and the subtraction is exact (r fits). */
-    double r = a - (double)(int64_t)(a * pow2i(in->mant_bits + 1 - e)) * h;
-    double t = r + l;
-    double err = (fabs(l) * eps + fabs(t) * 0x1p-52) * (1 + 0x1p-40);
+    int64_t ka = (int64_t)(A * pow2i(in->mant_bits + 1 - e));
+    double t = (A - (double)ka * h) + L;
+    double err = (fabs(L) * eps + fabs(t) * 0x1p-52) * (1 + 0x1p-40);
     double lo = (t - err) / h, hi = (t + err) / h; /* exact scalings by a power of two */
     double fl = floor(lo);
-    return fl == floor(hi) && lo != fl;
+    int64_t c = ka + (int64_t)fl;
+    int64_t cells = (int64_t)1 << (in->mant_bits + 1); /* half quanta in a binade */
+    *ret_c = c;
+    *ret_h = h;
+    return fl == floor(hi) && lo != fl && c < 2 * cells && (sub || c >= cells);
 }
 
 /* Functions whose fp64 value may underflow to 0 away from x = 0, with the sign
  * of their exact value there (exp, exp2, sigmoid positive; silu, gelu for x < 0
  * negative); 0 for the others. */
-static int tiny_sign(nv_fn f)
+RM_INLINE int tiny_sign(nv_fn f)
 {
     switch (f) {
     case NV_FN_EXP:
@@ -392,16 +456,17 @@ typedef enum fast_kind { FAST_NO, FAST_VALUE, FAST_PAIR, FAST_STANDIN } fast_kin
  * FAST_STANDIN (v is a stand-in that rounds like f(x) in every format but fp64:
  * +-DBL_MAX past 2^1000, +-2^-1000 below 2^-960; the exact value overflows or
  * underflows all of them), or FAST_NO (MPFR decides). */
-static fast_kind fast_try(nv_fn f, double x, const nv_dtype_info *in, double *ret_v,
-                          double *ret_l)
+RM_INLINE fast_kind fast_try(nv_fn f, double x, const nv_dtype_info *in, bool need_l,
+                             double *ret_v, double *ret_l, int64_t *ret_c, double *ret_h)
 {
     if (!in)
         return FAST_NO;
     double eps, ta, tl;
-    if (fast_tail(f, x, &ta, &tl, &eps)) {
-        if (!fast_decides_pair(ta, tl, eps, in))
+    if (fast_tail(f, x, need_l, &ta, &tl, &eps)) {
+        if (!fast_decides_pair(ta, tl, eps, in, ret_c, ret_h))
             return FAST_NO;
-        nv_two_sum(ta, tl, ret_v, ret_l); /* normalised: hi = fl(a + l), exact */
+        *ret_v = ta;
+        *ret_l = tl;
         return FAST_PAIR;
     }
     double v = fast_eval(f, x, &eps);
@@ -417,7 +482,7 @@ static fast_kind fast_try(nv_fn f, double x, const nv_dtype_info *in, double *re
         *ret_v = sg * 0x1p-1000;
         return FAST_STANDIN;
     }
-    if (!fast_decides(v, eps, in))
+    if (!fast_decides(v, eps, in, ret_c, ret_h))
         return FAST_NO;
     *ret_v = v;
     *ret_l = 0;
@@ -437,11 +502,12 @@ void nv_ref_eval(nv_fn f, double x, nv_dtype dt, double *ret_hi, double *ret_lo)
         *ret_lo = 0;
         return;
     }
-    fast_kind k = fast_try(f, x, fast_target(dt), &v, &l);
+    int64_t c;
+    double h;
+    fast_kind k = fast_try(f, x, fast_target(dt), true, &v, &l, &c, &h);
     if (k == FAST_VALUE || k == FAST_PAIR) {
         count_fast();
-        *ret_hi = v;
-        *ret_lo = l;
+        nv_two_sum(v, l, ret_hi, ret_lo); /* a tail's a + l, normalised and exact */
         return;
     }
     atomic_fetch_add_explicit(&n_mpfr, 1, memory_order_relaxed);
@@ -450,22 +516,68 @@ void nv_ref_eval(nv_fn f, double x, nv_dtype dt, double *ret_hi, double *ret_lo)
 
 double nv_ref_round(nv_fn f, double x, nv_dtype dt, nv_rounding rounding)
 {
-    double v, l;
     if ((unsigned)f >= NV_FN_COUNT)
         return NAN;
-    nv_round_mode m = {rounding == NV_ROUND_STOCHASTIC ? NV_ROUND_NEAREST_EVEN : rounding,
-                       false, false};
-    if (rm_special(f, x, &v))
-        return nv_dtype_round(dt, v, &m, 0);
-    fast_kind k = fast_try(f, x, fast_target(dt), &v, &l);
+    double out;
+    nv_ref_round_n(f, &x, 1, dt, rounding, &out);
+    return out;
+}
+
+/* One element of nv_ref_round with the target's info and mode hoisted. */
+RM_INLINE double round_one(nv_fn f, double x, nv_dtype dt, const nv_dtype_info *in,
+                           const nv_round_mode *m)
+{
+    double v, l, h;
+    int64_t c;
+    if (special_inl(f, x, &v))
+        return nv_dtype_round(dt, v, m, 0);
+    fast_kind k = fast_try(f, x, in, false, &v, &l, &c, &h);
     if (k != FAST_NO) {
         count_fast();
-        if (k == FAST_PAIR)
-            return nv_ref_round_pair(v, l, dt, m.rounding);
-        return nv_dtype_round(dt, v, &m, 0);
+        if (k == FAST_VALUE || k == FAST_PAIR) /* a tail's v is a: it has y's sign */
+            return round_cell(v, c, h, dt, in, m);
+        return nv_dtype_round(dt, v, m, 0);
     }
     atomic_fetch_add_explicit(&n_mpfr, 1, memory_order_relaxed);
-    return rm_mpfr_round(f, x, 0, dt, m.rounding);
+    return rm_mpfr_round(f, x, 0, dt, m->rounding);
+}
+
+#define ROUND_N_CASE(F)                                                                    \
+    case F:                                                                                \
+        for (int64_t i = 0; i < n; i++)                                                    \
+            out[i] = round_one(F, x[i], dt, in, &m);                                       \
+        break;
+
+void nv_ref_round_n(nv_fn f, const double *x, int64_t n, nv_dtype dt, nv_rounding rounding,
+                    double *out)
+{
+    nv_round_mode m = {rounding == NV_ROUND_STOCHASTIC ? NV_ROUND_NEAREST_EVEN : rounding,
+                       false, false};
+    const nv_dtype_info *in = fast_target(dt);
+    /* One loop per function, so that each inlines its own fast path. */
+    switch (f) {
+    ROUND_N_CASE(NV_FN_EXP)
+    ROUND_N_CASE(NV_FN_EXP2)
+    ROUND_N_CASE(NV_FN_EXPM1)
+    ROUND_N_CASE(NV_FN_LOG)
+    ROUND_N_CASE(NV_FN_LOG2)
+    ROUND_N_CASE(NV_FN_LOG1P)
+    ROUND_N_CASE(NV_FN_SIN)
+    ROUND_N_CASE(NV_FN_COS)
+    ROUND_N_CASE(NV_FN_TANH)
+    ROUND_N_CASE(NV_FN_SIGMOID)
+    ROUND_N_CASE(NV_FN_ERF)
+    ROUND_N_CASE(NV_FN_GELU_ERF)
+    ROUND_N_CASE(NV_FN_GELU_TANH)
+    ROUND_N_CASE(NV_FN_SILU)
+    ROUND_N_CASE(NV_FN_SQRT)
+    ROUND_N_CASE(NV_FN_RSQRT)
+    ROUND_N_CASE(NV_FN_RECIP)
+    default:
+        for (int64_t i = 0; i < n; i++)
+            out[i] = NAN;
+        break;
+    }
 }
 
 double nv_ref_round_mpfr(nv_fn f, double x, nv_dtype dt, nv_rounding rounding)
@@ -504,9 +616,11 @@ double nv_ref_pow_round(double x, double y, nv_dtype dt, nv_rounding rounding)
         return nv_dtype_round(dt, v, &m, 0);
     const nv_dtype_info *in = fast_target(dt);
     /* glibc pow is documented to 1 ulp (manual §19.7); assume 16. */
-    if (in && fast_decides(v, 0x1p-48, in)) {
+    int64_t c;
+    double h;
+    if (in && fast_decides(v, 0x1p-48, in, &c, &h)) {
         count_fast();
-        return nv_dtype_round(dt, v, &m, 0);
+        return round_cell(v, c, h, dt, in, &m);
     }
     atomic_fetch_add_explicit(&n_mpfr, 1, memory_order_relaxed);
     return rm_mpfr_round(RM_FN_POW, x, y, dt, m.rounding);

@@ -36,6 +36,11 @@ double nv_ref_round_pair(double hi, double lo, nv_dtype dt, nv_rounding rounding
 /* The correctly rounded f(x) in dt under rounding (never stochastic). */
 double nv_ref_round(nv_fn f, double x, nv_dtype dt, nv_rounding rounding);
 
+/* nv_ref_round over an array: out[i] = nv_ref_round(f, x[i], dt, rounding) for
+ * i < n (out may alias x). Added by the numerics helper: one dispatch per call. */
+void nv_ref_round_n(nv_fn f, const double *x, int64_t n, nv_dtype dt, nv_rounding rounding,
+                    double *out);
+
 /* The same through MPFR alone (no fast path): the oracle for tests and benches. */
 double nv_ref_round_mpfr(nv_fn f, double x, nv_dtype dt, nv_rounding rounding);
 
