@@ -77,9 +77,10 @@ static int print_rows(const json_t *rows, int ncols, const char *const *headers,
 int nvc_cmd_jobs(nvc_conn *c, int argc, char **argv)
 {
     const char *state = NULL, *kind = NULL, *device = NULL, *build = NULL, *limit = NULL;
-    const nvc_opt opts[] = {NVC_GLOBAL_OPTS(c), {"state", &state, NULL}, {"kind", &kind, NULL},
-                            {"device", &device, NULL}, {"build", &build, NULL},
-                            {"limit", &limit, NULL}, {NULL, NULL, NULL}};
+    const nvc_opt opts[] = {NVC_GLOBAL_OPTS(c),      {"state", &state, NULL},
+                            {"kind", &kind, NULL},   {"device", &device, NULL},
+                            {"build", &build, NULL}, {"limit", &limit, NULL},
+                            {NULL, NULL, NULL}};
     if (parse(argc, argv, opts, NULL, 0, "usage: numvalctl jobs [--state S] [--kind K]") < 0)
         return NVC_EXIT_ERROR;
     char path[1024] = "/api/v1/jobs";
@@ -105,10 +106,10 @@ int nvc_cmd_jobs(nvc_conn *c, int argc, char **argv)
                      (long long)json_integer_value(json_object_get(j, "cases_total")));
             json_object_set_new(j, "_progress", json_string(prog));
         }
-        const char *h[] = {"ID", "STATE", "KIND", "OP", "DEVICE", "CASES", "FAILED", "PRIO",
-                           "CREATED"};
-        const char *k[] = {"id", "state", "kind", "op", "device", "_progress", "cases_failed",
-                           "priority", "created_at"};
+        const char *h[] = {"ID",    "STATE",  "KIND", "OP",     "DEVICE",
+                           "CASES", "FAILED", "PRIO", "CREATED"};
+        const char *k[] = {"id",        "state",        "kind",     "op",        "device",
+                           "_progress", "cases_failed", "priority", "created_at"};
         print_rows(jobs, 9, h, k);
         const char *next = json_string_value(json_object_get(resp, "next_cursor"));
         if (next)
@@ -138,7 +139,8 @@ int nvc_cmd_show(nvc_conn *c, int argc, char **argv)
     } else {
         const char *key;
         json_t *v;
-        json_object_foreach(job, key, v) {
+        json_object_foreach(job, key, v)
+        {
             if (!strcmp(key, "spec"))
                 continue;
             char *t = nvc_json_text(v);
@@ -211,10 +213,19 @@ int nvc_cmd_cases(nvc_conn *c, int argc, char **argv)
         nvc_print_json(o);
         json_decref(o);
     } else {
-        const char *h[] = {"INDEX", "VERDICT", "OP", "DTYPE", "SHAPE", "LAYOUT", "INPUT",
-                           "MAX_ULP", "MISMATCH", "CLASS", "TOL_V", "ARTIFACT"};
-        const char *k[] = {"index", "verdict", "op", "dtype", "shape", "layout", "input",
-                           "max_ulp", "mismatches", "failure_class", "tolerance_version",
+        const char *h[] = {"INDEX", "VERDICT", "OP",       "DTYPE", "SHAPE", "LAYOUT",
+                           "INPUT", "MAX_ULP", "MISMATCH", "CLASS", "TOL_V", "ARTIFACT"};
+        const char *k[] = {"index",
+                           "verdict",
+                           "op",
+                           "dtype",
+                           "shape",
+                           "layout",
+                           "input",
+                           "max_ulp",
+                           "mismatches",
+                           "failure_class",
+                           "tolerance_version",
                            "artifact"};
         print_rows(cases, 12, h, k);
     }
@@ -225,8 +236,8 @@ int nvc_cmd_cases(nvc_conn *c, int argc, char **argv)
 int nvc_cmd_artifact(nvc_conn *c, int argc, char **argv)
 {
     const char *out = NULL;
-    const nvc_opt opts[] = {NVC_GLOBAL_OPTS(c), {"o", &out, NULL}, {"output", &out, NULL},
-                            {NULL, NULL, NULL}};
+    const nvc_opt opts[] = {
+        NVC_GLOBAL_OPTS(c), {"o", &out, NULL}, {"output", &out, NULL}, {NULL, NULL, NULL}};
     const char *pos[1];
     /* "-o FILE" is the documented spelling; the parser knows only "--": map it. */
     for (int i = 0; i < argc; i++)
@@ -254,7 +265,8 @@ int nvc_cmd_artifact(nvc_conn *c, int argc, char **argv)
     int status = NVC_EXIT_ERROR;
     if (resp.status != 200) {
         json_t *j = json_loadb(resp.body, resp.len, 0, NULL);
-        const char *msg = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+        const char *msg =
+            json_string_value(json_object_get(json_object_get(j, "error"), "message"));
         nvc_error("server answered HTTP %ld: %s", resp.status, msg ? msg : "(no message)");
         json_decref(j);
         goto out;
@@ -263,7 +275,8 @@ int nvc_cmd_artifact(nvc_conn *c, int argc, char **argv)
     char sha[65];
     nv_sha256_hex(resp.body, resp.len, sha);
     if (strcmp(sha, pos[0]) != 0) {
-        nvc_error("downloaded artifact hashes to '%s', not '%s'; refusing to write it", sha, pos[0]);
+        nvc_error("downloaded artifact hashes to '%s', not '%s'; refusing to write it", sha,
+                  pos[0]);
         goto out;
     }
     FILE *f = fopen(out, "wb");
@@ -296,7 +309,8 @@ static int simple_list(nvc_conn *c, int argc, char **argv, const char *path, con
             json_t *row = json_array_get(rows, i), *ident = json_object_get(row, "identity");
             const char *f;
             json_t *v;
-            json_object_foreach(ident, f, v) {
+            json_object_foreach(ident, f, v)
+            {
                 if (!json_object_get(row, f))
                     json_object_set(row, f, v);
             }
@@ -316,9 +330,9 @@ int nvc_cmd_builds(nvc_conn *c, int argc, char **argv)
 
 int nvc_cmd_devices(nvc_conn *c, int argc, char **argv)
 {
-    const char *h[] = {"NAME", "BACKEND", "STATE", "SLOTS", "LOCAL", "RESTARTS", "LAST_SEEN",
-                       "LAST_CRASH"};
-    const char *k[] = {"name", "backend", "state", "slots", "local", "restarts", "last_seen",
-                       "last_crash"};
+    const char *h[] = {"NAME",  "BACKEND",  "STATE",     "SLOTS",
+                       "LOCAL", "RESTARTS", "LAST_SEEN", "LAST_CRASH"};
+    const char *k[] = {"name",  "backend",  "state",     "slots",
+                       "local", "restarts", "last_seen", "last_crash"};
     return simple_list(c, argc, argv, "/api/v1/devices", "devices", 8, h, k);
 }

@@ -17,8 +17,8 @@ typedef struct nvc_conn {
 } nvc_conn;
 
 typedef struct nvc_response {
-    long status;  /* HTTP status */
-    char *body;   /* NUL-terminated (binary bodies: use len) */
+    long status; /* HTTP status */
+    char *body;  /* NUL-terminated (binary bodies: use len) */
     size_t len;
 } nvc_response;
 
@@ -31,8 +31,7 @@ void nvc_http_done(void);
  * -ECONNREFUSED/-ETIMEDOUT/-EIO when the server could not be reached, with a
  * malloc'd message in *ret_err. timeout_s 0: the default (60 s). */
 int nvc_http(const nvc_conn *c, const char *method, const char *path, const char *content_type,
-             const void *body, size_t body_len, long timeout_s, nvc_response *ret,
-             char **ret_err);
+             const void *body, size_t body_len, long timeout_s, nvc_response *ret, char **ret_err);
 void nvc_response_done(nvc_response *r);
 
 /* Percent-encode a query value; malloc'd, NULL on ENOMEM. */
@@ -53,8 +52,11 @@ typedef struct nvc_opt {
 } nvc_opt;
 
 /* The options every command also accepts after its name. */
-#define NVC_GLOBAL_OPTS(c)                                                                        \
-    {"server", &(c)->server, NULL}, {"token", &(c)->token, NULL}, {"json", NULL, &(c)->json}
+#define NVC_GLOBAL_OPTS(c)                                                                         \
+    {"server", &(c)->server, NULL}, {"token", &(c)->token, NULL},                                  \
+    {                                                                                              \
+        "json", NULL, &(c)->json                                                                   \
+    }
 
 /* Parse argv[0..argc) against opts (NULL-name terminated); non-option words go
  * to pos[] (at most max_pos). Returns 0 or -EINVAL with *ret_err set. */

@@ -79,8 +79,7 @@ static int map_curl(CURLcode cc)
 }
 
 int nvc_http(const nvc_conn *c, const char *method, const char *path, const char *content_type,
-             const void *body, size_t body_len, long timeout_s, nvc_response *ret,
-             char **ret_err)
+             const void *body, size_t body_len, long timeout_s, nvc_response *ret, char **ret_err)
 {
     int r = -ENOMEM;
     struct curl_slist *hdrs = NULL;
@@ -105,7 +104,8 @@ int nvc_http(const nvc_conn *c, const char *method, const char *path, const char
     hdrs = curl_slist_append(hdrs, "Accept: application/json");
     if (body) {
         char ct[128];
-        snprintf(ct, sizeof(ct), "Content-Type: %s", content_type ? content_type : "application/json");
+        snprintf(ct, sizeof(ct), "Content-Type: %s",
+                 content_type ? content_type : "application/json");
         hdrs = curl_slist_append(hdrs, ct);
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
@@ -192,8 +192,8 @@ int nvc_api(const nvc_conn *c, const char *method, const char *path, json_t *bod
         json_error_t jerr;
         j = json_loadb(resp.body, resp.len, 0, &jerr);
         if (!j) {
-            if (ret_err && asprintf(ret_err, "server sent invalid JSON for %s %s: %s", method,
-                                    path, jerr.text) < 0)
+            if (ret_err && asprintf(ret_err, "server sent invalid JSON for %s %s: %s", method, path,
+                                    jerr.text) < 0)
                 *ret_err = NULL;
             nvc_response_done(&resp);
             return -EPROTO;

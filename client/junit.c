@@ -14,12 +14,26 @@ static void xml_text(FILE *f, const char *s)
 {
     for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
         switch (*p) {
-        case '&': fputs("&amp;", f); break;
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&apos;", f); break;
-        case '\t': case '\n': case '\r': fputc(*p, f); break;
+        case '&':
+            fputs("&amp;", f);
+            break;
+        case '<':
+            fputs("&lt;", f);
+            break;
+        case '>':
+            fputs("&gt;", f);
+            break;
+        case '"':
+            fputs("&quot;", f);
+            break;
+        case '\'':
+            fputs("&apos;", f);
+            break;
+        case '\t':
+        case '\n':
+        case '\r':
+            fputc(*p, f);
+            break;
         default:
             if (*p < 0x20 || *p == 0x7f)
                 fputs("\xef\xbf\xbd", f);
@@ -204,8 +218,9 @@ int nvc_junit_write(const char *path, const json_t *jobs, const json_t *cases, c
             errors++;
         }
     }
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-               "<testsuites name=\"numval\" tests=\"%d\" failures=\"%d\" errors=\"%d\">\n",
+    fprintf(f,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<testsuites name=\"numval\" tests=\"%d\" failures=\"%d\" errors=\"%d\">\n",
             tests, failures, errors);
     for (size_t i = 0; i < json_array_size(jobs); i++)
         write_suite(f, json_array_get(jobs, i), json_array_get(cases, i));

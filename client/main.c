@@ -34,10 +34,9 @@ typedef struct command {
 } command;
 
 static const command COMMANDS[] = {
-    {"submit", nvc_cmd_submit},       {"jobs", nvc_cmd_jobs},
-    {"show", nvc_cmd_show},           {"cases", nvc_cmd_cases},
-    {"artifact", nvc_cmd_artifact},   {"tolerance", nvc_cmd_tolerance},
-    {"builds", nvc_cmd_builds},       {"devices", nvc_cmd_devices},
+    {"submit", nvc_cmd_submit}, {"jobs", nvc_cmd_jobs},         {"show", nvc_cmd_show},
+    {"cases", nvc_cmd_cases},   {"artifact", nvc_cmd_artifact}, {"tolerance", nvc_cmd_tolerance},
+    {"builds", nvc_cmd_builds}, {"devices", nvc_cmd_devices},
 };
 
 int main(int argc, char **argv)

@@ -158,9 +158,9 @@ static int refresh(const nvc_conn *c, json_t *jobs, size_t i)
         return -EPROTO;
     }
     json_t *old = json_array_get(jobs, i);
-    bool changed = !json_equal(json_object_get(old, "state"), json_object_get(fresh, "state")) ||
-                   !json_equal(json_object_get(old, "cases_done"),
-                               json_object_get(fresh, "cases_done"));
+    bool changed =
+        !json_equal(json_object_get(old, "state"), json_object_get(fresh, "state")) ||
+        !json_equal(json_object_get(old, "cases_done"), json_object_get(fresh, "cases_done"));
     json_array_set(jobs, i, fresh);
     if (changed)
         print_progress(fresh);

@@ -9,8 +9,8 @@
 
 #include "client.h"
 
-static const char *const TOL_H[] = {"OP", "DTYPE", "MODE", "VERSION", "METRIC", "LIMIT",
-                                    "REASON_CODE", "REASON", "AUTHOR", "CREATED"};
+static const char *const TOL_H[] = {"OP",    "DTYPE",       "MODE",   "VERSION", "METRIC",
+                                    "LIMIT", "REASON_CODE", "REASON", "AUTHOR",  "CREATED"};
 
 /* Flatten the tolerance object into the row so the table can show it. */
 static void flatten(json_t *rows)
@@ -22,11 +22,12 @@ static void flatten(json_t *rows)
             tol = row;
         const char *metric = json_string_value(json_object_get(tol, "metric"));
         char limit[160] = "-";
-        char *a = nvc_json_text(json_object_get(tol, metric && !strcmp(metric, "allclose")
-                                                         ? "atol" : metric && !strcmp(metric, "bound")
-                                                                        ? "c" : "max_ulp"));
-        char *b = nvc_json_text(json_object_get(tol, metric && !strcmp(metric, "allclose")
-                                                         ? "rtol" : "growth"));
+        char *a =
+            nvc_json_text(json_object_get(tol, metric && !strcmp(metric, "allclose") ? "atol"
+                                               : metric && !strcmp(metric, "bound")  ? "c"
+                                                                                     : "max_ulp"));
+        char *b = nvc_json_text(
+            json_object_get(tol, metric && !strcmp(metric, "allclose") ? "rtol" : "growth"));
         if (metric && !strcmp(metric, "allclose"))
             snprintf(limit, sizeof(limit), "atol=%s rtol=%s", a ? a : "-", b ? b : "-");
         else if (metric && !strcmp(metric, "bound"))
@@ -61,8 +62,8 @@ static int list(nvc_conn *c, const char *path)
         if (!rows)
             rows = json_object_get(resp, "history");
         flatten(rows);
-        const char *k[] = {"op", "dtype", "mode", "version", "_metric", "_limit", "reason_code",
-                           "reason", "author", "created_at"};
+        const char *k[] = {"op",     "dtype",       "mode",   "version", "_metric",
+                           "_limit", "reason_code", "reason", "author",  "created_at"};
         nvc_table *t = nvc_table_new(10, TOL_H);
         for (size_t i = 0; t && i < json_array_size(rows); i++) {
             char *cells[10];
@@ -131,8 +132,9 @@ static json_t *tolerance_object(const set_opts *o)
     }
     if (r < 0) {
         nvc_error("--metric %s needs %s", o->metric,
-                  !strcmp(o->metric, "ulp") ? "--max-ulp U"
-                  : !strcmp(o->metric, "allclose") ? "--atol A --rtol R" : "--c C --growth G");
+                  !strcmp(o->metric, "ulp")        ? "--max-ulp U"
+                  : !strcmp(o->metric, "allclose") ? "--atol A --rtol R"
+                                                   : "--c C --growth G");
         json_decref(t);
         return NULL;
     }

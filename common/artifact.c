@@ -352,12 +352,11 @@ static int parse_tensor(rbuf *rb, nv_artifact *a, uint64_t idx, char **ret_err)
         return fail(ret_err, "artifact tensor %llu: byte count is truncated",
                     (unsigned long long)idx);
     int64_t numel;
-    const char *why = check_tensor(a, name, nlen, (int32_t)(uint32_t)dtype, (int32_t)ndim, shape,
-                                   nbytes, &numel);
+    const char *why =
+        check_tensor(a, name, nlen, (int32_t)(uint32_t)dtype, (int32_t)ndim, shape, nbytes, &numel);
     if (why || dtype > INT32_MAX)
         return fail(ret_err, "artifact tensor %llu ('%.*s'): %s", (unsigned long long)idx,
-                    (int)(nlen > MAX_NAME ? MAX_NAME : nlen), name,
-                    why ? why : "unknown dtype id");
+                    (int)(nlen > MAX_NAME ? MAX_NAME : nlen), name, why ? why : "unknown dtype id");
     if (nbytes > rb->len - rb->pos)
         return fail(ret_err, "artifact tensor '%.*s': data is truncated (%llu of %llu bytes)",
                     (int)nlen, name, (unsigned long long)(rb->len - rb->pos),
@@ -365,8 +364,8 @@ static int parse_tensor(rbuf *rb, nv_artifact *a, uint64_t idx, char **ret_err)
     char *cname = strndup(name, nlen);
     if (!cname)
         return -ENOMEM;
-    int r = nv_artifact_add_tensor(a, cname, (int32_t)dtype, (int)ndim, shape, rb->p + rb->pos,
-                                   nbytes);
+    int r =
+        nv_artifact_add_tensor(a, cname, (int32_t)dtype, (int)ndim, shape, rb->p + rb->pos, nbytes);
     free(cname);
     rb->pos += nbytes;
     return r;

@@ -24,13 +24,13 @@
 #define NV_ARTIFACT_MAX_RAW ((uint64_t)2 << 30)
 
 typedef struct nv_artifact_tensor {
-    char *name;     /* unique, 1..255 bytes, no NUL */
-    int32_t dtype;  /* nv_dtype id */
-    int32_t ndim;   /* 0..NV_ARTIFACT_MAX_DIMS (0: a scalar) */
+    char *name;    /* unique, 1..255 bytes, no NUL */
+    int32_t dtype; /* nv_dtype id */
+    int32_t ndim;  /* 0..NV_ARTIFACT_MAX_DIMS (0: a scalar) */
     int64_t shape[NV_ARTIFACT_MAX_DIMS];
     int64_t numel;
-    size_t nbytes;  /* numel * nv_artifact_dtype_size(dtype) */
-    uint8_t *data;  /* encoded elements, contiguous row-major, owned */
+    size_t nbytes; /* numel * nv_artifact_dtype_size(dtype) */
+    uint8_t *data; /* encoded elements, contiguous row-major, owned */
 } nv_artifact_tensor;
 
 typedef struct nv_artifact {

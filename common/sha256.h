@@ -7,8 +7,8 @@
 
 typedef struct nv_sha256_ctx {
     uint32_t h[8];
-    uint64_t nbytes;   /* message length so far, in bytes */
-    uint8_t buf[64];   /* pending partial block */
+    uint64_t nbytes; /* message length so far, in bytes */
+    uint8_t buf[64]; /* pending partial block */
     size_t nbuf;
 } nv_sha256_ctx;
 

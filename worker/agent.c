@@ -78,8 +78,8 @@ static int parse_opts(int argc, char **argv, agent_opts *o)
             exit(0);
         }
         if (!v) {
-            nv_log_err("option '%s' %s\n%s", a, strncmp(a, "--", 2) ? "is unknown" : "needs a value",
-                       USAGE);
+            nv_log_err("option '%s' %s\n%s", a,
+                       strncmp(a, "--", 2) ? "is unknown" : "needs a value", USAGE);
             return -EINVAL;
         }
         i++;

@@ -33,11 +33,10 @@ static json_t *manifest(const nvw_agent_job *j, const nvw_failure *f)
     json_t *names = json_array();
     for (int i = 0; names && i < f->n_tensors; i++)
         json_array_append_new(names, json_string(f->names[i]));
-    json_t *m = json_pack("{s:s,s:i,s:i,s:O,s:O,s:s,s:o}", "format", "numval-artifact",
-                          "version", 1, "case_index", f->case_index, "case",
-                          f->case_json ? f->case_json : json_null(), "spec",
-                          j->spec ? j->spec : json_null(), "backend", j->backend_spec,
-                          "tensors", names);
+    json_t *m = json_pack(
+        "{s:s,s:i,s:i,s:O,s:O,s:s,s:o}", "format", "numval-artifact", "version", 1, "case_index",
+        f->case_index, "case", f->case_json ? f->case_json : json_null(), "spec",
+        j->spec ? j->spec : json_null(), "backend", j->backend_spec, "tensors", names);
     if (!m)
         return NULL;
     if (f->manifest)
@@ -77,8 +76,8 @@ static int upload(nvw_agent_job *j, const uint8_t *buf, size_t len, const char *
     for (int attempt = 0; attempt < 6; attempt++) {
         nvw_http_resp resp = {0};
         char *err = NULL;
-        int r = nvw_http_request(j->http, "PUT", path, "application/zstd", buf, len, 120000,
-                                 &resp, &err);
+        int r = nvw_http_request(j->http, "PUT", path, "application/zstd", buf, len, 120000, &resp,
+                                 &err);
         if (r == -ECANCELED) {
             free(err);
             return r;

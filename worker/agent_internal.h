@@ -12,14 +12,14 @@
 typedef struct nvw_agent_job {
     nvw_http *http;
     const char *backend_spec;
-    const char *job_id;        /* text form of job_id_json, for logs and manifests */
-    json_t *job_id_json;       /* the id exactly as the server sent it */
+    const char *job_id;  /* text form of job_id_json, for logs and manifests */
+    json_t *job_id_json; /* the id exactly as the server sent it */
     const char *lease_token;
     json_int_t attempt;
     const json_t *spec;
-    atomic_llong done, total;  /* progress from the runner thread */
-    volatile int cancel;       /* polled by the runner between cases */
-    atomic_int n_artifacts;    /* uploaded so far */
+    atomic_llong done, total; /* progress from the runner thread */
+    volatile int cancel;      /* polled by the runner between cases */
+    atomic_int n_artifacts;   /* uploaded so far */
     int max_artifacts;
 } nvw_agent_job;
 

@@ -157,8 +157,8 @@ int nvw_http_request(nvw_http *h, const char *method, const char *path, const ch
     }
     if (cc != CURLE_OK) {
         r = map_curl(cc);
-        if (ret_err && asprintf(ret_err, "%s %s%s: %s", method, h->server, path,
-                                curl_easy_strerror(cc)) < 0)
+        if (ret_err &&
+            asprintf(ret_err, "%s %s%s: %s", method, h->server, path, curl_easy_strerror(cc)) < 0)
             *ret_err = NULL;
         goto out;
     }

@@ -33,19 +33,18 @@ static const char WANT[] =
 
 int main(void)
 {
-    json_t *jobs = json_pack("[{s:s,s:s,s:s,s:s}]", "id", "j1", "state", "failed", "kind", "op",
-                             "op", "exp");
+    json_t *jobs =
+        json_pack("[{s:s,s:s,s:s,s:s}]", "id", "j1", "state", "failed", "kind", "op", "op", "exp");
     json_t *cases = json_pack(
         "[[{s:i,s:s,s:s,s:s,s:[i,i],s:s,s:s},"
         "{s:i,s:s,s:s,s:s,s:[i],s:s,s:s,s:i,s:i,s:s,s:[{s:[i],s:s}]},"
         "{s:i,s:s,s:s,s:s,s:[i],s:s,s:s,s:s}]]",
         "index", 0, "verdict", "passed", "op", "exp", "dtype", "fp32", "shape", 4, 8, "input",
-        "normal", "layout", "contiguous",
-        "index", 1, "verdict", "failed", "op", "exp", "dtype", "bf16", "shape", 16, "input",
-        "specials", "layout", "strided", "max_ulp", 3, "mismatches", 1, "failure_class",
-        "ulp_exceeded", "first_mismatches", "index", 2, "got", "inf",
-        "index", 2, "verdict", "error", "op", "exp", "dtype", "bf16", "shape", 16, "input",
-        "specials", "layout", "strided", "error", "backend said <&> 'x' \x01");
+        "normal", "layout", "contiguous", "index", 1, "verdict", "failed", "op", "exp", "dtype",
+        "bf16", "shape", 16, "input", "specials", "layout", "strided", "max_ulp", 3, "mismatches",
+        1, "failure_class", "ulp_exceeded", "first_mismatches", "index", 2, "got", "inf", "index",
+        2, "verdict", "error", "op", "exp", "dtype", "bf16", "shape", 16, "input", "specials",
+        "layout", "strided", "error", "backend said <&> 'x' \x01");
     tap_ok(jobs && cases, "fixtures built");
     char path[] = "/tmp/numval-test-junit-XXXXXX";
     int fd = mkstemp(path);

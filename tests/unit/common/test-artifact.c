@@ -36,15 +36,15 @@ static int decode_raw(const uint8_t *raw, size_t n, char **ret_err)
 /* The reference layout written by hand from docs/ARTIFACTS.md: manifest {"a":1},
  * one fp16 tensor "x" of shape [2] holding 1.0 (0x3C00) and -2.0 (0xC000). */
 static const uint8_t HAND[] = {
-    'N', 'V', 'A', 'R', 'T', 'F', '0', '1',           /* magic */
-    7, 0, 0, 0, '{', '"', 'a', '"', ':', '1', '}',    /* manifest */
-    1, 0, 0, 0,                                       /* n_tensors */
-    1, 0, 'x',                                        /* name */
-    4, 0, 0, 0,                                       /* dtype fp16 = 4 */
-    1, 0, 0, 0,                                       /* ndim */
-    2, 0, 0, 0, 0, 0, 0, 0,                           /* shape[0] */
-    4, 0, 0, 0, 0, 0, 0, 0,                           /* nbytes */
-    0x00, 0x3C, 0x00, 0xC0,                           /* data */
+    'N',  'V',  'A',  'R',  'T', 'F', '0', '1',                /* magic */
+    7,    0,    0,    0,    '{', '"', 'a', '"', ':', '1', '}', /* manifest */
+    1,    0,    0,    0,                                       /* n_tensors */
+    1,    0,    'x',                                           /* name */
+    4,    0,    0,    0,                                       /* dtype fp16 = 4 */
+    1,    0,    0,    0,                                       /* ndim */
+    2,    0,    0,    0,    0,   0,   0,   0,                  /* shape[0] */
+    4,    0,    0,    0,    0,   0,   0,   0,                  /* nbytes */
+    0x00, 0x3C, 0x00, 0xC0,                                    /* data */
 };
 
 static void test_layout(void)
@@ -144,8 +144,7 @@ static void test_round_trip(void)
         }
         buf[i] ^= (uint8_t)(1u << (i % 8));
     }
-    tap_ok(safe == tried, "%d single-bit corruptions refused or content-neutral (%d)", tried,
-           safe);
+    tap_ok(safe == tried, "%d single-bit corruptions refused or content-neutral (%d)", tried, safe);
     free(ref_raw);
     free(raw2);
 
