@@ -248,6 +248,16 @@ class Service:
                        (len(pending), timeout, self.job(next(iter(pending)))))
         return jobs
 
+    def ctl_popen(self, *args, token_scope="submit"):
+        """numvalctl in the background (stdout/stderr to a log); wait on it."""
+        env = dict(os.environ, NUMVAL_SERVER=self.url, NUMVAL_TOKEN=self.token(token_scope))
+        log = self._log("numvalctl")
+        p = subprocess.Popen([self.bins["ctl"]] + list(args), stdout=log,
+                             stderr=subprocess.STDOUT, env=env, cwd=self.tmp)
+        log.close()
+        self.workers.append(p)
+        return p
+
     def ctl(self, *args, timeout=300, token_scope="submit"):
         env = dict(os.environ, NUMVAL_SERVER=self.url, NUMVAL_TOKEN=self.token(token_scope))
         p = subprocess.run([self.bins["ctl"]] + list(args), capture_output=True, text=True,

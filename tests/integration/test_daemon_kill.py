@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
 """kill -9 numvald with 200 jobs queued or running; after a restart on the same
 data directory every job completes, none is lost, and no case is stored twice.
-The workers keep running across the restart (they retry with backoff)."""
+The workers keep running across the restart (they retry with backoff), and so
+does a `numvalctl submit --wait` that CI would be blocked in."""
+import json
+import os
 import signal
 import time
+import xml.etree.ElementTree as ET
 
 from nvservice import Service, check, main
 
@@ -21,11 +25,23 @@ def test(bins):
     with Service(bins, lease_ms=2000, max_attempts=10) as s:
         s.start_daemon()
         ids = []
-        for i in range(N):
+        for i in range(N - 1):
             st, body = s.api("POST", "/api/v1/jobs", spec(i), scope="submit")
             if st != 201:
                 check(False, "job %d accepted (%s %s)" % (i, st, body))
             ids.append(body["job"]["id"])
+        # The last job goes through numvalctl, which then waits across the restart.
+        with open(os.path.join(s.tmp, "last.json"), "w") as f:
+            json.dump(spec(N - 1), f)
+        ctl = s.ctl_popen("submit", "last.json", "--wait", "--junit", "last.xml",
+                          "--timeout", "600")
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            st, body = s.api("GET", "/api/v1/jobs?limit=500", scope="read")
+            if st == 200 and len(body["jobs"]) == N:
+                ids.append(max((j["id"] for j in body["jobs"]), key=int))
+                break
+            time.sleep(0.1)
         check(len(set(ids)) == N, "%d jobs accepted with distinct ids" % N)
         s.start_worker("emu0", "emu")
         s.start_worker("emu0", "emu")
@@ -58,6 +74,11 @@ def test(bins):
             if len(cases) != 2 or sorted(idx) != [0, 1] or jobs[jid]["cases_total"] != 2:
                 bad.append((jid, idx, jobs[jid]["cases_total"]))
         check(not bad, "every job has exactly its 2 cases, none duplicated (bad: %s)" % bad[:5])
+        rc = ctl.wait(timeout=120)
+        check(rc == 0, "numvalctl submit --wait survived the restart and exits 0 (%d)" % rc)
+        root = ET.parse(os.path.join(s.tmp, "last.xml")).getroot()
+        check(root.get("tests") == "2" and root.get("failures") == "0",
+              "its JUnit XML has the job's 2 passed cases")
 
 
 if __name__ == "__main__":
