@@ -1,6 +1,7 @@
 /* References of the composed reductions, evaluated in MPFR at 128 bits from the
- * exact inputs (accuracy and abs_sum: see the comment at the top of ref_reduce.c):
- * logsumexp, softmax, log_softmax, cross_entropy, layer_norm, rms_norm.
+ * exact inputs, the exponentials by a double-double exp (dd_exp, 2^-96) (accuracy and abs_sum: see
+ * the comment at the top of ref_reduce.c): logsumexp, softmax, log_softmax, cross_entropy,
+ * layer_norm, rms_norm.
  *
  * Special values follow the formulas under IEEE 754 arithmetic, as PyTorch does:
  * a NaN in a line makes logsumexp NaN and the softmax / log_softmax line NaN; a
@@ -25,8 +26,9 @@ typedef struct ctx {
     nv_tensor *oh, *ol, *oa;
     double *x;   /* the current line */
     double *abs; /* per element abs_sum of the current line */
-    mpfr_t *e;   /* per element scratch at P bits */
+    double *e;   /* per element e_j = exp(x_j - m) as (hi, lo) pairs */
     mpfr_t s, t, u, acc, acc_abs;
+    double ln2[3]; /* ln 2 = ln2[0] + ln2[1] + ln2[2] to 159 bits */
 } ctx;
 
 static void store(ctx *c, int64_t l, int64_t k, bool removes, mpfr_srcptr v, double abs)
@@ -67,70 +69,165 @@ static int scan(const double *x, int64_t n, double *ret_m)
     return pinf ? 2 : special;
 }
 
-/* s = sum exp(x_j - m) into c->s, e_j = exp(x_j - m); W = sum p_j |x_j - m|. */
-static double exp_sum(ctx *c, int64_t n, double m)
+static void dd_mul(double ah, double al, double bh, double bl, double *rh, double *rl)
 {
-    mpfr_set_zero(c->s, 1);
-    for (int64_t j = 0; j < n; j++) {
-        mpfr_set_d(c->e[j], c->x[j], MPFR_RNDN);
-        mpfr_sub_d(c->e[j], c->e[j], m, MPFR_RNDN);
-        mpfr_exp(c->e[j], c->e[j], MPFR_RNDN);
-        mpfr_add(c->s, c->s, c->e[j], MPFR_RNDN);
+    double p, e;
+    two_prod(ah, bh, &p, &e);
+    e += ah * bl + al * bh;
+    fast_two_sum(p, e, rh, rl);
+}
+
+/* (sh, sl) += x, renormalised; absolute error below 2^-53 |sl| per step. */
+static void acc_add(double *sh, double *sl, double x)
+{
+    double s, e;
+    two_sum(*sh, x, &s, &e);
+    *sl += e;
+    fast_two_sum(s, *sl, sh, sl);
+}
+
+/* e^d for d = dh + dl <= 0 (dl below half an ulp of dh), as a double-double with
+ * relative error below 2^-96, some 20 times faster than mpfr_exp at 128 bits:
+ * k = round(d / ln 2); r = d - k ln 2 with ln 2 to 159 bits (ln2[3]; TwoProduct
+ * makes k ln2[0] and k ln2[1] exact, and every remaining term is below 2^-43, so r
+ * has an absolute error below 2^-104, which is a relative error of e^r); then
+ * r' = r / 2^8, expm1(r') by its Taylor series to degree 10 in double-double
+ * (|r'| < 2^-9: truncation below 2^-116), eight squarings expm1(2y) = p (p + 2),
+ * which keep the relative error of expm1 within a factor 1.2 per step, and
+ * finally (1 + p) 2^k (Muller et al., Handbook of Floating-Point Arithmetic,
+ * §11 argument reduction). e^d below 2^-1074 gives 0: next to the max term 1 of
+ * a softmax line such terms are far below any ulp of the sum. */
+static void dd_exp(const double ln2[3], double dh, double dl, double *rh, double *rl)
+{
+    *rh = *rl = 0;
+    if (dh < -746)
+        return;
+    double k = nearbyint(dh / ln2[0]), p1, e1, p2, e2;
+    two_prod(k, ln2[0], &p1, &e1);
+    two_prod(k, ln2[1], &p2, &e2);
+    double r = dh - p1, rlo = 0; /* exact: Sterbenz, or k = 0 */
+    acc_add(&r, &rlo, dl);
+    acc_add(&r, &rlo, -e1);
+    acc_add(&r, &rlo, -p2);
+    acc_add(&r, &rlo, -e2 - k * ln2[2]);
+    r = ldexp(r, -8);
+    rlo = ldexp(rlo, -8);
+    double qh = 1, ql = 0;
+    for (int i = 10; i >= 2; i--) { /* q = 1 + r q / i */
+        dd_mul(r, rlo, qh, ql, &qh, &ql);
+        dd_div_d(qh, ql, i, &qh, &ql);
+        dd_add(1, 0, qh, ql, &qh, &ql);
     }
-    double sd = mpfr_get_d(c->s, MPFR_RNDN), w = 0;
+    double ph, pl;
+    dd_mul(r, rlo, qh, ql, &ph, &pl); /* expm1(r') */
+    for (int i = 0; i < 8; i++) {
+        double th, tl;
+        dd_add(ph, pl, 2, 0, &th, &tl);
+        dd_mul(ph, pl, th, tl, &ph, &pl);
+    }
+    dd_add(1, 0, ph, pl, &ph, &pl);
+    *rh = ldexp(ph, (int)k);
+    *rl = ldexp(pl, (int)k);
+}
+
+static void store_dd(ctx *c, int64_t l, int64_t k, bool removes, double hi, double lo, double abs)
+{
+    c->oh->data[nvo_line_out_off(c->L, c->oh, removes, l, k)] = hi;
+    if (c->ol)
+        c->ol->data[nvo_line_out_off(c->L, c->ol, removes, l, k)] = isfinite(hi) ? lo : 0;
+    if (c->oa)
+        c->oa->data[nvo_line_out_off(c->L, c->oa, removes, l, k)] = abs;
+}
+
+/* dd_add, or the plain IEEE sum when that overflows (the exact value then
+ * overflows fp64 too; lo = 0). */
+static void add_dd(double ah, double al, double bh, double bl, double *rh, double *rl)
+{
+    double plain = ah + bh;
+    if (!isfinite(plain) || !isfinite(al) || !isfinite(bl)) {
+        *rh = plain;
+        *rl = 0;
+        return;
+    }
+    dd_add(ah, al, bh, bl, rh, rl);
+    if (!isfinite(*rh)) {
+        *rh = plain;
+        *rl = 0;
+    }
+}
+
+/* e_j = exp(x_j - m) into c->e (hi, lo interleaved), s = sum e_j exactly (of the
+ * pairs) into (*sh, *sl); returns W = sum p_j |x_j - m|. */
+static double exp_sum(ctx *c, int64_t n, double m, double *sh, double *sl)
+{
     for (int64_t j = 0; j < n; j++) {
-        double p = mpfr_get_d(c->e[j], MPFR_RNDN) / sd;
+        double dh, dl;
+        two_sum(c->x[j], -m, &dh, &dl); /* exact unless x_j = -Inf (then e_j = 0) */
+        if (isinf(dh))
+            c->e[2 * j] = c->e[2 * j + 1] = 0;
+        else
+            dd_exp(c->ln2, dh, dl, &c->e[2 * j], &c->e[2 * j + 1]);
+    }
+    nvo_sum_exact(c->e, 2 * n, sh, sl, NULL);
+    double w = 0;
+    for (int64_t j = 0; j < n; j++) {
+        double p = c->e[2 * j] / *sh;
         if (p > 0) /* 0 * Inf (an underflowed term far below m) contributes 0 */
             w += p * fabs(c->x[j] - m);
     }
     return w;
 }
 
+/* ln s for s = sh + sl in [1, n], through MPFR at P bits, as a pair. */
+static void log_dd(ctx *c, double sh, double sl, double *lh, double *ll)
+{
+    mpfr_set_d(c->t, sh, MPFR_RNDN);
+    mpfr_add_d(c->t, c->t, sl, MPFR_RNDN); /* exact at P bits */
+    mpfr_log(c->t, c->t, MPFR_RNDN);
+    nvo_mp_split(c->t, c->u, lh, ll);
+}
+
 static void softmax_line(ctx *c, int64_t l)
 {
     int64_t n = c->L->len;
-    double m;
-    int sp = scan(c->x, n, &m);
-    bool logsm = c->id == NVO_LOG_SOFTMAX;
-    if (sp) {
+    double m, sh, sl, lh, ll;
+    if (scan(c->x, n, &m)) {
         for (int64_t k = 0; k < n; k++)
-            store_d(c, l, k, false, NAN);
+            store_dd(c, l, k, false, NAN, 0, NAN);
         return;
     }
-    double w = exp_sum(c, n, m);
-    mpfr_log(c->acc, c->s, MPFR_RNDN);
-    double logs = mpfr_get_d(c->acc, MPFR_RNDN), sd = mpfr_get_d(c->s, MPFR_RNDN);
+    double w = exp_sum(c, n, m, &sh, &sl);
+    bool logsm = c->id == NVO_LOG_SOFTMAX;
+    if (logsm)
+        log_dd(c, sh, sl, &lh, &ll);
     for (int64_t k = 0; k < n; k++) {
-        double dk = fabs(c->x[k] - m);
+        double dh, dl, yh, yl;
+        two_sum(c->x[k], -m, &dh, &dl);
         if (logsm) {
-            mpfr_set_d(c->t, c->x[k], MPFR_RNDN);
-            mpfr_sub_d(c->t, c->t, m, MPFR_RNDN);
-            mpfr_sub(c->t, c->t, c->acc, MPFR_RNDN);
-            store(c, l, k, false, c->t, dk + fabs(logs) + 1 + w);
+            add_dd(dh, dl, -lh, -ll, &yh, &yl);
+            store_dd(c, l, k, false, yh, yl, fabs(dh) + fabs(lh) + 1 + w);
         } else {
-            mpfr_div(c->t, c->e[k], c->s, MPFR_RNDN);
-            double y = mpfr_get_d(c->e[k], MPFR_RNDN) / sd;
-            store(c, l, k, false, c->t, y > 0 ? y * (1 + dk + w) : 0);
+            dd_div(c->e[2 * k], c->e[2 * k + 1], sh, sl, &yh, &yl);
+            store_dd(c, l, k, false, yh, yl, yh > 0 ? yh * (1 + fabs(dh) + w) : 0);
         }
     }
 }
 
-/* logsumexp of the line into c->t; returns its abs_sum (without |x_target|). */
-static double lse(ctx *c, double *ret_special)
+/* logsumexp of the line as (*rh, *rl); returns its abs_sum (without |x_target|). */
+static double lse(ctx *c, double *rh, double *rl)
 {
     int64_t n = c->L->len;
-    double m;
+    double m, sh, sl, lh, ll;
     int sp = scan(c->x, n, &m);
-    *ret_special = 0;
+    *rl = 0;
     if (sp) {
-        *ret_special = sp == 1 ? NAN : sp == 2 ? INFINITY : -INFINITY;
-        return fabs(*ret_special);
+        *rh = sp == 1 ? NAN : sp == 2 ? INFINITY : -INFINITY;
+        return fabs(*rh);
     }
-    double w = exp_sum(c, n, m);
-    mpfr_log(c->t, c->s, MPFR_RNDN);
-    double logs = mpfr_get_d(c->t, MPFR_RNDN);
-    mpfr_add_d(c->t, c->t, m, MPFR_RNDN);
-    return fabs(m) + fabs(logs) + 1 + w;
+    double w = exp_sum(c, n, m, &sh, &sl);
+    log_dd(c, sh, sl, &lh, &ll);
+    add_dd(m, 0, lh, ll, rh, rl);
+    return fabs(m) + fabs(lh) + 1 + w;
 }
 
 static int ce_line(ctx *c, int64_t l)
@@ -139,19 +236,17 @@ static int ce_line(ctx *c, int64_t l)
     double tv = tg->data[tg->offset + l * tg->strides[0]];
     if (!(tv >= 0 && tv < (double)c->L->len))
         return NV_E_INVALID;
-    double xt = c->x[(int64_t)tv], special;
-    double abs = lse(c, &special) + fabs(xt);
-    if (special != 0 || !isfinite(xt)) {
-        double v = (special != 0 ? special : mpfr_get_d(c->t, MPFR_RNDN)) - xt;
-        mpfr_set_d(c->t, v, MPFR_RNDN);
-    } else
-        mpfr_sub_d(c->t, c->t, xt, MPFR_RNDN);
+    double xt = c->x[(int64_t)tv], h, lo;
+    double abs = lse(c, &h, &lo) + fabs(xt);
+    add_dd(h, lo, -xt, 0, &h, &lo);
     if (!c->a->reduction_mean) {
-        store(c, l, 0, true, c->t, abs);
+        store_dd(c, l, 0, true, h, lo, abs);
         return 0;
     }
-    abs += fabs(mpfr_get_d(c->t, MPFR_RNDN));
-    mpfr_add(c->acc, c->acc, c->t, MPFR_RNDN);
+    abs += fabs(h);
+    mpfr_add_d(c->acc, c->acc, h, MPFR_RNDN);
+    if (isfinite(h))
+        mpfr_add_d(c->acc, c->acc, lo, MPFR_RNDN);
     mpfr_add_d(c->acc_abs, c->acc_abs, abs, MPFR_RNDN);
     return 0;
 }
@@ -217,17 +312,15 @@ static int run_lines(ctx *c)
 {
     for (int64_t l = 0; l < c->L->n_lines; l++) {
         nvo_line_gather(c->L, l, c->x);
-        double special;
         switch (c->id) {
         case NVO_SOFTMAX:
         case NVO_LOG_SOFTMAX:
             softmax_line(c, l);
             break;
         case NVO_LOGSUMEXP: {
-            double abs = lse(c, &special);
-            if (special != 0)
-                mpfr_set_d(c->t, special, MPFR_RNDN);
-            store(c, l, 0, true, c->t, abs);
+            double h, lo;
+            double abs = lse(c, &h, &lo);
+            store_dd(c, l, 0, true, h, lo, abs);
             break;
         }
         case NVO_CROSS_ENTROPY: {
@@ -263,21 +356,25 @@ int nvo_ref_composed(int id, const nv_op_attrs *a, const nvo_lines *L, const nv_
     int64_t n = L->len;
     int r = NV_E_NOMEM;
     c.x = malloc(sizeof(double) * (size_t)(n + 1));
-    c.e = malloc(sizeof(mpfr_t) * (size_t)(n + 1));
+    c.e = malloc(sizeof(double) * (size_t)(2 * n + 2));
     if (!c.x || !c.e) {
         free(c.x);
         free(c.e);
         return r;
     }
-    for (int64_t j = 0; j < n; j++)
-        mpfr_init2(c.e[j], P);
     mpfr_inits2(P, c.s, c.t, c.u, (mpfr_ptr)0);
     mpfr_inits2(P + 64, c.acc, c.acc_abs, (mpfr_ptr)0);
     mpfr_set_zero(c.acc, 1);
     mpfr_set_zero(c.acc_abs, 1);
+    mpfr_t l2;
+    mpfr_init2(l2, 200);
+    mpfr_const_log2(l2, MPFR_RNDN);
+    for (int i = 0; i < 3; i++) {
+        c.ln2[i] = mpfr_get_d(l2, MPFR_RNDN);
+        mpfr_sub_d(l2, l2, c.ln2[i], MPFR_RNDN);
+    }
+    mpfr_clear(l2);
     r = run_lines(&c);
-    for (int64_t j = 0; j < n; j++)
-        mpfr_clear(c.e[j]);
     mpfr_clears(c.s, c.t, c.u, c.acc, c.acc_abs, (mpfr_ptr)0);
     free(c.x);
     free(c.e);

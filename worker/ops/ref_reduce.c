@@ -2,8 +2,8 @@
  *
  * Accuracy (what "exact" means here; it must be far below any output dtype's ulp
  * so that a measured error is the device's):
- * - sum, mean, norm2: exact sums (nvo_sum_exact, relative error <= 2^-80 of the
- *   sum, usually 2^-104); mean then divides the double-double by n (~2^-104);
+ * - sum, mean, norm2: exact sums (nvo_sum_exact: a long accumulator, the exact
+ *   sum split into hi + lo, within 2^-105); mean divides that by n (~2^-104);
  *   norm2 sums the exact squares (TwoProd, after scaling by a power of two so no
  *   square overflows or underflows) and takes a double-double square root
  *   (one Newton step, ~2^-100).
@@ -11,13 +11,13 @@
  * - var: exact whatever the algorithm the device uses (attr "algorithm" only tells
  *   the device): with S = sum x and Q = sum x^2 summed exactly in MPFR,
  *   n Q - S^2 is computed exactly, then divided by n (n - correction) at 128 bits.
- * - logsumexp, softmax, log_softmax, cross_entropy, layer_norm, rms_norm: composed
- *   in MPFR at 128 bits from exact inputs (each exp/log/sqrt/division correctly
- *   rounded to 128 bits, sums of n terms at 128 bits): relative error below
- *   (n + 8) 2^-127 of the magnitudes involved, i.e. below 2^-90 for n < 2^30:
- *   at most 2^-37 ulp of fp64 and far less of narrower formats. This is stronger
- *   than the double-double composition the design allows, at a cost of about a
- *   microsecond per exp.
+ * - logsumexp, softmax, log_softmax, cross_entropy: e_j = exp(x_j - m) by a
+ *   double-double exp (relative error below 2^-96, ref_composed.c), their sum
+ *   exact, log s in MPFR at 128 bits, the rest in double-double: relative error
+ *   below 2^-94 of |y| (softmax) and of |x_k - m| + |log s| (log domain).
+ * - layer_norm, rms_norm: mean and variance exact (MPFR), then 1/sqrt and the
+ *   affine step in MPFR at 128 bits: relative error below 2^-120.
+ *   Either way at most 2^-41 ulp of fp64, and far less of narrower formats.
  *
  * abs_sum (the bound metric's sum |x_i|, Higham-style, see docs/TOLERANCES.md):
  *   sum: sum|x_i|; mean: sum|x_i| / n; max: |max|; norm2: the norm (all terms are

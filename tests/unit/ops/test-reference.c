@@ -562,6 +562,8 @@ static void test_random_sums(void)
     free(x);
 }
 
+/* The softmax family's exponentials come from a double-double exp accurate to
+ * 2^-96 (ref_composed.c), hence 2^-94 for the composed results. */
 static void test_random_softmax(void)
 {
     enum { N = 300 };
@@ -586,7 +588,7 @@ static void test_random_softmax(void)
         bool ok = true;
         for (int i = 0; i < N; i++) {
             mpfr_div(t, e[i], s, MPFR_RNDN);
-            ok &= close_to(r.hi->data[i], r.lo->data[i], t, 100);
+            ok &= close_to(r.hi->data[i], r.lo->data[i], t, 94);
         }
         ok_sm += ok;
         res_free(&r);
@@ -596,18 +598,18 @@ static void test_random_softmax(void)
         for (int i = 0; i < N; i++) {
             mpfr_set_d(t, x[i], MPFR_RNDN);
             mpfr_sub(t, t, s, MPFR_RNDN);
-            ok &= close_to(r.hi->data[i], r.lo->data[i], t, 100);
+            ok &= close_to(r.hi->data[i], r.lo->data[i], t, 94);
         }
         ok_lsm += ok;
         res_free(&r);
         run("logsumexp", NULL, 1, in, NV_DT_FP32, &r);
-        ok_lse += close_to(r.hi->data[0], r.lo->data[0], s, 100);
+        ok_lse += close_to(r.hi->data[0], r.lo->data[0], s, 94);
         res_free(&r);
         nv_tensor_free(in[0]);
     }
-    tap_ok(ok_sm == trials, "softmax vs MPFR to 2^-100 %d/%d", ok_sm, trials);
-    tap_ok(ok_lsm == trials, "log_softmax vs MPFR to 2^-100 %d/%d", ok_lsm, trials);
-    tap_ok(ok_lse == trials, "logsumexp vs MPFR to 2^-100 %d/%d", ok_lse, trials);
+    tap_ok(ok_sm == trials, "softmax vs MPFR to 2^-94 %d/%d", ok_sm, trials);
+    tap_ok(ok_lsm == trials, "log_softmax vs MPFR to 2^-94 %d/%d", ok_lsm, trials);
+    tap_ok(ok_lse == trials, "logsumexp vs MPFR to 2^-94 %d/%d", ok_lse, trials);
     for (int i = 0; i < N; i++)
         mpfr_clear(e[i]);
     mpfr_clears(s, t, (mpfr_ptr)0);
