@@ -308,6 +308,13 @@ test('write actions ask for a token and show the server refusal', {skip: SKIP}, 
   await page.click('#tol-form button[type=submit]');
   await page.locator('#tol-history').filter({hasText: 'fast exp accepted'}).waitFor();
   await settled();
+  // Headroom: the failing exp cases used more than their 0.5 ULP (worst case first).
+  const worst = page.locator('#tol-headroom tbody tr').first();
+  await worst.waitFor();
+  const cells = await worst.locator('td').allInnerTexts();
+  assert.deepEqual(cells.slice(0, 3), ['exp', 'fp32', '≤ 0.5 ULP']);
+  assert.equal(Number(cells[6]), failJob.cases_failed);
+  assert.ok(parseFloat(cells[8]) > 100, `used ${cells[8]} of the allowed error`);
   await shot('07-tolerances');
 });
 

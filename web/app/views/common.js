@@ -19,7 +19,7 @@ export function jobWhat(j) {
   return `${j.kind || spec.kind || '?'}${what ? ' · ' + what : ''}`;
 }
 
-export function jobsTable(jobs, {caption} = {}) {
+export function jobsTable(jobs, {caption, buildNames} = {}) {
   return h('div.table-wrap', h('table.data',
     caption ? h('caption', caption) : null,
     h('thead', h('tr',
@@ -30,7 +30,8 @@ export function jobsTable(jobs, {caption} = {}) {
       h('td', badge(j.state)),
       h('td', jobWhat(j)),
       h('td', j.device ? h('a', {href: `#/devices?name=${encodeURIComponent(j.device)}`}, j.device) : '—'),
-      h('td', j.build_id != null ? h('span', {title: String(j.build_id)}, shortId(j.build_id, 10)) : '—'),
+      h('td', j.build_id != null ? h('span', {title: String(j.build_id)},
+        (buildNames && buildNames[j.build_id]) || shortId(j.build_id, 10)) : '—'),
       h('td', jobProgress(j)),
       h('td.num', num(j.cases_passed)),
       h('td.num', j.cases_failed ? h('strong.bad', num(j.cases_failed)) : num(j.cases_failed)),

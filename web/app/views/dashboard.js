@@ -97,12 +97,14 @@ export async function renderDashboard(ctx) {
     section('Recent failures', failBox));
 
   const state = {};
+  const names = () => Object.fromEntries(buildsOf(state.builds).map((b) =>
+    [b.id, `${b.name || shortId(b.id)}${b.version ? ' ' + b.version : ''}`]));
   async function draw(which) {
     try {
       if (which.queue) {
         clear(queueBox).append(queueCard(state.queued, state.running, state.health, state.metrics));
         const running = listOf(state.running, 'jobs');
-        clear(runBox).append(running.length ? jobsTable(running) : empty('Nothing running.'));
+        clear(runBox).append(running.length ? jobsTable(running, {buildNames: names()}) : empty('Nothing running.'));
       }
       if (which.devices) clear(devBox).append(devicesTable(listOf(state.devices, 'devices')));
       if (which.builds) {
@@ -117,7 +119,7 @@ export async function renderDashboard(ctx) {
       if (which.failures) {
         const fails = listOf(state.failures, 'jobs');
         clear(failBox).append(fails.length
-          ? jobsTable(fails, {caption: 'Latest failed jobs'})
+          ? jobsTable(fails, {caption: 'Latest failed jobs', buildNames: names()})
           : empty('No failed jobs.'));
       }
     } catch (e) {

@@ -1,21 +1,22 @@
 // Job detail: summary, cancel, cases table, ULP histogram; polls while the job runs.
 
 import {h, num, badge, when, duration, kv, section, empty, errorBox, shortId} from '../util.js';
-import {getJson, post, poll} from '../api.js';
+import {getJson, optional, post, poll} from '../api.js';
 import {writeAction} from '../auth.js';
 import {histogram, ulpBins} from '../charts.js';
-import {jobProgress, jobWhat} from './common.js';
+import {jobProgress, jobWhat, buildsOf} from './common.js';
 import {casesTable, scanUlps} from './cases-table.js';
 
 const ACTIVE = ['queued', 'leased', 'running'];
 const HIST_MAX = 5000;
 
-function summary(j) {
+function summary(j, buildName) {
   return kv([
     ['State', badge(j.state)],
     ['What', jobWhat(j)],
     ['Device', j.device ? h('a', {href: `#/devices?name=${encodeURIComponent(j.device)}`}, j.device) : '—'],
-    ['Build', j.build_id != null ? h('a', {href: `#/jobs?build=${encodeURIComponent(j.build_id)}`}, shortId(j.build_id, 16)) : '—'],
+    ['Build', j.build_id != null ? h('a', {href: `#/jobs?build=${encodeURIComponent(j.build_id)}`,
+      title: String(j.build_id)}, buildName || shortId(j.build_id, 16)) : '—'],
     ['Progress', jobProgress(j)],
     ['Passed / failed', h('span', num(j.cases_passed), ' / ',
       j.cases_failed ? h('strong.bad', num(j.cases_failed)) : num(j.cases_failed))],
@@ -35,8 +36,13 @@ export async function renderJob(ctx) {
   const base = `/jobs/${id}`;
   document.title = `Job #${id} · numval`;
   let job = (await getJson(`/jobs/${encodeURIComponent(id)}`)).job;
+  let buildName = null;
+  if (job.build_id != null) {
+    const b = buildsOf(await optional('/builds').catch(() => null)).find((x) => String(x.id) === String(job.build_id));
+    if (b) buildName = [b.name, b.version, b.commit && `@${String(b.commit).slice(0, 8)}`].filter(Boolean).join(' ');
+  }
 
-  const sumBox = h('div', summary(job));
+  const sumBox = h('div', summary(job, buildName));
   const actStatus = h('p.action-status', {'aria-live': 'polite'});
   const cancelBtn = h('button.danger', {type: 'button', id: 'cancel-job', onclick: async () => {
     const r = await writeAction(`Cancel job #${id}`, () =>
@@ -58,7 +64,7 @@ export async function renderJob(ctx) {
 
   const h1 = h('h1', `Job #${id} `, badge(job.state));
   function redraw() {
-    sumBox.replaceChildren(summary(job));
+    sumBox.replaceChildren(summary(job, buildName));
     h1.replaceChildren(`Job #${id} `, badge(job.state));
     cancelBtn.hidden = !ACTIVE.includes(job.state);
   }

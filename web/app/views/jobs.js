@@ -52,7 +52,7 @@ export async function renderJobs(ctx) {
   const pager = h('nav.pager', {'aria-label': 'Pages'});
   function draw(data) {
     const jobs = listOf(data, 'jobs');
-    box.replaceChildren(jobs.length ? jobsTable(jobs) : empty('No jobs match these filters.'));
+    box.replaceChildren(jobs.length ? jobsTable(jobs, {buildNames: buildLabels}) : empty('No jobs match these filters.'));
     const base = {...query};
     delete base.cursor;
     pager.replaceChildren(...[

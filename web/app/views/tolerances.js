@@ -11,11 +11,11 @@ const REASONS = ['dtype_precision', 'reduction_length', 'approximation_error', '
   'accepted_fast_algorithm'];
 const RECENT_JOBS = 10;
 
-function allowedUlp(t) { return t && t.metric === 'ulp' ? t.max_ulp : null; }
 
-// Observed max ULP per op/dtype over the cases of the latest finished jobs.
+// Observed error per (op, dtype, tolerance judged by) over the cases of the latest
+// finished jobs. A case's "headroom" is observed error over allowed (1 = at the limit).
 async function observed() {
-  const out = new Map();
+  const groups = new Map();
   const jobs = [];
   for (const st of ['passed', 'failed']) {
     const b = await getJson(`/jobs?state=${st}&limit=${RECENT_JOBS}`);
@@ -26,26 +26,50 @@ async function observed() {
   for (const j of used) {
     const b = await getJson(`/jobs/${encodeURIComponent(j.id)}/cases?limit=1000`);
     for (const c of listOf(b, 'cases')) {
-      if (!c.op || !c.dtype || typeof c.max_ulp !== 'number') continue;
-      const k = `${c.op}/${c.dtype}`;
-      const o = out.get(k) || {max: 0, cases: 0};
-      o.max = Math.max(o.max, c.max_ulp);
-      o.cases++;
-      out.set(k, o);
+      if (!c.op || !c.dtype) continue;
+      const t = c.tolerance || {};
+      const key = `${c.op}/${c.dtype}/${tolMetric(t)}/${t.source || ''}/${t.version ?? ''}`;
+      const g = groups.get(key) || {op: c.op, dtype: c.dtype, tol: t, cases: 0, failed: 0,
+        maxUlp: null, maxHeadroom: null, jobs: new Set()};
+      g.cases++;
+      if (c.verdict === 'failed') g.failed++;
+      g.jobs.add(j.id);
+      const u = Number(c.max_ulp), hr = Number(c.headroom);
+      if (Number.isFinite(u)) g.maxUlp = g.maxUlp === null ? u : Math.max(g.maxUlp, u);
+      if (Number.isFinite(hr)) g.maxHeadroom = g.maxHeadroom === null ? hr : Math.max(g.maxHeadroom, hr);
+      groups.set(key, g);
     }
   }
-  return {map: out, jobs: used.length};
+  return {groups: [...groups.values()], jobs: used.length};
 }
 
-function headroomCell(t, obs) {
-  const allowed = allowedUlp(t.tolerance || t);
-  const given = t.headroom ?? t.observed_headroom;
-  if (given !== undefined) return h('td.num', num(given));
-  if (!obs || allowed === null) return h('td.num', '—');
-  const ratio = allowed > 0 ? obs.max / allowed : null;
-  const cls = ratio === null ? '' : ratio > 1 ? 'bad' : ratio < 0.1 ? 'loose' : '';
-  return h('td.num', {class: cls, title: `${obs.cases} cases`},
-    `${num(obs.max)} of ${num(allowed)} ULP`, ratio !== null && ratio < 0.1 ? ' (loose?)' : '');
+function observedTable(obs) {
+  if (!obs.groups.length) return empty('No finished jobs with cases yet.');
+  const rows = obs.groups.sort((a, b) => (b.maxHeadroom ?? -1) - (a.maxHeadroom ?? -1));
+  return h('div.table-wrap', h('table.data', {id: 'tol-headroom'},
+    h('caption', `Observed error against the tolerance each case was judged by (latest ${obs.jobs} finished jobs)`),
+    h('thead', h('tr', ['Op', 'Dtype', 'Allowed', 'Reason', 'Source', 'Cases', 'Failed', 'Max ULP seen', 'Used of allowed']
+      .map((t) => h('th', {scope: 'col'}, t)))),
+    h('tbody', rows.map((g) => {
+      const r = g.maxHeadroom;
+      const cls = r === null ? '' : r > 1 ? 'bad' : r < 0.1 ? 'loose' : '';
+      return h('tr',
+        h('td', g.op), h('td', g.dtype), h('td', tolMetric(g.tol)), h('td', tolReason(g.tol)),
+        h('td', `${g.tol.source || '—'}${g.tol.version ? ' v' + g.tol.version : ''}`),
+        h('td.num', num(g.cases)), h('td.num', g.failed ? h('strong.bad', num(g.failed)) : '0'),
+        h('td.num', num(g.maxUlp)),
+        h('td.num', {class: cls, title: 'largest observed error / allowed error'},
+          r === null ? '—' : `${num(r * 100)}%`, r !== null && r < 0.1 ? ' (loose?)' : ''));
+    }))));
+}
+
+function headroomCell(t, groups) {
+  const mine = (groups || []).filter((g) => g.op === t.op && g.dtype === t.dtype &&
+    g.tol.source === 'store' && Number(g.tol.version) === Number(t.version));
+  if (!mine.length) return h('td.num', groups ? 'no cases yet' : '…');
+  const r = Math.max(...mine.map((g) => g.maxHeadroom ?? 0));
+  const cls = r > 1 ? 'bad' : r < 0.1 ? 'loose' : '';
+  return h('td.num', {class: cls}, `${num(r * 100)}%`, r < 0.1 ? ' (loose?)' : '');
 }
 
 function form(query) {
@@ -87,7 +111,7 @@ export async function renderTolerances(ctx) {
   const {main, query} = ctx;
   const body = await optional('/tolerances' + qs({op: query.op, dtype: query.dtype}));
   const rows = listOf(body, 'tolerances');
-  const obsBox = h('p.muted', 'Computing headroom from recent jobs…');
+  const obsBox = h('div', h('p.muted', 'Computing headroom from recent jobs…'));
   const tableBox = h('div');
   const histBox = h('div');
   const filter = h('form.filters', {role: 'search'},
@@ -103,14 +127,14 @@ export async function renderTolerances(ctx) {
     if (body === null) { tableBox.replaceChildren(empty('This server has no tolerance store yet.')); return; }
     if (!rows.length) { tableBox.replaceChildren(empty('No stored tolerances: jobs use the shipped defaults.')); return; }
     tableBox.replaceChildren(h('div.table-wrap', h('table.data', {id: 'tol-current'},
-      h('thead', h('tr', ['Op', 'Dtype', 'Pattern', 'Version', 'Allowed', 'Reason', 'Headroom (observed of allowed)', 'Set', 'History']
+      h('thead', h('tr', ['Op', 'Dtype', 'Pattern', 'Version', 'Allowed', 'Reason', 'Used of allowed (recent)', 'Set', 'History']
         .map((t) => h('th', {scope: 'col'}, t)))),
       h('tbody', rows.map((r) => {
         const t = r.tolerance || r;
         return h('tr',
           h('td', r.op), h('td', r.dtype), h('td', h('code', r.mode || r.pattern || '*')),
           h('td', `v${r.version ?? t.version ?? '?'}`), h('td', tolMetric(t)), h('td', tolReason(t)),
-          headroomCell(r, obs && obs.map.get(`${r.op}/${r.dtype}`)),
+          headroomCell(r, obs && obs.groups),
           h('td', when(r.created_at)),
           h('td', h('a', {href: href('/tolerances', {op: r.op, dtype: r.dtype})}, 'history')));
       })))));
@@ -121,7 +145,7 @@ export async function renderTolerances(ctx) {
     h('p', 'Every tolerance carries a reason and is versioned; a case records the version it was judged by. ',
       'Headroom compares the largest error seen in recent jobs with what is allowed: a tolerance far above what ',
       'is ever observed may have been inflated until a test passed.'),
-    filter, section('Current', obsBox, tableBox));
+    filter, section('Current', tableBox), section('Headroom', obsBox));
   if (query.op && query.dtype) {
     main.append(section(`History: ${query.op} / ${query.dtype}`, histBox));
     try {
@@ -142,7 +166,7 @@ export async function renderTolerances(ctx) {
   try {
     const obs = await observed();
     if (!ctx.alive()) return;
-    obsBox.textContent = `Headroom over the cases of the latest ${obs.jobs} finished jobs.`;
+    obsBox.replaceChildren(observedTable(obs));
     draw(obs);
   } catch (e) {
     obsBox.replaceChildren(errorBox(e));
