@@ -66,7 +66,8 @@ static int suite_jobs(const json_t *doc, json_t **ret_jobs, const char **ret_nam
                json_object_get(doc, "jobs")) {
         const char *key;
         json_t *v;
-        json_object_foreach((json_t *)doc, key, v) {
+        json_object_foreach((json_t *)doc, key, v)
+        {
             if (strcmp(key, "name") && strcmp(key, "jobs") && strcmp(key, "description")) {
                 snprintf(err, errlen, "/%s: unknown key '%s' in a suite (name, description, jobs)",
                          key, key);
@@ -90,7 +91,8 @@ static int suite_jobs(const json_t *doc, json_t **ret_jobs, const char **ret_nam
     size_t i;
     json_t *job;
     const char *base = json_is_array(doc) ? "" : "/jobs";
-    json_array_foreach(*ret_jobs, i, job) {
+    json_array_foreach(*ret_jobs, i, job)
+    {
         char *ptr = NULL, *msg = NULL;
         int r = nv_jobspec_validate(job, &ptr, &msg);
         if (r < 0) {
@@ -124,8 +126,7 @@ static int write_result(const json_t *result, const char *output)
     return 0;
 }
 
-static int run_one(const json_t *spec, const char *backend, const nvw_run_opts *o,
-                   json_t **ret)
+static int run_one(const json_t *spec, const char *backend, const nvw_run_opts *o, json_t **ret)
 {
     char *err = NULL;
     int r = nvw_run_job(spec, backend, o, ret, &err);
@@ -147,7 +148,8 @@ static int run_suite(json_t *jobs, const char *name, const char *backend, const 
     json_int_t n[3] = {0, 0, 0}, cases = 0;
     size_t i;
     json_t *job;
-    json_array_foreach(jobs, i, job) {
+    json_array_foreach(jobs, i, job)
+    {
         json_t *res = NULL;
         int r = run_one(job, backend, o, &res);
         if (r < 0) {
@@ -159,10 +161,9 @@ static int run_suite(json_t *jobs, const char *name, const char *backend, const 
         json_array_append_new(results, res);
     }
     const char *verdict = n[EXIT_FAILED] ? "failed" : n[EXIT_ERROR] ? "error" : "passed";
-    *ret = json_pack("{ss? ss s{sI sI sI sI sI} so}", "suite", name, "verdict", verdict,
-                     "summary", "jobs", (json_int_t)json_array_size(jobs), "passed",
-                     n[EXIT_PASSED], "failed", n[EXIT_FAILED], "errors", n[EXIT_ERROR], "cases",
-                     cases, "results", results);
+    *ret = json_pack("{ss? ss s{sI sI sI sI sI} so}", "suite", name, "verdict", verdict, "summary",
+                     "jobs", (json_int_t)json_array_size(jobs), "passed", n[EXIT_PASSED], "failed",
+                     n[EXIT_FAILED], "errors", n[EXIT_ERROR], "cases", cases, "results", results);
     return *ret ? 0 : -ENOMEM;
 }
 
@@ -173,7 +174,8 @@ static int cmd_run(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if ((strcmp(a, "--backend") == 0 || strcmp(a, "--threads") == 0 ||
-             strcmp(a, "--output") == 0) && i + 1 >= argc) {
+             strcmp(a, "--output") == 0) &&
+            i + 1 >= argc) {
             fprintf(stderr, "numval-worker: '%s' needs a value\n", a);
             return EXIT_ERROR;
         }
@@ -207,8 +209,8 @@ static int cmd_run(int argc, char **argv)
         return EXIT_ERROR;
     }
     json_error_t jerr;
-    json_t *doc = strcmp(file, "-") == 0 ? json_loadf(stdin, 0, &jerr)
-                                         : json_load_file(file, 0, &jerr);
+    json_t *doc =
+        strcmp(file, "-") == 0 ? json_loadf(stdin, 0, &jerr) : json_load_file(file, 0, &jerr);
     if (!doc) {
         fprintf(stderr, "numval-worker: cannot read '%s': %s (line %d)\n", file, jerr.text,
                 jerr.line);

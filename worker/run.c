@@ -91,7 +91,8 @@ static int read_describe(nvw_job *job, char **ret_err)
     job->describe = d;
     size_t k;
     json_t *v;
-    json_array_foreach(json_object_get(d, "nondeterministic_ops"), k, v) {
+    json_array_foreach(json_object_get(d, "nondeterministic_ops"), k, v)
+    {
         if (json_is_string(v) && strcmp(json_string_value(v), job->spec->op->name) == 0)
             job->op_nondeterministic = true;
     }
@@ -133,8 +134,8 @@ static int run_pool(nvw_job *job, char **ret_err)
     }
     if (job->done < job->spec->n_total) {
         char *s = NULL;
-        if (ret_err && asprintf(&s, "job cancelled after %lld of %lld cases",
-                                (long long)job->done, (long long)job->spec->n_total) >= 0)
+        if (ret_err && asprintf(&s, "job cancelled after %lld of %lld cases", (long long)job->done,
+                                (long long)job->spec->n_total) >= 0)
             *ret_err = s;
         return -ECANCELED;
     }

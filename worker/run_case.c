@@ -34,15 +34,24 @@ typedef struct case_state {
 static const char *code_name(int r)
 {
     switch (r) {
-    case NV_OK: return "NV_OK";
-    case NV_E_INVALID: return "NV_E_INVALID";
-    case NV_E_SHAPE: return "NV_E_SHAPE";
-    case NV_E_DTYPE: return "NV_E_DTYPE";
-    case NV_E_UNSUPPORTED: return "NV_E_UNSUPPORTED";
-    case NV_E_NONDETERMINISTIC: return "NV_E_NONDETERMINISTIC";
-    case NV_E_NOMEM: return "NV_E_NOMEM";
-    case NV_E_DEVICE: return "NV_E_DEVICE";
-    default: return "unknown code";
+    case NV_OK:
+        return "NV_OK";
+    case NV_E_INVALID:
+        return "NV_E_INVALID";
+    case NV_E_SHAPE:
+        return "NV_E_SHAPE";
+    case NV_E_DTYPE:
+        return "NV_E_DTYPE";
+    case NV_E_UNSUPPORTED:
+        return "NV_E_UNSUPPORTED";
+    case NV_E_NONDETERMINISTIC:
+        return "NV_E_NONDETERMINISTIC";
+    case NV_E_NOMEM:
+        return "NV_E_NOMEM";
+    case NV_E_DEVICE:
+        return "NV_E_DEVICE";
+    default:
+        return "unknown code";
     }
 }
 
@@ -130,8 +139,8 @@ static int make_inputs(case_state *cs)
 {
     const nv_op_def *op = cs->s->op;
     int bad = cs->c.expect_error ? (int)cs->c.expect : -1;
-    cs->n_in = nv_jobspec_tensors(cs->s, cs->c.shape, cs->c.dtype, bad, cs->meta,
-                                  NV_JOB_MAX_TENSORS);
+    cs->n_in =
+        nv_jobspec_tensors(cs->s, cs->c.shape, cs->c.dtype, bad, cs->meta, NV_JOB_MAX_TENSORS);
     if (cs->n_in < 0)
         return cs->n_in;
     int ax = reduce_axis(cs);
@@ -216,10 +225,12 @@ static int run_expect_error(case_state *cs)
     if (r == NV_OK)
         return verdict(cs, "failed", "unexpected_success",
                        "the backend computed a result for invalid inputs (%s) instead of "
-                       "returning %s", nv_expect_kind_name(cs->c.expect), code_name(want));
-    return verdict(cs, "failed", "wrong_error", "the backend returned %s ('%s') for %s, "
-                   "expected %s", code_name(r), err, nv_expect_kind_name(cs->c.expect),
-                   code_name(want));
+                       "returning %s",
+                       nv_expect_kind_name(cs->c.expect), code_name(want));
+    return verdict(cs, "failed", "wrong_error",
+                   "the backend returned %s ('%s') for %s, "
+                   "expected %s",
+                   code_name(r), err, nv_expect_kind_name(cs->c.expect), code_name(want));
 }
 
 /* Output count, dtype, shape (against nv_op_infer) and strides (no negative
@@ -228,12 +239,18 @@ static int check_output(case_state *cs, int32_t n_out)
 {
     const nv_tensor_view *o = &cs->out;
     if (n_out != 1 || !o->data)
-        return verdict(cs, "failed", "bad_output", "the backend returned %d outputs%s, "
-                       "expected 1", (int)n_out, o->data ? "" : " (no data)") < 0 ? -ENOMEM : 0;
+        return verdict(cs, "failed", "bad_output",
+                       "the backend returned %d outputs%s, "
+                       "expected 1",
+                       (int)n_out, o->data ? "" : " (no data)") < 0
+                   ? -ENOMEM
+                   : 0;
     if (o->dtype != (int32_t)cs->out_dt) {
         const char *name = nv_dtype_name((nv_dtype)o->dtype);
         return verdict(cs, "failed", "bad_output_dtype", "output dtype '%s', expected '%s'",
-                       name ? name : "?", nv_dtype_name(cs->out_dt)) < 0 ? -ENOMEM : 0;
+                       name ? name : "?", nv_dtype_name(cs->out_dt)) < 0
+                   ? -ENOMEM
+                   : 0;
     }
     bool same = o->ndim == cs->out_ndim;
     for (int d = 0; same && d < cs->out_ndim; d++)
@@ -247,15 +264,21 @@ static int check_output(case_state *cs, int32_t n_out)
             snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", d ? "," : "",
                      (long long)cs->out_shape[d]);
         return verdict(cs, "failed", "bad_output_shape", "output shape [%s], expected [%s]", got,
-                       want) < 0 ? -ENOMEM : 0;
+                       want) < 0
+                   ? -ENOMEM
+                   : 0;
     }
     /* Non-overlap: sorted by stride, each dim must step past the whole extent of
      * the dims below it. */
     int order[NV_MAX_DIMS], n = 0;
     for (int d = 0; d < o->ndim; d++) {
         if (o->strides[d] < 0)
-            return verdict(cs, "failed", "bad_output_strides", "output stride %lld of dim %d "
-                           "is negative", (long long)o->strides[d], d) < 0 ? -ENOMEM : 0;
+            return verdict(cs, "failed", "bad_output_strides",
+                           "output stride %lld of dim %d "
+                           "is negative",
+                           (long long)o->strides[d], d) < 0
+                       ? -ENOMEM
+                       : 0;
         if (o->shape[d] > 1)
             order[n++] = d;
     }
@@ -269,9 +292,12 @@ static int check_output(case_state *cs, int32_t n_out)
     for (int k = 0; k < n; k++) {
         int d = order[k];
         if (o->strides[d] < span)
-            return verdict(cs, "failed", "bad_output_strides", "output strides overlap: dim %d "
-                           "has stride %lld inside the %lld elements of the faster dims", d,
-                           (long long)o->strides[d], (long long)span) < 0 ? -ENOMEM : 0;
+            return verdict(cs, "failed", "bad_output_strides",
+                           "output strides overlap: dim %d "
+                           "has stride %lld inside the %lld elements of the faster dims",
+                           d, (long long)o->strides[d], (long long)span) < 0
+                       ? -ENOMEM
+                       : 0;
         span = o->strides[d] * o->shape[d];
     }
     return 1;
@@ -333,11 +359,10 @@ static int reference(case_state *cs, char *err)
     for (int i = 0; i < cs->n_in; i++)
         if (!(cin[i] = nv_tensor_contiguous(cs->in[i])))
             goto out;
-    r = nv_op_reference(cs->s->op, &cs->s->attrs, cs->n_in, (const nv_tensor *const *)cin,
-                        cs->hi, cs->lo, cs->abs);
+    r = nv_op_reference(cs->s->op, &cs->s->attrs, cs->n_in, (const nv_tensor *const *)cin, cs->hi,
+                        cs->lo, cs->abs);
     if (r < 0)
-        snprintf(err, ERRLEN, "the reference of '%s' failed (%s)", cs->s->op->name,
-                 code_name(r));
+        snprintf(err, ERRLEN, "the reference of '%s' failed (%s)", cs->s->op->name, code_name(r));
 out:
     for (int i = 0; i < cs->n_in; i++)
         nv_tensor_free(cin[i]);
@@ -366,19 +391,22 @@ static int compare_case(case_state *cs, bool deterministic)
     r = nv_compare(&ci, &tol, &cmp);
     if (r < 0) {
         json_object_set_new(cs->cj, "tolerance", nv_tolerance_to_json(&tol));
-        return verdict(cs, "error", "bad_tolerance", "the tolerance does not apply to op '%s' "
-                       "(a 'bound' tolerance needs a reduction or matmul)", cs->s->op->name);
+        return verdict(cs, "error", "bad_tolerance",
+                       "the tolerance does not apply to op '%s' "
+                       "(a 'bound' tolerance needs a reduction or matmul)",
+                       cs->s->op->name);
     }
-    r = nvw_case_metrics(cs->cj, job, &cmp, &tol, cs->n_in, cs->in, cs->out_ndim,
-                         cs->out_shape);
+    r = nvw_case_metrics(cs->cj, job, &cmp, &tol, cs->n_in, cs->in, cs->out_ndim, cs->out_shape);
     if (r < 0)
         return r;
-    if (cs->s->repeat > 1 && json_object_set_new(cs->cj, "deterministic", json_boolean(deterministic)))
+    if (cs->s->repeat > 1 &&
+        json_object_set_new(cs->cj, "deterministic", json_boolean(deterministic)))
         return -ENOMEM;
     if (cmp.failure != NV_FAIL_NONE || cmp.mismatches > 0)
         return verdict(cs, "failed", nv_failure_class_name(cmp.failure), NULL);
     if (!deterministic && cs->s->deterministic)
-        return verdict(cs, "failed", "nondeterministic", "repeated runs of the case gave "
+        return verdict(cs, "failed", "nondeterministic",
+                       "repeated runs of the case gave "
                        "different bits and the job requires \"deterministic\": true");
     return verdict(cs, "passed", NULL, NULL);
 }
@@ -425,13 +453,17 @@ static int run_body(case_state *cs)
 {
     const nv_jobspec *s = cs->s;
     if (s->deterministic && cs->job->op_nondeterministic && !cs->c.expect_error)
-        return verdict(cs, "error", "nondeterministic_op", "op '%s' is listed in the backend's "
+        return verdict(cs, "error", "nondeterministic_op",
+                       "op '%s' is listed in the backend's "
                        "\"nondeterministic_ops\" and the job requires \"deterministic\": true",
                        s->op->name);
     int r = make_inputs(cs);
     if (r < 0)
-        return r == -ENOMEM ? r : verdict(cs, "error", "inputs", "could not make the inputs "
-                                          "of this case (%d)", r);
+        return r == -ENOMEM ? r
+                            : verdict(cs, "error", "inputs",
+                                      "could not make the inputs "
+                                      "of this case (%d)",
+                                      r);
     if (cs->c.expect_error)
         return run_expect_error(cs);
     char err[ERRLEN] = "";
@@ -445,8 +477,8 @@ static int run_body(case_state *cs)
     if (fb && json_object_set_new(cs->cj, "fell_back", json_true()))
         return -ENOMEM;
     if (r != NV_OK)
-        return verdict(cs, "error", "backend_error", "the backend returned %s: '%s'",
-                       code_name(r), err);
+        return verdict(cs, "error", "backend_error", "the backend returned %s: '%s'", code_name(r),
+                       err);
     r = check_output(cs, n_out);
     if (r <= 0)
         return r;
@@ -471,13 +503,13 @@ static int run_body(case_state *cs)
 static json_t *case_header(const case_state *cs)
 {
     const nv_jobspec *s = cs->s;
-    json_t *shape = json_array_get(json_object_get(cs->job->spec_json, "shapes"),
-                                   (size_t)cs->c.shape_index);
-    json_t *cj = json_pack("{sI ss ss ss sO ss ss sI}", "index", (json_int_t)cs->c.index,
-                           "op", s->op->name, "dtype", nv_dtype_name(cs->c.dtype), "out_dtype",
-                           nv_dtype_name(cs->out_dt), "shape", shape ? shape : json_null(),
-                           "layout", nv_layout_name(cs->c.layout), "input",
-                           nv_input_class_name(cs->c.cls), "sample", (json_int_t)cs->c.sample);
+    json_t *shape =
+        json_array_get(json_object_get(cs->job->spec_json, "shapes"), (size_t)cs->c.shape_index);
+    json_t *cj =
+        json_pack("{sI ss ss ss sO ss ss sI}", "index", (json_int_t)cs->c.index, "op", s->op->name,
+                  "dtype", nv_dtype_name(cs->c.dtype), "out_dtype", nv_dtype_name(cs->out_dt),
+                  "shape", shape ? shape : json_null(), "layout", nv_layout_name(cs->c.layout),
+                  "input", nv_input_class_name(cs->c.cls), "sample", (json_int_t)cs->c.sample);
     if (!cj)
         return NULL;
     if (json_object_set_new(cj, "seed", json_integer((json_int_t)s->seed)) ||

@@ -19,13 +19,13 @@ typedef struct nvw_job {
     const char *backend_spec;
     const nv_backend *table;
     const char *options;
-    json_t *describe;        /* parsed describe() of the backend, never NULL */
+    json_t *describe;         /* parsed describe() of the backend, never NULL */
     bool op_nondeterministic; /* the op is listed in describe's "nondeterministic_ops" */
     const nvw_run_opts *opts;
-    json_t **cases;          /* by case index; each slot written by one thread */
-    atomic_llong next;       /* next case index to claim */
-    atomic_int abort;        /* an infrastructure error stops the job */
-    pthread_mutex_t lock;    /* guards done, progress, on_failure, infra_err */
+    json_t **cases;       /* by case index; each slot written by one thread */
+    atomic_llong next;    /* next case index to claim */
+    atomic_int abort;     /* an infrastructure error stops the job */
+    pthread_mutex_t lock; /* guards done, progress, on_failure, infra_err */
     int64_t done;
     char *infra_err;
 } nvw_job;

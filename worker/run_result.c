@@ -54,8 +54,8 @@ static json_t *tolerance_json(const nv_tolerance *tol)
 
 static bool elementwise(const nv_op_def *op)
 {
-    return op->kind == NV_OPK_UNARY || op->kind == NV_OPK_BINARY ||
-           op->kind == NV_OPK_TERNARY || op->kind == NV_OPK_CAST;
+    return op->kind == NV_OPK_UNARY || op->kind == NV_OPK_BINARY || op->kind == NV_OPK_TERNARY ||
+           op->kind == NV_OPK_CAST;
 }
 
 static json_t *mismatch_json(const nvw_job *job, const nv_mismatch *m, int n_in,
@@ -143,20 +143,20 @@ static json_t *describe_field(const nvw_job *job, const char *key)
 
 json_t *nvw_case_manifest(const nvw_job *job, const json_t *cj)
 {
-    static const char *const from_case[] = {"index", "op", "dtype", "out_dtype", "shape",
-        "layout", "input", "sample", "seed", "tolerance", "failure_class",
-        "first_mismatches", "max_ulp", "mismatches", NULL};
+    static const char *const from_case[] = {
+        "index",   "op",         "dtype", "out_dtype", "shape",         "layout",
+        "input",   "sample",     "seed",  "tolerance", "failure_class", "first_mismatches",
+        "max_ulp", "mismatches", NULL};
     json_t *empty = json_object();
     if (!empty)
         return NULL;
-    json_t *m = json_pack("{sO sO ss sO sO sO sO sO}", "spec", job->spec_json, "case", cj,
-                          "backend", job->backend_spec, "device", describe_field(job, "device"),
-                          "mode", describe_field(job, "mode"), "contract",
-                          describe_field(job, "contract"), "backend_build",
-                          describe_field(job, "build"), "attrs",
-                          json_object_get(job->spec_json, "attrs")
-                              ? json_object_get(job->spec_json, "attrs")
-                              : empty);
+    json_t *m = json_pack(
+        "{sO sO ss sO sO sO sO sO}", "spec", job->spec_json, "case", cj, "backend",
+        job->backend_spec, "device", describe_field(job, "device"), "mode",
+        describe_field(job, "mode"), "contract", describe_field(job, "contract"), "backend_build",
+        describe_field(job, "build"), "attrs",
+        json_object_get(job->spec_json, "attrs") ? json_object_get(job->spec_json, "attrs")
+                                                 : empty);
     json_decref(empty);
     if (!m)
         return NULL;
@@ -207,16 +207,14 @@ json_t *nvw_job_result(const nvw_job *job)
         json_decref(cases);
         return NULL;
     }
-    json_t *r = json_pack("{ss ss ss sO ss sO sO sO sO sO sI s{sI sI sI sI}}",
-        "verdict", verdict, "kind", "op", "op", s->op->name,
-        "attrs", attrs ? attrs : empty, "backend", job->backend_spec,
-        "device", describe_field(job, "device"), "mode", describe_field(job, "mode"),
-        "contract", describe_field(job, "contract"),
-        "backend_build", describe_field(job, "build"),
-        "build", build ? build : describe_field(job, "build"),
-        "seed", (json_int_t)s->seed,
-        "summary", "cases", (json_int_t)s->n_total, "passed", (json_int_t)passed,
-        "failed", (json_int_t)failed, "errors", (json_int_t)errors);
+    json_t *r = json_pack(
+        "{ss ss ss sO ss sO sO sO sO sO sI s{sI sI sI sI}}", "verdict", verdict, "kind", "op", "op",
+        s->op->name, "attrs", attrs ? attrs : empty, "backend", job->backend_spec, "device",
+        describe_field(job, "device"), "mode", describe_field(job, "mode"), "contract",
+        describe_field(job, "contract"), "backend_build", describe_field(job, "build"), "build",
+        build ? build : describe_field(job, "build"), "seed", (json_int_t)s->seed, "summary",
+        "cases", (json_int_t)s->n_total, "passed", (json_int_t)passed, "failed", (json_int_t)failed,
+        "errors", (json_int_t)errors);
     json_decref(empty);
     if (!r) {
         json_decref(cases);

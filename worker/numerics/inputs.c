@@ -288,8 +288,8 @@ static void gen_cancellation(gen *g, double *out, int64_t n)
 {
     const nv_dtype_info *di = g->di;
     int64_t run = g->rq->reduction_len > 1 ? g->rq->reduction_len : n;
-    int ebig = di->is_float ? (di->mant_bits + 4 < di->emax / 2 ? di->mant_bits + 4 : di->emax / 2)
-                            : 10;
+    int ebig =
+        di->is_float ? (di->mant_bits + 4 < di->emax / 2 ? di->mant_bits + 4 : di->emax / 2) : 10;
     double big = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t j = i % run;
@@ -336,8 +336,8 @@ static void gen_scales(gen *g, double *out, int64_t n)
         if (g->rq->dtype == NV_DT_E8M0)
             out[i] = ldexp(1, (int)(nv_rng_u32(&g->rng) % 9) - 4);
         else
-            out[i] = round_to(g->rq->dtype, 0.5 + 1.5 * nv_rng_uniform(&g->rng),
-                              NV_ROUND_NEAREST_EVEN);
+            out[i] =
+                round_to(g->rq->dtype, 0.5 + 1.5 * nv_rng_uniform(&g->rng), NV_ROUND_NEAREST_EVEN);
     }
 }
 

@@ -39,9 +39,9 @@ typedef struct nv_input_request {
     nv_input_class cls;
     uint64_t seed;
     uint32_t case_index;
-    int64_t index_range;        /* index inputs (op input is_index): values in [0, range) */
-    int64_t reduction_len;      /* "cancellation" pairs values within runs of this length
-                                   (the op's reduction axis extent; 0 or 1: whole tensor) */
+    int64_t index_range;   /* index inputs (op input is_index): values in [0, range) */
+    int64_t reduction_len; /* "cancellation" pairs values within runs of this length
+                              (the op's reduction axis extent; 0 or 1: whole tensor) */
 } nv_input_request;
 
 /* Fill out[0..n) (row-major logical order) with the values of the request.

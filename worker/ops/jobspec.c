@@ -102,9 +102,27 @@ static int fail_value(perr *e, const char *ptr, const json_t *v, const char *wha
 }
 
 static const char *const known_keys[] = {
-    "kind", "op", "attrs", "dtypes", "shapes", "layouts", "inputs", "samples", "seed",
-    "tolerance", "tolerance_by_dtype", "build", "deterministic", "repeat", "expect_error",
-    "out_dtype", "name", "description", "device", "priority", NULL,
+    "kind",
+    "op",
+    "attrs",
+    "dtypes",
+    "shapes",
+    "layouts",
+    "inputs",
+    "samples",
+    "seed",
+    "tolerance",
+    "tolerance_by_dtype",
+    "build",
+    "deterministic",
+    "repeat",
+    "expect_error",
+    "out_dtype",
+    "name",
+    "description",
+    "device",
+    "priority",
+    NULL,
 };
 
 static const char *const later_kinds[] = {"gradient", "fused", "longrun", "suite", NULL};
@@ -126,7 +144,8 @@ static int check_kind_and_keys(const json_t *spec, perr *e)
         return fail(e, "/kind", "unknown kind '%s'; known kinds: op", k);
     const char *key;
     const json_t *v;
-    json_object_foreach((json_t *)spec, key, v) {
+    json_object_foreach((json_t *)spec, key, v)
+    {
         bool known = false;
         for (int i = 0; known_keys[i]; i++)
             known = known || strcmp(key, known_keys[i]) == 0;
@@ -209,7 +228,8 @@ static int parse_names(const json_t *spec, const char *key, const char *what, co
     size_t i;
     const json_t *v;
     int n = 0;
-    json_array_foreach(arr, i, v) {
+    json_array_foreach(arr, i, v)
+    {
         snprintf(ptr, sizeof ptr, "/%s/%zu", key, i);
         if (!json_is_string(v))
             return fail_value(e, ptr, v, "must be a string");
@@ -235,7 +255,8 @@ static int parse_one_shape(const json_t *arr, const char *ptr, int *ret_ndim, in
                     NV_MAX_DIMS);
     size_t i;
     const json_t *v;
-    json_array_foreach(arr, i, v) {
+    json_array_foreach(arr, i, v)
+    {
         char p[160];
         snprintf(p, sizeof p, "%s/%zu", ptr, i);
         if (!json_is_integer(v) || json_integer_value(v) <= 0)
@@ -252,7 +273,8 @@ static int parse_shapes(const json_t *spec, nv_jobspec *s, perr *e)
 {
     const json_t *arr = json_object_get(spec, "shapes");
     if (!arr)
-        return fail(e, "/shapes", "missing \"shapes\" (a non-empty array of shapes, e.g. [[4096]])");
+        return fail(e, "/shapes",
+                    "missing \"shapes\" (a non-empty array of shapes, e.g. [[4096]])");
     if (!json_is_array(arr) || json_array_size(arr) == 0)
         return fail_value(e, "/shapes", arr, "must be a non-empty array of shapes");
     if (json_array_size(arr) > 1024)
@@ -262,7 +284,8 @@ static int parse_shapes(const json_t *spec, nv_jobspec *s, perr *e)
         return -ENOMEM;
     size_t i;
     const json_t *v;
-    json_array_foreach(arr, i, v) {
+    json_array_foreach(arr, i, v)
+    {
         char ptr[64];
         snprintf(ptr, sizeof ptr, "/shapes/%zu", i);
         nv_job_shape *sh = &s->shapes[i];
@@ -271,11 +294,12 @@ static int parse_shapes(const json_t *spec, nv_jobspec *s, perr *e)
         int r;
         if (json_array_size(v) > 0 && json_is_array(json_array_get(v, 0))) {
             if ((int)json_array_size(v) != s->op->n_inputs)
-                return fail(e, ptr, "op '%s' takes %d inputs, the shape lists %zu",
-                            s->op->name, s->op->n_inputs, json_array_size(v));
+                return fail(e, ptr, "op '%s' takes %d inputs, the shape lists %zu", s->op->name,
+                            s->op->n_inputs, json_array_size(v));
             size_t k;
             const json_t *t;
-            json_array_foreach(v, k, t) {
+            json_array_foreach(v, k, t)
+            {
                 char p[128];
                 snprintf(p, sizeof p, "%s/%zu", ptr, k);
                 if (!json_is_array(t))
@@ -382,7 +406,8 @@ static int parse_tolerances(const json_t *spec, nv_jobspec *s, perr *e)
         return fail_value(e, "/tolerance_by_dtype", by, "must be an object keyed by dtype name");
     const char *key;
     const json_t *v;
-    json_object_foreach((json_t *)by, key, v) {
+    json_object_foreach((json_t *)by, key, v)
+    {
         char *tok = nv_json_pointer_escape(key);
         if (!tok)
             return -ENOMEM;
@@ -406,10 +431,13 @@ static int parse_build(const json_t *spec, perr *e)
     if (!b)
         return 0;
     if (!json_is_object(b))
-        return fail_value(e, "/build", b, "must be an object such as {\"name\": ..., \"version\": ..., \"commit\": ...}");
+        return fail_value(
+            e, "/build", b,
+            "must be an object such as {\"name\": ..., \"version\": ..., \"commit\": ...}");
     const char *key;
     const json_t *v;
-    json_object_foreach((json_t *)b, key, v) {
+    json_object_foreach((json_t *)b, key, v)
+    {
         if (!json_is_string(v)) {
             char *tok = nv_json_pointer_escape(key);
             char ptr[200];
@@ -468,16 +496,19 @@ static int parse_expect(const json_t *spec, nv_jobspec *s, perr *e)
     if (!ex)
         return 0;
     if (!json_is_object(ex))
-        return fail_value(e, "/expect_error", ex, "must be an object {\"case\": \"shape_mismatch\"}");
+        return fail_value(e, "/expect_error", ex,
+                          "must be an object {\"case\": \"shape_mismatch\"}");
     const char *key;
     const json_t *v;
-    json_object_foreach((json_t *)ex, key, v) {
+    json_object_foreach((json_t *)ex, key, v)
+    {
         if (strcmp(key, "case") != 0)
             return fail(e, "/expect_error", "unknown key '%s'; expected \"case\"", key);
     }
     const json_t *c = json_object_get(ex, "case");
     if (!c)
-        return fail(e, "/expect_error/case", "missing \"case\" (\"shape_mismatch\" or \"wrong_dtype\")");
+        return fail(e, "/expect_error/case",
+                    "missing \"case\" (\"shape_mismatch\" or \"wrong_dtype\")");
     json_t *one = json_is_string(c) ? json_pack("[O]", c) : json_incref((json_t *)c);
     if (!one)
         return -ENOMEM;
@@ -487,7 +518,8 @@ static int parse_expect(const json_t *spec, nv_jobspec *s, perr *e)
         goto out;
     }
     size_t i;
-    json_array_foreach(one, i, v) {
+    json_array_foreach(one, i, v)
+    {
         char ptr[64];
         if (json_is_string(c))
             snprintf(ptr, sizeof ptr, "/expect_error/case");
@@ -498,7 +530,8 @@ static int parse_expect(const json_t *spec, nv_jobspec *s, perr *e)
             if (strcmp(json_string_value(v), expect_names[j]) == 0)
                 k = j;
         if (k < 0) {
-            r = fail_value(e, ptr, v, "is not an expected error; use \"shape_mismatch\" or \"wrong_dtype\"");
+            r = fail_value(e, ptr, v,
+                           "is not an expected error; use \"shape_mismatch\" or \"wrong_dtype\"");
             goto out;
         }
         for (int j = 0; j < s->n_expect; j++) {
@@ -530,9 +563,10 @@ static int check_cases(nv_jobspec *s, perr *e)
                             s->op->name);
             for (int i = 0; i < n; i++)
                 if (t[i].numel > NV_JOB_MAX_ELEMENTS)
-                    return fail(e, ptr, "input %d would hold %lld elements, more than the limit "
-                                "of %lld per tensor", i, (long long)t[i].numel,
-                                (long long)NV_JOB_MAX_ELEMENTS);
+                    return fail(e, ptr,
+                                "input %d would hold %lld elements, more than the limit "
+                                "of %lld per tensor",
+                                i, (long long)t[i].numel, (long long)NV_JOB_MAX_ELEMENTS);
             const nv_tensor *in[NV_JOB_MAX_TENSORS];
             for (int i = 0; i < n; i++)
                 in[i] = &t[i];
@@ -559,10 +593,13 @@ static int check_cases(nv_jobspec *s, perr *e)
             int ndim;
             int64_t shape[NV_MAX_DIMS];
             int want = s->expect[x] == NV_EXPECT_SHAPE_MISMATCH ? NV_E_SHAPE : NV_E_DTYPE;
-            if (n < 0 || nv_op_infer(s->op, &s->attrs, n, in, &ndim, shape, err, sizeof err) != want)
-                return fail(e, "/expect_error/case", "'%s' does not apply to op '%s' with dtype "
+            if (n < 0 ||
+                nv_op_infer(s->op, &s->attrs, n, in, &ndim, shape, err, sizeof err) != want)
+                return fail(e, "/expect_error/case",
+                            "'%s' does not apply to op '%s' with dtype "
                             "'%s': the catalog has no such invalid input for it",
-                            nv_expect_kind_name(s->expect[x]), s->op->name, nv_dtype_name(s->dtypes[d]));
+                            nv_expect_kind_name(s->expect[x]), s->op->name,
+                            nv_dtype_name(s->dtypes[d]));
         }
     }
     return 0;
@@ -577,8 +614,8 @@ static int parse_all(const json_t *spec, nv_jobspec *s, perr *e)
     if (r < 0)
         return r;
     int ids[(int)NV_DT_COUNT > (int)NV_IN_COUNT ? (int)NV_DT_COUNT : (int)NV_IN_COUNT];
-    r = parse_names(spec, "dtypes", "dtype", NULL, parse_dtype_name, ids, NV_DT_COUNT,
-                    &s->n_dtypes, e);
+    r = parse_names(spec, "dtypes", "dtype", NULL, parse_dtype_name, ids, NV_DT_COUNT, &s->n_dtypes,
+                    e);
     if (r < 0)
         return r;
     for (int i = 0; i < s->n_dtypes; i++)
@@ -606,9 +643,10 @@ static int parse_all(const json_t *spec, nv_jobspec *s, perr *e)
         return r;
     s->n_cases = (int64_t)s->n_dtypes * s->n_shapes * s->n_layouts * s->n_classes * s->samples;
     if (s->n_cases > NV_JOB_MAX_CASES)
-        return fail(e, "", "the job expands to %lld cases (dtypes x shapes x layouts x inputs x "
-                    "samples), more than the limit of %d; split it", (long long)s->n_cases,
-                    NV_JOB_MAX_CASES);
+        return fail(e, "",
+                    "the job expands to %lld cases (dtypes x shapes x layouts x inputs x "
+                    "samples), more than the limit of %d; split it",
+                    (long long)s->n_cases, NV_JOB_MAX_CASES);
     s->n_total = s->n_cases + (int64_t)s->n_dtypes * s->n_expect;
     return check_cases(s, e);
 }

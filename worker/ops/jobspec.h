@@ -63,15 +63,15 @@ typedef struct nv_jobspec {
     bool has_out_dtype;
     nv_dtype out_dtype;
     bool has_tolerance;
-    nv_tolerance tolerance;              /* source "job" */
+    nv_tolerance tolerance; /* source "job" */
     bool has_by_dtype[NV_DT_COUNT];
     nv_tolerance by_dtype[NV_DT_COUNT]; /* source "store", with version */
     bool deterministic;
     int repeat;
     int n_expect;
     nv_expect_kind expect[NV_EXPECT_COUNT];
-    int64_t n_cases;  /* regular cases: dtypes x shapes x layouts x classes x samples */
-    int64_t n_total;  /* + one expect_error case per (dtype, expected error) */
+    int64_t n_cases; /* regular cases: dtypes x shapes x layouts x classes x samples */
+    int64_t n_total; /* + one expect_error case per (dtype, expected error) */
 } nv_jobspec;
 
 /* One case of a job, decoded from its index (regular cases first, in the order

@@ -213,4 +213,3 @@ int nv_jobspec_case(const nv_jobspec *s, int64_t i, nv_job_case *ret)
     *ret = c;
     return 0;
 }
-

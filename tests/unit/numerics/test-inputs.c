@@ -15,8 +15,14 @@
 static int gen(nv_input_class cls, nv_dtype dt, nv_dtype target, const nv_op_def *op, int tensor,
                double *out, int64_t n)
 {
-    nv_input_request rq = {.op = op, .tensor_index = tensor, .dtype = dt, .target = target,
-                           .cls = cls, .seed = 7, .case_index = 3, .index_range = 10,
+    nv_input_request rq = {.op = op,
+                           .tensor_index = tensor,
+                           .dtype = dt,
+                           .target = target,
+                           .cls = cls,
+                           .seed = 7,
+                           .case_index = 3,
+                           .index_range = 10,
                            .reduction_len = 8};
     return nv_inputs_generate(&rq, out, n);
 }
@@ -29,12 +35,21 @@ static uint32_t f32_bits(double v)
     return u;
 }
 
-static bool is_f32(double v) { return isnan(v) || (double)(float)v == v; }
+static bool is_f32(double v)
+{
+    return isnan(v) || (double)(float)v == v;
+}
 /* The compiler's fp16 conversion is an independent oracle (GCC extension). */
 __extension__ typedef _Float16 f16;
-static bool is_f16(double v) { return isnan(v) || (double)(f16)v == v; }
+static bool is_f16(double v)
+{
+    return isnan(v) || (double)(f16)v == v;
+}
 /* bf16 is the top half of fp32: a value is bf16 iff its fp32 bits end in 16 zeros. */
-static bool is_bf16(double v) { return isnan(v) || (is_f32(v) && (f32_bits(v) & 0xFFFF) == 0); }
+static bool is_bf16(double v)
+{
+    return isnan(v) || (is_f32(v) && (f32_bits(v) & 0xFFFF) == 0);
+}
 
 static int edges_fake(nv_dtype dt, double *out, int max)
 {
@@ -46,19 +61,30 @@ static int edges_fake(nv_dtype dt, double *out, int max)
     return 2;
 }
 
-static const nv_op_def op_log = {.name = "log_like", .kind = NV_OPK_UNARY, .n_inputs = 1,
-    .inputs = {{.name = "x", .lo = 0, .hi = INFINITY}}, .edges = edges_fake};
-static const nv_op_def op_add = {.name = "add", .kind = NV_OPK_BINARY, .n_inputs = 2,
-    .inputs = {{.name = "x", .lo = -INFINITY, .hi = INFINITY},
-               {.name = "y", .lo = -INFINITY, .hi = INFINITY}}};
-static const nv_op_def op_unit = {.name = "unit", .kind = NV_OPK_UNARY, .n_inputs = 1,
-    .inputs = {{.name = "x", .lo = -1, .hi = 1}}};
-static const nv_op_def op_xent = {.name = "xent", .kind = NV_OPK_REDUCE, .n_inputs = 2,
-    .inputs = {{.name = "logits", .lo = -INFINITY, .hi = INFINITY},
-               {.name = "target", .is_index = true}}};
-static const nv_op_def op_mm = {.name = "mm", .kind = NV_OPK_MATMUL, .n_inputs = 2,
-    .inputs = {{.name = "a", .lo = -INFINITY, .hi = INFINITY},
-               {.name = "b", .lo = -INFINITY, .hi = INFINITY}}};
+static const nv_op_def op_log = {.name = "log_like",
+                                 .kind = NV_OPK_UNARY,
+                                 .n_inputs = 1,
+                                 .inputs = {{.name = "x", .lo = 0, .hi = INFINITY}},
+                                 .edges = edges_fake};
+static const nv_op_def op_add = {.name = "add",
+                                 .kind = NV_OPK_BINARY,
+                                 .n_inputs = 2,
+                                 .inputs = {{.name = "x", .lo = -INFINITY, .hi = INFINITY},
+                                            {.name = "y", .lo = -INFINITY, .hi = INFINITY}}};
+static const nv_op_def op_unit = {.name = "unit",
+                                  .kind = NV_OPK_UNARY,
+                                  .n_inputs = 1,
+                                  .inputs = {{.name = "x", .lo = -1, .hi = 1}}};
+static const nv_op_def op_xent = {.name = "xent",
+                                  .kind = NV_OPK_REDUCE,
+                                  .n_inputs = 2,
+                                  .inputs = {{.name = "logits", .lo = -INFINITY, .hi = INFINITY},
+                                             {.name = "target", .is_index = true}}};
+static const nv_op_def op_mm = {.name = "mm",
+                                .kind = NV_OPK_MATMUL,
+                                .n_inputs = 2,
+                                .inputs = {{.name = "a", .lo = -INFINITY, .hi = INFINITY},
+                                           {.name = "b", .lo = -INFINITY, .hi = INFINITY}}};
 
 static double a[N], b[N];
 
@@ -119,8 +145,8 @@ static void test_normal_moments(void)
     double mean = s / 1e5, var = s2 / 1e5 - mean * mean;
     /* Standard errors with n = 1e5: mean 1/sqrt(n) = 0.0032, variance sqrt(2/n) =
      * 0.0045; 5 sigma bounds: 0.016 and 0.023. */
-    tap_ok(fabs(mean) < 0.016 && fabs(var - 1) < 0.023, "normal: mean %.4f variance %.4f",
-           mean, var);
+    tap_ok(fabs(mean) < 0.016 && fabs(var - 1) < 0.023, "normal: mean %.4f variance %.4f", mean,
+           var);
 }
 
 static void test_near_zero_and_large(void)
@@ -230,8 +256,12 @@ static void test_domain(void)
     tap_ok(in, "domain [0, inf): no negative values in any random class");
     tap_ok(unit, "domain [-1, 1]: every random class stays inside");
     gen(NV_IN_DOMAIN_EDGES, NV_DT_FP32, NV_DT_FP32, &op_log, 0, a, 12);
-    double want[6] = {1.0, nextafterf(1.0f, 2.0f), nextafterf(1.0f, 0.0f), 88.72283935546875,
-                      nextafterf(88.72283935546875f, 100.0f), nextafterf(88.72283935546875f, 0)};
+    double want[6] = {1.0,
+                      nextafterf(1.0f, 2.0f),
+                      nextafterf(1.0f, 0.0f),
+                      88.72283935546875,
+                      nextafterf(88.72283935546875f, 100.0f),
+                      nextafterf(88.72283935546875f, 0)};
     bool edges = true;
     for (int i = 0; i < 12; i++)
         edges = edges && a[i] == want[i % 6];
@@ -263,11 +293,13 @@ static void test_index_and_scales(void)
 
 int main(void)
 {
-    tap_ok(nv_input_class_name(NV_IN_NEAR_ZERO) && !strcmp(nv_input_class_name(NV_IN_NEAR_ZERO),
-                                                             "near_zero"), "class names");
+    tap_ok(nv_input_class_name(NV_IN_NEAR_ZERO) &&
+               !strcmp(nv_input_class_name(NV_IN_NEAR_ZERO), "near_zero"),
+           "class names");
     nv_input_class c;
     tap_ok(nv_input_class_from_name("domain_edges", &c) == 0 && c == NV_IN_DOMAIN_EDGES &&
-               nv_input_class_from_name("gaussian", &c) < 0, "class names parse");
+               nv_input_class_from_name("gaussian", &c) < 0,
+           "class names parse");
     test_determinism();
     test_representable();
     test_normal_moments();

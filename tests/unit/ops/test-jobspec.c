@@ -11,7 +11,8 @@ static const char *contract =
     "{\"kind\": \"op\", \"op\": \"exp\", \"dtypes\": [\"fp32\", \"bf16\"],"
     " \"shapes\": [[4096], [64, 257]], \"inputs\": [\"normal\", \"near_zero\", \"specials\"],"
     " \"seed\": 7, \"tolerance\": {\"metric\": \"ulp\", \"max_ulp\": 1,"
-    " \"reason_code\": \"approximation_error\", \"reason\": \"device exp is documented to 1 ulp\"}}";
+    " \"reason_code\": \"approximation_error\", \"reason\": \"device exp is documented to 1 "
+    "ulp\"}}";
 
 /* Validate the contract example with key set to the JSON value text (NULL
  * deletes it); check pointer and a fragment of the message. */
@@ -29,8 +30,8 @@ static void expect(const char *key, const char *value, const char *want_ptr, con
     bool ok = want_ptr ? (r == -EINVAL && ptr && strcmp(ptr, want_ptr) == 0 && msg &&
                           strstr(msg, want_msg) != NULL)
                        : r == 0;
-    tap_ok(ok, "%s = %s -> %s%s%s", key, value ? value : "(deleted)",
-           want_ptr ? want_ptr : "valid", want_ptr ? ": " : "", want_msg ? want_msg : "");
+    tap_ok(ok, "%s = %s -> %s%s%s", key, value ? value : "(deleted)", want_ptr ? want_ptr : "valid",
+           want_ptr ? ": " : "", want_msg ? want_msg : "");
     if (!ok)
         tap_diag("got %d '%s': '%s'", r, ptr ? ptr : "(null)", msg ? msg : "(null)");
     free(ptr);
@@ -67,13 +68,19 @@ static void test_fields(void)
     expect("deterministic", "\"yes\"", "/deterministic", "true or false");
     expect("build", "{\"name\": \"rt\", \"commit\": 12}", "/build/commit", "'12' must be a string");
     expect("attrs", "{\"axis\": 0}", "/attrs", "axis");
-    expect("tolerance", "{\"metric\": \"ulp\", \"max_ulp\": 1, \"reason_code\": "
-           "\"approximation_error\"}", "/tolerance/reason", "");
+    expect("tolerance",
+           "{\"metric\": \"ulp\", \"max_ulp\": 1, \"reason_code\": "
+           "\"approximation_error\"}",
+           "/tolerance/reason", "");
     expect("tolerance_by_dtype", "{\"fp7\": {}}", "/tolerance_by_dtype/fp7", "unknown dtype 'fp7'");
-    expect("tolerance_by_dtype", "{\"bf16\": {\"metric\": \"ulp\", \"max_ulp\": 2, \"reason_code\":"
-           " \"dtype_precision\", \"reason\": \"r\", \"version\": 3}}", NULL, NULL);
-    expect("tolerance_by_dtype", "{\"bf16\": {\"metric\": \"ulp\", \"max_ulp\": 2, \"reason_code\":"
-           " \"dtype_precision\", \"version\": 3}}", "/tolerance_by_dtype/bf16/reason", "");
+    expect("tolerance_by_dtype",
+           "{\"bf16\": {\"metric\": \"ulp\", \"max_ulp\": 2, \"reason_code\":"
+           " \"dtype_precision\", \"reason\": \"r\", \"version\": 3}}",
+           NULL, NULL);
+    expect("tolerance_by_dtype",
+           "{\"bf16\": {\"metric\": \"ulp\", \"max_ulp\": 2, \"reason_code\":"
+           " \"dtype_precision\", \"version\": 3}}",
+           "/tolerance_by_dtype/bf16/reason", "");
     expect("expect_error", "{\"case\": \"shape_mismatch\"}", "/expect_error/case",
            "does not apply to op 'exp'");
     expect("expect_error", "{\"case\": \"melted\"}", "/expect_error/case", "'\"melted\"'");
@@ -129,10 +136,12 @@ static void test_cases(void)
                c.layout == NV_LAYOUT_CONTIGUOUS && c.sample == 1 && !c.expect_error,
            "case 5: fp16, contiguous, sample 1");
     tap_ok(s && nv_jobspec_case(s, 11, &c) == 0 && c.expect_error && c.dtype == NV_DT_FP16 &&
-               c.expect == NV_EXPECT_WRONG_DTYPE, "case 11: fp16 wrong_dtype check");
+               c.expect == NV_EXPECT_WRONG_DTYPE,
+           "case 11: fp16 wrong_dtype check");
     nv_tensor t[NV_JOB_MAX_TENSORS];
     int n = s ? nv_jobspec_tensors(s, &s->shapes[0], NV_DT_FP32, NV_EXPECT_SHAPE_MISMATCH, t,
-                                   NV_JOB_MAX_TENSORS) : -1;
+                                   NV_JOB_MAX_TENSORS)
+              : -1;
     tap_ok(n == 2 && t[1].shape[1] == 7 && t[0].shape[1] == 6, "shape_mismatch: y is [4, 7]");
     nv_jobspec_free(s);
 }
@@ -156,7 +165,8 @@ static void test_tensors(void)
     tap_ok(n == 2 && t[1].dtype == NV_DT_INT32 && t[1].ndim == 1 && t[1].shape[0] == 8,
            "cross_entropy [8, 10]: int32 target [8]");
     n = s ? nv_jobspec_tensors(s, &s->shapes[0], NV_DT_FP32, NV_EXPECT_WRONG_DTYPE, t,
-                               NV_JOB_MAX_TENSORS) : -1;
+                               NV_JOB_MAX_TENSORS)
+          : -1;
     tap_ok(n == 2 && t[1].dtype == NV_DT_FP32, "cross_entropy wrong_dtype: fp32 target");
     nv_jobspec_free(s);
 }
