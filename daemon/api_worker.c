@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/sha256.h"
 #include "util.h"
+#include "worker/ops/jobspec.h"
 
 typedef struct claim_wait {
     api_ctx *x;
@@ -195,6 +196,12 @@ void api_worker_result(api_ctx *x)
     const json_t *cases = json_object_get(res, "cases");
     if (cases && !json_is_array(cases)) {
         api_error(x, 400, "bad_request", "/result/cases", "\"cases\" must be an array");
+        goto out;
+    }
+    /* A job has at most NV_JOB_MAX_CASES cases (worker/ops/jobspec.h). */
+    if (json_array_size(cases) > NV_JOB_MAX_CASES) {
+        api_error(x, 413, "too_large", "/result/cases", "%zu cases exceed the limit of %d",
+                  json_array_size(cases), NV_JOB_MAX_CASES);
         goto out;
     }
     bool dup = false;
