@@ -80,6 +80,7 @@ let passJob = null;
 let failJob = null;
 let manyJob = null;
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'numval-browser-'));
+process.on('exit', () => fs.rmSync(tmp, {recursive: true, force: true}));
 
 async function shot(name) {
   fs.mkdirSync(SHOTS, {recursive: true});

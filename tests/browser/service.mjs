@@ -17,6 +17,13 @@ function killGroup(child, sig) {
 process.on('exit', () => {
   for (const c of started) killGroup(c, 'SIGKILL');
 });
+// meson's timeout and Ctrl-C: kill what we started, then die of the same signal.
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+  process.once(sig, () => {
+    for (const c of started) killGroup(c, 'SIGKILL');
+    process.exit(128 + ({SIGINT: 2, SIGTERM: 15, SIGHUP: 1})[sig]);
+  });
+}
 
 export function freePort() {
   return new Promise((resolve, reject) => {

@@ -16,6 +16,29 @@ function tree(v) {
   return String(v);
 }
 
+function flatten(o, prefix = '', out = {}) {
+  for (const [k, v] of Object.entries(o || {})) {
+    const key = prefix ? `${prefix}.${k}` : k;
+    if (v && typeof v === 'object' && !Array.isArray(v)) flatten(v, key, out);
+    else out[key] = Array.isArray(v) ? v.join(', ') : v;
+  }
+  return out;
+}
+
+// The dtype contract as one table: a row per dtype, a column per (flattened) property.
+function contractTable(contract) {
+  if (!contract || typeof contract !== 'object' || Array.isArray(contract)) return tree(contract);
+  const rows = Object.entries(contract).filter(([, v]) => v && typeof v === 'object');
+  if (!rows.length) return tree(contract);
+  const flat = rows.map(([dt, v]) => [dt, flatten(v)]);
+  const cols = [...new Set(flat.flatMap(([, f]) => Object.keys(f)))];
+  return h('div.table-wrap', h('table.data.contract',
+    h('thead', h('tr', h('th', {scope: 'col'}, 'dtype'), cols.map((c) => h('th', {scope: 'col'}, c)))),
+    h('tbody', flat.map(([dt, f]) => h('tr', h('th', {scope: 'row'}, dt),
+      cols.map((c) => h(typeof f[c] === 'number' ? 'td.num' : 'td',
+        f[c] === undefined ? '—' : typeof f[c] === 'number' ? num(f[c]) : String(f[c]))))))));
+}
+
 function pick(d, ...keys) {
   for (const k of keys) {
     const path = k.split('.');
@@ -40,10 +63,12 @@ function deviceCard(d) {
       ['Quarantine reason', d.quarantine_reason || undefined],
       ['Last crash', d.last_crash_reason || d.last_crash || undefined],
       ['Last seen', d.last_seen || d.last_heartbeat ? when(d.last_seen || d.last_heartbeat) : undefined],
-      ['Identity', identity ? tree(identity) : undefined],
+      ['Identity', identity ? (typeof identity === 'object' ? tree(identity) : String(identity)) : undefined],
     ]),
     h('h3', 'Numerical mode'), mode ? h('div.mode', tree(mode)) : empty('Not reported yet (reported by the worker when it first runs a job).'),
-    h('h3', 'Dtype contract'), contract ? h('div.contract', tree(contract)) : empty('Not reported yet.'),
+    h('h3', 'Dtype contract'), contract ? contractTable(contract) : empty('Not reported yet.'),
+    d.describe ? h('details', h('summary', 'Full describe() as reported'),
+      h('pre.json', JSON.stringify(d.describe, null, 2))) : null,
     h('p', h('a', {href: `#/jobs?device=${encodeURIComponent(d.name)}`}, `Jobs on ${d.name}`)));
 }
 

@@ -47,7 +47,7 @@ function observedTable(obs) {
   if (!obs.groups.length) return empty('No finished jobs with cases yet.');
   const rows = obs.groups.sort((a, b) => (b.maxHeadroom ?? -1) - (a.maxHeadroom ?? -1));
   return h('div.table-wrap', h('table.data', {id: 'tol-headroom'},
-    h('caption', `Observed error against the tolerance each case was judged by (latest ${obs.jobs} finished jobs)`),
+    h('caption', `Observed error against the tolerance each case was judged by (up to 1000 cases of each of the latest ${obs.jobs} finished jobs)`),
     h('thead', h('tr', ['Op', 'Dtype', 'Allowed', 'Reason', 'Source', 'Cases', 'Failed', 'Max ULP seen', 'Used of allowed']
       .map((t) => h('th', {scope: 'col'}, t)))),
     h('tbody', rows.map((g) => {
