@@ -95,11 +95,15 @@ static void acc_add(double *sh, double *sl, double x)
  * (|r'| < 2^-9: truncation below 2^-116), eight squarings expm1(2y) = p (p + 2),
  * which keep the relative error of expm1 within a factor 1.2 per step, and
  * finally (1 + p) 2^k (Muller et al., Handbook of Floating-Point Arithmetic,
- * §11 argument reduction). e^d below 2^-1074 gives 0: next to the max term 1 of
- * a softmax line such terms are far below any ulp of the sum. */
-static void dd_exp(const double ln2[3], double dh, double dl, double *rh, double *rl)
+ * §11 argument reduction). dd_exp_scaled returns 1 + p and k separately, so that
+ * a subnormal softmax output is rounded once, from the quotient (1 + p) / s. e^d
+ * below 2^-1074 gives 0: next to the max term 1 of a softmax line such terms are
+ * far below any ulp of the sum. */
+static void dd_exp_scaled(const double ln2[3], double dh, double dl, double *rh, double *rl,
+                          int *ret_k)
 {
     *rh = *rl = 0;
+    *ret_k = 0;
     if (dh < -746)
         return;
     double k = nearbyint(dh / ln2[0]), p1, e1, p2, e2;
@@ -125,9 +129,17 @@ static void dd_exp(const double ln2[3], double dh, double dl, double *rh, double
         dd_add(ph, pl, 2, 0, &th, &tl);
         dd_mul(ph, pl, th, tl, &ph, &pl);
     }
-    dd_add(1, 0, ph, pl, &ph, &pl);
-    *rh = ldexp(ph, (int)k);
-    *rl = ldexp(pl, (int)k);
+    dd_add(1, 0, ph, pl, rh, rl);
+    *ret_k = (int)k;
+}
+
+/* e^d = dd_exp_scaled's pair times 2^k. */
+static void dd_exp(const double ln2[3], double dh, double dl, double *rh, double *rl)
+{
+    int k;
+    dd_exp_scaled(ln2, dh, dl, rh, rl, &k);
+    *rh = ldexp(*rh, k);
+    *rl = ldexp(*rl, k);
 }
 
 static void store_dd(ctx *c, int64_t l, int64_t k, bool removes, double hi, double lo, double abs)
@@ -207,7 +219,14 @@ static void softmax_line(ctx *c, int64_t l)
             add_dd(dh, dl, -lh, -ll, &yh, &yl);
             store_dd(c, l, k, false, yh, yl, fabs(dh) + fabs(lh) + 1 + w);
         } else {
-            dd_div(c->e[2 * k], c->e[2 * k + 1], sh, sl, &yh, &yl);
+            if (c->e[2 * k] < 0x1p-960 && !isinf(dh)) { /* subnormal-bound: round once */
+                int ek;
+                dd_exp_scaled(c->ln2, dh, dl, &yh, &yl, &ek);
+                dd_div(yh, yl, sh, sl, &yh, &yl);
+                yh = ldexp(yh, ek);
+                yl = ldexp(yl, ek);
+            } else
+                dd_div(c->e[2 * k], c->e[2 * k + 1], sh, sl, &yh, &yl);
             store_dd(c, l, k, false, yh, yl, yh > 0 ? yh * (1 + fabs(dh) + w) : 0);
         }
     }

@@ -615,6 +615,40 @@ static void test_random_softmax(void)
     mpfr_clears(s, t, (mpfr_ptr)0);
 }
 
+/* softmax [0, d] = [1, e^d] / (1 + e^d) over the whole range of the double-double
+ * exp (d from -745 to 0, fp64): 2^-94 relative down to 2^-960; below, where the
+ * low part falls into fp64's subnormals (a double-double's relative precision ends
+ * there), the high part must be the correctly rounded value. */
+static void test_softmax_range(void)
+{
+    mpfr_t y, t;
+    mpfr_inits2(OP, y, t, (mpfr_ptr)0);
+    int ok = 0, n = 0;
+    for (double d = -745; d <= 0; d += 1.37 + urand(), n++) {
+        nv_tensor *in[1] = {vec(NV_DT_FP64, 2, (double[]){0, d})};
+        res r;
+        run("softmax", NULL, 1, in, NV_DT_FP64, &r);
+        mpfr_set_d(y, d, MPFR_RNDN);
+        mpfr_exp(y, y, MPFR_RNDN);
+        mpfr_add_ui(t, y, 1, MPFR_RNDN);
+        mpfr_div(y, y, t, MPFR_RNDN);
+        double hi = r.hi->data[1];
+        bool good;
+        if (mpfr_get_d(y, MPFR_RNDN) < 0x1p-960) /* lo reaches fp64's subnormals */
+            good = hi == mpfr_get_d(y, MPFR_RNDN);
+        else
+            good = close_to(hi, r.lo->data[1], y, 94);
+        if (!good)
+            tap_diag("d = %.17g: hi %a lo %a, MPFR %a", d, hi, r.lo->data[1],
+                     mpfr_get_d(y, MPFR_RNDN));
+        ok += good;
+        res_free(&r);
+        nv_tensor_free(in[0]);
+    }
+    tap_ok(ok == n, "softmax [0, d], d in [-745, 0]: %d/%d", ok, n);
+    mpfr_clears(y, t, (mpfr_ptr)0);
+}
+
 static void test_random_matmul(void)
 {
     enum { M = 5, K = 40, NN = 6 };
@@ -764,6 +798,7 @@ int main(void)
     test_views();
     test_random_sums();
     test_random_softmax();
+    test_softmax_range();
     test_random_matmul();
     test_random_layer_norm();
     test_random_elementwise();
