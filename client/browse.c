@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "common/artifact.h"
 #include "common/sha256.h"
 
 /* Parse a command's options; prints the problem and returns -EINVAL. */
@@ -233,20 +234,60 @@ int nvc_cmd_cases(nvc_conn *c, int argc, char **argv)
     return NVC_EXIT_OK;
 }
 
+/* Print a downloaded artifact's manifest and tensor list (docs/ARTIFACTS.md). */
+static int print_artifact(const nvc_conn *c, const char *sha, const void *buf, size_t len)
+{
+    nv_artifact *a = NULL;
+    char *err = NULL;
+    int r = nv_artifact_decode(buf, len, &a, &err);
+    if (r < 0) {
+        nvc_error("artifact '%s' cannot be loaded: %s", sha, err ? err : strerror(-r));
+        free(err);
+        return r;
+    }
+    json_t *tensors = json_array();
+    for (int i = 0; tensors && i < a->n_tensors; i++) {
+        const nv_artifact_tensor *t = &a->tensors[i];
+        json_t *shape = json_array();
+        for (int d = 0; shape && d < t->ndim; d++)
+            json_array_append_new(shape, json_integer(t->shape[d]));
+        json_array_append_new(tensors,
+                              json_pack("{s:s,s:i,s:o,s:I}", "name", t->name, "dtype", t->dtype,
+                                        "shape", shape, "nbytes", (json_int_t)t->nbytes));
+    }
+    json_t *out =
+        json_pack("{s:s,s:O,s:o}", "sha256", sha, "manifest", a->manifest, "tensors", tensors);
+    if (c->json) {
+        nvc_print_json(out);
+    } else {
+        nvc_print_json(a->manifest);
+        const char *h[] = {"TENSOR", "DTYPE_ID", "SHAPE", "BYTES"};
+        const char *k[] = {"name", "dtype", "shape", "nbytes"};
+        print_rows(tensors, 4, h, k);
+    }
+    json_decref(out);
+    nv_artifact_free(a);
+    return 0;
+}
+
 int nvc_cmd_artifact(nvc_conn *c, int argc, char **argv)
 {
-    const char *out = NULL;
-    const nvc_opt opts[] = {
-        NVC_GLOBAL_OPTS(c), {"o", &out, NULL}, {"output", &out, NULL}, {NULL, NULL, NULL}};
+    const char *out = NULL, *tensor = NULL;
+    bool manifest = false;
+    nv_artifact *a = NULL; /* before the first goto: freed at out */
+    const nvc_opt opts[] = {NVC_GLOBAL_OPTS(c),        {"o", &out, NULL},
+                            {"output", &out, NULL},    {"manifest", NULL, &manifest},
+                            {"tensor", &tensor, NULL}, {NULL, NULL, NULL}};
     const char *pos[1];
+    const char *usage = "usage: numvalctl artifact SHA256 (-o FILE [--tensor NAME] | --manifest)";
     /* "-o FILE" is the documented spelling; the parser knows only "--": map it. */
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "-o"))
             argv[i] = "--o";
-    if (parse(argc, argv, opts, pos, 1, "usage: numvalctl artifact SHA256 -o FILE") < 0)
+    if (parse(argc, argv, opts, pos, 1, usage) < 0)
         return NVC_EXIT_ERROR;
-    if (!out) {
-        nvc_error("usage: numvalctl artifact SHA256 -o FILE");
+    if ((!out && !manifest) || (tensor && !out)) {
+        nvc_error("%s", usage);
         return NVC_EXIT_ERROR;
     }
     if (strlen(pos[0]) != 64 || strspn(pos[0], "0123456789abcdef") != 64) {
@@ -271,22 +312,46 @@ int nvc_cmd_artifact(nvc_conn *c, int argc, char **argv)
         json_decref(j);
         goto out;
     }
-    /* The id is the SHA-256 of the bytes: verify before writing anything. */
+    /* The id is the SHA-256 of the bytes: verify before using anything. */
     char sha[65];
     nv_sha256_hex(resp.body, resp.len, sha);
     if (strcmp(sha, pos[0]) != 0) {
-        nvc_error("downloaded artifact hashes to '%s', not '%s'; refusing to write it", sha,
-                  pos[0]);
+        nvc_error("downloaded artifact hashes to '%s', not '%s'; refusing it", sha, pos[0]);
         goto out;
     }
-    FILE *f = fopen(out, "wb");
-    if (!f || fwrite(resp.body, 1, resp.len, f) != resp.len || fclose(f) != 0) {
-        nvc_error("cannot write '%s': %s", out, strerror(errno));
-        goto out;
+    const void *bytes = resp.body;
+    size_t nbytes = resp.len;
+    if (tensor) {
+        /* --tensor NAME: that tensor's raw encoded bytes instead of the container. */
+        char *derr = NULL;
+        const nv_artifact_tensor *t = NULL;
+        r = nv_artifact_decode(resp.body, resp.len, &a, &derr);
+        if (r == 0 && !(t = nv_artifact_find(a, tensor)))
+            nvc_error("artifact '%s' has no tensor '%s'", pos[0], tensor);
+        else if (r < 0)
+            nvc_error("artifact '%s' cannot be loaded: %s", pos[0], derr ? derr : strerror(-r));
+        free(derr);
+        if (!t)
+            goto out;
+        bytes = t->data;
+        nbytes = t->nbytes;
     }
-    fprintf(stderr, "numvalctl: wrote %zu bytes to '%s'\n", resp.len, out);
+    if (out) {
+        FILE *f = fopen(out, "wb");
+        bool ok = f && fwrite(bytes, 1, nbytes, f) == nbytes;
+        if (f && fclose(f) != 0)
+            ok = false;
+        if (!ok) {
+            nvc_error("cannot write '%s': %s", out, strerror(errno));
+            goto out;
+        }
+        fprintf(stderr, "numvalctl: wrote %zu bytes to '%s'\n", nbytes, out);
+    }
+    if (manifest && print_artifact(c, pos[0], resp.body, resp.len) < 0)
+        goto out;
     status = NVC_EXIT_OK;
 out:
+    nv_artifact_free(a);
     nvc_response_done(&resp);
     return status;
 }

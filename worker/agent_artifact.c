@@ -28,24 +28,39 @@ static int add_tensor(nv_artifact *a, const char *name, const nv_tensor *t)
     return r;
 }
 
+/* The runner's manifest (spec, case, seed, device, builds, mode, contract,
+ * tolerance, first mismatches) with the container's own keys added at the top
+ * level (docs/ARTIFACTS.md "Manifest"). */
 static json_t *manifest(const nvw_agent_job *j, const nvw_failure *f)
 {
+    json_t *m = f->manifest ? json_copy((json_t *)f->manifest) : json_object();
     json_t *names = json_array();
-    for (int i = 0; names && i < f->n_tensors; i++)
-        json_array_append_new(names, json_string(f->names[i]));
-    json_t *m = json_pack(
-        "{s:s,s:i,s:i,s:O,s:O,s:s,s:o}", "format", "numval-artifact", "version", 1, "case_index",
-        f->case_index, "case", f->case_json ? f->case_json : json_null(), "spec",
-        j->spec ? j->spec : json_null(), "backend", j->backend_spec, "tensors", names);
-    if (!m)
-        return NULL;
-    if (f->manifest)
-        json_object_set(m, "runner", (json_t *)f->manifest);
+    if (!m || !names)
+        goto fail;
+    for (int i = 0; i < f->n_tensors; i++)
+        if (json_array_append_new(names, json_string(f->names[i])) < 0)
+            goto fail;
+    if (json_object_set_new(m, "format", json_string("numval-artifact")) < 0 ||
+        json_object_set_new(m, "version", json_integer(1)) < 0 ||
+        json_object_set_new(m, "case_index", json_integer(f->case_index)) < 0 ||
+        json_object_set_new(m, "tensors", names) < 0)
+        goto fail_m;
+    if (!json_object_get(m, "case") && f->case_json)
+        json_object_set(m, "case", (json_t *)f->case_json);
+    if (!json_object_get(m, "spec") && j->spec)
+        json_object_set(m, "spec", (json_t *)j->spec);
+    if (!json_object_get(m, "backend"))
+        json_object_set_new(m, "backend", json_string(j->backend_spec));
     if (j->job_id) {
-        json_object_set_new(m, "job_id", json_string(j->job_id));
+        json_object_set(m, "job_id", j->job_id_json);
         json_object_set_new(m, "attempt", json_integer(j->attempt));
     }
     return m;
+fail:
+    json_decref(names);
+fail_m:
+    json_decref(m);
+    return NULL;
 }
 
 int nvw_agent_build_artifact(const nvw_agent_job *j, const nvw_failure *f, uint8_t **ret_buf,

@@ -7,6 +7,7 @@ downloadable and its bytes hash to its id."""
 import hashlib
 import json
 import os
+import struct
 import xml.etree.ElementTree as ET
 
 from nvservice import Service, check, main
@@ -127,6 +128,41 @@ def test(bins):
             blob = f.read()
         check(hashlib.sha256(blob).hexdigest() == sha and blob[:4] == b"\x28\xb5\x2f\xfd",
               "artifact bytes hash to its id and are one zstd frame")
+        failed_case = next(c for c in stored if c.get("artifact") == sha)
+        p = s.ctl("--json", "artifact", sha, "--manifest", token_scope="read")
+        check(p.returncode == 0, "numvalctl artifact --manifest loads it (%s)" % p.stderr.strip())
+        art = json.loads(p.stdout)
+        m = art["manifest"]
+        check(m["format"] == "numval-artifact" and m["version"] == 1 and
+              str(m["job_id"]) == str(job_id) and m["case_index"] == failed_case["index"],
+              "manifest names the job and the case")
+        check(m["tolerance"]["max_ulp"] == 0.5 and m["seed"] == failed_case["seed"] and
+              m["failure_class"] == failed_case["failure_class"],
+              "manifest carries seed, tolerance and failure class of the case")
+        numel = 1
+        for e in failed_case["shape"]:
+            numel *= e
+        # exp takes one input; fp32 is dtype id 1, 4 bytes per element (backend ABI).
+        want = [("input:0", 1, failed_case["shape"], 4 * numel),
+                ("output:0", 1, failed_case["shape"], 4 * numel)]
+        got = [(t["name"], t["dtype"], t["shape"], t["nbytes"]) for t in art["tensors"]]
+        check(got == want, "artifact holds the exact input and the device output (%s)" % got)
+        # The stored bytes are the values the case reports: at the first mismatch
+        # the input is the reported input and the output the reported device value.
+        vals = {}
+        for name in ("input:0", "output:0"):
+            p = s.ctl("artifact", sha, "-o", name + ".bin", "--tensor", name, token_scope="read")
+            check(p.returncode == 0, "numvalctl artifact --tensor %s (%s)" % (name, p.stderr.strip()))
+            with open(os.path.join(d, name + ".bin"), "rb") as f:
+                raw = f.read()
+            vals[name] = struct.unpack("<%df" % (len(raw) // 4), raw)
+        fm = failed_case["first_mismatches"][0]
+        lin = 0
+        for i, e in zip(fm["index"], failed_case["shape"]):
+            lin = lin * e + i
+        check(vals["input:0"][lin] == fm["inputs"][0] and vals["output:0"][lin] == fm["got"],
+              "at the first mismatch %s: input %r and device output %r match the case" %
+              (fm["index"], vals["input:0"][lin], vals["output:0"][lin]))
 
         s.kill_daemon()
         p = s.ctl("submit", "pass.json", "--wait")
