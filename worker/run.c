@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "run_gradient.h"
 #include "run_internal.h"
 
 static int set_err(char **ret_err, const char *fmt, const char *a, const char *b)
@@ -145,6 +146,8 @@ static int run_pool(nvw_job *job, char **ret_err)
 int nvw_run_job(const json_t *spec, const char *backend_spec, const nvw_run_opts *opts,
                 json_t **ret_result, char **ret_err)
 {
+    if (nv_gradspec_is(spec)) /* kind "gradient": run_gradient.c */
+        return nvw_run_gradient(spec, backend_spec, opts, ret_result, ret_err);
     nvw_job job;
     memset(&job, 0, sizeof job);
     pthread_mutex_init(&job.lock, NULL);

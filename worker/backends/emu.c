@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "emu_backward.h" /* emu_backward (gradient jobs) */
 #include "emu_internal.h"
 #include "loader.h"
 
@@ -274,7 +275,7 @@ static const nv_backend emu_table = {
     .close = emu_close,
     .describe = emu_describe,
     .forward = emu_forward,
-    .backward = NULL,
+    .backward = emu_backward,
     .graph = NULL,
     .release_tensor = emu_release,
 };

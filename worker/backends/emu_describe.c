@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "emu_backward.h" /* emu_saved_json */
 #include "emu_internal.h"
 
 #ifndef NV_VERSION
@@ -169,10 +170,12 @@ static json_t *nondeterministic_json(const emu_mode *m)
 char *emu_describe_json(const emu_mode *m)
 {
     json_t *d =
-        json_pack("{s:s, s:{s:s, s:s, s:s}, s:o, s:o, s:b, s:o, s:{}}", "device", "emu", "build",
-                  "name", "numval-emu", "version", NV_VERSION, "compiler", __VERSION__, "mode",
-                  mode_json(m), "contract", contract_json(m), "inference_only", 0,
-                  "nondeterministic_ops", nondeterministic_json(m), "saved");
+        json_pack("{s:s, s:{s:s, s:s, s:s}, s:o, s:o, s:b, s:o, s:o, s:s}", "device", "emu",
+                  "build", "name", "numval-emu", "version", NV_VERSION, "compiler", __VERSION__,
+                  "mode", mode_json(m), "contract", contract_json(m), "inference_only",
+                  m->inference_only, "nondeterministic_ops", nondeterministic_json(m), "saved",
+                  m->inference_only ? json_object() : emu_saved_json(), "gradient_dtype",
+                  "input");
     if (!d)
         return NULL;
     char *s = json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS);

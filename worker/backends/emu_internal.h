@@ -43,6 +43,7 @@ typedef struct emu_mode {
     nv_scale_granularity scale;
     int block, tile_r, tile_c;
     uint64_t seed;
+    bool inference_only; /* "inference_only=on": describe says so, backward refuses */
 } emu_mode;
 
 typedef struct emu_ctx {

@@ -153,6 +153,8 @@ static const char *apply(emu_mode *m, const char *k, const char *v, bool *known)
     }
     if (!strcmp(k, "scale"))
         return parse_scale(v, m) ? "tensor, channel, block:N or tile:RxC" : NULL;
+    if (!strcmp(k, "inference_only"))
+        return parse_bool(v, &m->inference_only) ? "on or off" : NULL;
     if (!strcmp(k, "seed")) {
         char *end;
         errno = 0;
@@ -191,7 +193,8 @@ int emu_mode_parse(const char *opts, emu_mode *m, char *err, size_t errlen)
         if (!known) {
             snprintf(err, errlen,
                      "unknown emu mode key '%s' (value '%s'): expected storage, compute, accum, "
-                     "reduce, fma, ftz, daz, rounding, saturate, transcendental, scale or seed",
+                     "reduce, fma, ftz, daz, rounding, saturate, transcendental, scale, seed or "
+                     "inference_only",
                      item, eq + 1);
             r = NV_E_INVALID;
             goto out;
