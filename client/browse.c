@@ -157,6 +157,44 @@ int nvc_cmd_show(nvc_conn *c, int argc, char **argv)
     return NVC_EXIT_OK;
 }
 
+int nvc_cmd_cancel(nvc_conn *c, int argc, char **argv)
+{
+    const nvc_opt opts[] = {NVC_GLOBAL_OPTS(c), {NULL, NULL, NULL}};
+    const char *pos[64];
+    int npos = 0;
+    char *err = NULL;
+    if (nvc_parse(argc, argv, opts, pos, 64, &npos, &err) < 0 || npos == 0) {
+        nvc_error("%s", err ? err : "usage: numvalctl cancel JOB_ID...");
+        free(err);
+        return NVC_EXIT_ERROR;
+    }
+    int status = NVC_EXIT_OK;
+    for (int i = 0; i < npos; i++) {
+        char *id = nvc_escape(pos[i]), path[512];
+        json_t *resp = NULL;
+        if (!id)
+            return NVC_EXIT_ERROR;
+        snprintf(path, sizeof(path), "/api/v1/jobs/%s/cancel", id);
+        free(id);
+        int r = nvc_api(c, "POST", path, NULL, &resp, &err);
+        if (r < 0) {
+            nvc_error("cannot cancel job '%s': %s", pos[i], err ? err : strerror(-r));
+            free(err);
+            err = NULL;
+            status = NVC_EXIT_ERROR;
+            continue;
+        }
+        const char *state =
+            json_string_value(json_object_get(json_object_get(resp, "job"), "state"));
+        if (c->json)
+            nvc_print_json(resp);
+        else
+            printf("%s %s\n", pos[i], state ? state : "?");
+        json_decref(resp);
+    }
+    return status;
+}
+
 int nvc_fetch_cases(const nvc_conn *c, const char *job_id, bool failed_only, json_t **ret,
                     char **ret_err)
 {

@@ -85,6 +85,7 @@ json_t *nvc_load_json_file(const char *path, char **ret_err);
 int nvc_cmd_submit(nvc_conn *c, int argc, char **argv);
 int nvc_cmd_jobs(nvc_conn *c, int argc, char **argv);
 int nvc_cmd_show(nvc_conn *c, int argc, char **argv);
+int nvc_cmd_cancel(nvc_conn *c, int argc, char **argv);
 int nvc_cmd_cases(nvc_conn *c, int argc, char **argv);
 int nvc_cmd_artifact(nvc_conn *c, int argc, char **argv);
 int nvc_cmd_tolerance(nvc_conn *c, int argc, char **argv);

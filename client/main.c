@@ -15,6 +15,7 @@ static const char USAGE[] =
     "                      0 if every case passed, 1 if any failed, 2 on error\n"
     "  jobs [--state S] [--kind K] [--device D] [--limit N]\n"
     "  show JOB_ID\n"
+    "  cancel JOB_ID...\n"
     "  cases JOB_ID [--failed]\n"
     "  artifact SHA256 [-o FILE [--tensor NAME]] [--manifest]\n"
     "                      download a failure artifact (or one tensor's raw bytes)\n"
@@ -35,9 +36,9 @@ typedef struct command {
 } command;
 
 static const command COMMANDS[] = {
-    {"submit", nvc_cmd_submit}, {"jobs", nvc_cmd_jobs},         {"show", nvc_cmd_show},
-    {"cases", nvc_cmd_cases},   {"artifact", nvc_cmd_artifact}, {"tolerance", nvc_cmd_tolerance},
-    {"builds", nvc_cmd_builds}, {"devices", nvc_cmd_devices},
+    {"submit", nvc_cmd_submit},       {"jobs", nvc_cmd_jobs},     {"show", nvc_cmd_show},
+    {"cancel", nvc_cmd_cancel},       {"cases", nvc_cmd_cases},   {"artifact", nvc_cmd_artifact},
+    {"tolerance", nvc_cmd_tolerance}, {"builds", nvc_cmd_builds}, {"devices", nvc_cmd_devices},
 };
 
 int main(int argc, char **argv)

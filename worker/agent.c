@@ -217,15 +217,16 @@ static int heartbeat(nvw_agent_job *j, long timeout_ms)
     return out;
 }
 
-/* Wait for the runner thread, heartbeating. Returns 0, or -1 when the lease was
- * lost or the worker is stopping (the result is then not uploaded). */
+/* Wait for the runner thread, heartbeating. Returns 0; 1 when the server
+ * cancelled the job; -1 when the lease was lost or the worker is stopping. In
+ * the last two cases the result is not uploaded. */
 static int supervise(runner_thread *t, long lease_ms)
 {
     nvw_agent_job *j = t->job;
     /* Three heartbeats per lease keep it alive through one lost request. */
     long interval = lease_ms / 3;
     interval = interval < 200 ? 200 : interval > 5000 ? 5000 : interval;
-    int abandoned = 0;
+    int abandoned = 0, server_cancel = 0;
     pthread_mutex_lock(&t->lock);
     while (!t->finished) {
         struct timespec ts;
@@ -243,10 +244,11 @@ static int supervise(runner_thread *t, long lease_ms)
             abandoned = 1;
             j->cancel = 1;
         }
-        if (!abandoned) {
+        if (!abandoned && !server_cancel) {
             int h = heartbeat(j, interval > 2000 ? interval : 2000);
-            if (h == 0 && !j->cancel) {
-                nv_log_info("job %s cancelled by the server", j->job_id);
+            if (h == 0) {
+                nv_log_info("job %s cancelled by the server; stopping it", j->job_id);
+                server_cancel = 1;
                 j->cancel = 1;
             } else if (h < 0) {
                 nv_log_warn("job %s: lease lost (409), abandoning it", j->job_id);
@@ -257,7 +259,9 @@ static int supervise(runner_thread *t, long lease_ms)
         pthread_mutex_lock(&t->lock);
     }
     pthread_mutex_unlock(&t->lock);
-    return abandoned || g_stop ? -1 : 0;
+    if (abandoned || g_stop)
+        return -1;
+    return server_cancel;
 }
 
 /* POST the result until it is accepted, the lease is lost or we stop. */
@@ -355,7 +359,12 @@ static int run_claimed(nvw_http *http, const agent_opts *o, json_t *claimed)
     }
     int sup = supervise(&t, lease_ms > 0 ? (long)lease_ms : 30000);
     pthread_join(th, NULL);
-    if (sup < 0) {
+    if (sup != 0) {
+        /* The server already holds the job as cancelled (or has re-leased it):
+         * a result from this run would only be refused. */
+        if (sup > 0)
+            nv_log_info("job %s: cancelled after %lld of %lld cases", id_text,
+                        (long long)atomic_load(&j.done), (long long)atomic_load(&j.total));
         r = -ECANCELED;
         goto out;
     }

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """kill -9 a worker in the middle of a job: the job is requeued when its lease
 expires, a second worker runs it, and it completes exactly once (one result:
-as many stored cases as the job has, no index twice)."""
+as many stored cases as the job has, no index twice). Then `numvalctl cancel`
+of a running job: the worker hears it on its next heartbeat, stops the job and
+is free for the next one."""
+import re
 import signal
 import time
 
@@ -48,6 +51,31 @@ def test(bins):
               "exactly one set of cases stored (%d of %d)" % (len(cases), job["cases_total"]))
         check(len(set(idx)) == len(idx), "no case index stored twice")
         check(job["cases_done"] == job["cases_total"], "cases_done equals cases_total")
+
+        st, body = s.api("POST", "/api/v1/jobs", dict(LONG, device="emu0", seed=6),
+                         scope="submit")
+        check(st == 201, "second long job accepted")
+        long_id = body["job"]["id"]
+        deadline = time.time() + 180
+        while time.time() < deadline:
+            job = s.job(long_id)
+            if job["state"] == "running" and 0 < job["cases_done"] < job["cases_total"]:
+                break
+            time.sleep(0.1)
+        p = s.ctl("cancel", str(long_id))
+        check(p.returncode == 0 and p.stdout.split() == [str(long_id), "cancelled"],
+              "numvalctl cancel (%s%s)" % (p.stdout, p.stderr))
+        st, body = s.api("POST", "/api/v1/jobs",
+                         {"kind": "op", "op": "add", "dtypes": ["fp32"], "shapes": [[8]],
+                          "inputs": ["normal"], "layouts": ["contiguous"], "device": "emu0"},
+                         scope="submit")
+        small = s.wait_jobs([body["job"]["id"]], timeout=120)
+        check(list(small.values())[0]["state"] == "passed",
+              "the worker stopped the cancelled job and ran the next one")
+        check(s.job(long_id)["state"] == "cancelled", "the cancelled job stays cancelled")
+        m = re.search(r"job %s: cancelled after (\d+) of (\d+) cases" % long_id, s.tail(100000))
+        check(m is not None and int(m.group(1)) < int(m.group(2)) == N_CASES,
+              "the worker stopped it early (%s)" % (m.group(0) if m else "no log line"))
 
 
 if __name__ == "__main__":
