@@ -346,6 +346,16 @@ test('keyboard: the nav is reachable with Tab and follows with Enter', {skip: SK
   await page.waitForURL(/#\/jobs$/);
   await settled();
   assert.equal(await page.locator('h1').innerText(), 'Jobs');
+  // Live polling must not redraw unchanged data under a keyboard user's focus.
+  await page.goto(svc.url + '/');
+  await settled();
+  const link = page.locator('section', {has: page.locator('h2', {hasText: 'Recent failures'})})
+    .getByRole('link', {name: `#${failJob.id}`, exact: true});
+  await link.focus();
+  await page.waitForTimeout(4500); // two poll periods
+  assert.equal(await page.evaluate(() => document.activeElement.textContent), `#${failJob.id}`);
+  await page.keyboard.press('Enter');
+  await page.waitForURL(new RegExp(`#/jobs/${failJob.id}$`));
 });
 
 test('phone width: dashboard and case stay readable', {skip: SKIP}, async () => {

@@ -51,9 +51,12 @@ async function errorFrom(res) {
 
 // ETag cache per URL: a 304 answers from the last body we saw.
 const etags = new Map();
+// Last body per polled URL (the views poll a handful of URLs).
+const seen = new Map();
 
 // path: an API path ("/jobs"), or a root path outside /api/v1 ("!metrics").
-export async function get(path, {signal} = {}) {
+// track: remember the body and report unchanged ones (for polling).
+export async function get(path, {signal, track} = {}) {
   const root = path.startsWith('!');
   const url = root ? new URL(path.slice(1), document.baseURI).toString() : apiUrl(path);
   const cached = etags.get(url);
@@ -67,8 +70,14 @@ export async function get(path, {signal} = {}) {
   }
   if (res.status === 304 && cached) return {data: cached.data, changed: false};
   if (!res.ok) throw await errorFrom(res);
-  const data = root && !(res.headers.get('Content-Type') || '').includes('json')
-    ? await res.text() : await res.json();
+  const text = await res.text();
+  const isJson = !root || (res.headers.get('Content-Type') || '').includes('json');
+  // Without an ETag from the server, an unchanged body still counts as unchanged, so
+  // polling views do not redraw (and steal keyboard focus) for nothing.
+  const last = track ? seen.get(url) : null;
+  if (last && last.text === text) return {data: last.data, changed: false};
+  const data = isJson ? JSON.parse(text) : text;
+  if (track) seen.set(url, {text, data});
   const etag = res.headers.get('ETag');
   if (etag) etags.set(url, {etag, data});
   return {data, changed: true};
@@ -115,7 +124,7 @@ export function poll(path, intervalMs, onData, onError) {
     if (stopped) return;
     if (!document.hidden) {
       try {
-        const r = await get(typeof path === 'function' ? path() : path, {signal: ctrl.signal});
+        const r = await get(typeof path === 'function' ? path() : path, {signal: ctrl.signal, track: true});
         if (!stopped && r.changed) onData(r.data);
       } catch (e) {
         if (!stopped && e.name !== 'AbortError' && onError) onError(e);

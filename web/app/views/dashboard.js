@@ -6,6 +6,8 @@ import {getJson, optional, poll} from '../api.js';
 import {jobsTable, deviceState, listOf, buildsOf} from './common.js';
 
 const POLL_MS = 2000;
+// Initial loads remember their bodies so the first poll does not redraw unchanged data.
+const T = {track: true};
 
 function countLabel(body) {
   const n = listOf(body, 'jobs').length;
@@ -136,17 +138,20 @@ export async function renderDashboard(ctx) {
     metrics: ['!metrics', 'queue'],
   };
   const [queued, running, devices, builds, failures, health, metrics] = await Promise.all([
-    getJson(sources.queued[0]), getJson(sources.running[0]), optional(sources.devices[0]),
-    optional(sources.builds[0]), getJson(sources.failures[0]),
+    getJson(sources.queued[0], T), getJson(sources.running[0], T), optional(sources.devices[0], T),
+    optional(sources.builds[0], T), getJson(sources.failures[0], T),
     fetch(new URL('healthz', document.baseURI), {headers: {Accept: 'application/json'}})
       .then((r) => (r.ok ? r.json() : null)).catch(() => null),
-    optional('!metrics').catch(() => null),
+    optional('!metrics', T).catch(() => null),
   ]);
   Object.assign(state, {queued, running, devices, builds, failures, health, metrics});
   await draw({queue: true, devices: true, builds: true, failures: true});
 
   for (const [key, [path, part]] of Object.entries(sources)) {
     ctx.onLeave(poll(path, POLL_MS, (data) => {
+      // /metrics changes every second (uptime); redraw only when what we show changed.
+      if (key === 'metrics' &&
+          JSON.stringify(parseMetrics(data)) === JSON.stringify(parseMetrics(state.metrics))) return;
       state[key] = data;
       live.textContent = `Live: updated ${new Date().toLocaleTimeString()}.`;
       // A job finishing changes the build totals too.

@@ -35,7 +35,7 @@ export async function renderJob(ctx) {
   const id = params.id;
   const base = `/jobs/${id}`;
   document.title = `Job #${id} · numval`;
-  let job = (await getJson(`/jobs/${encodeURIComponent(id)}`)).job;
+  let job = (await getJson(`/jobs/${encodeURIComponent(id)}`, {track: true})).job;
   let buildName = null;
   if (job.build_id != null) {
     const b = buildsOf(await optional('/builds').catch(() => null)).find((x) => String(x.id) === String(job.build_id));

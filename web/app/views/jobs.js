@@ -47,7 +47,7 @@ export async function renderJobs(ctx) {
   const params = {state: query.state, kind: query.kind, device: query.device, build: query.build,
     limit: query.limit || 50, cursor: query.cursor};
   const path = '/jobs' + qs(params);
-  const body = await getJson(path);
+  const body = await getJson(path, {track: true});
   const box = h('div');
   const pager = h('nav.pager', {'aria-label': 'Pages'});
   function draw(data) {
