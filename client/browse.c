@@ -77,11 +77,12 @@ static int print_rows(const json_t *rows, int ncols, const char *const *headers,
 
 int nvc_cmd_jobs(nvc_conn *c, int argc, char **argv)
 {
-    const char *state = NULL, *kind = NULL, *device = NULL, *build = NULL, *limit = NULL;
-    const nvc_opt opts[] = {NVC_GLOBAL_OPTS(c),      {"state", &state, NULL},
-                            {"kind", &kind, NULL},   {"device", &device, NULL},
-                            {"build", &build, NULL}, {"limit", &limit, NULL},
-                            {NULL, NULL, NULL}};
+    const char *state = NULL, *kind = NULL, *device = NULL, *build = NULL, *limit = NULL,
+               *cursor = NULL;
+    const nvc_opt opts[] = {NVC_GLOBAL_OPTS(c),        {"state", &state, NULL},
+                            {"kind", &kind, NULL},     {"device", &device, NULL},
+                            {"build", &build, NULL},   {"limit", &limit, NULL},
+                            {"cursor", &cursor, NULL}, {NULL, NULL, NULL}};
     if (parse(argc, argv, opts, NULL, 0, "usage: numvalctl jobs [--state S] [--kind K]") < 0)
         return NVC_EXIT_ERROR;
     char path[1024] = "/api/v1/jobs";
@@ -89,7 +90,8 @@ int nvc_cmd_jobs(nvc_conn *c, int argc, char **argv)
         add_query(path, sizeof(path), "kind", kind) < 0 ||
         add_query(path, sizeof(path), "device", device) < 0 ||
         add_query(path, sizeof(path), "build", build) < 0 ||
-        add_query(path, sizeof(path), "limit", limit) < 0)
+        add_query(path, sizeof(path), "limit", limit) < 0 ||
+        add_query(path, sizeof(path), "cursor", cursor) < 0)
         return NVC_EXIT_ERROR;
     json_t *resp = get(c, path);
     if (!resp)
@@ -114,7 +116,7 @@ int nvc_cmd_jobs(nvc_conn *c, int argc, char **argv)
         print_rows(jobs, 9, h, k);
         const char *next = json_string_value(json_object_get(resp, "next_cursor"));
         if (next)
-            fprintf(stderr, "(more: the API's cursor is '%s')\n", next);
+            fprintf(stderr, "(more: numvalctl jobs --cursor %s)\n", next);
     }
     json_decref(resp);
     return NVC_EXIT_OK;

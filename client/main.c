@@ -13,7 +13,7 @@ static const char USAGE[] =
     "         [--wait] [--junit FILE] [--timeout S]\n"
     "                      submit a job or a suite file; print the job ids. --wait exits\n"
     "                      0 if every case passed, 1 if any failed, 2 on error\n"
-    "  jobs [--state S] [--kind K] [--device D] [--limit N]\n"
+    "  jobs [--state S] [--kind K] [--device D] [--build B] [--limit N] [--cursor C]\n"
     "  show JOB_ID\n"
     "  cancel JOB_ID...\n"
     "  cases JOB_ID [--failed]\n"

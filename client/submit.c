@@ -105,8 +105,11 @@ static int submit_one(const nvc_conn *c, const json_t *spec, const submit_opts *
         json_decref(resp);
         return -EPROTO;
     }
-    printf("%s\n", id);
-    fflush(stdout);
+    /* With --json the jobs are printed as one document at the end. */
+    if (!c->json) {
+        printf("%s\n", id);
+        fflush(stdout);
+    }
     json_array_append(jobs, job);
     json_decref(resp);
     return 0;
@@ -328,6 +331,11 @@ int nvc_cmd_submit(nvc_conn *c, int argc, char **argv)
     if (o.junit && write_junit(c, jobs, o.junit) < 0)
         status = NVC_EXIT_ERROR;
 out:
+    if (c->json && json_array_size(jobs) > 0) {
+        json_t *doc = json_pack("{s:O}", "jobs", jobs);
+        nvc_print_json(doc);
+        json_decref(doc);
+    }
     json_decref(jobs);
     return status;
 }
