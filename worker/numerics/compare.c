@@ -42,10 +42,9 @@ const char *nv_failure_class_name(nv_failure_class c)
 /* ---- log-binned histogram of ulp errors ---- */
 /* Bin = the float encoding of ulp_err >> 20 (8 exponent bits, 3 fraction bits:
  * 8 bins per octave), offset so that bin 0 holds everything below 2^-30 ulp
- * (reported as 0) and the last bin everything from 2^34 ulp up (reported as the
- * max). */
-#define HIST_BINS 512
+ * (reported as 0); the last bin holds inf (an error beyond fp32's range). */
 #define HIST_BASE ((127 - 30) << 3)
+#define HIST_BINS (2048 - HIST_BASE) /* up to the float encodings of inf */
 
 typedef struct hist {
     uint64_t n[HIST_BINS];
@@ -56,7 +55,7 @@ static inline unsigned hist_bin(float u)
     uint32_t b;
     memcpy(&b, &u, sizeof(b));
     int i = (int)((b & 0x7fffffffu) >> 20) - HIST_BASE;
-    return i < 0 ? 0 : i >= HIST_BINS ? HIST_BINS - 1 : (unsigned)i;
+    return i < 0 ? 0 : (unsigned)i; /* NaN never reaches here */
 }
 
 /* Upper edge of the bin holding the 99th percentile of count values. */
@@ -245,8 +244,16 @@ typedef struct blk_out {
  *   ue  = d * 2^(150 - e), e = ref's exponent field: exact (a power of two);
  *         refs below 2^-103 (e < 24, where 2^(150 - e) leaves fp32) and NaN/Inf
  *         anywhere send the block to the scalar path;
- *   rel = d / |ref| in fp32 (compare.h: max_rel to fp32 precision here);
- *   sums, mismatch tests and the allclose allowance in fp64. */
+ *   rel = d / |ref|: its max is tracked as the pair (num, den) with the larger
+ *         ratio, compared by cross-multiplication in fp32 (a division per
+ *         element would cost more than the rest); one division per lane and
+ *         block; fp32-accurate (compare.h);
+ *   ue > max_ulp is tested in fp32 against the largest fp32 <= max_ulp, which
+ *         is exact because ue is an fp32 number;
+ *   sum of ue in fp32 lanes within a block (256 terms a lane; exact while the
+ *         partial sums are multiples of ue's quanta below 2^24, as for errors of
+ *         a few ulps; else within gamma_255 < 2^-16 relative, Higham §4.2),
+ *         then in fp64 across blocks; the allclose allowance in fp64. */
 typedef float v8f __attribute__((vector_size(32)));
 typedef int32_t v8i __attribute__((vector_size(32)));
 typedef double v4d __attribute__((vector_size(32)));
@@ -254,8 +261,9 @@ typedef int64_t v4l __attribute__((vector_size(32)));
 typedef float v4f __attribute__((vector_size(16)));
 
 #define VSELI(m, a, b) (((a) & (m)) | ((b) & ~(m)))
-/* acc = max(acc, x); a NaN x leaves acc (0/0: zero error over a zero ref). */
-#define VMAXF(acc, x) ((v8f)VSELI((x) > (acc), (v8i)(x), (v8i)(acc)))
+#define VSELF(m, a, b) ((v8f)VSELI(m, (v8i)(a), (v8i)(b)))
+/* acc = max(acc, x); a NaN x leaves acc. */
+#define VMAXF(acc, x) VSELF((x) > (acc), x, acc)
 #define VMAXD(acc, x) ((v4d)VSELI((x) > (acc), (v4l)(x), (v4l)(acc)))
 #define VABSF(a) ((v8f)((v8i)(a) & 0x7fffffff))
 #define LO4(v) __builtin_convertvector((v4f){(v)[0], (v)[1], (v)[2], (v)[3]}, v4d)
@@ -270,25 +278,24 @@ typedef float v4f __attribute__((vector_size(16)));
         v8i re = (v8i)ar >> 23;                                                            \
         sp |= ~(d <= fmax_v) | (re < 24);                                                  \
         v8f ue = d * (v8f)((277 - re) << 23);                                              \
-        mr = VMAXF(mr, d / ar);                                                            \
+        v8i up = d * rden > rnum * ar;                                                     \
+        rnum = VSELF(up, d, rnum);                                                         \
+        rden = VSELF(up, ar, rden);                                                        \
         mu = VMAXF(mu, ue);                                                                \
         ma = VMAXF(ma, d);                                                                 \
         mar = VMAXF(mar, ar);                                                              \
-        v4d u0 = LO4(ue), u1 = HI4(ue);                                                    \
-        su0 += u0;                                                                         \
-        su1 += u1;                                                                         \
+        su += ue;                                                                          \
         if (IS_ULP) {                                                                      \
-            bad -= (u0 > tol_v) + (u1 > tol_v);                                            \
+            bad -= ue > tol_f;                                                             \
         } else {                                                                           \
             v4d d0 = LO4(d), d1 = HI4(d);                                                  \
             v4d al0 = atol_v + rtol_v * LO4(ar), al1 = atol_v + rtol_v * HI4(ar);          \
             mh = VMAXD(mh, d0 / al0);                                                      \
             mh = VMAXD(mh, d1 / al1);                                                      \
-            bad -= (d0 > al0) + (d1 > al1);                                                \
+            badd -= (d0 > al0) + (d1 > al1);                                               \
         }                                                                                  \
         v8i bin = ((v8i)ue >> 20) - HIST_BASE;                                             \
         bin = VSELI(bin < 0, zero_i, bin);                                                 \
-        bin = VSELI(bin > top_i, top_i, bin);                                              \
         memcpy(bins + i, &bin, sizeof(bin));                                               \
     }
 
@@ -297,18 +304,18 @@ typedef float v4f __attribute__((vector_size(16)));
  * per element only for allclose (under ulp it is max ulp error / max_ulp). */
 NV_CLONES
 static void f32_block(const float *restrict got, const float *restrict ref, int n,
-                      double max_ulp_tol, double atol, double rtol, int is_ulp,
+                      float tol_fp32, double atol, double rtol, int is_ulp,
                       uint32_t *restrict bins, blk_out *restrict o)
 {
     const v4d zd = {0, 0, 0, 0};
-    const v4d tol_v = zd + max_ulp_tol, atol_v = zd + atol, rtol_v = zd + rtol;
+    const v4d atol_v = zd + atol, rtol_v = zd + rtol;
     const v8f zf = {0, 0, 0, 0, 0, 0, 0, 0};
-    const v8f fmax_v = zf + 0x1.fffffep127f;
-    const v8i zero_i = {0, 0, 0, 0, 0, 0, 0, 0}, top_i = zero_i + (HIST_BINS - 1);
-    v8f mu = zf, ma = zf, mr = zf, mar = zf;
-    v4d su0 = zd, su1 = zd, mh = zd;
-    v4l bad = {0, 0, 0, 0};
-    v8i sp = zero_i;
+    const v8f fmax_v = zf + 0x1.fffffep127f, tol_f = zf + tol_fp32;
+    const v8i zero_i = {0, 0, 0, 0, 0, 0, 0, 0};
+    v8f mu = zf, ma = zf, mar = zf, su = zf, rnum = zf, rden = zf + 1;
+    v4d mh = zd;
+    v8i bad = zero_i, sp = zero_i;
+    v4l badd = {0, 0, 0, 0};
     if (is_ulp) {
         F32_BLOCK_BODY(1)
     } else {
@@ -318,15 +325,14 @@ static void f32_block(const float *restrict got, const float *restrict ref, int 
     for (int k = 0; k < 8; k++) {
         o->max_ulp[k] = mu[k];
         o->max_abs[k] = ma[k];
-        o->max_rel[k] = mr[k];
+        o->max_rel[k] = (double)rnum[k] / rden[k];
         o->max_ref[k] = mar[k];
+        o->sum_ulp[k] = su[k];
+        o->bad[k] = bad[k] + (k < 4 ? badd[k] : 0);
         o->special[k] = sp[k] != 0;
     }
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 4; k++)
         o->max_head[k] = mh[k];
-        o->sum_ulp[k] = su0[k] + su1[k];
-        o->bad[k] = bad[k];
-    }
 }
 
 /* Scalar path for one block (specials, the tail, first mismatches). */
@@ -417,11 +423,15 @@ int nv_compare_f32(const float *got, const float *ref, int64_t n, const nv_toler
     nv_compare_result r;
     result_init(&r);
     int is_ulp = tol->metric == NV_TOL_ULP;
+    /* The largest fp32 <= max_ulp: ue > it iff ue > max_ulp, for fp32 ue. */
+    float tol_fp32 = (float)tol->max_ulp;
+    if ((double)tol_fp32 > tol->max_ulp)
+        tol_fp32 = nextafterf(tol_fp32, 0);
     for (int64_t base = 0; base < n; base += BLK) {
         int len = n - base < BLK ? (int)(n - base) : BLK;
         int vec = len - len % LANES;
         blk_out o;
-        f32_block(got + base, ref + base, vec, tol->max_ulp, tol->atol, tol->rtol, is_ulp, bins,
+        f32_block(got + base, ref + base, vec, tol_fp32, tol->atol, tol->rtol, is_ulp, bins,
                   &o);
         uint32_t special = 0;
         int64_t bad = 0;

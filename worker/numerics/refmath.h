@@ -24,7 +24,12 @@ const char *nv_fn_name(nv_fn f);
 /* f(x) as hi + lo. The pair is close enough to the exact value that rounding it
  * to dt under any rounding mode gives the correctly rounded result, and its
  * relative error is below 2^-100 whenever MPFR was needed, below 2^-50 otherwise.
- * (For dt == NV_DT_FP64 MPFR always decides.) Thread-safe. */
+ * (For dt == NV_DT_FP64 MPFR always decides.) Thread-safe.
+ * Precisions (numerics helper): where the fp64 fast path decided, the error is
+ * that path's documented bound instead: 2^-48 for libm functions, 2^-45 for the
+ * compositions, more for gelu_erf/gelu_tanh of large negative x (refmath.c);
+ * rounding remains correct. Outside fp64's normal range the pair keeps only
+ * what rounding needs (refmath_mpfr.c): use nv_ref_round_pair to round it. */
 void nv_ref_eval(nv_fn f, double x, nv_dtype dt, double *ret_hi, double *ret_lo);
 
 /* Rounds a pair from nv_ref_eval / nv_ref_pow to dt under rounding (stochastic

@@ -162,8 +162,9 @@ static int same_result(const nv_compare_result *a, const nv_compare_result *b)
              a->failure == b->failure && a->n_first == b->n_first;
     /* max_rel: the fp32 kernel divides in fp32 (compare.h), within 2^-23. */
     ok &= a->max_rel == b->max_rel || fabs(a->max_rel - b->max_rel) <= 0x1p-23 * b->max_rel;
-    /* mean: sums in different orders, n 2^-53 relative at most (Higham §4.2). */
-    ok &= fabs(a->mean_ulp - b->mean_ulp) <= 1e-9 * fabs(b->mean_ulp);
+    /* mean: the fp32 kernel sums 256 terms a lane in fp32 (compare.c):
+     * gamma_255 < 2^-16 relative (Higham §4.2); the rest is order only. */
+    ok &= fabs(a->mean_ulp - b->mean_ulp) <= 0x1p-16 * fabs(b->mean_ulp);
     /* headroom: ue * (1/k) against err / (k ulp): two roundings apart. */
     ok &= fabs(a->headroom - b->headroom) <= 1e-15 * b->headroom || a->headroom == b->headroom;
     for (int k = 0; ok && k < a->n_first; k++)

@@ -271,6 +271,45 @@ static void test_pair_accuracy(void)
     tap_ok(bad == 0, "nv_ref_eval(fp64) pair within 2^-100 of exp(x) (2000 inputs)");
 }
 
+/* pow: against MPFR's pow rounded straight to fp32 (24 bits, normal range) and
+ * exact cases by hand. */
+static void test_pow(void)
+{
+    int bad = 0;
+    mpfr_t a, b, r;
+    mpfr_inits2(64, a, b, (mpfr_ptr)0);
+    mpfr_init2(r, 24);
+    for (int i = 0; i < 3000; i++) {
+        double x = fabs(rand_f32(-3, 3)), y = rand_f32(-3, 3);
+        mpfr_set_d(a, x, MPFR_RNDN);
+        mpfr_set_d(b, y, MPFR_RNDN);
+        mpfr_pow(r, a, b, MPFR_RNDN);
+        double want = mpfr_get_d(r, MPFR_RNDN);
+        if (fabs(want) < 0x1p-126 || fabs(want) > 0x1p127)
+            continue; /* outside fp32's normal range the 24-bit oracle does not apply */
+        double got = nv_ref_pow_round(x, y, NV_DT_FP32, NV_ROUND_NEAREST_EVEN), hi, lo;
+        nv_ref_pow(x, y, NV_DT_FP32, &hi, &lo);
+        double gotp = nv_ref_round_pair(hi, lo, NV_DT_FP32, NV_ROUND_NEAREST_EVEN);
+        if ((got != want || gotp != want) && bad++ < 3)
+            tap_diag("pow(%a, %a): mpfr %a round %a pair %a", x, y, want, got, gotp);
+    }
+    mpfr_clears(a, b, r, (mpfr_ptr)0);
+    tap_ok(bad == 0, "pow: fast path and pair == MPFR pow at 24 bits (3000 inputs)");
+    double hi, lo;
+    nv_ref_pow(3, 3, NV_DT_FP64, &hi, &lo);
+    int ok = hi == 27 && lo == 0;
+    /* 1.5^20 = 3^20 / 2^20 = 3486784401 / 2^20: 32 bits, exact in fp64. */
+    nv_ref_pow(1.5, 20, NV_DT_FP64, &hi, &lo);
+    ok &= hi == 3486784401.0 / 1048576 && lo == 0;
+    ok &= nv_ref_pow_round(2, 0.5, NV_DT_FP32, NV_ROUND_NEAREST_EVEN) == (double)sqrtf(2.0f);
+    ok &= isnan(nv_ref_pow_round(-8, 1.0 / 3, NV_DT_FP32, NV_ROUND_NEAREST_EVEN));
+    ok &= nv_ref_pow_round(0, -1, NV_DT_FP32, NV_ROUND_NEAREST_EVEN) == INFINITY;
+    /* 1.5^30 = 191751.06 > 65504: fp16 overflows (IEEE 754 §7.4). */
+    ok &= nv_ref_pow_round(1.5, 30, NV_DT_FP16, NV_ROUND_NEAREST_EVEN) == INFINITY &&
+          nv_ref_pow_round(1.5, 30, NV_DT_FP16, NV_ROUND_TOWARD_ZERO) == 65504;
+    tap_ok(ok, "pow exact cases: 3^3, 1.5^20, sqrt 2, (-8)^(1/3) NaN, 0^-1 inf, fp16 overflow");
+}
+
 static void *thread_main(void *arg)
 {
     int *bad = arg;
@@ -302,6 +341,7 @@ int main(void)
     test_hard();
     test_pair_accuracy();
     test_random();
+    test_pow();
     test_threads();
     tap_ok(strcmp(nv_fn_name(NV_FN_GELU_TANH), "gelu_tanh") == 0 &&
            nv_fn_name(NV_FN_COUNT) == NULL, "function names");
