@@ -15,6 +15,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
 import crypto from 'node:crypto';
+import {execFileSync} from 'node:child_process';
 import {fileURLToPath} from 'node:url';
 import {startService, stopService, api, waitJob} from './service.mjs';
 
@@ -279,6 +280,10 @@ test('artifact download is the stored, content-addressed zstd container', {skip:
   // zstd frame magic 0xFD2FB528, little-endian (RFC 8878 §3.1.1).
   assert.deepEqual([...bytes.subarray(0, 4)], [0x28, 0xb5, 0x2f, 0xfd]);
   assert.equal(crypto.createHash('sha256').update(bytes).digest('hex'), c.artifact);
+  // The same bytes numvalctl fetches (it verifies the hash itself).
+  const viaCtl = path.join(tmp, 'artifact-ctl.zst');
+  execFileSync(BINS.ctl, ['--server', svc.url, 'artifact', c.artifact, '-o', viaCtl], {timeout: 15000});
+  assert.ok(fs.readFileSync(viaCtl).equals(bytes));
 });
 
 test('write actions ask for a token and show the server refusal', {skip: SKIP}, async () => {
