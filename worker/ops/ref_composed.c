@@ -385,14 +385,10 @@ int nvo_ref_composed(int id, const nv_op_attrs *a, const nvo_lines *L, const nv_
     mpfr_inits2(P + 64, c.acc, c.acc_abs, (mpfr_ptr)0);
     mpfr_set_zero(c.acc, 1);
     mpfr_set_zero(c.acc_abs, 1);
-    mpfr_t l2;
-    mpfr_init2(l2, 200);
-    mpfr_const_log2(l2, MPFR_RNDN);
-    for (int i = 0; i < 3; i++) {
-        c.ln2[i] = mpfr_get_d(l2, MPFR_RNDN);
-        mpfr_sub_d(l2, l2, c.ln2[i], MPFR_RNDN);
-    }
-    mpfr_clear(l2);
+    /* ln 2 to 159 bits (mpfr_const_log2 at 300 bits, split greedily). */
+    c.ln2[0] = 0x1.62e42fefa39efp-1;
+    c.ln2[1] = 0x1.abc9e3b39803fp-56;
+    c.ln2[2] = 0x1.7b57a079a1934p-111;
     r = run_lines(&c);
     mpfr_clears(c.s, c.t, c.u, c.acc, c.acc_abs, (mpfr_ptr)0);
     free(c.x);
