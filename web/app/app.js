@@ -64,6 +64,12 @@ async function render() {
     if (gen === generation) {
       clear(main);
       main.append(h('h1', 'Could not load this page'), errorBox(e));
+      // Anonymous reads may be off (numvald's anonymous_read): offer to enter a token.
+      if (e && (e.status === 401 || e.status === 403)) {
+        main.append(h('p', h('button', {type: 'button', onclick: async () => {
+          if (await askToken('This server needs a token to read.')) render();
+        }}, 'Enter a token')));
+      }
     }
   } finally {
     if (gen === generation) main.removeAttribute('aria-busy');
