@@ -52,6 +52,9 @@ void api_tolerances_post(api_ctx *x);
 void api_builds(api_ctx *x);
 void api_devices(api_ctx *x, const char *name);
 void api_metrics(api_ctx *x);
+/* Job and case lists on the threadpool (api_read.c); filters are copied. */
+void api_read_jobs(api_ctx *x, const nvd_job_filter *f);
+void api_read_cases(api_ctx *x, const nvd_case_filter *f);
 /* Static files: /js/... from the JavaScript library dir, else the web dir. */
 void api_static(nvd_app *app, nvd_http_req *req);
 

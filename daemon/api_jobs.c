@@ -155,18 +155,7 @@ void api_jobs_list(api_ctx *x)
         api_error(x, 400, "bad_request", "cursor", "cursor '%s' is not one this server gave", cur);
         return;
     }
-    json_t *jobs = NULL;
-    int64_t next = 0;
-    int r = nvd_store_jobs_list(x->app->store, &f, &jobs, &next);
-    if (r < 0) {
-        api_errno(x, r, "list jobs");
-        return;
-    }
-    char nc[32];
-    snprintf(nc, sizeof(nc), "%lld", (long long)next);
-    api_json(
-        x, 200,
-        json_pack("{s:o, s:o}", "jobs", jobs, "next_cursor", next ? json_string(nc) : json_null()));
+    api_read_jobs(x, &f);
 }
 
 void api_job_get(api_ctx *x, int64_t id)
@@ -219,29 +208,7 @@ void api_job_cases(api_ctx *x, int64_t id)
         api_error(x, 400, "bad_request", "cursor", "cursor '%s' is not one this server gave", cur);
         return;
     }
-    json_t *job = NULL;
-    int r = nvd_store_job_get(x->app->store, id, &job);
-    json_decref(job);
-    if (r < 0) {
-        if (r == -ENOENT)
-            api_error(x, 404, "not_found", NULL, "job '%lld' not found", (long long)id);
-        else
-            api_errno(x, r, "get job");
-        return;
-    }
-    json_t *cases = NULL;
-    int64_t last = -1;
-    bool more = false;
-    r = nvd_store_cases_list(x->app->store, &f, &cases, &last, &more);
-    if (r < 0) {
-        api_errno(x, r, "list cases");
-        return;
-    }
-    char nc[32];
-    snprintf(nc, sizeof(nc), "%lld", (long long)last);
-    api_json(x, 200,
-             json_pack("{s:o, s:o}", "cases", cases, "next_cursor",
-                       more ? json_string(nc) : json_null()));
+    api_read_cases(x, &f);
 }
 
 void api_case_get(api_ctx *x, int64_t id)

@@ -25,6 +25,7 @@ typedef struct nvd_app {
     uv_loop_t *loop;
     nvd_config *cfg;
     nvd_store *store;
+    nvd_store_pool *read_pool; /* read-only connections for the threadpool */
     nvd_queue *queue;
     nvd_http_server *http;
     nvd_supervisor *sup;

@@ -279,6 +279,17 @@ static int start(daemon_state *d, nvd_config *cfg, const cli *c)
     int r = open_store(cfg, true, &app->store);
     if (r < 0)
         return r;
+    /* One read connection per libuv threadpool thread (4 unless UV_THREADPOOL_SIZE). */
+    char path[PATH_MAX], *err = NULL;
+    snprintf(path, sizeof(path), "%s/numvald.db", cfg->data_dir);
+    const char *tps = getenv("UV_THREADPOOL_SIZE");
+    int n_read = tps && atoi(tps) > 0 && atoi(tps) <= 64 ? atoi(tps) : 4;
+    r = nvd_store_pool_new(path, n_read, &app->read_pool, &err);
+    if (r < 0) {
+        fprintf(stderr, "numvald: cannot open read connections: %s\n", err ? err : strerror(-r));
+        free(err);
+        return r;
+    }
     nvd_queue_opts qo = {.max_depth = cfg->queue_depth,
                          .lease_ms = cfg->lease_ms,
                          .expiry_tick_ms = cfg->lease_ms < 2000 ? 100 : 1000};
@@ -368,6 +379,7 @@ int main(int argc, char **argv)
         uv_loop_close(d.app.loop);
     }
     nvd_supervisor_free(d.app.sup);
+    nvd_store_pool_free(d.app.read_pool);
     nvd_store_free(d.app.store);
     free(d.app.web_dir);
     nvd_config_done(&cfg);

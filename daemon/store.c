@@ -2,6 +2,7 @@
 #include "store_internal.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -305,4 +306,69 @@ void nvd_store_free(nvd_store *s)
     if (s->db)
         sqlite3_close(s->db);
     free(s);
+}
+
+struct nvd_store_pool {
+    pthread_mutex_t lock;
+    pthread_cond_t freed;
+    int n, n_free;
+    nvd_store **all, **free;
+};
+
+int nvd_store_pool_new(const char *path, int n, nvd_store_pool **ret, char **ret_err)
+{
+    nvd_store_pool *p = calloc(1, sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->freed, NULL);
+    p->all = calloc((size_t)n, sizeof(*p->all));
+    p->free = calloc((size_t)n, sizeof(*p->free));
+    if (!p->all || !p->free) {
+        nvd_store_pool_free(p);
+        return -ENOMEM;
+    }
+    nvd_store_opts o = {.read_only = true};
+    for (int i = 0; i < n; i++) {
+        int r = nvd_store_open(path, &o, &p->all[i], ret_err);
+        if (r < 0) {
+            nvd_store_pool_free(p);
+            return r;
+        }
+        p->n++;
+        p->free[p->n_free++] = p->all[i];
+    }
+    *ret = p;
+    return 0;
+}
+
+nvd_store *nvd_store_pool_acquire(nvd_store_pool *p)
+{
+    pthread_mutex_lock(&p->lock);
+    while (p->n_free == 0)
+        pthread_cond_wait(&p->freed, &p->lock);
+    nvd_store *s = p->free[--p->n_free];
+    pthread_mutex_unlock(&p->lock);
+    return s;
+}
+
+void nvd_store_pool_release(nvd_store_pool *p, nvd_store *s)
+{
+    pthread_mutex_lock(&p->lock);
+    p->free[p->n_free++] = s;
+    pthread_cond_signal(&p->freed);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void nvd_store_pool_free(nvd_store_pool *p)
+{
+    if (!p)
+        return;
+    for (int i = 0; i < p->n; i++)
+        nvd_store_free(p->all[i]);
+    free(p->all);
+    free(p->free);
+    pthread_mutex_destroy(&p->lock);
+    pthread_cond_destroy(&p->freed);
+    free(p);
 }

@@ -43,6 +43,15 @@ int nvd_store_latest_version(void); /* the newest migration this binary carries 
 bool nvd_store_pending(const nvd_store *s);
 int nvd_store_commit(nvd_store *s);
 
+/* Read-only connections for long reads on the libuv threadpool: each is used
+ * by one thread at a time (acquire blocks until one is free). In WAL mode they
+ * read the last committed state while the loop's connection writes. */
+typedef struct nvd_store_pool nvd_store_pool;
+int nvd_store_pool_new(const char *path, int n, nvd_store_pool **ret, char **ret_err);
+nvd_store *nvd_store_pool_acquire(nvd_store_pool *p);
+void nvd_store_pool_release(nvd_store_pool *p, nvd_store *s);
+void nvd_store_pool_free(nvd_store_pool *p); /* NULL is a no-op */
+
 /* ---- jobs ---- */
 typedef struct nvd_job_new {
     const char *kind;

@@ -133,6 +133,35 @@ static void test_pagination(void)
     nvd_store_free(s);
 }
 
+static void test_read_pool(void)
+{
+    char p2[300];
+    snprintf(p2, sizeof(p2), "%s/pool.db", dir);
+    nvd_store *w = NULL;
+    nvd_store_opts go = {.group_commit = true};
+    nvd_store_open(p2, &go, &w, NULL);
+    nvd_store_pool *pool = NULL;
+    char *err = NULL;
+    tap_ok(nvd_store_pool_new(p2, 2, &pool, &err) == 0, "read pool of 2 opens");
+    nvd_job_new j = {.kind = "op", .max_attempts = 1, .spec_json = "{}"};
+    int64_t id;
+    nvd_store_job_insert(w, &j, 1, &id);
+    nvd_store *r1 = nvd_store_pool_acquire(pool), *r2 = nvd_store_pool_acquire(pool);
+    tap_ok(r1 && r2 && r1 != r2, "two distinct read connections");
+    json_t *job = NULL;
+    tap_ok(nvd_store_job_get(r1, id, &job) == -ENOENT,
+           "an uncommitted group write is invisible to readers");
+    nvd_store_commit(w);
+    tap_ok(nvd_store_job_get(r1, id, &job) == 0, "visible once committed");
+    json_decref(job);
+    int64_t id2;
+    tap_ok(nvd_store_job_insert(r2, &j, 2, &id2) < 0, "a read connection cannot write");
+    nvd_store_pool_release(pool, r1);
+    nvd_store_pool_release(pool, r2);
+    nvd_store_pool_free(pool);
+    nvd_store_free(w);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir))
@@ -140,6 +169,7 @@ int main(void)
     snprintf(path, sizeof(path), "%s/numvald.db", dir);
     test_migrations();
     test_pagination();
+    test_read_pool();
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     if (system(cmd) != 0)
