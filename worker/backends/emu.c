@@ -45,6 +45,8 @@ static void emu_close(void *ctx)
     emu_ctx *c = ctx;
     if (!c)
         return;
+    for (int i = 0; i <= EMU_MAX_INPUTS; i++)
+        free(c->scratch[i]);
     free(c->describe);
     free(c);
 }
@@ -168,15 +170,49 @@ static int encode_output(emu_call *ec, bool cast, int ndim, const int64_t *shape
     return NV_OK;
 }
 
-/* The most inputs an op takes: matmul's a, b and two scales; a bound for checks. */
-#define EMU_MAX_INPUTS 8
-
 typedef struct fwd_state {
     json_t *attrs_json;
-    nv_tensor *in[EMU_MAX_INPUTS];
+    nv_tensor in[EMU_MAX_INPUTS]; /* data in the context's scratch */
+    const nv_tensor *inp[EMU_MAX_INPUTS];
     int n_in;
-    double *out;
 } fwd_state;
+
+/* Scratch buffer k of the context with room for n doubles, or NULL on ENOMEM. */
+static double *scratch(emu_ctx *ctx, int k, int64_t n)
+{
+    size_t need = (size_t)(n > 0 ? n : 1);
+    if (ctx->scratch_cap[k] < need) {
+        double *p = realloc(ctx->scratch[k], need * sizeof(double));
+        if (!p)
+            return NULL;
+        ctx->scratch[k] = p;
+        ctx->scratch_cap[k] = need;
+    }
+    return ctx->scratch[k];
+}
+
+/* A decoded contiguous copy of view v in scratch buffer k. */
+static int decode_input(emu_ctx *ctx, int k, const nv_tensor_view *v, nv_tensor *t)
+{
+    if (!nv_dtype_get((nv_dtype)v->dtype) || v->ndim < 0 || v->ndim > NV_MAX_DIMS)
+        return NV_E_INVALID;
+    memset(t, 0, sizeof(*t));
+    t->dtype = (nv_dtype)v->dtype;
+    t->ndim = v->ndim;
+    t->numel = 1;
+    for (int d = v->ndim - 1; d >= 0; d--) {
+        if (v->shape[d] < 0 || (v->shape[d] > 0 && t->numel > INT64_MAX / 8 / v->shape[d]))
+            return NV_E_INVALID;
+        t->shape[d] = v->shape[d];
+        t->strides[d] = t->numel;
+        t->numel *= v->shape[d];
+    }
+    t->storage_len = t->numel;
+    t->data = scratch(ctx, k, t->numel);
+    if (!t->data)
+        return NV_E_NOMEM;
+    return nvw_view_decode(v, ctx->mode.daz, t->data) < 0 ? NV_E_INVALID : NV_OK;
+}
 
 static int decode_call(emu_ctx *ctx, nv_op_call *call, const nv_op_def **ret_op,
                        nv_op_attrs *ret_attrs, fwd_state *s, char *err, size_t errlen)
@@ -205,12 +241,17 @@ static int decode_call(emu_ctx *ctx, nv_op_call *call, const nv_op_def **ret_op,
         return NV_E_INVALID;
     }
     for (int i = 0; i < call->n_inputs; i++) {
-        s->in[i] = nvw_tensor_from_view(&call->inputs[i], ctx->mode.daz);
-        if (!s->in[i]) {
+        int r = decode_input(ctx, i, &call->inputs[i], &s->in[i]);
+        if (r == NV_E_NOMEM) {
+            snprintf(err, errlen, "out of memory");
+            return r;
+        }
+        if (r < 0) {
             snprintf(err, errlen, "input %d of op '%s' is not a valid tensor view (dtype '%d')", i,
                      op->name, (int)call->inputs[i].dtype);
-            return NV_E_INVALID;
+            return r;
         }
+        s->inp[i] = &s->in[i];
         s->n_in = i + 1;
     }
     *ret_op = op;
@@ -229,7 +270,7 @@ static int emu_forward(void *vctx, nv_op_call *call, char *err, size_t errlen)
         goto out;
     int ndim;
     int64_t shape[NV_MAX_DIMS];
-    r = nv_op_infer(op, &a, s.n_in, (const nv_tensor *const *)s.in, &ndim, shape, err, errlen);
+    r = nv_op_infer(op, &a, s.n_in, s.inp, &ndim, shape, err, errlen);
     if (r < 0)
         goto out;
     if (call->n_outputs != 1 || !call->outputs) {
@@ -245,24 +286,21 @@ static int emu_forward(void *vctx, nv_op_call *call, char *err, size_t errlen)
     int64_t numel = 1;
     for (int d = 0; d < ndim; d++)
         numel *= shape[d];
-    s.out = malloc((size_t)(numel > 0 ? numel : 1) * sizeof(double));
-    if (!s.out) {
+    double *vals = scratch(ctx, EMU_MAX_INPUTS, numel);
+    if (!vals) {
         snprintf(err, errlen, "out of memory");
         r = NV_E_NOMEM;
         goto out;
     }
     emu_call ec;
     call_init(&ec, ctx, op, &a, out_dt, numel);
-    r = run_kernel(&ec, op, &a, s.n_in, (const nv_tensor *const *)s.in, s.out, err, errlen);
+    r = run_kernel(&ec, op, &a, s.n_in, s.inp, vals, err, errlen);
     if (r < 0)
         goto out;
-    r = encode_output(&ec, op->kind == NV_OPK_CAST, ndim, shape, s.out, numel, &call->outputs[0]);
+    r = encode_output(&ec, op->kind == NV_OPK_CAST, ndim, shape, vals, numel, &call->outputs[0]);
     if (r < 0)
         snprintf(err, errlen, "out of memory");
 out:
-    for (int i = 0; i < s.n_in; i++)
-        nv_tensor_free(s.in[i]);
-    free(s.out);
     json_decref(s.attrs_json);
     return r;
 }

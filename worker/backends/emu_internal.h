@@ -46,10 +46,17 @@ typedef struct emu_mode {
     bool inference_only; /* "inference_only=on": describe says so, backward refuses */
 } emu_mode;
 
+/* The most inputs an op takes (matmul: a, b and two scales), with room to spare. */
+#define EMU_MAX_INPUTS 8
+
 typedef struct emu_ctx {
     emu_mode mode;
     char *describe; /* JSON text */
     uint64_t calls; /* per-context call counter (random reduction order) */
+    /* Decoded inputs and the output values, reused between calls (grow only) so
+     * that large tensors do not pay for fresh pages on every call. */
+    double *scratch[EMU_MAX_INPUTS + 1];
+    size_t scratch_cap[EMU_MAX_INPUTS + 1];
 } emu_ctx;
 
 /* The dtypes and rounding one op call uses, resolved from the mode and the call. */
