@@ -8,6 +8,8 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -513,10 +515,47 @@ static int exec_backward(void *ctx, nv_backward_call *call, char *err, size_t er
     return r;
 }
 
+/* Idle harnesses kept for the next open() with the same command: starting a
+ * harness (importing PyTorch) costs seconds, and the runner opens one context per
+ * thread per job. At process exit their stdin closes and they exit on EOF. */
+#define POOL_MAX 16
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static exec_ctx *pool[POOL_MAX];
+
+static exec_ctx *pool_take(const char *command)
+{
+    exec_ctx *c = NULL;
+    pthread_mutex_lock(&pool_lock);
+    for (int i = 0; i < POOL_MAX && !c; i++) {
+        if (pool[i] && strcmp(pool[i]->command, command) == 0) {
+            c = pool[i];
+            pool[i] = NULL;
+        }
+    }
+    pthread_mutex_unlock(&pool_lock);
+    return c;
+}
+
+static bool pool_put(exec_ctx *c)
+{
+    bool kept = false;
+    pthread_mutex_lock(&pool_lock);
+    for (int i = 0; i < POOL_MAX && !kept; i++) {
+        if (!pool[i]) {
+            pool[i] = c;
+            kept = true;
+        }
+    }
+    pthread_mutex_unlock(&pool_lock);
+    return kept;
+}
+
 static void exec_close(void *ctx)
 {
     exec_ctx *c = ctx;
     if (!c)
+        return;
+    if (c->pid > 0 && waitpid(c->pid, NULL, WNOHANG) == 0 && pool_put(c))
         return;
     if (c->pid > 0) {
         /* A polite goodbye; the harness gets a moment to exit before the kill. */
@@ -540,7 +579,12 @@ static int exec_open(const char *options, void **ret_ctx, char *err, size_t errl
     if (!options || !*options)
         return snprintf(err, errlen, "exec backend needs a command: 'exec:COMMAND'"),
                NV_E_INVALID;
-    exec_ctx *c = calloc(1, sizeof(*c));
+    exec_ctx *c = pool_take(options);
+    if (c) {
+        *ret_ctx = c;
+        return NV_OK;
+    }
+    c = calloc(1, sizeof(*c));
     if (!c)
         return NV_E_NOMEM;
     c->pid = -1;
