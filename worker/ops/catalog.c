@@ -466,9 +466,11 @@ static bool overflows(nv_dtype dt, double hi, double lo)
     return !isfinite(nv_dtype_round(dt, hi, &NV_ROUND_DEFAULT, 0));
 }
 
-/* An exact value beyond the overflow threshold becomes the value a correctly
- * rounding device returns for it: +-Inf, or NaN for fp8 e4m3fn (OFP8 §4: no
- * infinities, overflow is NaN when not saturating), or +-max_finite for the MX
+/* An infinity or NaN in a format that has none becomes what the format's
+ * conversion rule gives (e4m3fn: NaN for +-Inf; MX formats: +-max_finite for
+ * +-Inf, and what dtype.c encodes for NaN). An exact value beyond the overflow
+ * threshold becomes the value a correctly rounding device returns for it: +-Inf, or NaN for fp8
+ * e4m3fn (OFP8 §4: no infinities, overflow is NaN when not saturating), or +-max_finite for the MX
  * element formats, which always saturate (MX v1.0 §5.3). Comparison then asks
  * the device for exactly that (infinities must match in sign). */
 static void overflow_to_dtype(nv_tensor *hi, nv_tensor *lo)
@@ -484,6 +486,15 @@ static void overflow_to_dtype(nv_tensor *hi, nv_tensor *lo)
          * in the reference, only there). */
         if (lo && fabs(l) <= 0x1p-1074)
             lo->data[ol] = l = 0;
+        const nv_dtype_info *di = nv_dtype_get(hi->dtype);
+        bool unrepresentable =
+            di && di->is_float && ((isinf(h) && !di->has_inf) || (isnan(h) && !di->has_nan));
+        if (unrepresentable) { /* the dtype's own rule (dtype.h: OFP8 §4, MX §5.3) */
+            hi->data[o] = nv_dtype_round(hi->dtype, h, &NV_ROUND_DEFAULT, 0);
+            if (lo)
+                lo->data[ol] = 0;
+            continue;
+        }
         if (!overflows(hi->dtype, h, l))
             continue;
         hi->data[o] = hi->dtype == NV_DT_FP64

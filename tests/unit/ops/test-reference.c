@@ -290,6 +290,15 @@ static void test_overflow(void)
     tap_ok(r.hi->data[0] == 6.5 && r.hi->data[2] == -6 && r.hi->data[3] == 6,
            "cast to fp4_e2m1: beyond T saturates to +-6, 6.5 stays exact");
     res_free(&r);
+    in[0]->data[0] = INFINITY;
+    in[0]->data[1] = -INFINITY;
+    run("cast", "{\"to\": \"fp4_e2m1\"}", 1, in, NV_DT_FP4_E2M1, &r);
+    tap_ok(r.hi->data[0] == 6 && r.hi->data[1] == -6, "cast +-Inf to fp4_e2m1: +-6 (MX saturates)");
+    res_free(&r);
+    run("cast", "{\"to\": \"fp8_e4m3\"}", 1, in, NV_DT_FP8_E4M3, &r);
+    tap_ok(isnan(r.hi->data[0]) && isnan(r.hi->data[1]),
+           "cast +-Inf to e4m3fn: NaN (no infinities)");
+    res_free(&r);
     nv_tensor_free(in[0]);
     in[0] = vec(NV_DT_FP8_E4M3, 2, (double[]){448, 448});
     in[1] = vec(NV_DT_FP8_E4M3, 2, (double[]){448, -448});
