@@ -67,6 +67,7 @@ export async function renderJob(ctx) {
     sumBox.replaceChildren(summary(job, buildName));
     h1.replaceChildren(`Job #${id} `, badge(job.state));
     cancelBtn.hidden = !ACTIVE.includes(job.state);
+    actions.hidden = cancelBtn.hidden && !actStatus.textContent;
   }
   redraw();
 
