@@ -95,6 +95,7 @@ async function settled() {
 
 before(async () => {
   if (SKIP) return;
+  fs.rmSync(SHOTS, {recursive: true, force: true}); // this run's views only
   svc = await startService({bins: BINS, dir: tmp, root: ROOT});
   const a = await api(svc, 'POST', '/jobs', {...PASS_SPEC, build: BUILD, device: 'emu0'}, svc.submitToken);
   const b = await api(svc, 'POST', '/jobs', {...FAIL_SPEC, build: BUILD, device: 'emufast'}, svc.submitToken);
