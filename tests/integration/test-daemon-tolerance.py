@@ -5,6 +5,8 @@ by it record its version. The worker is played over the API here; the
 end-to-end run with a real worker is in the agent's tests."""
 import os
 import sys
+import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nvdaemon import Daemon, check, main  # noqa: E402
@@ -50,11 +52,25 @@ def test(numvald):
         check(len(b["tolerances"]) == 1 and b["tolerances"][0]["version"] == 2,
               "current tolerance is version 2")
 
+        # A worker already waiting in a long poll gets the job as soon as it is
+        # submitted (the poll would last 10 s).
+        got = {}
+
+        def poll():
+            t = time.time()
+            got["resp"] = d.request("POST", "/api/v1/worker/claim", scope="worker",
+                                    body={"device": "emu0", "wait_ms": 10000})
+            got["secs"] = time.time() - t
+        th = threading.Thread(target=poll)
+        th.start()
+        time.sleep(0.5)
         spec = {"kind": "op", "op": "exp", "dtypes": ["bf16"], "shapes": [[8]], "seed": 1}
         st, b, _ = d.request("POST", "/api/v1/jobs", body=spec, scope="submit")
         jid = b["job"]["id"]
-        st, b, _ = d.request("POST", "/api/v1/worker/claim", scope="worker",
-                             body={"device": "emu0", "wait_ms": 2000})
+        th.join(15)
+        st, b, _ = got["resp"]
+        check(st == 200 and b["job"]["id"] == jid and got["secs"] < 3,
+              "the waiting claim woke on submit (%.2f s)" % got["secs"])
         job = b["job"]
         t = job["spec"]["tolerance_by_dtype"]["bf16"]
         check(st == 200 and t["version"] == 2 and t["max_ulp"] == 2 and t["reason"],
