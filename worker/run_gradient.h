@@ -55,9 +55,10 @@ typedef struct nvw_grad_problem {
 
 /* First order, input i: every structurally non-zero Jacobian element (full), or
  * v^T J u for random unit u, v (fast; on failure the full check runs and its
- * report replaces the fast one, so the wrong elements are named). Structure
- * probes (4 random inputs perturbed: outputs outside their group must not
- * change) run in both modes. Returns 0 or -ENOMEM / NV_E_*. */
+ * report replaces the fast one, so the wrong elements are named). The full
+ * check relies on the declared structure and verifies it with 4 probes (a
+ * random input perturbed: outputs outside its group must keep their bits);
+ * the projection relies on none. Returns 0 or -ENOMEM / NV_E_*. */
 int nvw_grad_formula(const nvw_grad_problem *p, int i, bool fast, nvw_grad_report *ret,
                      nvw_grad_report *ret_structure);
 

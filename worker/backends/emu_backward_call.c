@@ -4,6 +4,7 @@
  * differentiable input, in that input's dtype after rounding to the storage
  * dtype (describe(): "gradient_dtype": "input"). */
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,9 +22,14 @@ typedef struct bstate {
     int n_in, n_saved;
 } bstate;
 
-static int fail(char *err, size_t errlen, int code, const char *fmt, const char *a, long b)
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
 {
-    snprintf(err, errlen, fmt, a, b);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
     return code;
 }
 
@@ -51,11 +57,11 @@ static int decode(const emu_ctx *ctx, const nv_op_def *op, const nv_backward_cal
 {
     bool daz = ctx->mode.daz;
     if (call->n_inputs != op->n_inputs || !call->inputs)
-        return fail(err, errlen, NV_E_INVALID, "backward of '%s' takes %ld forward inputs",
+        return fail(err, errlen, NV_E_INVALID, "backward of '%s' takes %d forward inputs",
                     op->name, op->n_inputs);
     for (int i = 0; i < op->n_inputs; i++) {
         if (!(s->in[i] = nvw_tensor_from_view(&call->inputs[i], daz)))
-            return fail(err, errlen, NV_E_INVALID, "backward of '%s': input %ld is not a valid "
+            return fail(err, errlen, NV_E_INVALID, "backward of '%s': input %d is not a valid "
                         "tensor view", op->name, i);
         s->n_in = i + 1;
     }
@@ -66,7 +72,7 @@ static int decode(const emu_ctx *ctx, const nv_op_def *op, const nv_backward_cal
     io->shape0 = s->in[0];
     for (int k = 0; k < call->n_saved; k++) {
         if (!(s->saved[k] = nvw_tensor_from_view(&call->saved[k], daz)))
-            return fail(err, errlen, NV_E_INVALID, "backward of '%s': saved tensor %ld is not "
+            return fail(err, errlen, NV_E_INVALID, "backward of '%s': saved tensor %d is not "
                         "a valid tensor view", op->name, k);
         s->n_saved = k + 1;
         const char *name = json_string_value(json_array_get(want, (size_t)k));
@@ -77,7 +83,7 @@ static int decode(const emu_ctx *ctx, const nv_op_def *op, const nv_backward_cal
     }
     if (!call->grad_output || !(s->gy = nvw_tensor_from_view(call->grad_output, daz)))
         return fail(err, errlen, NV_E_INVALID, "backward of '%s': grad_output is missing or "
-                    "not a valid tensor view", op->name, 0);
+                    "not a valid tensor view", op->name);
     io->gy = s->gy;
     return NV_OK;
 }
@@ -95,7 +101,7 @@ static int check_shapes(const nv_op_def *op, const nv_op_attrs *a, const bstate 
         same = s->gy->shape[d] == shape[d];
     if (!same)
         return fail(err, errlen, NV_E_SHAPE, "backward of '%s': grad_output's shape does not "
-                    "match the forward output's (rank %ld)", op->name, nd);
+                    "match the forward output's (rank %d)", op->name, nd);
     return NV_OK;
 }
 
@@ -138,12 +144,12 @@ static int run(emu_ctx *ctx, const nv_op_def *op, int id, const nv_op_attrs *a,
     for (int i = 0; i < op->n_inputs; i++)
         n_grads += nv_op_grad_input(op, i);
     if (call->n_grads != n_grads || !call->grad_inputs)
-        return fail(err, errlen, NV_E_INVALID, "backward of '%s' produces %ld gradients",
+        return fail(err, errlen, NV_E_INVALID, "backward of '%s' produces %d gradients",
                     op->name, n_grads);
     for (int i = 0; i < n_grads; i++) {
         s->gx[i] = calloc((size_t)(s->in[i]->numel > 0 ? s->in[i]->numel : 1), sizeof(double));
         if (!s->gx[i])
-            return fail(err, errlen, NV_E_NOMEM, "out of memory%s%ld", "", 0);
+            return fail(err, errlen, NV_E_NOMEM, "out of memory");
         io.gx[i] = s->gx[i];
     }
     emu_call ec;
@@ -172,13 +178,14 @@ int emu_backward(void *vctx, nv_backward_call *call, char *err, size_t errlen)
     emu_ctx *ctx = vctx;
     if (ctx->mode.inference_only)
         return fail(err, errlen, NV_E_UNSUPPORTED, "this emu device is inference-only "
-                    "(mode 'inference_only=on'): it offers no backward for '%s'%.0ld",
-                    call->op ? call->op : "(null)", 0);
+                    "(mode 'inference_only=on'): it offers no backward for '%s'",
+                    call->op ? call->op : "(null)");
     const nv_op_def *op = call->op ? nv_op_find(call->op) : NULL;
     int id = op ? op_id(op) : -1;
     if (id < 0)
-        return fail(err, errlen, NV_E_UNSUPPORTED, "unknown op '%s'%.0ld",
-                    call->op ? call->op : "(null)", 0);
+        return fail(err, errlen, NV_E_UNSUPPORTED, "unknown op '%s'", call->op ? call->op : "(null)");
+    if (!op->differentiable || op->kind == NV_OPK_CAST)
+        return fail(err, errlen, NV_E_UNSUPPORTED, "op '%s' has no backward on emu", op->name);
     bstate s;
     memset(&s, 0, sizeof s);
     nv_op_attrs a;
@@ -193,8 +200,8 @@ int emu_backward(void *vctx, nv_backward_call *call, char *err, size_t errlen)
         goto out;
     }
     if (!nv_op_has_backward(op, &a)) {
-        r = fail(err, errlen, NV_E_UNSUPPORTED, "op '%s' has no backward on emu%.0ld", op->name,
-                 0);
+        r = fail(err, errlen, NV_E_UNSUPPORTED, "op '%s' has no backward on emu with "
+                 "matmul scales", op->name);
         goto out;
     }
     r = run(ctx, op, id, &a, call, &s, err, errlen);

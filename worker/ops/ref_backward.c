@@ -124,14 +124,14 @@ static void d_unary(int id, const nv_op_attrs *a, double x, double *d, double *d
     case NVO_LOG1P: v = 1 / (1 + x); break;
     case NVO_SIN: v = cos(x); break;
     case NVO_COS: v = -sin(x); break;
-    case NVO_TANH:
+    case NVO_TANH: /* sech^2 x: 1 - tanh^2 x would cancel for large |x| */
         t = tanh(x);
-        *d = 1 - t * t;
+        *d = fabs(x) < 355 ? 1 / (cosh(x) * cosh(x)) : 0;
         *dabs = 1 + t * t;
         return;
-    case NVO_SIGMOID:
+    case NVO_SIGMOID: /* s(x) s(-x): 1 - s(x) would cancel for large x */
         s = sigm(x);
-        *d = s * (1 - s);
+        *d = s * sigm(-x);
         *dabs = s * (1 + s);
         return;
     case NVO_ERF: v = TWO_SQRT_PI * exp(-x * x); break;

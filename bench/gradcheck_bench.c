@@ -1,0 +1,114 @@
+/* Gradient check benchmark (issue 4): numval's formula check (reference VJP vs
+ * central differences in fp64, the work torch.autograd.gradcheck does) for
+ * tanh, softmax and layer_norm at 16, 256 and 4096 elements, full and fast
+ * mode. Prints one JSON object per line; bench/gradcheck_peers.py runs it next
+ * to torch.autograd.gradcheck on the same shapes and prints the table.
+ *
+ * Equal checks: full mode compares every structurally non-zero Jacobian element
+ * of every differentiable input (the zero blocks are the op's declared
+ * structure, verified by 4 random probes per input: a perturbed input must
+ * leave every output outside its group bit-identical); fast mode compares one
+ * projection v^T J u per input, as torch's fast_mode does, plus the probes.
+ * Usage: gradcheck_bench [min_seconds_per_config] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "numerics/rng.h"
+#include "ops/backward.h"
+#include "run_gradient.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef struct cfg {
+    const char *op;
+    int64_t n;
+} cfg;
+
+/* tanh: [n]; softmax, layer_norm: [sqrt n, sqrt n] (rows of the last axis). */
+static int make(const cfg *c, nv_tensor **in, int *ret_n)
+{
+    const nv_op_def *op = nv_op_find(c->op);
+    int64_t r = (int64_t)llround(sqrt((double)c->n));
+    int64_t sh[2] = {r, r};
+    bool rows = strcmp(c->op, "tanh") != 0;
+    int n_in = op->n_inputs;
+    in[0] = rows ? nv_tensor_new(NV_DT_FP64, 2, sh) : nv_tensor_new(NV_DT_FP64, 1, &c->n);
+    for (int i = 1; i < n_in; i++)
+        in[i] = nv_tensor_new(NV_DT_FP64, 1, &r);
+    nv_rng g;
+    nv_rng_init(&g, 42, 0, 0);
+    for (int i = 0; i < n_in; i++) {
+        if (!in[i])
+            return -1;
+        for (int64_t e = 0; e < in[i]->numel; e++)
+            in[i]->data[e] = nv_rng_normal(&g);
+    }
+    *ret_n = n_in;
+    return 0;
+}
+
+static void run(const cfg *c, bool fast, double min_s)
+{
+    nv_tensor *in[NV_OP_MAX_INPUTS] = {0};
+    int n_in = 0;
+    if (make(c, in, &n_in) < 0) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+    const nv_op_def *op = nv_op_find(c->op);
+    nv_op_attrs a;
+    nv_op_parse_attrs(op, NULL, &a, NULL);
+    nvw_grad_problem p = {.op = op, .attrs = &a, .n_in = n_in, .in = in, .eps = 1e-6,
+                          .atol = 1e-5, .rtol = 1e-3, .seed = 7};
+    double best = INFINITY, total = 0;
+    int reps = 0;
+    int64_t checked = 0, fwd = 0, vjp = 0;
+    bool passed = true;
+    while (total < min_s || reps < 3) {
+        double t0 = now();
+        checked = fwd = vjp = 0;
+        for (int i = 0; i < n_in; i++) {
+            nvw_grad_report r, st;
+            if (nvw_grad_formula(&p, i, fast, &r, &st) < 0) {
+                fprintf(stderr, "check failed to run\n");
+                exit(2);
+            }
+            passed = passed && r.passed && st.passed;
+            checked += r.checked + st.checked;
+            fwd += r.forward_calls + st.forward_calls;
+            vjp += r.vjp_calls + st.vjp_calls;
+        }
+        double dt = now() - t0;
+        best = fmin(best, dt);
+        total += dt;
+        reps++;
+    }
+    printf("{\"op\": \"%s\", \"n\": %lld, \"mode\": \"%s\", \"seconds\": %.9f, \"reps\": %d, "
+           "\"checked\": %lld, \"forward_calls\": %lld, \"vjp_calls\": %lld, \"passed\": %s}\n",
+           c->op, (long long)c->n, fast ? "fast" : "full", best, reps, (long long)checked,
+           (long long)fwd, (long long)vjp, passed ? "true" : "false");
+    fflush(stdout);
+    for (int i = 0; i < n_in; i++)
+        nv_tensor_free(in[i]);
+}
+
+int main(int argc, char **argv)
+{
+    double min_s = argc > 1 ? atof(argv[1]) : 0.2;
+    static const cfg cfgs[] = {{"tanh", 16},     {"tanh", 256},       {"tanh", 4096},
+                               {"softmax", 16},  {"softmax", 256},    {"softmax", 4096},
+                               {"layer_norm", 16}, {"layer_norm", 256}, {"layer_norm", 4096}};
+    for (size_t k = 0; k < sizeof cfgs / sizeof cfgs[0]; k++) {
+        run(&cfgs[k], false, min_s);
+        run(&cfgs[k], true, min_s);
+    }
+    return 0;
+}

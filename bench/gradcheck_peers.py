@@ -1,0 +1,81 @@
+#!/usr/bin/python3
+"""numval's gradient formula check vs torch.autograd.gradcheck, side by side.
+
+Usage: /usr/bin/python3 bench/gradcheck_peers.py BUILD/bench/gradcheck_bench [--quick]
+(Debian's python3-torch is importable only from /usr/bin/python3.)
+
+Both sides check the analytic backward of tanh, softmax (last axis) and
+layer_norm (last axis, weight and bias) against central differences in fp64
+(eps 1e-6, atol 1e-5, rtol 1e-3) on [n] (tanh) or [sqrt n, sqrt n] inputs:
+- full: torch builds the whole numerical and analytical Jacobian of every input
+  and compares every element; numval compares every structurally non-zero
+  element and verifies the declared zero blocks with 4 random probes per input.
+- fast: one projection v^T J u per input on both sides (torch fast_mode=True).
+torch runs with check_undefined_grad=False (and the batched/forward-AD checks
+off, their defaults), so it does only the Jacobian comparison numval does.
+Timings: best of several runs (one run for torch full at 4096, ~20 s each).
+"""
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+
+def torch_fn(op, n):
+    r = int(round(n ** 0.5))
+    g = torch.Generator().manual_seed(42)
+    if op == "tanh":
+        x = torch.randn(n, dtype=torch.float64, generator=g, requires_grad=True)
+        return torch.tanh, (x,)
+    x = torch.randn(r, r, dtype=torch.float64, generator=g, requires_grad=True)
+    if op == "softmax":
+        return (lambda t: torch.softmax(t, -1)), (x,)
+    w = torch.randn(r, dtype=torch.float64, generator=g, requires_grad=True)
+    b = torch.randn(r, dtype=torch.float64, generator=g, requires_grad=True)
+    return (lambda t, ww, bb: F.layer_norm(t, (r,), ww, bb, 1e-5)), (x, w, b)
+
+
+def time_torch(op, n, fast, budget):
+    fn, args = torch_fn(op, n)
+    best, total, reps = float("inf"), 0.0, 0
+    while reps < 1 or (total < budget and reps < 5):
+        t0 = time.perf_counter()
+        ok = torch.autograd.gradcheck(fn, args, eps=1e-6, atol=1e-5, rtol=1e-3,
+                                      check_undefined_grad=False, fast_mode=fast)
+        dt = time.perf_counter() - t0
+        best, total, reps = min(best, dt), total + dt, reps + 1
+    return best, ok
+
+
+def main():
+    bench = sys.argv[1]
+    quick = "--quick" in sys.argv
+    torch.set_num_threads(1)
+    cpu = ""
+    try:
+        cpu = [l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+               if l.startswith("model name")][0]
+    except (OSError, IndexError):
+        pass
+    print(f"machine: {cpu} ({os.cpu_count()} cpus), {platform.platform()}")
+    print(f"torch {torch.__version__} (1 thread), numval: fp64 checks in one thread")
+    p = subprocess.run([bench, "0.2"], capture_output=True, text=True, check=True)
+    ours = {(d["op"], d["n"], d["mode"]): d for d in map(json.loads, p.stdout.splitlines())}
+    print(f"{'op':<11}{'n':>6} {'mode':<5}{'numval s':>12}{'torch s':>12}{'speedup':>10}"
+          f"{'numval checked':>16}{'both pass':>10}")
+    for (op, n, mode), d in ours.items():
+        if quick and n == 4096 and mode == "full":
+            continue
+        t, ok = time_torch(op, n, mode == "fast", 0.5 if mode == "fast" or n < 4096 else 0)
+        print(f"{op:<11}{n:>6} {mode:<5}{d['seconds']:>12.6f}{t:>12.6f}"
+              f"{t / d['seconds']:>9.0f}x{d['checked']:>16}{str(d['passed'] and ok):>10}",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
