@@ -23,6 +23,7 @@ int nvd_config_init(nvd_config *c)
     c->http = (nvd_http_limits){.max_header_bytes = 16384,
                                 .max_headers = 64,
                                 .max_connections = 1024,
+                                .max_body_total = (size_t)512 << 20,
                                 .idle_timeout_ms = 60000,
                                 .header_timeout_ms = 10000,
                                 .body_timeout_ms = 60000};
@@ -126,6 +127,8 @@ static int limits_key(load_ctx *x, const char *k, const char *v)
         c->http.max_header_bytes = (size_t)n;
     else if (!strcmp(k, "max_headers") && n <= 10000)
         c->http.max_headers = (int)n;
+    else if (!strcmp(k, "max_body_total"))
+        c->http.max_body_total = (size_t)n;
     else if (!strcmp(k, "max_job_body"))
         c->max_job_body = (size_t)n;
     else if (!strcmp(k, "max_artifact_body"))

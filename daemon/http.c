@@ -35,6 +35,7 @@ typedef struct reqstate {
     const char **hdr; /* n_headers pairs: name, value */
     char *body;
     size_t body_len, body_cap, body_limit;
+    size_t charged; /* body bytes counted in the server's body_bytes */
     bool keep_alive, responded;
     int error_status;
     const char *error_code, *error_msg;
@@ -65,6 +66,7 @@ struct nvd_http_server {
     void *ud;
     conn *conns;
     int n_conns, port;
+    size_t body_bytes; /* request bodies held by all connections */
     bool closing, listener_closed;
 };
 
@@ -119,6 +121,13 @@ static void rq_reset(reqstate *rq)
     memset(rq, 0, sizeof(*rq));
 }
 
+/* Free a connection's request state and return its body bytes to the budget. */
+static void conn_rq_reset(conn *c)
+{
+    c->srv->body_bytes -= c->rq.charged;
+    rq_reset(&c->rq);
+}
+
 /* ---- writing ---- */
 
 static void on_write(uv_write_t *w, int status)
@@ -134,7 +143,7 @@ static void on_write(uv_write_t *w, int status)
     if (srv->cb.done)
         srv->cb.done(srv->ud, &c->rq.pub, st);
     c->in_flight = false;
-    rq_reset(&c->rq);
+    conn_rq_reset(c);
     if (status < 0 || srv->closing) {
         conn_close(c);
         return;
@@ -283,7 +292,7 @@ static int cb_fail(conn *c, int status, const char *code, const char *msg)
 static int on_message_begin(http_parser *p)
 {
     conn *c = conn_of(p);
-    rq_reset(&c->rq);
+    conn_rq_reset(c);
     c->phase = PH_HEADERS;
     arm(c, c->srv->lim.header_timeout_ms);
     return 0;
@@ -430,9 +439,16 @@ static int on_body(http_parser *p, const char *at, size_t n)
     reqstate *rq = &c->rq;
     if (rq->body_len + n > rq->body_limit)
         return cb_fail(c, 413, "too_large", "request body is larger than the limit for this route");
+    size_t want = rq->body_len + n + 1;
+    if (!rq->body_cap && (p->flags & F_CONTENTLENGTH))
+        want = (size_t)p->content_length + 1;
+    /* All bodies held at once stay within max_body_total. */
+    if (want > rq->charged &&
+        c->srv->body_bytes + (want - rq->charged) > c->srv->lim.max_body_total)
+        return cb_fail(c, 503, "unavailable",
+                       "too many large request bodies in flight; retry later");
     if (!rq->body_cap && (p->flags & F_CONTENTLENGTH)) {
         /* Exact size known: one allocation (content_length is bounded above). */
-        size_t want = (size_t)p->content_length + n + 1;
         rq->body = malloc(want);
         if (!rq->body)
             return cb_fail(c, 503, "unavailable", "out of memory");
@@ -440,6 +456,10 @@ static int on_body(http_parser *p, const char *at, size_t n)
     }
     if (append(&rq->body, &rq->body_len, &rq->body_cap, at, n, rq->body_limit + 1) < 0)
         return cb_fail(c, 503, "unavailable", "out of memory");
+    if (rq->body_cap > rq->charged) {
+        c->srv->body_bytes += rq->body_cap - rq->charged;
+        rq->charged = rq->body_cap;
+    }
     return 0;
 }
 
@@ -632,7 +652,7 @@ static void on_conn_closed(uv_handle_t *h)
     if (--c->open_handles > 0)
         return;
     nvd_http_server *srv = c->srv;
-    rq_reset(&c->rq);
+    conn_rq_reset(c);
     free(c->in);
     free(c);
     srv->n_conns--;

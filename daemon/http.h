@@ -27,6 +27,7 @@ typedef struct nvd_http_limits {
     size_t max_header_bytes;    /* request line + headers */
     int max_headers;            /* header count */
     int max_connections;        /* beyond: 503 and close */
+    size_t max_body_total;      /* request bodies held at once, all connections */
     uint64_t idle_timeout_ms;   /* keep-alive connection with no request */
     uint64_t header_timeout_ms; /* first byte of a request to end of headers */
     uint64_t body_timeout_ms;   /* end of headers to end of body */

@@ -268,7 +268,16 @@ int nvd_supervisor_new(nvd_app *app, nvd_supervisor **ret)
     sv->worker = cfg->worker ? strdup(cfg->worker) : default_worker();
     if (!sv->worker)
         return -ENOMEM;
-    snprintf(sv->url, sizeof(sv->url), "http://127.0.0.1:%d", app->port);
+    /* Local workers reach numvald where it listens; a wildcard address means loopback. */
+    char host[64];
+    const char *colon = strrchr(cfg->listen, ':');
+    size_t hl = colon ? (size_t)(colon - cfg->listen) : 0;
+    snprintf(host, sizeof(host), "%.*s", (int)(hl < sizeof(host) ? hl : 0), cfg->listen);
+    if (!host[0] || !strcmp(host, "0.0.0.0"))
+        strcpy(host, "127.0.0.1");
+    else if (!strcmp(host, "[::]"))
+        strcpy(host, "[::1]");
+    snprintf(sv->url, sizeof(sv->url), "http://%s:%d", host, app->port);
     sv->devs = calloc((size_t)cfg->n_devices, sizeof(device));
     if (!sv->devs)
         return -ENOMEM;

@@ -167,6 +167,19 @@ static void *client(void *arg)
     tap_ok(strstr(buf, "408") != NULL, "body not complete within 300 ms: 408");
     close(fd);
 
+    int b1 = dial(), b2 = dial(), b3 = dial();
+    const char *part = "POST / HTTP/1.1\r\nContent-Length: 100\r\n\r\nx";
+    send_str(b1, part);
+    send_str(b2, part);
+    usleep(50000);
+    send_str(b3, part);
+    recv_all(b3, buf, sizeof(buf), 200);
+    tap_ok(strstr(buf, "503") != NULL, "third 100-byte body over the 250-byte total: 503");
+    close(b1);
+    close(b2);
+    close(b3);
+    usleep(50000);
+
     fd = dial();
     send_str(fd, "BLAH\x01 / HTTP/1.1\r\n\r\n");
     recv_all(fd, buf, sizeof(buf), 1000);
@@ -210,6 +223,7 @@ int main(void)
     nvd_http_limits lim = {.max_header_bytes = 1024,
                            .max_headers = 16,
                            .max_connections = 4,
+                           .max_body_total = 250,
                            .idle_timeout_ms = 1000,
                            .header_timeout_ms = 300,
                            .body_timeout_ms = 300};
