@@ -314,7 +314,7 @@ static const nv_backend emu_table = {
     .describe = emu_describe,
     .forward = emu_forward,
     .backward = emu_backward,
-    .graph = NULL,
+    .graph = emu_graph, /* emu_graph.c (fused jobs) */
     .release_tensor = emu_release,
 };
 

@@ -178,6 +178,7 @@ char *emu_describe_json(const emu_mode *m)
                   "input");
     if (!d)
         return NULL;
+    json_object_set_new(json_object_get(d, "mode"), "fused", emu_graph_mode_json(m));
     char *s = json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(d);
     return s;

@@ -16,6 +16,7 @@
 #include "../numerics/refmath.h"
 #include "../numerics/tensor.h"
 #include "../ops/catalog.h"
+#include "emu_graph.h" /* emu_fused_mode (fused graph entry) */
 #include "numval/backend.h"
 
 typedef enum emu_order {
@@ -44,6 +45,7 @@ typedef struct emu_mode {
     int block, tile_r, tile_c;
     uint64_t seed;
     bool inference_only; /* "inference_only=on": describe says so, backward refuses */
+    emu_fused_mode fused; /* fused_* knobs of the graph entry (emu_graph.h) */
 } emu_mode;
 
 /* The most inputs an op takes (matmul: a, b and two scales), with room to spare. */

@@ -164,6 +164,8 @@ static const char *apply(emu_mode *m, const char *k, const char *v, bool *known)
         m->seed = s;
         return NULL;
     }
+    if (!strncmp(k, "fused_", 6)) /* fused graph knobs: emu_graph.c */
+        return emu_graph_mode_apply(m, k, v, known);
     *known = false;
     return NULL;
 }
