@@ -137,6 +137,18 @@ def test(numvald):
         check(rc == 0 and not reports,
               "SIGTERM: clean exit 0, no sanitizer report (%s %s)" % (rc, reports[:3]))
 
+    with Daemon(numvald, limits={"queue_depth": 3}) as d:
+        d.start()
+        for i in range(3):
+            st, _, _ = d.request("POST", "/api/v1/jobs", body=dict(GOOD, seed=i), scope="submit")
+            check(st == 201, "queue_depth 3: job %d accepted" % i)
+        expect(d, "fourth job on a full queue", 429, "queue_full",
+               d.request("POST", "/api/v1/jobs", body=GOOD, scope="submit"))
+        st, _, _ = d.request("POST", "/api/v1/worker/claim", body={"device": "d"}, scope="worker")
+        check(st == 200, "a worker takes one job")
+        st, _, _ = d.request("POST", "/api/v1/jobs", body=GOOD, scope="submit")
+        check(st == 201, "then there is room again")
+
 
 if __name__ == "__main__":
     main(test)
