@@ -50,7 +50,11 @@ static void counter(buf *b, const char *name, const char *help, uint64_t v)
 
 static void gauge(buf *b, const char *name, const char *help, double v)
 {
-    add(b, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name, name, v);
+    /* Whole values print as integers; others with millisecond resolution. */
+    if (v == (double)(long long)v)
+        add(b, "# HELP %s %s\n# TYPE %s gauge\n%s %lld\n", name, help, name, name, (long long)v);
+    else
+        add(b, "# HELP %s %s\n# TYPE %s gauge\n%s %.3f\n", name, help, name, name, v);
 }
 
 void api_metrics(api_ctx *x)
