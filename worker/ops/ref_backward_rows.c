@@ -27,15 +27,27 @@ typedef struct rowctx {
     const nv_op_attrs *a;
     const nv_tensor *const *in;
     nvb_lines L;
-    double *buf; /* n scratch */
+    int64_t cur, base; /* the line whose offset base is cached, and that base */
+    double *buf;       /* n scratch */
 } rowctx;
 
-static double X(const rowctx *c, int64_t l, int64_t j)
+/* Offset of element j of line l, the line's base cached (an integer division
+ * per access would dominate the row loops). */
+static inline int64_t AT(rowctx *c, int64_t l, int64_t j)
 {
-    return c->in[0]->data[nvb_at(&c->L, l, j)];
+    if (l != c->cur) {
+        c->cur = l;
+        c->base = (l / c->L.inner) * c->L.n * c->L.inner + l % c->L.inner;
+    }
+    return c->base + j * c->L.inner;
 }
 
-static double line_max(const rowctx *c, int64_t l, int64_t *ret_arg)
+static inline double X(rowctx *c, int64_t l, int64_t j)
+{
+    return c->in[0]->data[AT(c, l, j)];
+}
+
+static double line_max(rowctx *c, int64_t l, int64_t *ret_arg)
 {
     double m = X(c, l, 0);
     int64_t arg = 0;
@@ -48,17 +60,18 @@ static double line_max(const rowctx *c, int64_t l, int64_t *ret_arg)
 }
 
 /* buf[j] = softmax_j; returns log-sum-exp. */
-static double line_softmax(const rowctx *c, int64_t l)
+static double line_softmax(rowctx *c, int64_t l)
 {
     double m = line_max(c, l, NULL), s = 0;
     for (int64_t j = 0; j < c->L.n; j++)
         s += c->buf[j] = exp(X(c, l, j) - m);
+    double inv = 1 / s; /* one more rounding (2^-53): far below what the checks resolve */
     for (int64_t j = 0; j < c->L.n; j++)
-        c->buf[j] /= s;
+        c->buf[j] *= inv;
     return m + log(s);
 }
 
-static double line_mean(const rowctx *c, int64_t l, double *ret_abs)
+static double line_mean(rowctx *c, int64_t l, double *ret_abs)
 {
     double s = 0, sa = 0;
     for (int64_t j = 0; j < c->L.n; j++)
@@ -69,7 +82,7 @@ static double line_mean(const rowctx *c, int64_t l, double *ret_abs)
 }
 
 /* mean and 1/sqrt(var + eps) (layer_norm), or 0 and 1/sqrt(mean(x^2) + eps). */
-static void line_norm(const rowctx *c, int64_t l, double *mu, double *rstd)
+static void line_norm(rowctx *c, int64_t l, double *mu, double *rstd)
 {
     double m = c->id == NVO_LAYER_NORM ? line_mean(c, l, NULL) : 0, q = 0;
     for (int64_t j = 0; j < c->L.n; j++)
@@ -78,7 +91,7 @@ static void line_norm(const rowctx *c, int64_t l, double *mu, double *rstd)
     *rstd = 1 / sqrt(q / (double)c->L.n + c->a->eps);
 }
 
-static double param(const rowctx *c, int k, int64_t j)
+static double param(rowctx *c, int k, int64_t j)
 {
     return c->in[k]->data[j];
 }
@@ -116,13 +129,13 @@ static void forward_line(rowctx *c, int64_t l, double *out)
     case NVO_LOG_SOFTMAX:
         v = line_softmax(c, l);
         for (int64_t j = 0; j < n; j++)
-            out[nvb_at(&c->L, l, j)] = c->id == NVO_SOFTMAX ? c->buf[j] : X(c, l, j) - v;
+            out[AT(c, l, j)] = c->id == NVO_SOFTMAX ? c->buf[j] : X(c, l, j) - v;
         return;
     default: /* layer_norm, rms_norm */
         line_norm(c, l, &mu, &rstd);
         for (int64_t j = 0; j < n; j++) {
             double y = (X(c, l, j) - mu) * rstd * param(c, 1, j);
-            out[nvb_at(&c->L, l, j)] = c->id == NVO_LAYER_NORM ? y + param(c, 2, j) : y;
+            out[AT(c, l, j)] = c->id == NVO_LAYER_NORM ? y + param(c, 2, j) : y;
         }
         return;
     }
@@ -133,6 +146,7 @@ static int ctx_init(rowctx *c, int id, const nv_op_attrs *a, const nv_tensor *co
     size_t n;
     const nv_op_def *ops = nv_op_all(&n);
     c->id = id;
+    c->cur = -1;
     c->a = a;
     c->in = in;
     if (nvb_lines_of(&ops[id], a, in[0], &c->L) < 0)
@@ -148,13 +162,20 @@ int nvb_forward_rows(int id, const nv_op_attrs *a, const nv_tensor *const *in, d
     if (r < 0)
         return r;
     int64_t lines = c.L.outer * c.L.inner;
+    bool mean = id == NVO_CROSS_ENTROPY && a->reduction_mean; /* output: one scalar */
+    double *loss = mean ? malloc(sizeof(double) * (size_t)(lines + 1)) : out;
+    if (!loss) {
+        free(c.buf);
+        return NV_E_NOMEM;
+    }
     for (int64_t l = 0; l < lines; l++)
-        forward_line(&c, l, out);
-    if (id == NVO_CROSS_ENTROPY && a->reduction_mean) {
+        forward_line(&c, l, loss);
+    if (mean) {
         double s = 0;
         for (int64_t l = 0; l < lines; l++)
-            s += out[l];
+            s += loss[l];
         out[0] = s / (double)lines;
+        free(loss);
     }
     free(c.buf);
     return 0;
@@ -192,19 +213,19 @@ static void vjp_reduce_line(rowctx *c, int64_t l, double g, const vjp_out *o)
     case NVO_MEAN: {
         double d = c->id == NVO_MEAN ? 1 / (double)n : 1;
         for (int64_t j = 0; j < n; j++)
-            put(o, 0, nvb_at(&c->L, l, j), g * d, ag * d);
+            put(o, 0, AT(c, l, j), g * d, ag * d);
         return;
     }
     case NVO_MAX:
         line_max(c, l, &arg);
         for (int64_t j = 0; j < n; j++)
-            put(o, 0, nvb_at(&c->L, l, j), j == arg ? g : 0, j == arg ? ag : 0);
+            put(o, 0, AT(c, l, j), j == arg ? g : 0, j == arg ? ag : 0);
         return;
     case NVO_VAR: {
         mu = line_mean(c, l, &mabs);
         double d = 2 / (double)(n - c->a->correction);
         for (int64_t j = 0; j < n; j++)
-            put(o, 0, nvb_at(&c->L, l, j), g * d * (X(c, l, j) - mu),
+            put(o, 0, AT(c, l, j), g * d * (X(c, l, j) - mu),
                 ag * d * (fabs(X(c, l, j)) + mabs));
         return;
     }
@@ -213,12 +234,12 @@ static void vjp_reduce_line(rowctx *c, int64_t l, double g, const vjp_out *o)
             nrm += X(c, l, j) * X(c, l, j);
         nrm = sqrt(nrm);
         for (int64_t j = 0; j < n; j++)
-            put(o, 0, nvb_at(&c->L, l, j), g * X(c, l, j) / nrm, ag * fabs(X(c, l, j)) / nrm);
+            put(o, 0, AT(c, l, j), g * X(c, l, j) / nrm, ag * fabs(X(c, l, j)) / nrm);
         return;
     default: { /* logsumexp */
         double lse = line_softmax(c, l);
         for (int64_t j = 0; j < n; j++)
-            put(o, 0, nvb_at(&c->L, l, j), g * c->buf[j],
+            put(o, 0, AT(c, l, j), g * c->buf[j],
                 ag * c->buf[j] * (1 + fabs(X(c, l, j)) + fabs(lse)));
         return;
     }
@@ -230,14 +251,14 @@ static void vjp_softmax_line(rowctx *c, int64_t l, const double *gy, const vjp_o
     int64_t n = c->L.n;
     double lse = line_softmax(c, l), dot = 0, dabs = 0, sum = 0, sabs = 0;
     for (int64_t j = 0; j < n; j++) {
-        double g = gy[nvb_at(&c->L, l, j)];
+        double g = gy[AT(c, l, j)];
         dot += g * c->buf[j];
         dabs += fabs(g) * c->buf[j];
         sum += g;
         sabs += fabs(g);
     }
     for (int64_t j = 0; j < n; j++) {
-        int64_t e = nvb_at(&c->L, l, j);
+        int64_t e = AT(c, l, j);
         double s = c->buf[j];
         if (c->id == NVO_SOFTMAX)
             put(o, 0, e, s * (gy[e] - dot), s * (fabs(gy[e]) + dabs));
@@ -256,14 +277,14 @@ static void vjp_norm_line(rowctx *c, int64_t l, const double *gy, const vjp_out 
     if (ln)
         line_mean(c, l, &mabs);
     for (int64_t j = 0; j < n; j++) {
-        double g = gy[nvb_at(&c->L, l, j)] * param(c, 1, j);
+        double g = gy[AT(c, l, j)] * param(c, 1, j);
         double xh = (X(c, l, j) - mu) * rstd, axh = (fabs(X(c, l, j)) + mabs) * rstd;
         mg += g, amg += fabs(g);
         mgx += g * xh, amgx += fabs(g) * axh;
     }
     mg /= (double)n, amg /= (double)n, mgx /= (double)n, amgx /= (double)n;
     for (int64_t j = 0; j < n; j++) {
-        int64_t e = nvb_at(&c->L, l, j);
+        int64_t e = AT(c, l, j);
         double g = gy[e] * param(c, 1, j), ag = fabs(g);
         double xh = (X(c, l, j) - mu) * rstd, axh = (fabs(X(c, l, j)) + mabs) * rstd;
         if (ln)
@@ -284,7 +305,7 @@ static void vjp_ce_line(rowctx *c, int64_t l, double g, const vjp_out *o)
     for (int64_t j = 0; j < c->L.n; j++) {
         double s = c->buf[j], hot = j == t;
         /* The device's exponent x_j - max carries |x_j| + |max| of error. */
-        put(o, 0, nvb_at(&c->L, l, j), g * (s - hot),
+        put(o, 0, AT(c, l, j), g * (s - hot),
             fabs(g) * (s * (1 + fabs(X(c, l, j)) + fabs(m)) + hot));
     }
 }
@@ -417,14 +438,14 @@ int nv_op_vjp_sens(const nv_op_def *op, const nv_op_attrs *a, int n_in,
     for (int64_t l = 0; l < c.L.outer * c.L.inner; l++) {
         double lse = line_softmax(&c, l), dabs = 0, sabs = 0, nrm = 0;
         for (int64_t j = 0; j < c.L.n; j++) {
-            int64_t e = nvb_at(&c.L, l, j);
+            int64_t e = AT(&c, l, j);
             double g = id == NVO_SOFTMAX || id == NVO_LOG_SOFTMAX ? gy[e] : 0;
             dabs += fabs(g) * c.buf[j];
             sabs += fabs(g);
             nrm += X(&c, l, j) * X(&c, l, j);
         }
         for (int64_t j = 0; j < c.L.n; j++) {
-            int64_t e = nvb_at(&c.L, l, j);
+            int64_t e = AT(&c, l, j);
             double s = c.buf[j], v = 0;
             if (id == NVO_SOFTMAX)
                 v = s * (fabs(gy[e]) + 2 * dabs);
