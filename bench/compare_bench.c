@@ -122,11 +122,12 @@ int main(int argc, char **argv)
 
     printf("pairs: %lld fp32 (%zu MB read per comparison)\n", (long long)n, 2 * bytes >> 20);
     printf("numval nv_compare_f32 ulp(2):   %8.1f ms  %6.2f GB/s  max_ulp %g p99 %g mean %.4f "
-           "mismatches %lld\n", t_ulp * 1e3, 2 * bytes / t_ulp / 1e9, ru.max_ulp, ru.p99_ulp,
-           ru.mean_ulp, (long long)ru.mismatches);
+           "mismatches %lld\n",
+           t_ulp * 1e3, 2 * bytes / t_ulp / 1e9, ru.max_ulp, ru.p99_ulp, ru.mean_ulp,
+           (long long)ru.mismatches);
     printf("numval nv_compare_f32 allclose: %8.1f ms  %6.2f GB/s  max_abs %g max_rel %g "
-           "mismatches %lld\n", t_all * 1e3, 2 * bytes / t_all / 1e9, ra.max_abs, ra.max_rel,
-           (long long)ra.mismatches);
+           "mismatches %lld\n",
+           t_all * 1e3, 2 * bytes / t_all / 1e9, ra.max_abs, ra.max_rel, (long long)ra.mismatches);
     printf("memcpy of the same bytes:       %8.1f ms  %6.2f GB/s (bytes copied)\n", t_cpy * 1e3,
            2 * bytes / t_cpy / 1e9);
     printf("kernel bandwidth / memcpy:      %8.2f\n", t_cpy / t_ulp);
@@ -138,8 +139,8 @@ int main(int argc, char **argv)
     const char *py = getenv("PYTHON") ? getenv("PYTHON") : "/usr/bin/python3";
     char cmd[1024];
     snprintf(cmd, sizeof(cmd),
-             "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE '%s' '%s' '%s' %lld %d", py, peers,
-             path, (long long)n, reps > 3 ? 3 : reps);
+             "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE '%s' '%s' '%s' %lld %d", py, peers, path,
+             (long long)n, reps > 3 ? 3 : reps);
     FILE *p = popen(cmd, "r");
     double t_np = -1, t_torch = -1;
     char line[512];

@@ -1,6 +1,6 @@
 /* Benchmark 2 (issue 2, "What must be shown"): the correctly rounded reference
- * with its fp64 fast path (nv_ref_round_n, the array form of nv_ref_round) against MPFR alone (nv_ref_round_mpfr:
- * MPFR straight at the target precision) on N fp32 inputs each of exp, tanh and
+ * with its fp64 fast path (nv_ref_round_n, the array form of nv_ref_round) against MPFR alone
+ * (nv_ref_round_mpfr: MPFR straight at the target precision) on N fp32 inputs each of exp, tanh and
  * erf, rounding to fp32 nearest-even. Counts differences (must be 0) and MPFR
  * calls the fast path still makes. Times are this thread's CPU time.
  *
@@ -92,9 +92,8 @@ int main(int argc, char **argv)
         double t_mpfr = (now() - t0) * (double)n / (double)nm;
         printf("%-5s fast path %8.3f s (%6.1f ns/elt, %llu MPFR fallbacks)  pure MPFR %8.3f s "
                "(%7.1f ns/elt)  speedup %6.1fx  differences %lld\n",
-               nv_fn_name(f), t_fast, t_fast * 1e9 / (double)n,
-               (unsigned long long)(m1 - m0), t_mpfr, t_mpfr * 1e9 / (double)n,
-               t_mpfr / t_fast, (long long)diff);
+               nv_fn_name(f), t_fast, t_fast * 1e9 / (double)n, (unsigned long long)(m1 - m0),
+               t_mpfr, t_mpfr * 1e9 / (double)n, t_mpfr / t_fast, (long long)diff);
         fflush(stdout);
     }
     free(x);

@@ -88,9 +88,12 @@ static double growth(const nv_tolerance *t, int64_t n)
     if (n < 1)
         n = 1;
     switch (t->growth) {
-    case NV_GROWTH_N: return (double)(n - 1);
-    case NV_GROWTH_LOG2N: return ceil(log2((double)n));
-    default: return sqrt((double)n);
+    case NV_GROWTH_N:
+        return (double)(n - 1);
+    case NV_GROWTH_LOG2N:
+        return ceil(log2((double)n));
+    default:
+        return sqrt((double)n);
     }
 }
 
@@ -185,9 +188,15 @@ int nv_compare(const nv_compare_input *in, const nv_tolerance *tol, nv_compare_r
         double rel = ex != 0 ? err / fabs(ex) : (err == 0 ? 0 : INFINITY);
         double allowed;
         switch (tol->metric) {
-        case NV_TOL_ALLCLOSE: allowed = tol->atol + tol->rtol * fabs(ex); break;
-        case NV_TOL_ULP: allowed = tol->max_ulp * ulp; break;
-        default: allowed = bound_k * in->abs_sum[i] + ulp / 2; break;
+        case NV_TOL_ALLCLOSE:
+            allowed = tol->atol + tol->rtol * fabs(ex);
+            break;
+        case NV_TOL_ULP:
+            allowed = tol->max_ulp * ulp;
+            break;
+        default:
+            allowed = bound_k * in->abs_sum[i] + ulp / 2;
+            break;
         }
         bool pass = tol->metric == NV_TOL_ULP ? ue <= tol->max_ulp : err <= allowed;
         double head = allowed > 0 ? err / allowed : (err == 0 ? 0 : INFINITY);
@@ -202,8 +211,7 @@ int nv_compare(const nv_compare_input *in, const nv_tolerance *tol, nv_compare_r
         if (!pass) {
             r.mismatches++;
             add_first(&r, i, g, ex, ue, err, allowed,
-                      tol->metric == NV_TOL_BOUND ? NV_FAIL_BOUND_EXCEEDED
-                                                  : NV_FAIL_ULP_EXCEEDED);
+                      tol->metric == NV_TOL_BOUND ? NV_FAIL_BOUND_EXCEEDED : NV_FAIL_ULP_EXCEEDED);
         }
     }
     r.compared = in->n;
@@ -229,7 +237,8 @@ typedef struct blk_out {
     uint32_t special[LANES];
 } blk_out;
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
+    !defined(__SANITIZE_ADDRESS__)
 #define NV_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define NV_CLONES
@@ -265,47 +274,47 @@ typedef float v4f __attribute__((vector_size(16)));
 /* acc = max(acc, x); a NaN x leaves acc. */
 #define VMAXF(acc, x) VSELF((x) > (acc), x, acc)
 #define VMAXD(acc, x) ((v4d)VSELI((x) > (acc), (v4l)(x), (v4l)(acc)))
-#define VABSF(a) ((v8f)((v8i)(a) & 0x7fffffff))
+#define VABSF(a) ((v8f)((v8i)(a)&0x7fffffff))
 #define LO4(v) __builtin_convertvector((v4f){(v)[0], (v)[1], (v)[2], (v)[3]}, v4d)
 #define HI4(v) __builtin_convertvector((v4f){(v)[4], (v)[5], (v)[6], (v)[7]}, v4d)
 
-#define F32_BLOCK_BODY(IS_ULP)                                                             \
-    for (int i = 0; i + 8 <= n; i += 8) {                                                  \
-        v8f gf, rf;                                                                        \
-        memcpy(&gf, got + i, sizeof(gf));                                                  \
-        memcpy(&rf, ref + i, sizeof(rf));                                                  \
-        v8f d = VABSF(gf - rf), ar = VABSF(rf);                                            \
-        v8i re = (v8i)ar >> 23;                                                            \
-        sp |= ~(d <= fmax_v) | (re < 24);                                                  \
-        v8f ue = d * (v8f)((277 - re) << 23);                                              \
-        v8i up = d * rden > rnum * ar;                                                     \
-        rnum = VSELF(up, d, rnum);                                                         \
-        rden = VSELF(up, ar, rden);                                                        \
-        mu = VMAXF(mu, ue);                                                                \
-        ma = VMAXF(ma, d);                                                                 \
-        mar = VMAXF(mar, ar);                                                              \
-        su += ue;                                                                          \
-        if (IS_ULP) {                                                                      \
-            bad -= ue > tol_f;                                                             \
-        } else {                                                                           \
-            v4d d0 = LO4(d), d1 = HI4(d);                                                  \
-            v4d al0 = atol_v + rtol_v * LO4(ar), al1 = atol_v + rtol_v * HI4(ar);          \
-            mh = VMAXD(mh, d0 / al0);                                                      \
-            mh = VMAXD(mh, d1 / al1);                                                      \
-            badd -= (d0 > al0) + (d1 > al1);                                               \
-        }                                                                                  \
-        v8i bin = ((v8i)ue >> 20) - HIST_BASE;                                             \
-        bin = VSELI(bin < 0, zero_i, bin);                                                 \
-        memcpy(bins + i, &bin, sizeof(bin));                                               \
+#define F32_BLOCK_BODY(IS_ULP)                                                                     \
+    for (int i = 0; i + 8 <= n; i += 8) {                                                          \
+        v8f gf, rf;                                                                                \
+        memcpy(&gf, got + i, sizeof(gf));                                                          \
+        memcpy(&rf, ref + i, sizeof(rf));                                                          \
+        v8f d = VABSF(gf - rf), ar = VABSF(rf);                                                    \
+        v8i re = (v8i)ar >> 23;                                                                    \
+        sp |= ~(d <= fmax_v) | (re < 24);                                                          \
+        v8f ue = d * (v8f)((277 - re) << 23);                                                      \
+        v8i up = d * rden > rnum * ar;                                                             \
+        rnum = VSELF(up, d, rnum);                                                                 \
+        rden = VSELF(up, ar, rden);                                                                \
+        mu = VMAXF(mu, ue);                                                                        \
+        ma = VMAXF(ma, d);                                                                         \
+        mar = VMAXF(mar, ar);                                                                      \
+        su += ue;                                                                                  \
+        if (IS_ULP) {                                                                              \
+            bad -= ue > tol_f;                                                                     \
+        } else {                                                                                   \
+            v4d d0 = LO4(d), d1 = HI4(d);                                                          \
+            v4d al0 = atol_v + rtol_v * LO4(ar), al1 = atol_v + rtol_v * HI4(ar);                  \
+            mh = VMAXD(mh, d0 / al0);                                                              \
+            mh = VMAXD(mh, d1 / al1);                                                              \
+            badd -= (d0 > al0) + (d1 > al1);                                                       \
+        }                                                                                          \
+        v8i bin = ((v8i)ue >> 20) - HIST_BASE;                                                     \
+        bin = VSELI(bin < 0, zero_i, bin);                                                         \
+        memcpy(bins + i, &bin, sizeof(bin));                                                       \
     }
 
 /* Per lane: max ulp error, max abs, max rel, max |ref| (the allowance grows with
  * it, so max allowed follows from it), sum of ulp errors, mismatches; headroom
  * per element only for allclose (under ulp it is max ulp error / max_ulp). */
 NV_CLONES
-static void f32_block(const float *restrict got, const float *restrict ref, int n,
-                      float tol_fp32, double atol, double rtol, int is_ulp,
-                      uint32_t *restrict bins, blk_out *restrict o)
+static void f32_block(const float *restrict got, const float *restrict ref, int n, float tol_fp32,
+                      double atol, double rtol, int is_ulp, uint32_t *restrict bins,
+                      blk_out *restrict o)
 {
     const v4d zd = {0, 0, 0, 0};
     const v4d atol_v = zd + atol, rtol_v = zd + rtol;
@@ -346,7 +355,8 @@ static void f32_block_scalar(const float *got, const float *ref, int64_t base, i
         double d = fabs(g - e), ar = fabs(e);
         double ulp = nv_dtype_ulp(NV_DT_FP32, e);
         double ue = d / ulp;
-        double allowed = tol->metric == NV_TOL_ULP ? tol->max_ulp * ulp : tol->atol + tol->rtol * ar;
+        double allowed =
+            tol->metric == NV_TOL_ULP ? tol->max_ulp * ulp : tol->atol + tol->rtol * ar;
         bool pass = tol->metric == NV_TOL_ULP ? ue <= tol->max_ulp : d <= allowed;
         r->max_ulp = fmax(r->max_ulp, ue);
         r->max_abs = fmax(r->max_abs, d);
@@ -382,8 +392,8 @@ static void f32_merge(const blk_out *o, const uint32_t *bins, int n, const nv_to
     /* The allowance grows with |ref|: its max is the allowance of the max |ref|. */
     if (tol->metric == NV_TOL_ULP) {
         r->max_allowed = fmax(r->max_allowed, tol->max_ulp * nv_dtype_ulp(NV_DT_FP32, mref));
-        r->headroom = fmax(r->headroom, tol->max_ulp > 0 ? mu / tol->max_ulp
-                                                         : (mu > 0 ? INFINITY : 0));
+        r->headroom =
+            fmax(r->headroom, tol->max_ulp > 0 ? mu / tol->max_ulp : (mu > 0 ? INFINITY : 0));
     } else {
         r->max_allowed = fmax(r->max_allowed, tol->atol + tol->rtol * mref);
     }
@@ -431,8 +441,7 @@ int nv_compare_f32(const float *got, const float *ref, int64_t n, const nv_toler
         int len = n - base < BLK ? (int)(n - base) : BLK;
         int vec = len - len % LANES;
         blk_out o;
-        f32_block(got + base, ref + base, vec, tol_fp32, tol->atol, tol->rtol, is_ulp, bins,
-                  &o);
+        f32_block(got + base, ref + base, vec, tol_fp32, tol->atol, tol->rtol, is_ulp, bins, &o);
         uint32_t special = 0;
         int64_t bad = 0;
         for (int j = 0; j < LANES; j++) {

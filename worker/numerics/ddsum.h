@@ -67,16 +67,17 @@ void nv_dd_acc_get(const nv_dd_acc *a, double *ret_hi, double *ret_lo, double *r
 /* Exact long accumulator. About 600 bytes; embed it (no allocation). */
 #define NV_XACC_DIGITS 72
 typedef struct nv_xacc {
-    int64_t d[NV_XACC_DIGITS]; /* base 2^32 digits with carry room; value = sum d_k 2^(32k - 1074) */
-    int64_t pending;           /* adds since the last carry normalisation */
+    int64_t
+        d[NV_XACC_DIGITS]; /* base 2^32 digits with carry room; value = sum d_k 2^(32k - 1074) */
+    int64_t pending;       /* adds since the last carry normalisation */
     int n_nan, n_pinf, n_ninf; /* special values seen */
     double abs_sum;
     int64_t n;
 } nv_xacc;
 
 void nv_xacc_init(nv_xacc *a);
-void nv_xacc_add(nv_xacc *a, double x);                 /* exact for every finite x */
-void nv_xacc_add_prod(nv_xacc *a, double x, double y);  /* exact, see the header note */
+void nv_xacc_add(nv_xacc *a, double x);                /* exact for every finite x */
+void nv_xacc_add_prod(nv_xacc *a, double x, double y); /* exact, see the header note */
 /* The exact sum rounded as described above; abs_sum may be NULL. Does not modify
  * the value held (the accumulator can keep going). */
 void nv_xacc_get(const nv_xacc *a, double *ret_hi, double *ret_lo, double *ret_abs_sum);

@@ -40,12 +40,23 @@
 #include "refmath_internal.h"
 
 static const char *const fn_names[NV_FN_COUNT] = {
-    [NV_FN_EXP] = "exp",         [NV_FN_EXP2] = "exp2",       [NV_FN_EXPM1] = "expm1",
-    [NV_FN_LOG] = "log",         [NV_FN_LOG2] = "log2",       [NV_FN_LOG1P] = "log1p",
-    [NV_FN_SIN] = "sin",         [NV_FN_COS] = "cos",         [NV_FN_TANH] = "tanh",
-    [NV_FN_SIGMOID] = "sigmoid", [NV_FN_ERF] = "erf",         [NV_FN_GELU_ERF] = "gelu_erf",
-    [NV_FN_GELU_TANH] = "gelu_tanh", [NV_FN_SILU] = "silu",   [NV_FN_SQRT] = "sqrt",
-    [NV_FN_RSQRT] = "rsqrt",     [NV_FN_RECIP] = "reciprocal",
+    [NV_FN_EXP] = "exp",
+    [NV_FN_EXP2] = "exp2",
+    [NV_FN_EXPM1] = "expm1",
+    [NV_FN_LOG] = "log",
+    [NV_FN_LOG2] = "log2",
+    [NV_FN_LOG1P] = "log1p",
+    [NV_FN_SIN] = "sin",
+    [NV_FN_COS] = "cos",
+    [NV_FN_TANH] = "tanh",
+    [NV_FN_SIGMOID] = "sigmoid",
+    [NV_FN_ERF] = "erf",
+    [NV_FN_GELU_ERF] = "gelu_erf",
+    [NV_FN_GELU_TANH] = "gelu_tanh",
+    [NV_FN_SILU] = "silu",
+    [NV_FN_SQRT] = "sqrt",
+    [NV_FN_RSQRT] = "rsqrt",
+    [NV_FN_RECIP] = "reciprocal",
 };
 
 const char *nv_fn_name(nv_fn f)
@@ -199,21 +210,41 @@ RM_INLINE double fast_eval(nv_fn f, double x, double *ret_eps)
     const double eps_libm = 0x1p-48;
     *ret_eps = eps_libm;
     switch (f) {
-    case NV_FN_EXP: return exp(x);
-    case NV_FN_EXP2: return exp2(x);
-    case NV_FN_EXPM1: return expm1(x);
-    case NV_FN_LOG: return log(x);
-    case NV_FN_LOG2: return log2(x);
-    case NV_FN_LOG1P: return log1p(x);
-    case NV_FN_SIN: return sin(x);
-    case NV_FN_COS: return cos(x);
-    case NV_FN_TANH: return tanh(x);
-    case NV_FN_ERF: return erf(x);
-    case NV_FN_SQRT: *ret_eps = 0x1p-52; return sqrt(x);
-    case NV_FN_RSQRT: *ret_eps = 0x1p-51; return 1.0 / sqrt(x);
-    case NV_FN_RECIP: *ret_eps = 0x1p-52; return 1.0 / x;
-    case NV_FN_SIGMOID: *ret_eps = 0x1p-47; return sigmoid64(x);
-    case NV_FN_SILU: *ret_eps = 0x1p-46; return x * sigmoid64(x);
+    case NV_FN_EXP:
+        return exp(x);
+    case NV_FN_EXP2:
+        return exp2(x);
+    case NV_FN_EXPM1:
+        return expm1(x);
+    case NV_FN_LOG:
+        return log(x);
+    case NV_FN_LOG2:
+        return log2(x);
+    case NV_FN_LOG1P:
+        return log1p(x);
+    case NV_FN_SIN:
+        return sin(x);
+    case NV_FN_COS:
+        return cos(x);
+    case NV_FN_TANH:
+        return tanh(x);
+    case NV_FN_ERF:
+        return erf(x);
+    case NV_FN_SQRT:
+        *ret_eps = 0x1p-52;
+        return sqrt(x);
+    case NV_FN_RSQRT:
+        *ret_eps = 0x1p-51;
+        return 1.0 / sqrt(x);
+    case NV_FN_RECIP:
+        *ret_eps = 0x1p-52;
+        return 1.0 / x;
+    case NV_FN_SIGMOID:
+        *ret_eps = 0x1p-47;
+        return sigmoid64(x);
+    case NV_FN_SILU:
+        *ret_eps = 0x1p-46;
+        return x * sigmoid64(x);
     case NV_FN_GELU_ERF: {
         /* z = x/sqrt 2: 2u. x >= 0: 1 + erf(z), erf's condition number <= 1:
          * eps 2^-46. x < 0: erfc(|z|), condition number < 2z^2 + 2z + 1
@@ -281,16 +312,24 @@ static inline bool fast_decides(double v, double eps, const nv_dtype_info *in, i
  * multiples of h) around it are (c & ~1) h and ((c | 1) + 1) h; nearest takes
  * the one in whose half v lies, (c + 1) & ~1 (a tie cannot occur: v is not on
  * a boundary). Beyond max_finite nv_dtype_round applies the format's overflow. */
-static inline double round_cell(double v, int64_t c, double h, nv_dtype dt,
-                                const nv_dtype_info *in, const nv_round_mode *m)
+static inline double round_cell(double v, int64_t c, double h, nv_dtype dt, const nv_dtype_info *in,
+                                const nv_round_mode *m)
 {
     bool neg = signbit(v);
     int64_t k;
     switch (m->rounding) {
-    case NV_ROUND_TOWARD_ZERO: k = c & ~(int64_t)1; break;
-    case NV_ROUND_UP: k = neg ? c & ~(int64_t)1 : (c | 1) + 1; break;
-    case NV_ROUND_DOWN: k = neg ? (c | 1) + 1 : c & ~(int64_t)1; break;
-    default: k = (c + 1) & ~(int64_t)1; break;
+    case NV_ROUND_TOWARD_ZERO:
+        k = c & ~(int64_t)1;
+        break;
+    case NV_ROUND_UP:
+        k = neg ? c & ~(int64_t)1 : (c | 1) + 1;
+        break;
+    case NV_ROUND_DOWN:
+        k = neg ? (c | 1) + 1 : c & ~(int64_t)1;
+        break;
+    default:
+        k = (c + 1) & ~(int64_t)1;
+        break;
     }
     double r = (double)k * h;
     if (r > in->max_finite)
@@ -456,8 +495,8 @@ typedef enum fast_kind { FAST_NO, FAST_VALUE, FAST_PAIR, FAST_STANDIN } fast_kin
  * FAST_STANDIN (v is a stand-in that rounds like f(x) in every format but fp64:
  * +-DBL_MAX past 2^1000, +-2^-1000 below 2^-960; the exact value overflows or
  * underflows all of them), or FAST_NO (MPFR decides). */
-RM_INLINE fast_kind fast_try(nv_fn f, double x, const nv_dtype_info *in, bool need_l,
-                             double *ret_v, double *ret_l, int64_t *ret_c, double *ret_h)
+RM_INLINE fast_kind fast_try(nv_fn f, double x, const nv_dtype_info *in, bool need_l, double *ret_v,
+                             double *ret_l, int64_t *ret_c, double *ret_h)
 {
     if (!in)
         return FAST_NO;
@@ -542,37 +581,37 @@ RM_INLINE double round_one(nv_fn f, double x, nv_dtype dt, const nv_dtype_info *
     return rm_mpfr_round(f, x, 0, dt, m->rounding);
 }
 
-#define ROUND_N_CASE(F)                                                                    \
-    case F:                                                                                \
-        for (int64_t i = 0; i < n; i++)                                                    \
-            out[i] = round_one(F, x[i], dt, in, &m);                                       \
+#define ROUND_N_CASE(F)                                                                            \
+    case F:                                                                                        \
+        for (int64_t i = 0; i < n; i++)                                                            \
+            out[i] = round_one(F, x[i], dt, in, &m);                                               \
         break;
 
 void nv_ref_round_n(nv_fn f, const double *x, int64_t n, nv_dtype dt, nv_rounding rounding,
                     double *out)
 {
-    nv_round_mode m = {rounding == NV_ROUND_STOCHASTIC ? NV_ROUND_NEAREST_EVEN : rounding,
-                       false, false};
+    nv_round_mode m = {rounding == NV_ROUND_STOCHASTIC ? NV_ROUND_NEAREST_EVEN : rounding, false,
+                       false};
     const nv_dtype_info *in = fast_target(dt);
     /* One loop per function, so that each inlines its own fast path. */
     switch (f) {
-    ROUND_N_CASE(NV_FN_EXP)
-    ROUND_N_CASE(NV_FN_EXP2)
-    ROUND_N_CASE(NV_FN_EXPM1)
-    ROUND_N_CASE(NV_FN_LOG)
-    ROUND_N_CASE(NV_FN_LOG2)
-    ROUND_N_CASE(NV_FN_LOG1P)
-    ROUND_N_CASE(NV_FN_SIN)
-    ROUND_N_CASE(NV_FN_COS)
-    ROUND_N_CASE(NV_FN_TANH)
-    ROUND_N_CASE(NV_FN_SIGMOID)
-    ROUND_N_CASE(NV_FN_ERF)
-    ROUND_N_CASE(NV_FN_GELU_ERF)
-    ROUND_N_CASE(NV_FN_GELU_TANH)
-    ROUND_N_CASE(NV_FN_SILU)
-    ROUND_N_CASE(NV_FN_SQRT)
-    ROUND_N_CASE(NV_FN_RSQRT)
-    ROUND_N_CASE(NV_FN_RECIP)
+        ROUND_N_CASE(NV_FN_EXP)
+        ROUND_N_CASE(NV_FN_EXP2)
+        ROUND_N_CASE(NV_FN_EXPM1)
+        ROUND_N_CASE(NV_FN_LOG)
+        ROUND_N_CASE(NV_FN_LOG2)
+        ROUND_N_CASE(NV_FN_LOG1P)
+        ROUND_N_CASE(NV_FN_SIN)
+        ROUND_N_CASE(NV_FN_COS)
+        ROUND_N_CASE(NV_FN_TANH)
+        ROUND_N_CASE(NV_FN_SIGMOID)
+        ROUND_N_CASE(NV_FN_ERF)
+        ROUND_N_CASE(NV_FN_GELU_ERF)
+        ROUND_N_CASE(NV_FN_GELU_TANH)
+        ROUND_N_CASE(NV_FN_SILU)
+        ROUND_N_CASE(NV_FN_SQRT)
+        ROUND_N_CASE(NV_FN_RSQRT)
+        ROUND_N_CASE(NV_FN_RECIP)
     default:
         for (int64_t i = 0; i < n; i++)
             out[i] = NAN;
@@ -585,8 +624,8 @@ double nv_ref_round_mpfr(nv_fn f, double x, nv_dtype dt, nv_rounding rounding)
     double v;
     if ((unsigned)f >= NV_FN_COUNT)
         return NAN;
-    nv_round_mode m = {rounding == NV_ROUND_STOCHASTIC ? NV_ROUND_NEAREST_EVEN : rounding,
-                       false, false};
+    nv_round_mode m = {rounding == NV_ROUND_STOCHASTIC ? NV_ROUND_NEAREST_EVEN : rounding, false,
+                       false};
     if (rm_special(f, x, &v))
         return nv_dtype_round(dt, v, &m, 0);
     return rm_mpfr_direct(f, x, dt, m.rounding);
@@ -609,8 +648,8 @@ void nv_ref_pow(double x, double y, nv_dtype dt, double *ret_hi, double *ret_lo)
 
 double nv_ref_pow_round(double x, double y, nv_dtype dt, nv_rounding rounding)
 {
-    nv_round_mode m = {rounding == NV_ROUND_STOCHASTIC ? NV_ROUND_NEAREST_EVEN : rounding,
-                       false, false};
+    nv_round_mode m = {rounding == NV_ROUND_STOCHASTIC ? NV_ROUND_NEAREST_EVEN : rounding, false,
+                       false};
     double v = pow(x, y);
     if (isnan(v) || isinf(x) || isinf(y) || x == 0 || y == 0 || x == 1)
         return nv_dtype_round(dt, v, &m, 0);

@@ -126,19 +126,45 @@ static int eval_libm(nv_fn f, double x, double y, mpfr_ptr b, mctx *c)
     mpfr_set_d(c->t, x, MPFR_RNDN); /* exact: 64 >= 53 bits */
     int t;
     switch ((int)f) {
-    case NV_FN_EXP: t = mpfr_exp(b, c->t, MPFR_RNDN); break;
-    case NV_FN_EXP2: t = mpfr_exp2(b, c->t, MPFR_RNDN); break;
-    case NV_FN_EXPM1: t = mpfr_expm1(b, c->t, MPFR_RNDN); break;
-    case NV_FN_LOG: t = mpfr_log(b, c->t, MPFR_RNDN); break;
-    case NV_FN_LOG2: t = mpfr_log2(b, c->t, MPFR_RNDN); break;
-    case NV_FN_LOG1P: t = mpfr_log1p(b, c->t, MPFR_RNDN); break;
-    case NV_FN_SIN: t = mpfr_sin(b, c->t, MPFR_RNDN); break;
-    case NV_FN_COS: t = mpfr_cos(b, c->t, MPFR_RNDN); break;
-    case NV_FN_TANH: t = mpfr_tanh(b, c->t, MPFR_RNDN); break;
-    case NV_FN_ERF: t = mpfr_erf(b, c->t, MPFR_RNDN); break;
-    case NV_FN_SQRT: t = mpfr_sqrt(b, c->t, MPFR_RNDN); break;
-    case NV_FN_RSQRT: t = mpfr_rec_sqrt(b, c->t, MPFR_RNDN); break;
-    case NV_FN_RECIP: t = mpfr_ui_div(b, 1, c->t, MPFR_RNDN); break;
+    case NV_FN_EXP:
+        t = mpfr_exp(b, c->t, MPFR_RNDN);
+        break;
+    case NV_FN_EXP2:
+        t = mpfr_exp2(b, c->t, MPFR_RNDN);
+        break;
+    case NV_FN_EXPM1:
+        t = mpfr_expm1(b, c->t, MPFR_RNDN);
+        break;
+    case NV_FN_LOG:
+        t = mpfr_log(b, c->t, MPFR_RNDN);
+        break;
+    case NV_FN_LOG2:
+        t = mpfr_log2(b, c->t, MPFR_RNDN);
+        break;
+    case NV_FN_LOG1P:
+        t = mpfr_log1p(b, c->t, MPFR_RNDN);
+        break;
+    case NV_FN_SIN:
+        t = mpfr_sin(b, c->t, MPFR_RNDN);
+        break;
+    case NV_FN_COS:
+        t = mpfr_cos(b, c->t, MPFR_RNDN);
+        break;
+    case NV_FN_TANH:
+        t = mpfr_tanh(b, c->t, MPFR_RNDN);
+        break;
+    case NV_FN_ERF:
+        t = mpfr_erf(b, c->t, MPFR_RNDN);
+        break;
+    case NV_FN_SQRT:
+        t = mpfr_sqrt(b, c->t, MPFR_RNDN);
+        break;
+    case NV_FN_RSQRT:
+        t = mpfr_rec_sqrt(b, c->t, MPFR_RNDN);
+        break;
+    case NV_FN_RECIP:
+        t = mpfr_ui_div(b, 1, c->t, MPFR_RNDN);
+        break;
     default: /* RM_FN_POW */
         mpfr_set_prec(c->u, 64);
         mpfr_set_d(c->u, y, MPFR_RNDN);
@@ -301,8 +327,7 @@ static int eval_comp(nv_fn f, double x, mpfr_ptr b, mctx *c)
 
 static bool is_comp(nv_fn f)
 {
-    return f == NV_FN_SIGMOID || f == NV_FN_SILU || f == NV_FN_GELU_ERF ||
-           f == NV_FN_GELU_TANH;
+    return f == NV_FN_SIGMOID || f == NV_FN_SILU || f == NV_FN_GELU_ERF || f == NV_FN_GELU_TANH;
 }
 
 /* (b, dir) for f(x); x is not special (rm_special handled it). */
@@ -348,8 +373,8 @@ static void pair_from(mpfr_srcptr b, int dir, double *ret_hi, double *ret_lo, mc
         int e = ilogb(hi);
         double h1 = ldexp(1, e - 53), h2 = ldexp(1, e - 54);
         bool pow2 = hi == ldexp(copysign(1, hi), e);
-        bool on = lo == 0 || fabs(lo) == h1 ||
-                  (pow2 && signbit(lo) != signbit(hi) && fabs(lo) == h2);
+        bool on =
+            lo == 0 || fabs(lo) == h1 || (pow2 && signbit(lo) != signbit(hi) && fabs(lo) == h2);
         int cmp = mpfr_cmp_d(c->u, lo);
         if (on && cmp != 0)
             lo = nextafter(lo, cmp > 0 ? INFINITY : -INFINITY);
@@ -374,10 +399,14 @@ void rm_mpfr_pair(nv_fn f, double x, double y, double *ret_hi, double *ret_lo)
 static mpfr_rnd_t to_mpfr_rnd(nv_rounding r)
 {
     switch (r) {
-    case NV_ROUND_TOWARD_ZERO: return MPFR_RNDZ;
-    case NV_ROUND_UP: return MPFR_RNDU;
-    case NV_ROUND_DOWN: return MPFR_RNDD;
-    default: return MPFR_RNDN;
+    case NV_ROUND_TOWARD_ZERO:
+        return MPFR_RNDZ;
+    case NV_ROUND_UP:
+        return MPFR_RNDU;
+    case NV_ROUND_DOWN:
+        return MPFR_RNDD;
+    default:
+        return MPFR_RNDN;
     }
 }
 
@@ -461,26 +490,52 @@ double rm_mpfr_direct(nv_fn f, double x, nv_dtype dt, nv_rounding r)
     mpfr_set_prec(c->t, 64);
     mpfr_set_d(c->t, x, MPFR_RNDN);
     switch (f) {
-    case NV_FN_EXP: mpfr_exp(c->b, c->t, rnd); break;
-    case NV_FN_EXP2: mpfr_exp2(c->b, c->t, rnd); break;
-    case NV_FN_EXPM1: mpfr_expm1(c->b, c->t, rnd); break;
-    case NV_FN_LOG: mpfr_log(c->b, c->t, rnd); break;
-    case NV_FN_LOG2: mpfr_log2(c->b, c->t, rnd); break;
-    case NV_FN_LOG1P: mpfr_log1p(c->b, c->t, rnd); break;
-    case NV_FN_SIN: mpfr_sin(c->b, c->t, rnd); break;
-    case NV_FN_COS: mpfr_cos(c->b, c->t, rnd); break;
-    case NV_FN_TANH: mpfr_tanh(c->b, c->t, rnd); break;
-    case NV_FN_ERF: mpfr_erf(c->b, c->t, rnd); break;
-    case NV_FN_SQRT: mpfr_sqrt(c->b, c->t, rnd); break;
-    case NV_FN_RSQRT: mpfr_rec_sqrt(c->b, c->t, rnd); break;
-    default: mpfr_ui_div(c->b, 1, c->t, rnd); break;
+    case NV_FN_EXP:
+        mpfr_exp(c->b, c->t, rnd);
+        break;
+    case NV_FN_EXP2:
+        mpfr_exp2(c->b, c->t, rnd);
+        break;
+    case NV_FN_EXPM1:
+        mpfr_expm1(c->b, c->t, rnd);
+        break;
+    case NV_FN_LOG:
+        mpfr_log(c->b, c->t, rnd);
+        break;
+    case NV_FN_LOG2:
+        mpfr_log2(c->b, c->t, rnd);
+        break;
+    case NV_FN_LOG1P:
+        mpfr_log1p(c->b, c->t, rnd);
+        break;
+    case NV_FN_SIN:
+        mpfr_sin(c->b, c->t, rnd);
+        break;
+    case NV_FN_COS:
+        mpfr_cos(c->b, c->t, rnd);
+        break;
+    case NV_FN_TANH:
+        mpfr_tanh(c->b, c->t, rnd);
+        break;
+    case NV_FN_ERF:
+        mpfr_erf(c->b, c->t, rnd);
+        break;
+    case NV_FN_SQRT:
+        mpfr_sqrt(c->b, c->t, rnd);
+        break;
+    case NV_FN_RSQRT:
+        mpfr_rec_sqrt(c->b, c->t, rnd);
+        break;
+    default:
+        mpfr_ui_div(c->b, 1, c->t, rnd);
+        break;
     }
     double v = NAN;
     bool done = false;
     /* Normal range only: at or above the smallest normal, the result rounded
      * with the format's precision is the format's rounding (IEEE 754 §4.3). */
-    if (mpfr_number_p(c->b) && !mpfr_zero_p(c->b) &&
-        mpfr_get_exp(c->b) - 1 >= in->emin && mpfr_get_exp(c->b) - 1 <= in->emax + 1) {
+    if (mpfr_number_p(c->b) && !mpfr_zero_p(c->b) && mpfr_get_exp(c->b) - 1 >= in->emin &&
+        mpfr_get_exp(c->b) - 1 <= in->emax + 1) {
         nv_round_mode m = {r, false, false};
         v = nv_dtype_round(dt, mpfr_get_d(c->b, MPFR_RNDN), &m, 0);
         done = dt != NV_DT_FP64 || isfinite(v);

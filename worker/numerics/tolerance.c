@@ -72,8 +72,7 @@ static bool key_allowed(nv_tol_metric m, const char *key)
     case NV_TOL_ULP:
         return strcmp(key, "max_ulp") == 0;
     default:
-        return strcmp(key, "c") == 0 || strcmp(key, "growth") == 0 ||
-               strcmp(key, "u_dtype") == 0;
+        return strcmp(key, "c") == 0 || strcmp(key, "growth") == 0 || strcmp(key, "u_dtype") == 0;
     }
 }
 
@@ -94,8 +93,8 @@ static int get_param(const json_t *obj, const char *key, bool required, double *
         return fail(ret_field, ret_msg, field, "'%s' must be a number", key);
     double d = json_number_value(v);
     if (!isfinite(d) || d < 0)
-        return fail(ret_field, ret_msg, field, "'%s' must be a finite number >= 0, not '%g'",
-                    key, d);
+        return fail(ret_field, ret_msg, field, "'%s' must be a finite number >= 0, not '%g'", key,
+                    d);
     *ret = d;
     return 0;
 }
@@ -160,8 +159,7 @@ static int parse_reason(const json_t *obj, nv_tolerance *t, char **ret_field, ch
     size_t len = strlen(s);
     size_t lead = strspn(s, " \t\r\n");
     if (lead == len)
-        return fail(ret_field, ret_msg, "/reason", "empty 'reason' '%s': explain the tolerance",
-                    s);
+        return fail(ret_field, ret_msg, "/reason", "empty 'reason' '%s': explain the tolerance", s);
     if (len >= NV_TOL_REASON_MAX)
         return fail(ret_field, ret_msg, "/reason", "'reason' is %zu bytes long; the limit is %d",
                     len, NV_TOL_REASON_MAX - 1);
@@ -173,8 +171,7 @@ static int parse_meta(const json_t *obj, nv_tolerance *t, char **ret_field, char
 {
     const json_t *v = json_object_get(obj, "version");
     if (v) {
-        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-            json_integer_value(v) > 2147483647)
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 2147483647)
             return fail(ret_field, ret_msg, "/version", "'version' must be an integer >= 0");
         t->version = (int)json_integer_value(v);
     }
@@ -206,7 +203,8 @@ int nv_tolerance_from_json(const json_t *obj, nv_tolerance *ret, char **ret_fiel
     t.metric = (nv_tol_metric)mi;
     const char *key;
     const json_t *val;
-    json_object_foreach((json_t *)obj, key, val) {
+    json_object_foreach((json_t *)obj, key, val)
+    {
         if (!key_allowed(t.metric, key)) {
             char field[300];
             snprintf(field, sizeof(field), "/%s", key);

@@ -54,13 +54,13 @@ static void test_specials(void)
     nv_compare(&in, &t, &r);
     tap_ok(r.nan_mismatches == 2 && r.inf_mismatches == 3 && r.mismatches == 5,
            "NaN vs NaN passes, NaN/number pairs and inf sign/finite pairs fail (%lld nan, %lld "
-           "inf)", (long long)r.nan_mismatches, (long long)r.inf_mismatches);
+           "inf)",
+           (long long)r.nan_mismatches, (long long)r.inf_mismatches);
     tap_ok(r.failure == NV_FAIL_NAN_MISMATCH && r.first[0].index == 1 && r.first[2].index == 4 &&
                r.first[2].kind == NV_FAIL_INF_MISMATCH && r.first[3].index == 5,
            "failure class is the first in index order; first[] in index order");
     tap_ok(r.max_ulp == 0, "-0 against +0 is no error");
-    tap_ok(strcmp(nv_failure_class_name(NV_FAIL_INF_MISMATCH), "inf_mismatch") == 0,
-           "class names");
+    tap_ok(strcmp(nv_failure_class_name(NV_FAIL_INF_MISMATCH), "inf_mismatch") == 0, "class names");
 }
 
 static void test_allclose(void)
@@ -158,8 +158,8 @@ static int same_result(const nv_compare_result *a, const nv_compare_result *b)
     int ok = a->compared == b->compared && a->mismatches == b->mismatches &&
              a->nan_mismatches == b->nan_mismatches && a->inf_mismatches == b->inf_mismatches &&
              a->max_ulp == b->max_ulp && a->p99_ulp == b->p99_ulp && a->max_abs == b->max_abs &&
-             a->max_allowed == b->max_allowed &&
-             a->failure == b->failure && a->n_first == b->n_first;
+             a->max_allowed == b->max_allowed && a->failure == b->failure &&
+             a->n_first == b->n_first;
     /* max_rel: the fp32 kernel divides in fp32 (compare.h), within 2^-23. */
     ok &= a->max_rel == b->max_rel || fabs(a->max_rel - b->max_rel) <= 0x1p-23 * b->max_rel;
     /* mean: the fp32 kernel sums 256 terms a lane in fp32 (compare.c):
@@ -185,7 +185,9 @@ static void test_f32_kernel(void)
             memcpy(&v, &b, 4);
             e[i] = v;
             uint32_t k = rnd32() % 100;
-            float w = k < 90 ? v : k < 97 ? nextafterf(v, INFINITY) : nextafterf(nextafterf(v, 0), 0);
+            float w = k < 90   ? v
+                      : k < 97 ? nextafterf(v, INFINITY)
+                               : nextafterf(nextafterf(v, 0), 0);
             g[i] = k == 99 && round >= 1 ? v * 1.5f : w;
             if (round == 2 && i % 9000 == 5)
                 g[i] = (i % 18000 == 5) ? NAN : INFINITY;
@@ -204,12 +206,14 @@ static void test_f32_kernel(void)
         nv_compare_input in = {NV_DT_FP32, N, gd, ed, NULL, NULL, 0};
         int rc = nv_compare_f32(g, e, N, &t, &a) | nv_compare(&in, &t, &b);
         if (!same_result(&a, &b))
-            tap_diag("f32: mm %lld max %a p99 %a abs %a rel %a allowed %a mean %a head %a fail %d nf %d"
-                     "\n# gen: mm %lld max %a p99 %a abs %a rel %a allowed %a mean %a head %a fail %d nf %d",
-                     (long long)a.mismatches, a.max_ulp, a.p99_ulp, a.max_abs, a.max_rel,
-                     a.max_allowed, a.mean_ulp, a.headroom, a.failure, a.n_first,
-                     (long long)b.mismatches, b.max_ulp, b.p99_ulp, b.max_abs, b.max_rel,
-                     b.max_allowed, b.mean_ulp, b.headroom, b.failure, b.n_first);
+            tap_diag(
+                "f32: mm %lld max %a p99 %a abs %a rel %a allowed %a mean %a head %a fail %d nf %d"
+                "\n# gen: mm %lld max %a p99 %a abs %a rel %a allowed %a mean %a head %a fail %d "
+                "nf %d",
+                (long long)a.mismatches, a.max_ulp, a.p99_ulp, a.max_abs, a.max_rel, a.max_allowed,
+                a.mean_ulp, a.headroom, a.failure, a.n_first, (long long)b.mismatches, b.max_ulp,
+                b.p99_ulp, b.max_abs, b.max_rel, b.max_allowed, b.mean_ulp, b.headroom, b.failure,
+                b.n_first);
         tap_ok(rc == 0 && same_result(&a, &b),
                "fp32 kernel == general path, round %d (%lld mismatches, max %g, p99 %g, mean %g)",
                round, (long long)a.mismatches, a.max_ulp, a.p99_ulp, a.mean_ulp);

@@ -98,8 +98,8 @@ static void test_exact_sum(void)
     double strided[] = {1e300, 99, 1.0, 99, -1e300, 99, 0x1p-70, 99};
     nv_dd_sum(strided, 4, 2, &hi, &lo, &abs);
     /* By hand: 1e300 + 1 - 1e300 + 2^-70 = 1 + 2^-70; hi = 1, lo = 2^-70. */
-    tap_ok(hi == 1.0 && lo == 0x1p-70, "strided sum 1e300 + 1 - 1e300 + 2^-70 (hi %a lo %a)",
-           hi, lo);
+    tap_ok(hi == 1.0 && lo == 0x1p-70, "strided sum 1e300 + 1 - 1e300 + 2^-70 (hi %a lo %a)", hi,
+           lo);
     tap_ok(abs == 2e300, "abs_sum of the same is 2e300");
 
     double sp[] = {1, INFINITY, 2};

@@ -28,8 +28,8 @@ static double rand_f32(int lo, int hi)
     return (next_u64() & 1) ? -(double)f : (double)f;
 }
 
-static const nv_dtype dts[] = {NV_DT_FP32, NV_DT_BF16, NV_DT_FP16, NV_DT_TF32, NV_DT_FP8_E4M3,
-                               NV_DT_FP8_E5M2};
+static const nv_dtype dts[] = {NV_DT_FP32, NV_DT_BF16,     NV_DT_FP16,
+                               NV_DT_TF32, NV_DT_FP8_E4M3, NV_DT_FP8_E5M2};
 #define N_DTS (int)(sizeof(dts) / sizeof(dts[0]))
 static const nv_rounding rms[] = {NV_ROUND_NEAREST_EVEN, NV_ROUND_TOWARD_ZERO, NV_ROUND_UP,
                                   NV_ROUND_DOWN};
@@ -46,8 +46,8 @@ static int check_one(nv_fn f, double x, nv_dtype dt, int verbose)
         double gotp = nv_ref_round_pair(hi, lo, dt, rms[r]);
         if (!TAP_SAME_DOUBLE(want, got) || !TAP_SAME_DOUBLE(want, gotp)) {
             if (verbose && bad == 0)
-                tap_diag("%s(%a) %s rnd %d: mpfr %a fast %a pair %a (%a + %a)", nv_fn_name(f),
-                         x, nv_dtype_name(dt), r, want, got, gotp, hi, lo);
+                tap_diag("%s(%a) %s rnd %d: mpfr %a fast %a pair %a (%a + %a)", nv_fn_name(f), x,
+                         nv_dtype_name(dt), r, want, got, gotp, hi, lo);
             bad++;
         }
     }
@@ -68,9 +68,11 @@ static void test_random(void)
                 bad += check_one((nv_fn)f, x, dts[d], bad < 3);
         }
         nv_ref_stats(&fast1, &mp1);
-        tap_ok(bad == 0, "%s: fast path == MPFR on 600 fp32 inputs x 6 dtypes x 4 roundings "
-               "(%d differ; fast %llu, mpfr %llu)", nv_fn_name((nv_fn)f), bad,
-               (unsigned long long)(fast1 - fast0), (unsigned long long)(mp1 - mp0));
+        tap_ok(bad == 0,
+               "%s: fast path == MPFR on 600 fp32 inputs x 6 dtypes x 4 roundings "
+               "(%d differ; fast %llu, mpfr %llu)",
+               nv_fn_name((nv_fn)f), bad, (unsigned long long)(fast1 - fast0),
+               (unsigned long long)(mp1 - mp0));
     }
     int bad = 0;
     for (int i = 0; i < 300; i++) {
@@ -157,8 +159,10 @@ static void test_hard(void)
             }
         }
     }
-    tap_ok(bad == 0, "%d hard cases (exp/tanh/erf/sigmoid within 2^-53 of a midpoint of "
-           "fp32/bf16/fp16) round to the neighbour monotonicity predicts", cases);
+    tap_ok(bad == 0,
+           "%d hard cases (exp/tanh/erf/sigmoid within 2^-53 of a midpoint of "
+           "fp32/bf16/fp16) round to the neighbour monotonicity predicts",
+           cases);
 }
 
 static void test_special(void)
@@ -167,18 +171,42 @@ static void test_special(void)
         nv_fn f;
         double x, want;
     } t[] = {
-        {NV_FN_EXP, INFINITY, INFINITY}, {NV_FN_EXP, -INFINITY, 0}, {NV_FN_EXP, 0, 1},
-        {NV_FN_EXP, -0.0, 1}, {NV_FN_EXPM1, -INFINITY, -1}, {NV_FN_EXPM1, -0.0, -0.0},
-        {NV_FN_LOG, 0, -INFINITY}, {NV_FN_LOG, -1, NAN}, {NV_FN_LOG, 1, 0},
-        {NV_FN_LOG2, 8, 3}, {NV_FN_LOG1P, -1, -INFINITY}, {NV_FN_LOG1P, -2, NAN},
-        {NV_FN_SIN, INFINITY, NAN}, {NV_FN_SIN, -0.0, -0.0}, {NV_FN_COS, 0, 1},
-        {NV_FN_TANH, -INFINITY, -1}, {NV_FN_TANH, -0.0, -0.0}, {NV_FN_ERF, INFINITY, 1},
-        {NV_FN_SIGMOID, 0, 0.5}, {NV_FN_SIGMOID, -INFINITY, 0}, {NV_FN_SIGMOID, INFINITY, 1},
-        {NV_FN_SILU, -0.0, -0.0}, {NV_FN_SILU, -INFINITY, -0.0}, {NV_FN_GELU_ERF, INFINITY, INFINITY},
-        {NV_FN_GELU_TANH, -INFINITY, -0.0}, {NV_FN_SQRT, -0.0, -0.0}, {NV_FN_SQRT, -1, NAN},
-        {NV_FN_SQRT, 4, 2}, {NV_FN_RSQRT, -0.0, -INFINITY}, {NV_FN_RSQRT, 0, INFINITY},
-        {NV_FN_RSQRT, INFINITY, 0}, {NV_FN_RSQRT, 0.25, 2}, {NV_FN_RECIP, -0.0, -INFINITY},
-        {NV_FN_RECIP, -INFINITY, -0.0}, {NV_FN_EXP2, -3, 0.125}, {NV_FN_EXP, NAN, NAN},
+        {NV_FN_EXP, INFINITY, INFINITY},
+        {NV_FN_EXP, -INFINITY, 0},
+        {NV_FN_EXP, 0, 1},
+        {NV_FN_EXP, -0.0, 1},
+        {NV_FN_EXPM1, -INFINITY, -1},
+        {NV_FN_EXPM1, -0.0, -0.0},
+        {NV_FN_LOG, 0, -INFINITY},
+        {NV_FN_LOG, -1, NAN},
+        {NV_FN_LOG, 1, 0},
+        {NV_FN_LOG2, 8, 3},
+        {NV_FN_LOG1P, -1, -INFINITY},
+        {NV_FN_LOG1P, -2, NAN},
+        {NV_FN_SIN, INFINITY, NAN},
+        {NV_FN_SIN, -0.0, -0.0},
+        {NV_FN_COS, 0, 1},
+        {NV_FN_TANH, -INFINITY, -1},
+        {NV_FN_TANH, -0.0, -0.0},
+        {NV_FN_ERF, INFINITY, 1},
+        {NV_FN_SIGMOID, 0, 0.5},
+        {NV_FN_SIGMOID, -INFINITY, 0},
+        {NV_FN_SIGMOID, INFINITY, 1},
+        {NV_FN_SILU, -0.0, -0.0},
+        {NV_FN_SILU, -INFINITY, -0.0},
+        {NV_FN_GELU_ERF, INFINITY, INFINITY},
+        {NV_FN_GELU_TANH, -INFINITY, -0.0},
+        {NV_FN_SQRT, -0.0, -0.0},
+        {NV_FN_SQRT, -1, NAN},
+        {NV_FN_SQRT, 4, 2},
+        {NV_FN_RSQRT, -0.0, -INFINITY},
+        {NV_FN_RSQRT, 0, INFINITY},
+        {NV_FN_RSQRT, INFINITY, 0},
+        {NV_FN_RSQRT, 0.25, 2},
+        {NV_FN_RECIP, -0.0, -INFINITY},
+        {NV_FN_RECIP, -INFINITY, -0.0},
+        {NV_FN_EXP2, -3, 0.125},
+        {NV_FN_EXP, NAN, NAN},
     };
     int bad = 0;
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
@@ -343,8 +371,8 @@ int main(void)
     test_random();
     test_pow();
     test_threads();
-    tap_ok(strcmp(nv_fn_name(NV_FN_GELU_TANH), "gelu_tanh") == 0 &&
-           nv_fn_name(NV_FN_COUNT) == NULL, "function names");
+    tap_ok(strcmp(nv_fn_name(NV_FN_GELU_TANH), "gelu_tanh") == 0 && nv_fn_name(NV_FN_COUNT) == NULL,
+           "function names");
     mpfr_free_cache();
     return tap_done();
 }
