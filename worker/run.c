@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "run_fused.h"
 #include "run_gradient.h"
 #include "run_internal.h"
 
@@ -148,6 +149,8 @@ int nvw_run_job(const json_t *spec, const char *backend_spec, const nvw_run_opts
 {
     if (nv_gradspec_is(spec)) /* kind "gradient": run_gradient.c */
         return nvw_run_gradient(spec, backend_spec, opts, ret_result, ret_err);
+    if (nv_fusedspec_is(spec)) /* kind "fused": run_fused.c */
+        return nvw_run_fused(spec, backend_spec, opts, ret_result, ret_err);
     nvw_job job;
     memset(&job, 0, sizeof job);
     pthread_mutex_init(&job.lock, NULL);

@@ -100,6 +100,15 @@ char *nv_graph_canonical(const json_t *g);
 int nv_graph_reference(const nv_graph *g, const nv_tensor *const *in, nv_tensor **ret_hi,
                        nv_tensor **ret_abs, char *err, size_t errlen);
 
+/* The reference of node k alone, from the graph inputs in[] and the values
+ * vals[] of the nodes it reads (the upstream reference, or a device's captured
+ * values: the local reference that isolates node k's own error). New tensors in
+ * *ret_hi (tagged with the node's dtype) and *ret_abs (NULL unless a reduction
+ * or matmul). Returns 0, NV_E_* or -ENOMEM with err naming the node. */
+int nv_graph_node_reference(const nv_graph *g, int k, const nv_tensor *const *in,
+                            nv_tensor *const *vals, nv_tensor **ret_hi, nv_tensor **ret_abs,
+                            char *err, size_t errlen);
+
 /* The reduction length of node k for the bound metric, given its input shapes. */
 int64_t nv_graph_reduction_len(const nv_graph *g, int k);
 

@@ -62,8 +62,8 @@ static bool needs_abs(const nv_graph_node *n)
  * inputs and upstream hi tensors; when a node input is among the data inputs,
  * every data input is tagged with the widest reference dtype so the catalog's
  * same-dtype rules hold (values are doubles, exact in fp64). */
-static void node_inputs(const nv_graph *g, int k, const nv_tensor *const *gin, nv_tensor **hi,
-                        nv_tensor *views)
+static void node_inputs(const nv_graph *g, int k, const nv_tensor *const *gin,
+                        nv_tensor *const *hi, nv_tensor *views)
 {
     const nv_graph_node *n = &g->nodes[k];
     bool from_node = false, wide = false;
@@ -80,33 +80,46 @@ static void node_inputs(const nv_graph *g, int k, const nv_tensor *const *gin, n
             views[i].dtype = wide ? NV_DT_FP64 : NV_DT_FP32;
 }
 
+int nv_graph_node_reference(const nv_graph *g, int k, const nv_tensor *const *in,
+                            nv_tensor *const *vals, nv_tensor **ret_hi, nv_tensor **ret_abs,
+                            char *err, size_t errlen)
+{
+    const nv_graph_node *n = &g->nodes[k];
+    nv_tensor views[NV_GRAPH_NODE_INPUTS];
+    const nv_tensor *vp[NV_GRAPH_NODE_INPUTS];
+    node_inputs(g, k, in, vals, views);
+    for (int i = 0; i < n->n_in; i++)
+        vp[i] = &views[i];
+    nv_tensor *hi = nv_tensor_new(ref_dtype(n), n->ndim, n->shape);
+    nv_tensor *abs = needs_abs(n) ? nv_tensor_new(NV_DT_FP64, n->ndim, n->shape) : NULL;
+    if (!hi || (needs_abs(n) && !abs)) {
+        nv_tensor_free(hi);
+        nv_tensor_free(abs);
+        snprintf(err, errlen, "out of memory for the reference of node '%s'", n->name);
+        return -ENOMEM;
+    }
+    int r = nv_op_reference(n->op, &n->attrs, n->n_in, vp, hi, NULL, abs);
+    if (r < 0) {
+        snprintf(err, errlen, "the reference of node '%s' (op '%s') failed (code %d)", n->name,
+                 n->op->name, r);
+        nv_tensor_free(hi);
+        nv_tensor_free(abs);
+        return r;
+    }
+    hi->dtype = n->dtype;
+    *ret_hi = hi;
+    *ret_abs = abs;
+    return 0;
+}
+
 int nv_graph_reference(const nv_graph *g, const nv_tensor *const *in, nv_tensor **ret_hi,
                        nv_tensor **ret_abs, char *err, size_t errlen)
 {
     int r = 0;
     for (int k = 0; k < g->n_nodes; k++)
         ret_hi[k] = ret_abs[k] = NULL;
-    for (int k = 0; k < g->n_nodes && r == 0; k++) {
-        const nv_graph_node *n = &g->nodes[k];
-        nv_tensor views[NV_GRAPH_NODE_INPUTS];
-        const nv_tensor *vp[NV_GRAPH_NODE_INPUTS];
-        node_inputs(g, k, in, ret_hi, views);
-        for (int i = 0; i < n->n_in; i++)
-            vp[i] = &views[i];
-        ret_hi[k] = nv_tensor_new(ref_dtype(n), n->ndim, n->shape);
-        if (needs_abs(n))
-            ret_abs[k] = nv_tensor_new(NV_DT_FP64, n->ndim, n->shape);
-        if (!ret_hi[k] || (needs_abs(n) && !ret_abs[k])) {
-            snprintf(err, errlen, "out of memory for the reference of node '%s'", n->name);
-            r = -ENOMEM;
-            break;
-        }
-        r = nv_op_reference(n->op, &n->attrs, n->n_in, vp, ret_hi[k], NULL, ret_abs[k]);
-        if (r < 0)
-            snprintf(err, errlen, "the reference of node '%s' (op '%s') failed (code %d)",
-                     n->name, n->op->name, r);
-        ret_hi[k]->dtype = n->dtype;
-    }
+    for (int k = 0; k < g->n_nodes && r == 0; k++)
+        r = nv_graph_node_reference(g, k, in, ret_hi, &ret_hi[k], &ret_abs[k], err, errlen);
     if (r < 0) {
         for (int k = 0; k < g->n_nodes; k++) {
             nv_tensor_free(ret_hi[k]);

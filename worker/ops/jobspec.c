@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../../include/numval/backend.h"
+#include "fusedspec.h"
 #include "gradspec.h"
 
 typedef struct perr {
@@ -693,6 +694,8 @@ int nv_jobspec_validate(const json_t *spec, char **ret_pointer, char **ret_msg)
 {
     if (nv_gradspec_is(spec)) /* kind "gradient": jobspec_gradient.c */
         return nv_gradspec_validate(spec, ret_pointer, ret_msg);
+    if (nv_fusedspec_is(spec)) /* kind "fused": jobspec_fused.c */
+        return nv_fusedspec_validate(spec, ret_pointer, ret_msg);
     nv_jobspec *s = NULL;
     int r = nv_jobspec_parse(spec, &s, ret_pointer, ret_msg);
     nv_jobspec_free(s);

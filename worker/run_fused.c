@@ -1,0 +1,222 @@
+/* Fused jobs (run_fused.h): parse the spec, load the backend, refuse one without
+ * a graph entry, run the cases on a pool of threads (one backend context each,
+ * results placed by case index so the output does not depend on the thread
+ * count) and build the result. The per-case work is in run_fused_case.c. */
+#include "run_fused.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/sha256.h"
+
+static void infra(fjob *j, const char *msg)
+{
+    pthread_mutex_lock(&j->lock);
+    if (!j->infra_err)
+        j->infra_err = strdup(msg);
+    pthread_mutex_unlock(&j->lock);
+    atomic_store(&j->abort, 1);
+}
+
+static void *worker(void *arg)
+{
+    fjob *j = arg;
+    void *ctx = NULL;
+    char err[512] = "";
+    if (j->table->open(j->options, &ctx, err, sizeof err) != NV_OK) {
+        char msg[700];
+        snprintf(msg, sizeof msg, "backend '%s' failed to open a context: %s", j->backend_spec,
+                 err);
+        infra(j, msg);
+        return NULL;
+    }
+    int64_t total = j->s->n_cases;
+    while (!atomic_load(&j->abort) && !(j->opts && j->opts->cancel && *j->opts->cancel)) {
+        int64_t i = atomic_fetch_add(&j->next, 1);
+        if (i >= total)
+            break;
+        json_t *c = nvw_fused_case(j, ctx, i);
+        if (!c) {
+            infra(j, "out of memory while running a fused case");
+            break;
+        }
+        j->cases[i] = c;
+        pthread_mutex_lock(&j->lock);
+        int64_t done = ++j->done;
+        if (j->opts && j->opts->progress)
+            j->opts->progress(j->opts->ud, done, total);
+        pthread_mutex_unlock(&j->lock);
+    }
+    j->table->close(ctx);
+    return NULL;
+}
+
+static int set_err(char **ret, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int set_err(char **ret, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    int r = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    if (r >= 0 && ret) {
+        free(*ret);
+        *ret = s;
+    } else if (r >= 0) {
+        free(s);
+    }
+    return 0;
+}
+
+static int read_describe(fjob *j, char **ret_err)
+{
+    if (!j->table->graph) {
+        set_err(ret_err, "backend '%s' has no graph entry (nv_backend.graph is NULL): it cannot "
+                "run fused jobs; op jobs still run on it", j->backend_spec);
+        return -ENOTSUP;
+    }
+    void *ctx = NULL;
+    char err[512] = "";
+    if (j->table->open(j->options, &ctx, err, sizeof err) != NV_OK) {
+        set_err(ret_err, "backend '%s' failed to open: %s", j->backend_spec, err);
+        return -ENODEV;
+    }
+    const char *text = j->table->describe ? j->table->describe(ctx) : NULL;
+    json_error_t jerr;
+    j->describe = text ? json_loads(text, 0, &jerr) : json_object();
+    j->table->close(ctx);
+    if (!json_is_object(j->describe)) {
+        set_err(ret_err, "backend '%s' returned an invalid describe() JSON", j->backend_spec);
+        return -EPROTO;
+    }
+    return 0;
+}
+
+static int run_pool(fjob *j, char **ret_err)
+{
+    int64_t total = j->s->n_cases;
+    long n = j->opts && j->opts->threads > 0 ? j->opts->threads : sysconf(_SC_NPROCESSORS_ONLN);
+    n = n < 1 ? 1 : n > 64 ? 64 : n;
+    if (n > total)
+        n = (long)total;
+    pthread_t th[64];
+    int started = 0;
+    for (; started < n; started++)
+        if (pthread_create(&th[started], NULL, worker, j) != 0)
+            break;
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    if (started == 0 && total > 0) {
+        set_err(ret_err, "could not start a runner thread");
+        return -EAGAIN;
+    }
+    if (j->infra_err) {
+        set_err(ret_err, "%s", j->infra_err);
+        return -EIO;
+    }
+    if (j->done < total) {
+        set_err(ret_err, "job cancelled after %lld of %lld cases", (long long)j->done,
+                (long long)total);
+        return -ECANCELED;
+    }
+    return 0;
+}
+
+static json_t *result(const fjob *j)
+{
+    int64_t n = j->s->n_cases, passed = 0, failed = 0, errors = 0;
+    json_t *cases = json_array();
+    for (int64_t i = 0; cases && i < n; i++) {
+        const char *v = json_string_value(json_object_get(j->cases[i], "verdict"));
+        passed += v && !strcmp(v, "passed");
+        failed += v && !strcmp(v, "failed");
+        errors += !v || !strcmp(v, "error");
+        json_array_append(cases, j->cases[i]);
+    }
+    json_t *build = json_object_get(j->spec_json, "build");
+    json_t *r = json_pack(
+        "{s:s, s:s, s:s, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:O?, s:I, s:{s:I, s:I, s:I, s:I}, "
+        "s:o}",
+        "verdict", failed ? "failed" : errors ? "error" : "passed", "kind", "fused", "op", "fused",
+        "graph_hash", j->graph_hash, "backend", j->backend_spec, "device",
+        json_object_get(j->describe, "device"), "mode", json_object_get(j->describe, "mode"),
+        "contract", json_object_get(j->describe, "contract"), "backend_build",
+        json_object_get(j->describe, "build"), "build",
+        build ? build : json_object_get(j->describe, "build"), "seed", (json_int_t)j->s->seed,
+        "summary", "cases", (json_int_t)n, "passed", (json_int_t)passed, "failed",
+        (json_int_t)failed, "errors", (json_int_t)errors, "cases", cases);
+    const char *name = json_string_value(json_object_get(j->spec_json, "name"));
+    if (r && name)
+        json_object_set_new(r, "name", json_string(name));
+    if (r)
+        json_object_set_new(r, "intermediate_dtype",
+                            json_string(nv_dtype_name(j->s->intermediate)));
+    return r;
+}
+
+int nvw_run_fused(const json_t *spec, const char *backend_spec, const nvw_run_opts *opts,
+                  json_t **ret_result, char **ret_err)
+{
+    fjob j;
+    memset(&j, 0, sizeof j);
+    pthread_mutex_init(&j.lock, NULL);
+    j.spec_json = spec;
+    j.backend_spec = backend_spec;
+    j.opts = opts;
+    nvw_backend *b = NULL;
+    char *ptr = NULL, *msg = NULL, *e = NULL;
+    int r = nv_fusedspec_parse(spec, &j.s, &ptr, &msg);
+    if (r < 0) {
+        if (r == -EINVAL)
+            set_err(&e, "%s%s%s", ptr ? ptr : "", ptr && *ptr ? ": " : "",
+                    msg ? msg : "invalid fused job");
+        goto out;
+    }
+    nv_sha256_hex(j.s->graph_text, strlen(j.s->graph_text), j.graph_hash);
+    char err[512] = "";
+    r = nvw_backend_load(backend_spec, &b, err, sizeof err);
+    if (r < 0) {
+        set_err(&e, "%s", err[0] ? err : "could not load the backend");
+        r = r == -ENOMEM ? r : -ENODEV;
+        goto out;
+    }
+    j.table = nvw_backend_table(b);
+    j.options = nvw_backend_options(b);
+    if ((r = read_describe(&j, &e)) < 0)
+        goto out;
+    j.cases = calloc((size_t)j.s->n_cases + 1, sizeof *j.cases);
+    if (!j.cases) {
+        r = -ENOMEM;
+        goto out;
+    }
+    if ((r = run_pool(&j, &e)) < 0)
+        goto out;
+    json_t *res = result(&j);
+    if (!res) {
+        r = -ENOMEM;
+        goto out;
+    }
+    *ret_result = res;
+out:
+    if (r == -ENOMEM && !e)
+        set_err(&e, "out of memory");
+    if (r < 0 && ret_err)
+        *ret_err = e;
+    else
+        free(e);
+    for (int64_t i = 0; j.cases && i < j.s->n_cases; i++)
+        json_decref(j.cases[i]);
+    free(j.cases);
+    json_decref(j.describe);
+    free(j.infra_err);
+    nv_fusedspec_free(j.s);
+    nvw_backend_free(b);
+    free(ptr);
+    free(msg);
+    pthread_mutex_destroy(&j.lock);
+    return r;
+}
