@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "ops/jobspec.h"
+#include "repro.h"
 #include "run.h"
 #ifdef HAVE_AGENT
 #include "agent.h"
@@ -22,8 +23,12 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: numval-worker run JOB.json --backend SPEC [--threads N] [--output FILE]\n"
+            "                     [--artifacts DIR]\n"
             "       numval-worker --server URL --token T --device NAME --backend SPEC\n"
             "                     [--threads N] [--once]\n"
+            "       numval-worker repro ARTIFACT.nvart [--backend SPEC] [--runs N]\n"
+            "       numval-worker minimize ARTIFACT.nvart [--backend SPEC] [-o OUT] [--budget N]\n"
+            "                     [--deadline S] [--runs N] [--plain-ddmin] [--quiet]\n"
             "       numval-worker --help | --version\n"
             "\n"
             "run      run one job spec, or a suite file ({\"name\": ..., \"jobs\": [...]} or an\n"
@@ -174,7 +179,7 @@ static int cmd_run(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if ((strcmp(a, "--backend") == 0 || strcmp(a, "--threads") == 0 ||
-             strcmp(a, "--output") == 0) &&
+             strcmp(a, "--output") == 0 || strcmp(a, "--artifacts") == 0) &&
             i + 1 >= argc) {
             fprintf(stderr, "numval-worker: '%s' needs a value\n", a);
             return EXIT_ERROR;
@@ -183,6 +188,9 @@ static int cmd_run(int argc, char **argv)
             backend = argv[++i];
         } else if (strcmp(a, "--output") == 0) {
             output = argv[++i];
+        } else if (strcmp(a, "--artifacts") == 0) { /* repro_save.c (issue 6) */
+            o.on_failure = nvw_save_failure;
+            o.ud = argv[++i];
         } else if (strcmp(a, "--threads") == 0) {
             char *end;
             long t = strtol(argv[++i], &end, 10);
@@ -247,6 +255,10 @@ int main(int argc, char **argv)
     }
     if (argc >= 2 && strcmp(argv[1], "run") == 0)
         return cmd_run(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "repro") == 0) /* repro_cmd.c (issue 6) */
+        return nvw_repro_main(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "minimize") == 0)
+        return nvw_minimize_main(argc - 2, argv + 2);
 #ifdef HAVE_AGENT
     return nvw_agent_main(argc - 1, argv + 1);
 #else
