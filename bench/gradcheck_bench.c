@@ -75,16 +75,16 @@ static void run(const cfg *c, bool fast, double min_s)
     while (total < min_s || reps < 3) {
         double t0 = now();
         checked = fwd = vjp = 0;
+        nvw_grad_report r[NV_OP_MAX_INPUTS], st[NV_OP_MAX_INPUTS];
+        if (nvw_grad_formula_all(&p, fast, r, st) < 0) {
+            fprintf(stderr, "check failed to run\n");
+            exit(2);
+        }
         for (int i = 0; i < n_in; i++) {
-            nvw_grad_report r, st;
-            if (nvw_grad_formula(&p, i, fast, &r, &st) < 0) {
-                fprintf(stderr, "check failed to run\n");
-                exit(2);
-            }
-            passed = passed && r.passed && st.passed;
-            checked += r.checked + st.checked;
-            fwd += r.forward_calls + st.forward_calls;
-            vjp += r.vjp_calls + st.vjp_calls;
+            passed = passed && r[i].passed && st[i].passed;
+            checked += r[i].checked + st[i].checked;
+            fwd += r[i].forward_calls + st[i].forward_calls;
+            vjp += r[i].vjp_calls + st[i].vjp_calls;
         }
         double dt = now() - t0;
         best = fmin(best, dt);

@@ -62,6 +62,12 @@ typedef struct nvw_grad_problem {
 int nvw_grad_formula(const nvw_grad_problem *p, int i, bool fast, nvw_grad_report *ret,
                      nvw_grad_report *ret_structure);
 
+/* The first-order check of every differentiable input (rep[i], st[i] for input
+ * i; others untouched): full as nvw_grad_formula; fast with one VJP shared by
+ * all inputs and one projection per input. */
+int nvw_grad_formula_all(const nvw_grad_problem *p, bool fast, nvw_grad_report *rep,
+                         nvw_grad_report *st);
+
 /* Second order, input i: H = d VJP(x, gy) / dx by central differences of the
  * reference VJP (structured like the Jacobian), checked for symmetry (full:
  * every stored element; fast: one pair of projections) and against the
