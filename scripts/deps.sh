@@ -8,7 +8,7 @@ set -euo pipefail
 build_pkgs=(gcc pkg-config meson ninja-build libuv1-dev libsqlite3-dev libcurl4-openssl-dev
             libjansson-dev libzstd-dev libhttp-parser-dev libinih-dev libmpfr-dev libgmp-dev
             python3 zstd curl ca-certificates)
-test_pkgs=(python3-numpy python3-torch chromium fonts-liberation nodejs npm libjs-chart.js)
+test_pkgs=(python3-numpy python3-torch chromium fonts-liberation)
 bench_pkgs=(wrk nginx-light)
 
 want=("${build_pkgs[@]}")
@@ -18,6 +18,12 @@ case "${1:-build}" in
     bench) want+=("${test_pkgs[@]}" "${bench_pkgs[@]}") ;;
     *) echo "usage: $0 build|test|bench" >&2; exit 2 ;;
 esac
+
+# Node and npm: Debian's nodejs + npm unless a node (e.g. an image's own build,
+# which bundles npm and conflicts with Debian's npm package) is already there.
+if [ "${1:-build}" != build ] && ! { command -v node && command -v npm; } >/dev/null 2>&1; then
+    want+=(nodejs npm)
+fi
 
 missing=()
 for p in "${want[@]}"; do
