@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "cmd_repro.h"
 
 static const char USAGE[] =
     "usage: numvalctl [--server URL] [--token T] [--json] COMMAND ...\n"
@@ -26,6 +27,12 @@ static const char USAGE[] =
     "         --reason-code CODE --reason TEXT\n"
     "  builds\n"
     "  devices\n"
+    "  repro CASE_ID [--backend SPEC] [--minimized] [--runs N] [--worker PATH] [--keep FILE]\n"
+    "                      re-run a stored failure locally from its artifact alone; exits 1\n"
+    "                      if it still fails, 0 if it no longer does\n"
+    "  compare BASE_BUILD HEAD_BUILD\n"
+    "                      newly failing, newly passing and drifting cases between builds\n"
+    "  suite list [--state active|retired] | suite show ID | suite retire ID --reason TEXT\n"
     "\n"
     "Server and token also come from NUMVAL_SERVER and NUMVAL_TOKEN\n"
     "(default server http://127.0.0.1:8080).\n";
@@ -39,6 +46,7 @@ static const command COMMANDS[] = {
     {"submit", nvc_cmd_submit},       {"jobs", nvc_cmd_jobs},     {"show", nvc_cmd_show},
     {"cancel", nvc_cmd_cancel},       {"cases", nvc_cmd_cases},   {"artifact", nvc_cmd_artifact},
     {"tolerance", nvc_cmd_tolerance}, {"builds", nvc_cmd_builds}, {"devices", nvc_cmd_devices},
+    {"repro", nvc_cmd_repro},         {"compare", nvc_cmd_compare}, {"suite", nvc_cmd_suite},
 };
 
 int main(int argc, char **argv)

@@ -1,5 +1,6 @@
 /* Routing, authentication and replies for the JSON API. */
 #include "api.h"
+#include "api_suite.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -343,6 +344,13 @@ static bool route(api_ctx *x, bool *bad_method)
     ROUTE(is(x, 2, "worker", "result", 0), post, NVD_SCOPE_WORKER, api_worker_result(x));
     ROUTE(is(x, 3, "worker", "artifacts", 0), !strcmp(m, "PUT"), NVD_SCOPE_WORKER,
           api_worker_artifact_put(x, x->seg[2]));
+    /* the permanent suite and build compare (api_suite.c, issue 6) */
+    ROUTE(is(x, 1, "suite", 0, 0), get, NVD_SCOPE_READ, api_suite_list(x));
+    ROUTE(is(x, 2, "suite", 0, 0), get, NVD_SCOPE_READ,
+          if (api_id(x, x->seg[1], &id) == 0) api_suite_get(x, id));
+    ROUTE(is(x, 3, "suite", 0, "retire"), post, NVD_SCOPE_ADMIN,
+          if (api_id(x, x->seg[1], &id) == 0) api_suite_retire(x, id));
+    ROUTE(is(x, 1, "compare", 0, 0), get, NVD_SCOPE_READ, api_compare(x));
 #undef ROUTE
     return false;
 }

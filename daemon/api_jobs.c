@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "api_suite.h"
 #include "common/buildid.h"
 #include "util.h"
 #include "worker/ops/jobspec.h"
@@ -81,7 +82,10 @@ void api_jobs_submit(api_ctx *x)
     char hash[65];
     if (submit_fields(x, body, &j) < 0)
         goto out;
-    int r = nv_jobspec_validate(body, &ptr, &msg);
+    /* kind "suite": expanded to the active suite cases (api_suite.c, issue 6) */
+    if (api_suite_is(body) && api_suite_expand(x, body) < 0)
+        goto out;
+    int r = api_suite_is(body) ? 0 : nv_jobspec_validate(body, &ptr, &msg);
     if (r == -EINVAL) {
         api_error(x, 400, "bad_request", ptr ? ptr : "", "%s", msg ? msg : "invalid job spec");
         goto out;

@@ -6,6 +6,7 @@
 #include <zstd.h>
 
 #include "api.h"
+#include "api_suite.h"
 #include "common/log.h"
 #include "common/sha256.h"
 #include "util.h"
@@ -212,6 +213,8 @@ void api_worker_result(api_ctx *x)
     }
     if (!dup)
         x->app->metrics.results_stored++;
+    if (!dup) /* dedup + promotion, suite history (promote.c, issue 6) */
+        nvd_promote_result(x->app->store, id, res, nvd_now_ms());
     json_t *job = NULL;
     r = nvd_store_job_get(x->app->store, id, &job);
     if (r < 0) {

@@ -13,6 +13,8 @@
 #include <time.h>
 
 #include "agent_internal.h"
+#include "agent_minimize.h"
+#include "agent_suite.h"
 #include "backends/loader.h"
 #include "common/log.h"
 
@@ -170,10 +172,14 @@ static void *run_thread(void *arg)
     runner_thread *t = arg;
     nvw_run_opts ro = {.threads = t->threads,
                        .progress = on_progress,
-                       .on_failure = nvw_agent_on_failure,
+                       .on_failure = nvw_agent_on_failure_min, /* agent_minimize.c */
                        .ud = t->job,
                        .cancel = &t->job->cancel};
-    t->rc = nvw_run_job(t->job->spec, t->job->backend_spec, &ro, &t->result, &t->err);
+    if (nvw_suite_is(t->job->spec)) /* kind "suite": agent_suite.c (issue 6) */
+        t->rc = nvw_agent_run_suite(t->job, &t->result, &t->err);
+    else
+        t->rc = nvw_run_job(t->job->spec, t->job->backend_spec, &ro, &t->result, &t->err);
+    nvw_agent_minimize_failures(t->job, t->rc == 0 ? t->result : NULL); /* issue 6 */
     pthread_mutex_lock(&t->lock);
     t->finished = 1;
     pthread_cond_signal(&t->cond);

@@ -1,0 +1,309 @@
+/* numvalctl repro, compare and suite (issue 6). */
+#include <errno.h>
+#include <limits.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "cmd_repro.h"
+#include "common/sha256.h"
+
+extern char **environ;
+
+/* The numval-worker to run: --worker, $NUMVAL_WORKER, the build tree's or the
+ * install's sibling of this numvalctl, else the PATH. */
+static const char *worker_path(const char *opt, char *buf, size_t len)
+{
+    if (opt)
+        return opt;
+    if (getenv("NUMVAL_WORKER"))
+        return getenv("NUMVAL_WORKER");
+    char self[PATH_MAX - 64];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = 0;
+        char *slash = strrchr(self, '/');
+        if (slash) {
+            *slash = 0;
+            static const char *const rel[] = {"/../worker/numval-worker", "/numval-worker"};
+            for (int i = 0; i < 2; i++) {
+                snprintf(buf, len, "%s%s", self, rel[i]);
+                if (access(buf, X_OK) == 0)
+                    return buf;
+            }
+        }
+    }
+    return "numval-worker";
+}
+
+/* Download artifact sha (hash-verified) into path. */
+static int download(const nvc_conn *c, const char *sha, const char *path)
+{
+    char url[128];
+    snprintf(url, sizeof url, "/api/v1/artifacts/%s", sha);
+    nvc_response resp = {0};
+    char *err = NULL;
+    int r = nvc_http(c, "GET", url, NULL, NULL, 0, 600, &resp, &err);
+    if (r < 0) {
+        nvc_error("%s", err ? err : "server unreachable");
+        free(err);
+        return r;
+    }
+    char got[65];
+    nv_sha256_hex(resp.body, resp.len, got);
+    r = 0;
+    if (resp.status != 200) {
+        nvc_error("artifact '%s': HTTP %ld %.300s", sha, resp.status, resp.body);
+        r = -EPROTO;
+    } else if (strcmp(got, sha) != 0) {
+        nvc_error("downloaded artifact hashes to '%s', not '%s'; refusing it", got, sha);
+        r = -EBADMSG;
+    } else {
+        FILE *f = fopen(path, "wb");
+        if (!f || fwrite(resp.body, 1, resp.len, f) != resp.len || fclose(f) != 0) {
+            nvc_error("cannot write '%s': %s", path, strerror(errno));
+            r = -EIO;
+        }
+    }
+    nvc_response_done(&resp);
+    return r;
+}
+
+static int spawn_wait(char **argv)
+{
+    pid_t pid;
+    int r = posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ);
+    if (r != 0) {
+        nvc_error("cannot run '%s': %s (give --worker PATH or set NUMVAL_WORKER)", argv[0],
+                  strerror(r));
+        return NVC_EXIT_ERROR;
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : NVC_EXIT_ERROR;
+}
+
+int nvc_cmd_repro(nvc_conn *c, int argc, char **argv)
+{
+    const char *backend = NULL, *worker = NULL, *runs = NULL, *keep = NULL;
+    bool minimized = false;
+    nvc_opt opts[] = {NVC_GLOBAL_OPTS(c),
+                      {"backend", &backend, NULL},
+                      {"worker", &worker, NULL},
+                      {"runs", &runs, NULL},
+                      {"keep", &keep, NULL},
+                      {"minimized", NULL, &minimized},
+                      {NULL, NULL, NULL}};
+    const char *pos[1];
+    int npos = 0;
+    char *err = NULL;
+    if (nvc_parse(argc, argv, opts, pos, 1, &npos, &err) < 0 || npos != 1) {
+        nvc_error("%s", err ? err
+                            : "usage: numvalctl repro CASE_ID [--backend SPEC] [--minimized] "
+                              "[--runs N] [--worker PATH] [--keep FILE]");
+        free(err);
+        return NVC_EXIT_ERROR;
+    }
+    char path[160];
+    snprintf(path, sizeof path, "/api/v1/cases/%s", pos[0]);
+    json_t *resp = NULL;
+    if (nvc_api(c, "GET", path, NULL, &resp, &err) < 0) {
+        nvc_error("case '%s': %s", pos[0], err ? err : "request failed");
+        free(err);
+        return NVC_EXIT_ERROR;
+    }
+    const json_t *cj = json_object_get(resp, "case");
+    const char *sha = json_string_value(
+        json_object_get(cj, minimized ? "minimized_artifact" : "artifact"));
+    if (!sha) {
+        nvc_error("case '%s' has no %s artifact (only failed cases carry one)", pos[0],
+                  minimized ? "minimized" : "failure");
+        json_decref(resp);
+        return NVC_EXIT_ERROR;
+    }
+    char tmpl[] = "/tmp/numvalctl-repro-XXXXXX";
+    char file[PATH_MAX];
+    if (keep) {
+        snprintf(file, sizeof file, "%s", keep);
+    } else if (!mkdtemp(tmpl)) {
+        nvc_error("cannot create a temporary directory: %s", strerror(errno));
+        json_decref(resp);
+        return NVC_EXIT_ERROR;
+    } else {
+        snprintf(file, sizeof file, "%s/%.64s.nvart", tmpl, sha);
+    }
+    int status = NVC_EXIT_ERROR;
+    if (download(c, sha, file) == 0) {
+        char wbuf[PATH_MAX];
+        char *args[10];
+        int n = 0;
+        args[n++] = (char *)worker_path(worker, wbuf, sizeof wbuf);
+        args[n++] = "repro";
+        args[n++] = file;
+        if (backend) { /* else the backend spec recorded in the artifact */
+            args[n++] = "--backend";
+            args[n++] = (char *)backend;
+        }
+        if (runs) {
+            args[n++] = "--runs";
+            args[n++] = (char *)runs;
+        }
+        args[n] = NULL;
+        status = spawn_wait(args);
+    }
+    if (!keep) {
+        unlink(file);
+        rmdir(tmpl);
+    }
+    json_decref(resp);
+    return status;
+}
+
+static void print_side(const json_t *e, const char *title)
+{
+    const json_t *m = json_object_get(e, "match");
+    char *shape = nvc_json_text(json_object_get(m, "shape"));
+    char *attrs = nvc_json_text(json_object_get(m, "attrs"));
+    char *bu = nvc_json_text(json_object_get(json_object_get(e, "base"), "max_ulp"));
+    char *hu = nvc_json_text(json_object_get(json_object_get(e, "head"), "max_ulp"));
+    printf("  %-14s %s %s %s %s %s %s  max_ulp %s -> %s\n", title,
+           json_string_value(json_object_get(m, "op")),
+           json_string_value(json_object_get(m, "dtype")), shape,
+           json_string_value(json_object_get(m, "layout")),
+           json_string_value(json_object_get(m, "input")), attrs, bu, hu);
+    free(shape);
+    free(attrs);
+    free(bu);
+    free(hu);
+}
+
+int nvc_cmd_compare(nvc_conn *c, int argc, char **argv)
+{
+    nvc_opt opts[] = {NVC_GLOBAL_OPTS(c), {NULL, NULL, NULL}};
+    const char *pos[2];
+    int npos = 0;
+    char *err = NULL;
+    if (nvc_parse(argc, argv, opts, pos, 2, &npos, &err) < 0 || npos != 2) {
+        nvc_error("%s", err ? err : "usage: numvalctl compare BASE_BUILD HEAD_BUILD");
+        free(err);
+        return NVC_EXIT_ERROR;
+    }
+    char *b = nvc_escape(pos[0]), *h = nvc_escape(pos[1]);
+    char path[600];
+    snprintf(path, sizeof path, "/api/v1/compare?base=%s&head=%s", b ? b : "", h ? h : "");
+    free(b);
+    free(h);
+    json_t *r = NULL;
+    if (nvc_api(c, "GET", path, NULL, &r, &err) < 0) {
+        nvc_error("%s", err ? err : "request failed");
+        free(err);
+        return NVC_EXIT_ERROR;
+    }
+    if (c->json) {
+        nvc_print_json(r);
+    } else {
+        static const char *const lists[] = {"newly_failing", "newly_passing", "drift"};
+        for (int k = 0; k < 3; k++) {
+            const json_t *a = json_object_get(r, lists[k]);
+            printf("%s: %zu\n", lists[k], json_array_size(a));
+            size_t i;
+            json_t *e;
+            json_array_foreach(a, i, e) print_side(e, lists[k]);
+        }
+    }
+    /* 1 when the head build newly fails a case (for CI gates). */
+    int status = json_array_size(json_object_get(r, "newly_failing")) ? NVC_EXIT_FAILED
+                                                                      : NVC_EXIT_OK;
+    json_decref(r);
+    return status;
+}
+
+static int suite_retire(nvc_conn *c, const char *id, const char *reason)
+{
+    if (!reason || !*reason) {
+        nvc_error("retiring a suite case needs --reason TEXT");
+        return NVC_EXIT_ERROR;
+    }
+    char path[160];
+    snprintf(path, sizeof path, "/api/v1/suite/%s/retire", id);
+    json_t *r = NULL;
+    char *err = NULL;
+    if (nvc_api(c, "POST", path, json_pack("{ss}", "reason", reason), &r, &err) < 0) {
+        nvc_error("%s", err ? err : "request failed");
+        free(err);
+        return NVC_EXIT_ERROR;
+    }
+    nvc_print_json(r);
+    json_decref(r);
+    return NVC_EXIT_OK;
+}
+
+int nvc_cmd_suite(nvc_conn *c, int argc, char **argv)
+{
+    const char *reason = NULL, *state = NULL;
+    nvc_opt opts[] = {NVC_GLOBAL_OPTS(c),
+                      {"reason", &reason, NULL},
+                      {"state", &state, NULL},
+                      {NULL, NULL, NULL}};
+    const char *pos[2];
+    int npos = 0;
+    char *err = NULL;
+    if (nvc_parse(argc, argv, opts, pos, 2, &npos, &err) < 0 || npos < 1) {
+        nvc_error("%s", err ? err
+                            : "usage: numvalctl suite list [--state active|retired] | suite show "
+                              "ID | suite retire ID --reason TEXT");
+        free(err);
+        return NVC_EXIT_ERROR;
+    }
+    if (!strcmp(pos[0], "retire") && npos == 2)
+        return suite_retire(c, pos[1], reason);
+    char path[160];
+    if (!strcmp(pos[0], "show") && npos == 2)
+        snprintf(path, sizeof path, "/api/v1/suite/%s", pos[1]);
+    else if (!strcmp(pos[0], "list"))
+        snprintf(path, sizeof path, "/api/v1/suite%s%s", state ? "?state=" : "",
+                 state ? state : "");
+    else {
+        nvc_error("unknown suite command '%s' (list, show ID, retire ID --reason TEXT)", pos[0]);
+        return NVC_EXIT_ERROR;
+    }
+    json_t *r = NULL;
+    if (nvc_api(c, "GET", path, NULL, &r, &err) < 0) {
+        nvc_error("%s", err ? err : "request failed");
+        free(err);
+        return NVC_EXIT_ERROR;
+    }
+    const json_t *list = json_object_get(r, "suite");
+    if (c->json || !list) {
+        nvc_print_json(r);
+    } else {
+        static const char *const hdr[] = {"ID", "STATE", "OP", "DTYPE", "CLASS", "OCCURRENCES",
+                                          "LAST", "SIGNATURE"};
+        nvc_table *t = nvc_table_new(8, hdr);
+        size_t i;
+        json_t *e;
+        json_array_foreach(list, i, e)
+        {
+            char *cells[8];
+            static const char *const keys[] = {"id",            "state",       "op",
+                                               "dtype",         "failure_class",
+                                               "occurrences",   "last_verdict", "signature"};
+            for (int k = 0; k < 8; k++)
+                cells[k] = nvc_json_text(json_object_get(e, keys[k]));
+            if (t)
+                nvc_table_add(t, (const char *const *)cells);
+            for (int k = 0; k < 8; k++)
+                free(cells[k]);
+        }
+        if (t)
+            nvc_table_print(t, stdout);
+        nvc_table_free(t);
+    }
+    json_decref(r);
+    return NVC_EXIT_OK;
+}

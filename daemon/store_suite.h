@@ -1,0 +1,48 @@
+/* The permanent suite in the store (schema/002_suite.sql, store_suite.c):
+ * promotion with dedup by signature, occurrences, retirement with an audit
+ * entry, replay history per case, and the build-to-build compare of cases.
+ * Conventions as store.h: 0 or negative errno; JSON through ret is a new
+ * reference owned by the caller. */
+#ifndef NUMVAL_DAEMON_STORE_SUITE_H
+#define NUMVAL_DAEMON_STORE_SUITE_H
+
+#include "store.h"
+
+typedef struct nvd_suite_new {
+    const char *signature;      /* 64 hex */
+    const char *signature_json; /* compact JSON */
+    const char *op, *dtype, *failure_class;
+    const char *artifact;        /* minimized reproducer */
+    const char *origin_artifact; /* may be NULL */
+    int64_t job_id, case_idx;
+} nvd_suite_new;
+
+/* Promote: a new signature becomes a suite case (and an audit "promoted" row);
+ * a known one records another occurrence (once per job and case index).
+ * *ret_id: the suite case; *ret_new: whether it was created. */
+int nvd_store_suite_promote(nvd_store *s, const nvd_suite_new *n, int64_t now, int64_t *ret_id,
+                            bool *ret_new);
+
+/* Suite cases (state NULL: all; "active" or "retired"), each with occurrences,
+ * first_failing_build, fixed_in_build, last_verdict and runs. */
+int nvd_store_suite_list(nvd_store *s, const char *state, json_t **ret);
+/* One case with "history" (runs by build), "occurrences" and "audit". -ENOENT. */
+int nvd_store_suite_get(nvd_store *s, int64_t id, json_t **ret);
+/* Retire with a non-empty reason; -ENOENT, -EALREADY (already retired). */
+int nvd_store_suite_retire(nvd_store *s, int64_t id, const char *reason, const char *actor,
+                           int64_t now, json_t **ret);
+/* Active cases for a suite job: [{"suite_case", "artifact", "signature", "op", "dtype"}],
+ * optionally only op / dtype / the ids in ids (an array; NULL: all). */
+int nvd_store_suite_active(nvd_store *s, const char *op, const char *dtype, const json_t *ids,
+                           json_t **ret);
+/* Record a replay verdict of suite case id by job job_id (idempotent per job). */
+int nvd_store_suite_run(nvd_store *s, int64_t id, int64_t job_id, const char *verdict,
+                        int64_t now);
+
+/* Build compare (docs/API.md "Compare"): cases of jobs of build base vs head
+ * (hash, or a build name: its newest hash), matched by (op, dtype, shape, layout,
+ * input, attrs); newly_failing, newly_passing, drift (both passed, max ULP at
+ * least doubled and grown by >= 0.5 ULP). -ENOENT for an unknown build. */
+int nvd_store_compare(nvd_store *s, const char *base, const char *head, json_t **ret);
+
+#endif
