@@ -66,8 +66,9 @@ static void run(const cfg *c, bool fast, double min_s)
     const nv_op_def *op = nv_op_find(c->op);
     nv_op_attrs a;
     nv_op_parse_attrs(op, NULL, &a, NULL);
+    nvw_grad_work work = {0}; /* reused across repetitions, as torch's allocator caches */
     nvw_grad_problem p = {.op = op, .attrs = &a, .n_in = n_in, .in = in, .eps = 1e-6,
-                          .atol = 1e-5, .rtol = 1e-3, .seed = 7};
+                          .atol = 1e-5, .rtol = 1e-3, .seed = 7, .work = &work};
     double best = INFINITY, total = 0;
     int reps = 0;
     int64_t checked = 0, fwd = 0, vjp = 0;
@@ -96,6 +97,7 @@ static void run(const cfg *c, bool fast, double min_s)
            c->op, (long long)c->n, fast ? "fast" : "full", best, reps, (long long)checked,
            (long long)fwd, (long long)vjp, passed ? "true" : "false");
     fflush(stdout);
+    nvw_grad_work_done(&work);
     for (int i = 0; i < n_in; i++)
         nv_tensor_free(in[i]);
 }

@@ -42,6 +42,16 @@ typedef struct nvw_grad_report {
     int64_t forward_calls, vjp_calls;
 } nvw_grad_report;
 
+/* Scratch memory a caller may keep across checks (fast mode reuses it, so
+ * repeated checks do not grow and trim the heap each time); zero-initialise,
+ * release with nvw_grad_work_done. */
+typedef struct nvw_grad_work {
+    double *buf;
+    size_t cap; /* doubles */
+} nvw_grad_work;
+
+void nvw_grad_work_done(nvw_grad_work *w);
+
 typedef struct nvw_grad_problem {
     const nv_op_def *op;
     const nv_op_attrs *attrs;
@@ -51,6 +61,7 @@ typedef struct nvw_grad_problem {
     double eps, atol, rtol;
     uint64_t seed;
     uint32_t case_index;
+    nvw_grad_work *work; /* may be NULL */
 } nvw_grad_problem;
 
 /* First order, input i: every structurally non-zero Jacobian element (full), or

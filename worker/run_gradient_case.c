@@ -24,10 +24,11 @@
  * chain plus n, the backward's accumulation length (Higham §4.2, recursive
  * summation in any order: n - 1). */
 #define DEVICE_REASON                                                                              \
-    "|got - ref| <= ulp(ref)/2 + u_storage * sens + (8 + n) * u_compute * mag: the saved output " \
-    "rounded to the storage dtype, at most 8 compute roundings per element, and a backward "      \
-    "accumulation of length n in fp32 (fp64 for fp64 data) in any order (Higham, Accuracy and "   \
-    "Stability of Numerical Algorithms, 2nd ed., §3.1 and §4.2)"
+    "|got - ref| <= ulp(max(|got|, |ref|))/2 + u_storage * sens + (8 + n) * u_compute * mag: "   \
+    "the saved output rounded to the storage dtype, at most 8 compute roundings per element, "    \
+    "and a backward "                                                                             \
+    "accumulation of length n in fp32 (fp64 for fp64 data; matmul: its acc dtype) in any order "  \
+    "(Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., §3.1 and §4.2)"
 
 typedef struct gcase {
     gjob *j;
@@ -280,7 +281,11 @@ static int compare_grad(gcase *g, int i, const nv_tensor_view *gv, json_t *per)
                            g->gy->data, sens);
     int64_t nred = nv_op_vjp_reduction_len(op, &g->s->attrs, g->n_in,
                                            (const nv_tensor *const *)g->in, i);
-    nv_dtype cdt = dt == NV_DT_FP64 ? NV_DT_FP64 : NV_DT_FP32;
+    /* matmul accumulates in its "acc" attribute's dtype (fp32 by default), as its
+     * forward tolerance assumes */
+    nv_dtype cdt = op->kind == NV_OPK_MATMUL ? g->s->attrs.acc_dtype
+                   : dt == NV_DT_FP64        ? NV_DT_FP64
+                                             : NV_DT_FP32;
     double us = unit_roundoff(dt), uc = unit_roundoff(cdt);
     int64_t bad = 0;
     double worst = 0, max_abs = 0;

@@ -417,16 +417,24 @@ static int fast_all(const nvw_grad_problem *p, nvw_grad_report *rep, nvw_grad_re
     for (int i = 0; i < p->n_in; i++)
         if (p->in[i]->numel > max_in)
             max_in = p->in[i]->numel;
-    double *v = malloc(sizeof(double) * (size_t)(n_out + 1));
-    double *fp = malloc(sizeof(double) * (size_t)(n_out + 1));
-    double *fm = malloc(sizeof(double) * (size_t)(n_out + 1));
-    double *u = malloc(sizeof(double) * (size_t)(max_in + 1));
-    double *gx[NV_OP_MAX_INPUTS] = {0};
-    int rc = v && fp && fm && u ? 0 : -ENOMEM;
-    for (int i = 0; rc == 0 && i < p->n_in; i++)
-        if (nv_op_grad_input(p->op, i) && !(gx[i] = malloc(sizeof(double) *
-                                                            (size_t)(p->in[i]->numel + 1))))
-            rc = -ENOMEM;
+    size_t need = 3 * (size_t)(n_out + 1) + (size_t)(max_in + 1);
+    for (int i = 0; i < p->n_in; i++)
+        need += nv_op_grad_input(p->op, i) ? (size_t)(p->in[i]->numel + 1) : 0;
+    nvw_grad_work local = {0}, *w = p->work ? p->work : &local;
+    if (w->cap < need) {
+        free(w->buf);
+        w->buf = malloc(sizeof(double) * need);
+        w->cap = w->buf ? need : 0;
+    }
+    int rc = w->buf ? 0 : -ENOMEM;
+    double *v = w->buf, *fp = v + n_out + 1, *fm = fp + n_out + 1, *u = fm + n_out + 1;
+    double *gx[NV_OP_MAX_INPUTS] = {0}, *next = u + max_in + 1;
+    for (int i = 0; rc == 0 && i < p->n_in; i++) {
+        if (!nv_op_grad_input(p->op, i))
+            continue;
+        gx[i] = next;
+        next += p->in[i]->numel + 1;
+    }
     nv_rng g;
     nv_rng_init(&g, p->seed, p->case_index, 0x100u);
     if (rc == 0) {
@@ -463,13 +471,17 @@ static int fast_all(const nvw_grad_problem *p, nvw_grad_report *rep, nvw_grad_re
                 rep[i] = full;
         }
     }
-    for (int i = 0; i < p->n_in; i++)
-        free(gx[i]);
-    free(v);
-    free(fp);
-    free(fm);
-    free(u);
+    nvw_grad_work_done(&local);
     return rc;
+}
+
+void nvw_grad_work_done(nvw_grad_work *w)
+{
+    if (!w)
+        return;
+    free(w->buf);
+    w->buf = NULL;
+    w->cap = 0;
 }
 
 int nvw_grad_formula_all(const nvw_grad_problem *p, bool fast, nvw_grad_report *rep,

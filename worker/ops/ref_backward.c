@@ -69,9 +69,20 @@ int nvb_lines_of(const nv_op_def *op, const nv_op_attrs *a, const nv_tensor *x, 
 
 /* ---- elementwise derivatives ---- */
 
+/* sigmoid and tanh from e = exp(-|x|) (resp. exp(-2|x|)), with no
+ * cancellation: s = 1/(1+e) or e/(1+e); tanh = (1-e)/(1+e) with x's sign (its
+ * absolute error stays ~2^-53 where 1 - e cancels, which is what differences
+ * of it need). */
 static double sigm(double x)
 {
-    return x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x));
+    double e = exp(-fabs(x)), q = 1 / (1 + e);
+    return x >= 0 ? q : e * q;
+}
+
+static double tanh_e(double x)
+{
+    double e = exp(-2 * fabs(x));
+    return copysign((1 - e) / (1 + e), x);
 }
 
 static double f_unary(int id, const nv_op_attrs *a, double x)
@@ -90,7 +101,7 @@ static double f_unary(int id, const nv_op_attrs *a, double x)
     case NVO_LOG1P: return log1p(x);
     case NVO_SIN: return sin(x);
     case NVO_COS: return cos(x);
-    case NVO_TANH: return tanh(x);
+    case NVO_TANH: return tanh_e(x);
     case NVO_SIGMOID: return sigm(x);
     case NVO_ERF: return erf(x);
     case NVO_GELU:
@@ -124,16 +135,20 @@ static void d_unary(int id, const nv_op_attrs *a, double x, double *d, double *d
     case NVO_LOG1P: v = 1 / (1 + x); break;
     case NVO_SIN: v = cos(x); break;
     case NVO_COS: v = -sin(x); break;
-    case NVO_TANH: /* sech^2 x: 1 - tanh^2 x would cancel for large |x| */
-        t = tanh(x);
-        *d = fabs(x) < 355 ? 1 / (cosh(x) * cosh(x)) : 0;
+    case NVO_TANH: { /* sech^2 x = 4e / (1 + e)^2, e = exp(-2|x|): no cancellation */
+        double e = exp(-2 * fabs(x)), q = 1 / (1 + e);
+        t = (1 - e) * q;
+        *d = 4 * e * q * q;
         *dabs = 1 + t * t;
         return;
-    case NVO_SIGMOID: /* s(x) s(-x): 1 - s(x) would cancel for large x */
-        s = sigm(x);
-        *d = s * sigm(-x);
+    }
+    case NVO_SIGMOID: { /* s(x) s(-x) = e / (1 + e)^2, e = exp(-|x|) */
+        double e = exp(-fabs(x)), q = 1 / (1 + e);
+        s = x >= 0 ? q : e * q;
+        *d = e * q * q;
         *dabs = s * (1 + s);
         return;
+    }
     case NVO_ERF: v = TWO_SQRT_PI * exp(-x * x); break;
     case NVO_GELU:
         if (a->gelu_tanh) {
