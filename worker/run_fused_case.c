@@ -236,6 +236,10 @@ static int alloc_arrays(fcase *c)
 static int run_body(fcase *c)
 {
     int r = case_graph(c);
+    if (r == 0 && c->j->s->n_dtypes == 0 &&
+        json_object_set_new(c->cj, "dtype",
+                            json_string(nv_dtype_name(c->g.nodes[c->g.outputs[0]].dtype))))
+        return -ENOMEM;
     if (r < 0)
         return r == -ENOMEM ? r : fused_verdict(c, "error", "inputs", "the graph does not "
                                                 "infer for dtype '%s'", nv_dtype_name(c->dt));
