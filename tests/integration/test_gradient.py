@@ -9,7 +9,8 @@ Usage: test_gradient.py NUMVAL_WORKER BADGRAD_PLUGIN_SO
 - bf16 gradients accumulated in bf16 over a long reduction (layer_norm's
   weight/bias over 4096 rows) fail the device check, fp32 accumulation passes;
 - an inference-only backend is refused with a clear error (exit 2);
-- a deterministic job refuses an op the backend declares non-deterministic.
+- a deterministic job refuses an op the backend declares non-deterministic;
+- an op that differs between two runs without being declared fails "determinism".
 """
 import json
 import subprocess
@@ -97,6 +98,18 @@ def main():
     rc, r, err = run(det, "emu")
     check(rc == 0 and r["cases"][0]["checks"]["determinism"]["bitwise_equal"] is True,
           "deterministic job on a sequential emu: two runs bit-identical")
+
+    # A backend that sums in random order without declaring it: the repeated
+    # case differs bit for bit and fails "determinism", keeping both values.
+    rc, r, err = run({"kind": "gradient", "op": "softmax", "dtypes": ["fp32"],
+                      "shapes": [[4, 4096]], "mode": "fast", "repeat": 2, "seed": 5},
+                     "plugin:" + PLUGIN + "?undeclared_random")
+    c = r["cases"][0] if r else {}
+    det = c.get("checks", {}).get("determinism", {})
+    diff = det.get("first_difference", {})
+    check(rc == 1 and c.get("failed_check") == "determinism" and det.get("bitwise_equal") is False
+          and "run_1" in diff and "run_2" in diff and diff["run_1"] != diff["run_2"],
+          f"undeclared non-determinism fails the determinism check: {json.dumps(diff)}")
 
     print(f"1..0 # {failures} failures")
     return 1 if failures else 0

@@ -2,8 +2,13 @@
  * sigmoid's backward uses the input x where the saved output y belongs
  * (gy x (1 - x)), and layer_norm's input gradient drops the mean term
  * (rstd (g - xhat mean(g xhat)) without - mean(g)). The gradient job must fail
- * the device check naming these ops and elements. */
+ * the device check naming these ops and elements. With the option
+ * "undeclared_random" ("plugin:/path.so?undeclared_random") the device sums in a
+ * random order (emu reduce=random) but its describe() lists no
+ * non-deterministic op: a repeated gradient case must fail "determinism". */
+#include <jansson.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +17,58 @@
 #include "worker/backends/loader.h"
 
 static nv_backend table;
+
+/* The emu context, and a describe() text of our own when it must lie. */
+typedef struct bad_ctx {
+    void *emu;
+    char *describe;
+} bad_ctx;
+
+static int bad_open(const char *options, void **ret, char *err, size_t errlen)
+{
+    bool lie = options && strcmp(options, "undeclared_random") == 0;
+    bad_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return NV_E_NOMEM;
+    int r = nvw_emu_backend()->open(lie ? "reduce=random" : options, &c->emu, err, errlen);
+    if (r != NV_OK) {
+        free(c);
+        return r;
+    }
+    if (lie) {
+        json_error_t je;
+        json_t *d = json_loads(nvw_emu_backend()->describe(c->emu), 0, &je);
+        json_object_set_new(d, "nondeterministic_ops", json_array());
+        c->describe = json_dumps(d, JSON_COMPACT);
+        json_decref(d);
+    }
+    *ret = c;
+    return NV_OK;
+}
+
+static void bad_close(void *ctx)
+{
+    bad_ctx *c = ctx;
+    nvw_emu_backend()->close(c->emu);
+    free(c->describe);
+    free(c);
+}
+
+static const char *bad_describe(void *ctx)
+{
+    bad_ctx *c = ctx;
+    return c->describe ? c->describe : nvw_emu_backend()->describe(c->emu);
+}
+
+static int bad_forward(void *ctx, nv_op_call *call, char *err, size_t errlen)
+{
+    return nvw_emu_backend()->forward(((bad_ctx *)ctx)->emu, call, err, errlen);
+}
+
+static void bad_release(void *ctx, nv_tensor_view *t)
+{
+    nvw_emu_backend()->release_tensor(((bad_ctx *)ctx)->emu, t);
+}
 
 /* Overwrite gradient view g (contiguous, dtype of x) with values v. */
 static void store(nv_tensor_view *g, const double *v, int64_t n)
@@ -66,7 +123,7 @@ static void wrong_layer_norm(nv_backward_call *c)
 
 static int bad_backward(void *ctx, nv_backward_call *c, char *err, size_t errlen)
 {
-    int r = nvw_emu_backend()->backward(ctx, c, err, errlen);
+    int r = nvw_emu_backend()->backward(((bad_ctx *)ctx)->emu, c, err, errlen);
     if (r != NV_OK)
         return r;
     if (strcmp(c->op, "sigmoid") == 0)
@@ -80,6 +137,11 @@ const nv_backend *nv_backend_entry(void)
 {
     table = *nvw_emu_backend();
     table.name = "badgrad";
+    table.open = bad_open;
+    table.close = bad_close;
+    table.describe = bad_describe;
+    table.forward = bad_forward;
     table.backward = bad_backward;
+    table.release_tensor = bad_release;
     return &table;
 }
