@@ -59,8 +59,11 @@ static int capture_cost(const char *backend, const nv_fusedspec *s, double *ret_
     int r = t->open(nvw_backend_options(b), &ctx, err, sizeof err);
     for (int i = 0; r == 0 && i < g->n_inputs; i++) {
         nv_tensor *x = nv_tensor_new(NV_DT_BF16, g->inputs[i].ndim, g->inputs[i].shape);
-        nv_input_request rq = {.dtype = NV_DT_BF16, .target = NV_DT_BF16, .cls = NV_IN_NORMAL,
-                               .seed = 5 + (uint64_t)i, .case_index = 0};
+        nv_input_request rq = {.dtype = NV_DT_BF16,
+                               .target = NV_DT_BF16,
+                               .cls = NV_IN_NORMAL,
+                               .seed = 5 + (uint64_t)i,
+                               .case_index = 0};
         r = x ? nv_inputs_generate(&rq, x->data, x->numel) : -ENOMEM;
         if (r == 0)
             r = nvw_view_from_tensor(x, &in[i]);
@@ -70,9 +73,12 @@ static int capture_cost(const char *backend, const nv_fusedspec *s, double *ret_
     for (int rep = 0; r == 0 && rep < 4; rep++) {
         int cap = rep & 1;
         nv_tensor_view out[1 + NV_GRAPH_MAX_NODES];
-        nv_graph_call call = {.graph_json = s->graph_text, .capture = cap,
-                              .n_inputs = g->n_inputs, .inputs = in,
-                              .n_outputs = g->n_outputs + (cap ? g->n_nodes : 0), .outputs = out};
+        nv_graph_call call = {.graph_json = s->graph_text,
+                              .capture = cap,
+                              .n_inputs = g->n_inputs,
+                              .inputs = in,
+                              .n_outputs = g->n_outputs + (cap ? g->n_nodes : 0),
+                              .outputs = out};
         double t0 = cpu_ms();
         r = t->graph(ctx, &call, err, sizeof err);
         double dt = cpu_ms() - t0;
@@ -145,7 +151,8 @@ int main(int argc, char **argv)
             backend = argv[i + 1];
     }
     printf("fused_bench: attention (d=64, bf16, inputs normal), backend '%s', 1 thread, "
-           "process CPU time\n", backend);
+           "process CPU time\n",
+           backend);
     int rc = 0;
     for (const char *p = lens; *p;) {
         char *end;

@@ -75,8 +75,10 @@ static int set_err(char **ret, const char *fmt, ...)
 static int read_describe(fjob *j, char **ret_err)
 {
     if (!j->table->graph) {
-        set_err(ret_err, "backend '%s' has no graph entry (nv_backend.graph is NULL): it cannot "
-                "run fused jobs; op jobs still run on it", j->backend_spec);
+        set_err(ret_err,
+                "backend '%s' has no graph entry (nv_backend.graph is NULL): it cannot "
+                "run fused jobs; op jobs still run on it",
+                j->backend_spec);
         return -ENOTSUP;
     }
     void *ctx = NULL;
@@ -141,11 +143,14 @@ static json_t *result(const fjob *j)
     json_t *r = json_pack(
         "{s:s, s:s, s:s, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:O?, s:I, s:{s:I, s:I, s:I, s:I}, "
         "s:o}",
-        "verdict", failed ? "failed" : errors ? "error" : "passed", "kind", "fused", "op", "fused",
-        "graph_hash", j->graph_hash, "backend", j->backend_spec, "device",
-        json_object_get(j->describe, "device"), "mode", json_object_get(j->describe, "mode"),
-        "contract", json_object_get(j->describe, "contract"), "backend_build",
-        json_object_get(j->describe, "build"), "build",
+        "verdict",
+        failed   ? "failed"
+        : errors ? "error"
+                 : "passed",
+        "kind", "fused", "op", "fused", "graph_hash", j->graph_hash, "backend", j->backend_spec,
+        "device", json_object_get(j->describe, "device"), "mode",
+        json_object_get(j->describe, "mode"), "contract", json_object_get(j->describe, "contract"),
+        "backend_build", json_object_get(j->describe, "build"), "build",
         build ? build : json_object_get(j->describe, "build"), "seed", (json_int_t)j->s->seed,
         "summary", "cases", (json_int_t)n, "passed", (json_int_t)passed, "failed",
         (json_int_t)failed, "errors", (json_int_t)errors, "cases", cases);

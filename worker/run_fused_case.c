@@ -128,23 +128,27 @@ static int run_unfused(fcase *c)
         nv_tensor_view ins[NV_GRAPH_NODE_INPUTS];
         for (int i = 0; i < n->n_in; i++)
             ins[i] = n->in[i] < 0 ? c->inv[-1 - n->in[i]] : outs[n->in[i]];
-        nv_op_call call = {.op = n->op->name, .attrs_json = n->attrs_json,
-                           .out_dtype = (int32_t)n->dtype, .n_inputs = n->n_in, .inputs = ins,
-                           .n_outputs = 1, .outputs = &outs[k]};
+        nv_op_call call = {.op = n->op->name,
+                           .attrs_json = n->attrs_json,
+                           .out_dtype = (int32_t)n->dtype,
+                           .n_inputs = n->n_in,
+                           .inputs = ins,
+                           .n_outputs = 1,
+                           .outputs = &outs[k]};
         char err[FUSED_ERRLEN] = "";
         int br = c->j->table->forward(c->ctx, &call, err, sizeof err);
         if (br != NV_OK) {
             r = fused_verdict(c, "error", "backend_error",
-                              "unfused node '%s' (op '%s'): the backend returned %d: '%s'",
-                              n->name, n->op->name, br, err);
+                              "unfused node '%s' (op '%s'): the backend returned %d: '%s'", n->name,
+                              n->op->name, br, err);
             r = r < 0 ? r : 1;
             break;
         }
         if (!view_fits(&outs[k], n->dtype, n)) {
             r = fused_verdict(c, "failed", "bad_output",
                               "unfused node '%s' (op '%s'): output dtype or shape differs from "
-                              "the graph's ('%s')", n->name, n->op->name,
-                              nv_dtype_name(n->dtype));
+                              "the graph's ('%s')",
+                              n->name, n->op->name, nv_dtype_name(n->dtype));
             r = r < 0 ? r : 1;
             break;
         }
@@ -166,15 +170,17 @@ static int run_fused(fcase *c)
     nv_tensor_view *v = calloc((size_t)nout, sizeof *v);
     if (!v)
         return -ENOMEM;
-    nv_graph_call call = {.graph_json = c->j->s->graph_text, .capture = 1,
-                          .n_inputs = g->n_inputs, .inputs = c->inv, .n_outputs = nout,
+    nv_graph_call call = {.graph_json = c->j->s->graph_text,
+                          .capture = 1,
+                          .n_inputs = g->n_inputs,
+                          .inputs = c->inv,
+                          .n_outputs = nout,
                           .outputs = v};
     char err[FUSED_ERRLEN] = "";
     int r = 0, br = c->j->table->graph(c->ctx, &call, err, sizeof err);
     if (br != NV_OK) {
         r = fused_verdict(c, "error", "backend_error",
-                          "fused execution: the backend's graph entry returned %d: '%s'", br,
-                          err);
+                          "fused execution: the backend's graph entry returned %d: '%s'", br, err);
         r = r < 0 ? r : 1;
     }
     for (int i = 0; r == 0 && i < nout; i++) {
@@ -184,7 +190,8 @@ static int run_fused(fcase *c)
         if (!nv_dtype_get(want) || !view_fits(&v[i], want, n)) {
             r = fused_verdict(c, "failed", "bad_output",
                               "fused %s of node '%s': no data, or dtype or shape differs from the "
-                              "graph's", i < g->n_outputs ? "output" : "capture", n->name);
+                              "graph's",
+                              i < g->n_outputs ? "output" : "capture", n->name);
             r = r < 0 ? r : 1;
             break;
         }
@@ -241,17 +248,22 @@ static int run_body(fcase *c)
                             json_string(nv_dtype_name(c->g.nodes[c->g.outputs[0]].dtype))))
         return -ENOMEM;
     if (r < 0)
-        return r == -ENOMEM ? r : fused_verdict(c, "error", "inputs", "the graph does not "
-                                                "infer for dtype '%s'", nv_dtype_name(c->dt));
+        return r == -ENOMEM ? r
+                            : fused_verdict(c, "error", "inputs",
+                                            "the graph does not "
+                                            "infer for dtype '%s'",
+                                            nv_dtype_name(c->dt));
     if ((r = alloc_arrays(c)) < 0)
         return r;
     if ((r = make_inputs(c)) < 0)
-        return r == -ENOMEM ? r : fused_verdict(c, "error", "inputs", "could not make the "
-                                                "inputs of this case (%d)", r);
+        return r == -ENOMEM ? r
+                            : fused_verdict(c, "error", "inputs",
+                                            "could not make the "
+                                            "inputs of this case (%d)",
+                                            r);
     double t0 = now_ms();
     char err[FUSED_ERRLEN] = "";
-    r = nv_graph_reference(&c->g, (const nv_tensor *const *)c->in, c->ref, c->abs, err,
-                           sizeof err);
+    r = nv_graph_reference(&c->g, (const nv_tensor *const *)c->in, c->ref, c->abs, err, sizeof err);
     c->t_ref = now_ms() - t0;
     if (r == -ENOMEM || r == NV_E_NOMEM)
         return -ENOMEM;

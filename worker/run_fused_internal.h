@@ -19,7 +19,7 @@ typedef struct fnode_res {
     fnode_cmp fused;   /* local: fused value vs the node's reference on the fused inputs */
     nv_tolerance etol; /* end-to-end metrics: the op's default in the node dtype */
     fnode_cmp e2e_fused, e2e_unfused; /* vs the graph reference, in the node dtype */
-    bool inputs_ok;    /* every node it reads was within its tolerance */
+    bool inputs_ok;                   /* every node it reads was within its tolerance */
 } fnode_res;
 
 typedef struct fcase {

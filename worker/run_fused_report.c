@@ -99,9 +99,8 @@ static int node_tolerance(fcase *c, int k, nv_dtype dt, bool job, nv_tolerance *
     return 0;
 }
 
-static int compare_one(fcase *c, int k, nv_dtype dt, const nv_tolerance *tol,
-                       const nv_tensor *got, const nv_tensor *hi, const nv_tensor *abs,
-                       fnode_cmp *ret)
+static int compare_one(fcase *c, int k, nv_dtype dt, const nv_tolerance *tol, const nv_tensor *got,
+                       const nv_tensor *hi, const nv_tensor *abs, fnode_cmp *ret)
 {
     const nv_graph_node *n = &c->g.nodes[k];
     nv_compare_input ci = {
@@ -155,14 +154,14 @@ static json_t *node_json(fcase *c, int k)
     for (int i = 0; ins && i < n->n_in; i++)
         json_array_append_new(ins, json_string(n->in[i] < 0 ? c->g.inputs[-1 - n->in[i]].name
                                                             : c->g.nodes[n->in[i]].name));
-    const char *state = res->fused.ok ? "within_tolerance"
+    const char *state = res->fused.ok    ? "within_tolerance"
                         : res->inputs_ok ? "diverged"
                                          : "diverged_after_input";
     nv_dtype held = c->fus[k] ? c->fus[k]->dtype : n->dtype;
     return json_pack("{s:s, s:s, s:s, s:o, s:o, s:b, s:o, s:o, s:{s:o}, s:s}", "name", n->name,
-                     "op", n->op->name, "dtype", nv_dtype_name(n->dtype), "shape", shape,
-                     "inputs", ins, "output", n->is_output, "tolerance", tol_json(&res->tol),
-                     "fused", fused_json(res, held), "unfused", "end_to_end",
+                     "op", n->op->name, "dtype", nv_dtype_name(n->dtype), "shape", shape, "inputs",
+                     ins, "output", n->is_output, "tolerance", tol_json(&res->tol), "fused",
+                     fused_json(res, held), "unfused", "end_to_end",
                      cmp_json(&res->e2e_unfused.cmp), "state", state);
 }
 
@@ -182,8 +181,8 @@ static json_t *mismatches_json(const fcase *c, int k)
         for (int d = 0; idx && d < n->ndim; d++)
             json_array_append_new(idx, json_integer(id[d]));
         json_array_append_new(
-            a, json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:s}", "node", n->name, "index",
-                         idx, "got", num(mm->got), "exact", num(mm->exact), "ulp_error",
+            a, json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:s}", "node", n->name, "index", idx,
+                         "got", num(mm->got), "exact", num(mm->exact), "ulp_error",
                          num(mm->ulp_err), "abs_error", num(mm->abs_err), "allowed",
                          num(mm->allowed), "kind", nv_failure_class_name(mm->kind)));
     }
@@ -222,11 +221,11 @@ static int first_divergent(fcase *c, int first)
     if (first >= 0) {
         const nv_graph_node *n = &c->g.nodes[first];
         const fnode_res *r = &c->res[first];
-        fd = json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:I, s:o, s:o}", "node", n->name,
-                       "op", n->op->name, "execution", "fused", "dtype",
-                       nv_dtype_name(r->judge), "max_ulp", num(r->fused.cmp.max_ulp), "max_abs",
-                       num(r->fused.cmp.max_abs), "headroom", num(r->fused.cmp.headroom),
-                       "mismatches", (json_int_t)r->fused.cmp.mismatches, "end_to_end_max_ulp",
+        fd = json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:I, s:o, s:o}", "node", n->name, "op",
+                       n->op->name, "execution", "fused", "dtype", nv_dtype_name(r->judge),
+                       "max_ulp", num(r->fused.cmp.max_ulp), "max_abs", num(r->fused.cmp.max_abs),
+                       "headroom", num(r->fused.cmp.headroom), "mismatches",
+                       (json_int_t)r->fused.cmp.mismatches, "end_to_end_max_ulp",
                        num(r->e2e_fused.cmp.max_ulp), "unfused_end_to_end_max_ulp",
                        num(r->e2e_unfused.cmp.max_ulp));
     }
@@ -264,21 +263,24 @@ static int report_failure(fcase *c)
     }
     for (int i = 0; i < n; i++)
         names[i] = buf[i];
-    m = json_pack("{s:O, s:O, s:O?, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?}",
-                  "spec", j->spec_json, "case", c->cj, "graph",
-                  json_object_get(j->spec_json, "graph"), "graph_hash", j->graph_hash, "backend",
-                  j->backend_spec, "device", json_object_get(j->describe, "device"), "mode",
-                  json_object_get(j->describe, "mode"), "contract",
-                  json_object_get(j->describe, "contract"), "backend_build",
-                  json_object_get(j->describe, "build"), "tolerance",
-                  json_object_get(c->cj, "tolerance"), "failure_class",
-                  json_object_get(c->cj, "failure_class"), "first_divergent",
-                  json_object_get(c->cj, "first_divergent"), "first_mismatches",
-                  json_object_get(c->cj, "first_mismatches"));
+    m = json_pack(
+        "{s:O, s:O, s:O?, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?}", "spec",
+        j->spec_json, "case", c->cj, "graph", json_object_get(j->spec_json, "graph"), "graph_hash",
+        j->graph_hash, "backend", j->backend_spec, "device", json_object_get(j->describe, "device"),
+        "mode", json_object_get(j->describe, "mode"), "contract",
+        json_object_get(j->describe, "contract"), "backend_build",
+        json_object_get(j->describe, "build"), "tolerance", json_object_get(c->cj, "tolerance"),
+        "failure_class", json_object_get(c->cj, "failure_class"), "first_divergent",
+        json_object_get(c->cj, "first_divergent"), "first_mismatches",
+        json_object_get(c->cj, "first_mismatches"));
     if (!m)
         goto out;
-    nvw_failure f = {.case_index = (int)c->index, .case_json = c->cj, .manifest = m,
-                     .n_tensors = n, .names = names, .tensors = ts};
+    nvw_failure f = {.case_index = (int)c->index,
+                     .case_json = c->cj,
+                     .manifest = m,
+                     .n_tensors = n,
+                     .names = names,
+                     .tensors = ts};
     char *id = NULL;
     pthread_mutex_lock(&j->lock);
     r = j->opts->on_failure(j->opts->ud, &f, &id);
@@ -310,8 +312,8 @@ static int local_reference(fcase *c, int k, nv_tensor **hi, nv_tensor **abs, boo
         return 0;
     }
     char err[FUSED_ERRLEN];
-    return nv_graph_node_reference(&c->g, k, (const nv_tensor *const *)c->in, c->fus, hi, abs,
-                                   err, sizeof err);
+    return nv_graph_node_reference(&c->g, k, (const nv_tensor *const *)c->in, c->fus, hi, abs, err,
+                                   sizeof err);
 }
 
 static int compare_node(fcase *c, int k)
@@ -321,9 +323,12 @@ static int compare_node(fcase *c, int k)
     res->judge = judge_dtype(c, k);
     if (node_tolerance(c, k, res->judge, true, &res->tol) < 0 ||
         node_tolerance(c, k, n->dtype, false, &res->etol) < 0)
-        return fused_verdict(c, "error", "no_tolerance", "no tolerance for node '%s' (op '%s', "
-                             "dtype '%s')", n->name, n->op->name,
-                             nv_dtype_name(res->judge)) < 0 ? -ENOMEM : 1;
+        return fused_verdict(c, "error", "no_tolerance",
+                             "no tolerance for node '%s' (op '%s', "
+                             "dtype '%s')",
+                             n->name, n->op->name, nv_dtype_name(res->judge)) < 0
+                   ? -ENOMEM
+                   : 1;
     const nv_tensor *fv = n->is_output ? c->fout[k] : c->fus[k];
     nv_tensor *hi = NULL, *abs = NULL;
     bool owned;
@@ -331,8 +336,12 @@ static int compare_node(fcase *c, int k)
     if (r == -ENOMEM || r == NV_E_NOMEM)
         return -ENOMEM;
     if (r < 0)
-        return fused_verdict(c, "error", "reference", "the reference of node '%s' on the fused "
-                             "inputs failed (%d)", n->name, r) < 0 ? -ENOMEM : 1;
+        return fused_verdict(c, "error", "reference",
+                             "the reference of node '%s' on the fused "
+                             "inputs failed (%d)",
+                             n->name, r) < 0
+                   ? -ENOMEM
+                   : 1;
     r = compare_one(c, k, res->judge, &res->tol, fv, hi, abs, &res->fused);
     if (owned) {
         nv_tensor_free(hi);
@@ -344,9 +353,13 @@ static int compare_node(fcase *c, int k)
         r = compare_one(c, k, n->dtype, &res->etol, c->unf[k], c->ref[k], c->abs[k],
                         &res->e2e_unfused);
     if (r < 0)
-        return fused_verdict(c, "error", "bad_tolerance", "the tolerance of node '%s' does "
+        return fused_verdict(c, "error", "bad_tolerance",
+                             "the tolerance of node '%s' does "
                              "not apply to op '%s' (a 'bound' tolerance needs a reduction or "
-                             "matmul)", n->name, n->op->name) < 0 ? -ENOMEM : 1;
+                             "matmul)",
+                             n->name, n->op->name) < 0
+                   ? -ENOMEM
+                   : 1;
     return 0;
 }
 
@@ -401,9 +414,8 @@ int fused_compare(fcase *c)
 int fused_timing(fcase *c)
 {
     return json_object_set_new(c->cj, "timing_ms",
-                               json_pack("{s:f, s:f, s:f, s:f}", "reference", c->t_ref,
-                                         "unfused", c->t_unf, "fused_capture", c->t_fus,
-                                         "compare", c->t_cmp))
+                               json_pack("{s:f, s:f, s:f, s:f}", "reference", c->t_ref, "unfused",
+                                         c->t_unf, "fused_capture", c->t_fus, "compare", c->t_cmp))
                ? -ENOMEM
                : 0;
 }

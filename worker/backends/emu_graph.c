@@ -70,8 +70,8 @@ json_t *emu_graph_mode_json(const struct emu_mode *m)
                         : m->accum_set            ? nv_dtype_name(m->accum)
                                                   : "fp32 (the node dtype when wider)";
     int tr = m->fused.transcendental_set ? m->fused.transcendental : (int)m->transcendental;
-    return json_pack("{s:s, s:s, s:s, s:s}", "intermediate", inter, "transcendental",
-                     tr_names[tr], "reduce", order, "outputs", "rounded once to their dtype");
+    return json_pack("{s:s, s:s, s:s, s:s}", "intermediate", inter, "transcendental", tr_names[tr],
+                     "reduce", order, "outputs", "rounded once to their dtype");
 }
 
 /* ---- execution ---- */
@@ -221,8 +221,8 @@ static int load_graph(gstate *s, nv_graph_call *call, char *err, size_t errlen)
         const nv_graph_input *gi = &s->g->inputs[i];
         const nv_tensor_view *v = &call->inputs[i];
         if (v->dtype != (int32_t)gi->dtype) {
-            snprintf(err, errlen, "graph input '%s' has dtype '%d', the graph says '%s'",
-                     gi->name, (int)v->dtype, nv_dtype_name(gi->dtype));
+            snprintf(err, errlen, "graph input '%s' has dtype '%d', the graph says '%s'", gi->name,
+                     (int)v->dtype, nv_dtype_name(gi->dtype));
             return NV_E_DTYPE;
         }
         bool same = v->ndim == gi->ndim;

@@ -44,14 +44,13 @@ bool nv_fusedspec_is(const json_t *spec);
 
 /* Validate and parse (every case dtype is inferred once to check shapes);
  * same contract as nv_jobspec_parse (jobspec.h). */
-int nv_fusedspec_parse(const json_t *spec, nv_fusedspec **ret, char **ret_pointer,
-                       char **ret_msg);
+int nv_fusedspec_parse(const json_t *spec, nv_fusedspec **ret, char **ret_pointer, char **ret_msg);
 void nv_fusedspec_free(nv_fusedspec *s); /* NULL is a no-op */
 int nv_fusedspec_validate(const json_t *spec, char **ret_pointer, char **ret_msg);
 
 /* The case dtype and input class of case i (dtype, class, sample order). */
-void nv_fusedspec_case(const nv_fusedspec *s, int64_t i, nv_dtype *ret_dt,
-                       nv_input_class *ret_cls, int *ret_sample);
+void nv_fusedspec_case(const nv_fusedspec *s, int64_t i, nv_dtype *ret_dt, nv_input_class *ret_cls,
+                       int *ret_sample);
 
 /* The job's tolerance for node k, or NULL when the node takes its default. */
 const nv_tolerance *nv_fusedspec_node_tolerance(const nv_fusedspec *s, int k);

@@ -76,8 +76,8 @@ static int check_keys(const json_t *o, const char *const *keys, gerr *e, const c
         if (!known) {
             char fp[400];
             snprintf(fp, sizeof fp, "%s%s%s", base, what, idx >= 0 ? "/%d" : "%.0d");
-            return fail(e, fp, idx, 0, "unknown key '%s' in %s (docs/JOBS.md \"Fused jobs\")",
-                        key, what[0] ? what + 1 : "the graph");
+            return fail(e, fp, idx, 0, "unknown key '%s' in %s (docs/JOBS.md \"Fused jobs\")", key,
+                        what[0] ? what + 1 : "the graph");
         }
     }
     return 0;
@@ -140,16 +140,20 @@ static int parse_input(nv_graph *g, const json_t *o, int i, const char *base, ge
     const char *name = json_string_value(json_object_get(o, "name"));
     snprintf(fp, sizeof fp, "%s/inputs/%%d/name", base);
     if (!name || !valid_name(name))
-        return fail(e, fp, i, 0, "graph input %d needs a \"name\" of 1-63 letters, digits, '_', "
-                    "'.' or '-', got '%s'", i, name ? name : "(none)");
+        return fail(e, fp, i, 0,
+                    "graph input %d needs a \"name\" of 1-63 letters, digits, '_', "
+                    "'.' or '-', got '%s'",
+                    i, name ? name : "(none)");
     if (find_name(g, 0, name) != INT32_MIN)
         return fail(e, fp, i, 0, "graph input name '%s' is used twice", name);
     snprintf(in->name, sizeof in->name, "%s", name);
     const json_t *sh = json_object_get(o, "shape");
     snprintf(fp, sizeof fp, "%s/inputs/%%d/shape", base);
     if (!json_is_array(sh) || json_array_size(sh) > NV_MAX_DIMS)
-        return fail(e, fp, i, 0, "graph input '%s' needs a \"shape\": an array of at most %d "
-                    "extents", name, NV_MAX_DIMS);
+        return fail(e, fp, i, 0,
+                    "graph input '%s' needs a \"shape\": an array of at most %d "
+                    "extents",
+                    name, NV_MAX_DIMS);
     in->ndim = (int)json_array_size(sh);
     in->numel = 1;
     for (int d = 0; d < in->ndim; d++) {
@@ -158,8 +162,10 @@ static int parse_input(nv_graph *g, const json_t *o, int i, const char *base, ge
             json_integer_value(x) > NV_GRAPH_MAX_EXTENT ||
             in->numel * json_integer_value(x) > NV_GRAPH_MAX_EXTENT) {
             snprintf(fp, sizeof fp, "%s/inputs/%%d/shape/%%d", base);
-            return fail(e, fp, i, d, "extent %d of graph input '%s' must be an integer >= 1 "
-                        "(at most 2^27 elements per tensor)", d, name);
+            return fail(e, fp, i, d,
+                        "extent %d of graph input '%s' must be an integer >= 1 "
+                        "(at most 2^27 elements per tensor)",
+                        d, name);
         }
         in->shape[d] = json_integer_value(x);
         in->numel *= in->shape[d];
@@ -172,8 +178,7 @@ static int parse_input(nv_graph *g, const json_t *o, int i, const char *base, ge
     if (v) {
         snprintf(fp, sizeof fp, "%s/inputs/%%d/value", base);
         if (!json_is_number(v) || !isfinite(json_number_value(v)))
-            return fail(e, fp, i, 0, "\"value\" of graph input '%s' must be a finite number",
-                        name);
+            return fail(e, fp, i, 0, "\"value\" of graph input '%s' must be a finite number", name);
         in->has_value = true;
         in->value = json_number_value(v);
     }
@@ -195,11 +200,15 @@ static int parse_node(nv_graph *g, const json_t *o, int k, const char *base, ger
     const char *name = json_string_value(json_object_get(o, "name"));
     snprintf(fp, sizeof fp, "%s/nodes/%%d/name", base);
     if (!name || !valid_name(name))
-        return fail(e, fp, k, 0, "node %d needs a \"name\" of 1-63 letters, digits, '_', '.' or "
-                    "'-', got '%s'", k, name ? name : "(none)");
+        return fail(e, fp, k, 0,
+                    "node %d needs a \"name\" of 1-63 letters, digits, '_', '.' or "
+                    "'-', got '%s'",
+                    k, name ? name : "(none)");
     if (find_name(g, k, name) != INT32_MIN)
-        return fail(e, fp, k, 0, "node name '%s' is used twice (graph inputs and nodes share "
-                    "one namespace)", name);
+        return fail(e, fp, k, 0,
+                    "node name '%s' is used twice (graph inputs and nodes share "
+                    "one namespace)",
+                    name);
     snprintf(n->name, sizeof n->name, "%s", name);
     const char *op = json_string_value(json_object_get(o, "op"));
     snprintf(fp, sizeof fp, "%s/nodes/%%d/op", base);
@@ -310,7 +319,8 @@ static int parse_outputs(nv_graph *g, const json_t *outs, const char *base, gerr
         int id = nm ? find_name(g, g->n_nodes, nm) : INT32_MIN;
         if (id < 0)
             return fail(e, fp, (int)i, 0, "output '%s' is not a node of the graph%s",
-                        nm ? nm : "(not a string)", id != INT32_MIN ? " (it is a graph input)" : "");
+                        nm ? nm : "(not a string)",
+                        id != INT32_MIN ? " (it is a graph input)" : "");
         if (g->nodes[id].is_output)
             return fail(e, fp, (int)i, 0, "output '%s' is listed twice", nm);
         g->nodes[id].is_output = true;
@@ -324,7 +334,8 @@ static int parse_all(nv_graph *g, const json_t *j, const char *base, gerr *e)
     char fp[400];
     snprintf(fp, sizeof fp, "%s", base);
     if (!json_is_object(j))
-        return fail(e, fp, 0, 0, "the graph must be an object {\"inputs\", \"nodes\", "
+        return fail(e, fp, 0, 0,
+                    "the graph must be an object {\"inputs\", \"nodes\", "
                     "\"outputs\"}");
     int r = check_keys(j, graph_keys, e, base, "", -1);
     if (r < 0)
@@ -338,8 +349,7 @@ static int parse_all(nv_graph *g, const json_t *j, const char *base, gerr *e)
     snprintf(fp, sizeof fp, "%s/nodes", base);
     if (!json_is_array(nodes) || json_array_size(nodes) == 0 ||
         json_array_size(nodes) > NV_GRAPH_MAX_NODES)
-        return fail(e, fp, 0, 0, "\"nodes\" must be an array of 1 to %d nodes",
-                    NV_GRAPH_MAX_NODES);
+        return fail(e, fp, 0, 0, "\"nodes\" must be an array of 1 to %d nodes", NV_GRAPH_MAX_NODES);
     for (size_t i = 0; i < json_array_size(ins); i++, g->n_inputs++)
         if ((r = parse_input(g, json_array_get(ins, i), (int)i, base, e)) < 0)
             return r;
@@ -402,8 +412,7 @@ static nv_dtype node_dtype(const nv_graph_node *n, const nv_tensor *const *in)
     return in[0]->dtype;
 }
 
-int nv_graph_infer(nv_graph *g, nv_dtype dt, const char *base, char **ret_pointer,
-                   char **ret_msg)
+int nv_graph_infer(nv_graph *g, nv_dtype dt, const char *base, char **ret_pointer, char **ret_msg)
 {
     gerr e = {0};
     char fp[400];

@@ -22,7 +22,7 @@
 #define NV_GRAPH_MAX_NODES 256
 #define NV_GRAPH_MAX_INPUTS 64
 #define NV_GRAPH_MAX_NAME 64
-#define NV_GRAPH_MAX_EXTENT (INT64_C(1) << 27) /* elements per tensor, as op jobs */
+#define NV_GRAPH_MAX_EXTENT (INT64_C(1) << 27)      /* elements per tensor, as op jobs */
 #define NV_GRAPH_NODE_INPUTS (NV_OP_MAX_INPUTS + 2) /* op inputs + matmul scales */
 
 typedef struct nv_graph_input {
@@ -78,8 +78,7 @@ void nv_graph_free(nv_graph *g); /* NULL is a no-op */
  * topological order. A node's dtype: its "dtype", else cast's "to", else for a
  * matmul of 8-bit or narrower operands the acc dtype, else the dtype of its
  * first input. Errors as nv_graph_parse, naming the node. */
-int nv_graph_infer(nv_graph *g, nv_dtype dt, const char *base, char **ret_pointer,
-                   char **ret_msg);
+int nv_graph_infer(nv_graph *g, nv_dtype dt, const char *base, char **ret_pointer, char **ret_msg);
 
 /* Index of the graph input or node called name: >= 0 node, < 0 input (-1-i),
  * INT32_MIN when unknown. */

@@ -62,8 +62,8 @@ static bool needs_abs(const nv_graph_node *n)
  * inputs and upstream hi tensors; when a node input is among the data inputs,
  * every data input is tagged with the widest reference dtype so the catalog's
  * same-dtype rules hold (values are doubles, exact in fp64). */
-static void node_inputs(const nv_graph *g, int k, const nv_tensor *const *gin,
-                        nv_tensor *const *hi, nv_tensor *views)
+static void node_inputs(const nv_graph *g, int k, const nv_tensor *const *gin, nv_tensor *const *hi,
+                        nv_tensor *views)
 {
     const nv_graph_node *n = &g->nodes[k];
     bool from_node = false, wide = false;

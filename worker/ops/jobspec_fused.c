@@ -11,10 +11,22 @@
 
 #include "jobspec.h"
 
-static const char *const fused_keys[] = {
-    "kind",  "graph", "dtypes",   "inputs", "samples",     "seed",
-    "build", "name",  "device",   "priority", "description", "tolerance",
-    "node_tolerances", "intermediate_dtype", "tolerance_by_dtype", NULL};
+static const char *const fused_keys[] = {"kind",
+                                         "graph",
+                                         "dtypes",
+                                         "inputs",
+                                         "samples",
+                                         "seed",
+                                         "build",
+                                         "name",
+                                         "device",
+                                         "priority",
+                                         "description",
+                                         "tolerance",
+                                         "node_tolerances",
+                                         "intermediate_dtype",
+                                         "tolerance_by_dtype",
+                                         NULL};
 
 typedef struct ferr {
     char *ptr, *msg;
@@ -137,7 +149,8 @@ static int parse_tolerances(const json_t *spec, nv_fusedspec *s, ferr *e)
     if (!nt)
         return 0;
     if (!json_is_object(nt))
-        return fail(e, "/node_tolerances", "\"node_tolerances\" must be an object keyed by node "
+        return fail(e, "/node_tolerances",
+                    "\"node_tolerances\" must be an object keyed by node "
                     "name");
     s->node_tols = calloc(json_object_size(nt) + 1, sizeof *s->node_tols);
     if (!s->node_tols)
@@ -211,10 +224,12 @@ static int parse_all(const json_t *spec, nv_fusedspec *s, ferr *e)
     for (int i = 0; i < s->n_dtypes; i++)
         s->dtypes[i] = (nv_dtype)ids[i];
     if (s->n_dtypes == 0 && s->graph->any_dtype_unset)
-        return fail(e, "/dtypes", "some graph inputs have no \"dtype\": give them one or list "
+        return fail(e, "/dtypes",
+                    "some graph inputs have no \"dtype\": give them one or list "
                     "the case dtypes in \"dtypes\"");
     if (s->n_dtypes > 0 && !s->graph->any_dtype_unset)
-        return fail(e, "/dtypes", "every graph input has its own \"dtype\": \"dtypes\" would "
+        return fail(e, "/dtypes",
+                    "every graph input has its own \"dtype\": \"dtypes\" would "
                     "change nothing; remove it");
     if ((r = parse_list(spec, "inputs", ids, NV_IN_COUNT, &s->n_classes, e)) < 0)
         return r;
@@ -235,13 +250,14 @@ static int parse_all(const json_t *spec, nv_fusedspec *s, ferr *e)
     }
     s->n_cases = (int64_t)nd * s->n_classes * s->samples;
     if (s->n_cases > NV_FUSED_MAX_CASES)
-        return fail(e, "", "the job expands to %lld cases (dtypes x inputs x samples), more than "
-                    "the limit of %d; split it", (long long)s->n_cases, NV_FUSED_MAX_CASES);
+        return fail(e, "",
+                    "the job expands to %lld cases (dtypes x inputs x samples), more than "
+                    "the limit of %d; split it",
+                    (long long)s->n_cases, NV_FUSED_MAX_CASES);
     return 0;
 }
 
-int nv_fusedspec_parse(const json_t *spec, nv_fusedspec **ret, char **ret_pointer,
-                       char **ret_msg)
+int nv_fusedspec_parse(const json_t *spec, nv_fusedspec **ret, char **ret_pointer, char **ret_msg)
 {
     ferr e = {0};
     nv_fusedspec *s = calloc(1, sizeof *s);
@@ -287,8 +303,8 @@ int nv_fusedspec_validate(const json_t *spec, char **ret_pointer, char **ret_msg
     return r;
 }
 
-void nv_fusedspec_case(const nv_fusedspec *s, int64_t i, nv_dtype *ret_dt,
-                       nv_input_class *ret_cls, int *ret_sample)
+void nv_fusedspec_case(const nv_fusedspec *s, int64_t i, nv_dtype *ret_dt, nv_input_class *ret_cls,
+                       int *ret_sample)
 {
     *ret_sample = (int)(i % s->samples);
     i /= s->samples;

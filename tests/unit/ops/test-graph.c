@@ -109,42 +109,58 @@ static void test_node_dtypes(void)
 
 static void test_refusals(void)
 {
-    refused("cycle", "{\"inputs\": [{\"name\": \"x\", \"shape\": [2]}], \"nodes\": ["
+    refused("cycle",
+            "{\"inputs\": [{\"name\": \"x\", \"shape\": [2]}], \"nodes\": ["
             "{\"name\": \"a\", \"op\": \"exp\", \"inputs\": [\"b\"]},"
             "{\"name\": \"b\", \"op\": \"log\", \"inputs\": [\"a\"]},"
             "{\"name\": \"c\", \"op\": \"neg\", \"inputs\": [\"x\"]}], \"outputs\": [\"c\"]}",
             false, "/graph/nodes/0", "node 'a' is on a cycle");
-    refused("self loop", "{\"inputs\": [{\"name\": \"x\", \"shape\": [2]}], \"nodes\": ["
-            "{\"name\": \"a\", \"op\": \"add\", \"inputs\": [\"x\", \"a\"]}], \"outputs\": [\"a\"]}",
-            false, "/graph/nodes/0/inputs/1", "reads its own output");
-    refused("unknown op", "{\"inputs\": [{\"name\": \"x\", \"shape\": [2]}], \"nodes\": ["
+    refused(
+        "self loop",
+        "{\"inputs\": [{\"name\": \"x\", \"shape\": [2]}], \"nodes\": ["
+        "{\"name\": \"a\", \"op\": \"add\", \"inputs\": [\"x\", \"a\"]}], \"outputs\": [\"a\"]}",
+        false, "/graph/nodes/0/inputs/1", "reads its own output");
+    refused("unknown op",
+            "{\"inputs\": [{\"name\": \"x\", \"shape\": [2]}], \"nodes\": ["
             "{\"name\": \"a\", \"op\": \"exp\", \"inputs\": [\"x\"]},"
             "{\"name\": \"b\", \"op\": \"transpose\", \"inputs\": [\"a\"]}], \"outputs\": [\"b\"]}",
             false, "/graph/nodes/1/op", "node 'b': unknown op 'transpose'");
-    refused("missing input", "{\"inputs\": [{\"name\": \"x\", \"shape\": [2]}], \"nodes\": ["
-            "{\"name\": \"a\", \"op\": \"add\", \"inputs\": [\"x\", \"y\"]}], \"outputs\": [\"a\"]}",
-            false, "/graph/nodes/0/inputs/1", "input 'y' is neither");
-    refused("input count", "{\"inputs\": [{\"name\": \"x\", \"shape\": [2]}], \"nodes\": ["
+    refused(
+        "missing input",
+        "{\"inputs\": [{\"name\": \"x\", \"shape\": [2]}], \"nodes\": ["
+        "{\"name\": \"a\", \"op\": \"add\", \"inputs\": [\"x\", \"y\"]}], \"outputs\": [\"a\"]}",
+        false, "/graph/nodes/0/inputs/1", "input 'y' is neither");
+    refused("input count",
+            "{\"inputs\": [{\"name\": \"x\", \"shape\": [2]}], \"nodes\": ["
             "{\"name\": \"a\", \"op\": \"add\", \"inputs\": [\"x\"]}], \"outputs\": [\"a\"]}",
             false, "/graph/nodes/0/inputs", "op 'add' takes 2 inputs");
-    refused("duplicate name", "{\"inputs\": [{\"name\": \"x\", \"shape\": [2]}], \"nodes\": ["
+    refused("duplicate name",
+            "{\"inputs\": [{\"name\": \"x\", \"shape\": [2]}], \"nodes\": ["
             "{\"name\": \"x\", \"op\": \"exp\", \"inputs\": [\"x\"]}], \"outputs\": [\"x\"]}",
             false, "/graph/nodes/0/name", "'x' is used twice");
-    refused("output is an input", "{\"inputs\": [{\"name\": \"x\", \"shape\": [2]}], \"nodes\": ["
+    refused("output is an input",
+            "{\"inputs\": [{\"name\": \"x\", \"shape\": [2]}], \"nodes\": ["
             "{\"name\": \"a\", \"op\": \"exp\", \"inputs\": [\"x\"]}], \"outputs\": [\"x\"]}",
             false, "/graph/outputs/0", "it is a graph input");
-    refused("bad attrs", "{\"inputs\": [{\"name\": \"x\", \"shape\": [2]}], \"nodes\": ["
-            "{\"name\": \"a\", \"op\": \"softmax\", \"inputs\": [\"x\"], \"attrs\": {\"axes\": 1}}],"
-            " \"outputs\": [\"a\"]}", false, "/graph/nodes/0/attrs", "node 'a'");
-    refused("shapes do not fit", "{\"inputs\": [{\"name\": \"a\", \"shape\": [4, 3]},"
-            " {\"name\": \"b\", \"shape\": [4, 5]}], \"nodes\": ["
-            "{\"name\": \"e\", \"op\": \"exp\", \"inputs\": [\"a\"]},"
-            "{\"name\": \"s\", \"op\": \"matmul\", \"inputs\": [\"e\", \"b\"]}], \"outputs\": [\"s\"]}",
-            true, "/graph/nodes/1", "node 's' (op 'matmul')");
-    refused("elementwise shapes", "{\"inputs\": [{\"name\": \"a\", \"shape\": [4]},"
-            " {\"name\": \"b\", \"shape\": [5]}], \"nodes\": ["
-            "{\"name\": \"s\", \"op\": \"add\", \"inputs\": [\"a\", \"b\"]}], \"outputs\": [\"s\"]}",
-            true, "/graph/nodes/0", "node 's' (op 'add')");
+    refused(
+        "bad attrs",
+        "{\"inputs\": [{\"name\": \"x\", \"shape\": [2]}], \"nodes\": ["
+        "{\"name\": \"a\", \"op\": \"softmax\", \"inputs\": [\"x\"], \"attrs\": {\"axes\": 1}}],"
+        " \"outputs\": [\"a\"]}",
+        false, "/graph/nodes/0/attrs", "node 'a'");
+    refused(
+        "shapes do not fit",
+        "{\"inputs\": [{\"name\": \"a\", \"shape\": [4, 3]},"
+        " {\"name\": \"b\", \"shape\": [4, 5]}], \"nodes\": ["
+        "{\"name\": \"e\", \"op\": \"exp\", \"inputs\": [\"a\"]},"
+        "{\"name\": \"s\", \"op\": \"matmul\", \"inputs\": [\"e\", \"b\"]}], \"outputs\": [\"s\"]}",
+        true, "/graph/nodes/1", "node 's' (op 'matmul')");
+    refused(
+        "elementwise shapes",
+        "{\"inputs\": [{\"name\": \"a\", \"shape\": [4]},"
+        " {\"name\": \"b\", \"shape\": [5]}], \"nodes\": ["
+        "{\"name\": \"s\", \"op\": \"add\", \"inputs\": [\"a\", \"b\"]}], \"outputs\": [\"s\"]}",
+        true, "/graph/nodes/0", "node 's' (op 'add')");
 }
 
 /* A fused job: validation through nv_jobspec_validate (the kind switch). */
@@ -167,7 +183,8 @@ static void fused_refused(const char *what, const char *spec, const char *want_p
 static void test_fusedspec(void)
 {
     char spec[2048];
-    snprintf(spec, sizeof spec, "{\"kind\": \"fused\", \"graph\": %s, \"dtypes\": [\"bf16\", "
+    snprintf(spec, sizeof spec,
+             "{\"kind\": \"fused\", \"graph\": %s, \"dtypes\": [\"bf16\", "
              "\"fp16\"], \"inputs\": [\"normal\", \"uniform\"], \"samples\": 2, \"seed\": 3}",
              attention);
     fused_refused("attention", spec, NULL, NULL);
@@ -187,13 +204,17 @@ static void test_fusedspec(void)
     json_decref(j);
     snprintf(spec, sizeof spec, "{\"kind\": \"fused\", \"graph\": %s}", attention);
     fused_refused("without dtypes", spec, "/dtypes", "no \"dtype\"");
-    snprintf(spec, sizeof spec, "{\"kind\": \"fused\", \"graph\": %s, \"dtypes\": [\"bf16\"], "
+    snprintf(spec, sizeof spec,
+             "{\"kind\": \"fused\", \"graph\": %s, \"dtypes\": [\"bf16\"], "
              "\"node_tolerances\": {\"zz\": {\"metric\": \"ulp\", \"max_ulp\": 1, "
-             "\"reason_code\": \"dtype_precision\", \"reason\": \"r\"}}}", attention);
+             "\"reason_code\": \"dtype_precision\", \"reason\": \"r\"}}}",
+             attention);
     fused_refused("tolerance for an unknown node", spec, "/node_tolerances/zz",
                   "'zz' is not a node");
-    snprintf(spec, sizeof spec, "{\"kind\": \"fused\", \"graph\": %s, \"dtypes\": [\"bf16\"], "
-             "\"op\": \"exp\"}", attention);
+    snprintf(spec, sizeof spec,
+             "{\"kind\": \"fused\", \"graph\": %s, \"dtypes\": [\"bf16\"], "
+             "\"op\": \"exp\"}",
+             attention);
     fused_refused("op key", spec, "/op", "unknown key 'op'");
     fused_refused("graph missing", "{\"kind\": \"fused\"}", "/graph", "missing \"graph\"");
 }
