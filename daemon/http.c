@@ -14,6 +14,7 @@
 
 #define READ_CHUNK 65536
 #define ARENA_CHUNK 4096
+#define KEEP_BODY 65536
 
 typedef struct arena_chunk {
     struct arena_chunk *next;
@@ -128,6 +129,49 @@ static void conn_rq_reset(conn *c)
     rq_reset(&c->rq);
 }
 
+/* Between requests on one connection: keep the small buffers (one arena
+ * chunk, URL, headers, a body up to KEEP_BODY bytes) so keep-alive requests do
+ * not allocate them again; free the rest. */
+static void conn_rq_recycle(conn *c)
+{
+    reqstate *rq = &c->rq;
+    arena_chunk *keep = NULL;
+    while (rq->arena) {
+        arena_chunk *n = rq->arena->next;
+        if (!keep && rq->arena->cap == ARENA_CHUNK) {
+            keep = rq->arena;
+            keep->used = 0;
+            keep->next = NULL;
+        } else {
+            free(rq->arena);
+        }
+        rq->arena = n;
+    }
+    reqstate k = {.arena = keep,
+                  .url = rq->url,
+                  .url_cap = rq->url_cap,
+                  .hbuf = rq->hbuf,
+                  .hcap = rq->hcap,
+                  .body = rq->body,
+                  .body_cap = rq->body_cap,
+                  .charged = rq->charged};
+    if (k.body_cap > KEEP_BODY) {
+        free(k.body);
+        k.body = NULL;
+        k.body_cap = 0;
+        c->srv->body_bytes -= k.charged;
+        k.charged = 0;
+    }
+    /* Kept buffers read as empty strings until refilled. */
+    if (k.url)
+        k.url[0] = '\0';
+    if (k.hbuf)
+        k.hbuf[0] = '\0';
+    if (k.body)
+        k.body[0] = '\0';
+    *rq = k;
+}
+
 /* ---- writing ---- */
 
 static void on_write(uv_write_t *w, int status)
@@ -143,7 +187,7 @@ static void on_write(uv_write_t *w, int status)
     if (srv->cb.done)
         srv->cb.done(srv->ud, &c->rq.pub, st);
     c->in_flight = false;
-    conn_rq_reset(c);
+    conn_rq_recycle(c);
     if (status < 0 || srv->closing) {
         conn_close(c);
         return;
@@ -292,7 +336,7 @@ static int cb_fail(conn *c, int status, const char *code, const char *msg)
 static int on_message_begin(http_parser *p)
 {
     conn *c = conn_of(p);
-    conn_rq_reset(c);
+    conn_rq_recycle(c);
     c->phase = PH_HEADERS;
     arm(c, c->srv->lim.header_timeout_ms);
     return 0;
@@ -481,6 +525,7 @@ static void dispatch(conn *c)
             return;
         }
         rq->body[0] = '\0';
+        rq->body_cap = 1;
     }
     rq->pub.body = rq->body;
     rq->pub.body_len = rq->body_len;
