@@ -47,8 +47,6 @@ static void test_fields(void)
     expect("dtypes", "[]", "/dtypes", "non-empty");
     expect("dtypes", NULL, "/dtypes", "missing");
     expect("colour", "\"blue\"", "/colour", "unknown key 'colour'");
-    expect("kind", "\"longrun\"", "/kind", "kind 'longrun' is not supported by this build");
-    expect("kind", "\"fused\"", "/kind", "kind 'fused' is not supported by this build");
     expect("kind", "\"bogus\"", "/kind", "unknown kind 'bogus'");
     expect("op", "\"expp\"", "/op", "unknown op 'expp'");
     expect("shapes", "[[4096], [64, 0]]", "/shapes/1/1", "'0' must be a positive integer");
