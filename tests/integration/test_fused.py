@@ -13,10 +13,14 @@ Usage: test_fused.py NUMVAL_WORKER SOURCE_ROOT
   does not (x 1/8 of a bf16 value is exact);
 - fast transcendentals and a reassociated reduction inside the fused region
   pass the shipped tolerances (their errors are within the composed bounds);
+- the failure artifact (numval-worker run --artifacts) holds the graph, the
+  inputs and every node's fused capture and unfused output;
 - a graph with a cycle is refused with exit 2 naming the node and its pointer.
 """
 import json
 import os
+import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -32,12 +36,13 @@ def check(cond, msg):
         failures += 1
 
 
-def run(spec, backend, timeout=900):
+def run(spec, backend, timeout=900, artifacts=None):
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "job.json")
         with open(path, "w") as f:
             json.dump(spec, f)
-        p = subprocess.run([WORKER, "run", path, "--backend", backend, "--threads", "2"],
+        extra = ["--artifacts", artifacts] if artifacts else []
+        p = subprocess.run([WORKER, "run", path, "--backend", backend, "--threads", "2"] + extra,
                            capture_output=True, text=True, timeout=timeout)
     res = None
     if p.stdout.strip():
@@ -70,9 +75,33 @@ for name, job in jobs.items():
         check(all(held[n["name"]] in ("fp32", "fp64") for n in inter),
               "%s case %d: intermediates held in fp32 inside the region" % (name, c["index"]))
 
+def read_artifact(path):
+    """Manifest and tensor headers of a container (docs/ARTIFACTS.md, v1)."""
+    raw = subprocess.run(["zstd", "-dc", path], capture_output=True, check=True,
+                         timeout=120).stdout
+    assert raw[:8] == b"NVARTF01"
+    (mlen,) = struct.unpack_from("<I", raw, 8)
+    manifest = json.loads(raw[12:12 + mlen])
+    off = 12 + mlen
+    (n,) = struct.unpack_from("<I", raw, off)
+    off += 4
+    tensors = {}
+    for _ in range(n):
+        (nl,) = struct.unpack_from("<H", raw, off)
+        name = raw[off + 2:off + 2 + nl].decode()
+        off += 2 + nl
+        dtype, ndim = struct.unpack_from("<ii", raw, off)
+        shape = list(struct.unpack_from("<%dq" % ndim, raw, off + 8))
+        (nbytes,) = struct.unpack_from("<Q", raw, off + 8 + 8 * ndim)
+        off += 16 + 8 * ndim + nbytes
+        tensors[name] = (dtype, shape)
+    return manifest, tensors
+
+
 # 2. bf16 intermediates inside attention: fails, names "s"; "p" diverges too.
 att = jobs["attention"]
-rc, res, err = run(att, "emu:fused_intermediate=bf16")
+artdir = tempfile.mkdtemp(prefix="nv-fused-")
+rc, res, err = run(att, "emu:fused_intermediate=bf16", artifacts=artdir)
 check(rc == 1 and res and res["verdict"] == "failed",
       "attention fails with fused_intermediate=bf16 (rc %d)" % rc)
 if res:
@@ -89,6 +118,22 @@ if res:
     check(c.get("first_mismatches") and c["first_mismatches"][0]["node"] == "s",
           "first mismatches are elements of s")
     check("first divergent node 's'" in (c.get("error") or ""), "the case error names 's'")
+    # The artifact: graph, inputs and every node's fused and unfused values.
+    path = os.path.join(artdir, "%s.nvart" % c.get("artifact"))
+    if os.path.exists(path):
+        man, ts = read_artifact(path)
+        want = {"input:q", "input:kT", "input:v", "input:inv_sqrt_d"} | {
+            "%s:%s" % (e, n) for e in ("fused", "unfused") for n in "szpo"}
+        L = att["graph"]["inputs"][0]["shape"][0]
+        check(man.get("graph") == att["graph"] and man.get("graph_hash") == res["graph_hash"]
+              and set(ts) == want,
+              "artifact holds the graph, its hash, the inputs and every node: %s" % sorted(ts))
+        # dtype ids are the ABI's (worker/numerics/dtype.h): bf16 = 3.
+        check(ts.get("fused:s") == (3, [L, L]) and ts.get("fused:o") == (3, [L, 64]),
+              "fused capture of s is the bf16 value the region held, [L, L]")
+    else:
+        check(False, "artifact %s written" % path)
+shutil.rmtree(artdir, ignore_errors=True)
 
 # 3. Fast transcendentals and a tree reduction inside the region still pass.
 for name in ("attention", "lm_head_softmax_cross_entropy", "mlp_epilogue"):
