@@ -67,8 +67,15 @@ static void run(const cfg *c, bool fast, double min_s)
     nv_op_attrs a;
     nv_op_parse_attrs(op, NULL, &a, NULL);
     nvw_grad_work work = {0}; /* reused across repetitions, as torch's allocator caches */
-    nvw_grad_problem p = {.op = op, .attrs = &a, .n_in = n_in, .in = in, .eps = 1e-6,
-                          .atol = 1e-5, .rtol = 1e-3, .seed = 7, .work = &work};
+    nvw_grad_problem p = {.op = op,
+                          .attrs = &a,
+                          .n_in = n_in,
+                          .in = in,
+                          .eps = 1e-6,
+                          .atol = 1e-5,
+                          .rtol = 1e-3,
+                          .seed = 7,
+                          .work = &work};
     double best = INFINITY, total = 0;
     int reps = 0;
     int64_t checked = 0, fwd = 0, vjp = 0;
@@ -105,8 +112,8 @@ static void run(const cfg *c, bool fast, double min_s)
 int main(int argc, char **argv)
 {
     double min_s = argc > 1 ? atof(argv[1]) : 0.2;
-    static const cfg cfgs[] = {{"tanh", 16},     {"tanh", 256},       {"tanh", 4096},
-                               {"softmax", 16},  {"softmax", 256},    {"softmax", 4096},
+    static const cfg cfgs[] = {{"tanh", 16},       {"tanh", 256},       {"tanh", 4096},
+                               {"softmax", 16},    {"softmax", 256},    {"softmax", 4096},
                                {"layer_norm", 16}, {"layer_norm", 256}, {"layer_norm", 4096}};
     for (size_t k = 0; k < sizeof cfgs / sizeof cfgs[0]; k++) {
         run(&cfgs[k], false, min_s);

@@ -82,8 +82,8 @@ static bool listed(const json_t *arr, const char *name)
 {
     size_t k;
     json_t *v;
-    json_array_foreach(arr, k, v) if (json_is_string(v) && !strcmp(json_string_value(v), name))
-        return true;
+    json_array_foreach(arr, k,
+                       v) if (json_is_string(v) && !strcmp(json_string_value(v), name)) return true;
     return false;
 }
 
@@ -107,17 +107,20 @@ static int read_describe(gjob *j, char **ret_err)
     }
     const char *op = j->g->base->op->name;
     if (json_is_true(json_object_get(j->describe, "inference_only")) || !j->table->backward) {
-        set_err(ret_err, "backend '%s' is inference-only (describe: \"inference_only\": true%s): "
+        set_err(ret_err,
+                "backend '%s' is inference-only (describe: \"inference_only\": true%s): "
                 "it offers no backward, so gradient job for op '%s' cannot run; op jobs still "
-                "run on it", j->backend_spec, j->table->backward ? "" : ", no backward entry",
-                op);
+                "run on it",
+                j->backend_spec, j->table->backward ? "" : ", no backward entry", op);
         return -ENOTSUP;
     }
     j->nondeterministic = listed(json_object_get(j->describe, "nondeterministic_ops"), op);
     if (j->nondeterministic && j->g->base->deterministic) {
-        set_err(ret_err, "op '%s' is non-deterministic on backend '%s' (listed in describe's "
+        set_err(ret_err,
+                "op '%s' is non-deterministic on backend '%s' (listed in describe's "
                 "\"nondeterministic_ops\", e.g. reduce=random) and the job requires "
-                "\"deterministic\": true; refused instead of run", op, j->backend_spec);
+                "\"deterministic\": true; refused instead of run",
+                op, j->backend_spec);
         return -ENOTSUP;
     }
     j->saved = json_object_get(json_object_get(j->describe, "saved"), op);
@@ -168,13 +171,15 @@ static json_t *result(const gjob *j)
     json_t *build = json_object_get(j->spec_json, "build");
     json_t *r = json_pack(
         "{s:s, s:s, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:{s:I, s:I, s:I, s:I}, s:o}", "verdict",
-        failed ? "failed" : errors ? "error" : "passed", "kind", "gradient", "op",
-        j->g->base->op->name, "backend", j->backend_spec, "device",
+        failed   ? "failed"
+        : errors ? "error"
+                 : "passed",
+        "kind", "gradient", "op", j->g->base->op->name, "backend", j->backend_spec, "device",
         json_object_get(j->describe, "device"), "mode", json_object_get(j->describe, "mode"),
         "contract", json_object_get(j->describe, "contract"), "build",
-        build ? build : json_object_get(j->describe, "build"), "summary", "cases",
-        (json_int_t)n, "passed", (json_int_t)passed, "failed", (json_int_t)failed, "errors",
-        (json_int_t)errors, "cases", cases);
+        build ? build : json_object_get(j->describe, "build"), "summary", "cases", (json_int_t)n,
+        "passed", (json_int_t)passed, "failed", (json_int_t)failed, "errors", (json_int_t)errors,
+        "cases", cases);
     if (r)
         json_object_set_new(r, "gradient", nvw_grad_settings(j));
     return r;

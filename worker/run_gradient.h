@@ -32,11 +32,11 @@ typedef struct nvw_grad_bad {
 
 typedef struct nvw_grad_report {
     bool passed;
-    const char *what;        /* "jacobian", "structure", "projection", "symmetry" */
-    int64_t checked;         /* elements or projections compared */
+    const char *what; /* "jacobian", "structure", "projection", "symmetry" */
+    int64_t checked;  /* elements or projections compared */
     int64_t mismatches;
-    double max_abs_err;      /* max |analytic - numeric| */
-    double worst_ratio;      /* max err / (atol + rtol |numeric|): <= 1 passes */
+    double max_abs_err; /* max |analytic - numeric| */
+    double worst_ratio; /* max err / (atol + rtol |numeric|): <= 1 passes */
     int n_bad;
     nvw_grad_bad bad[NVW_GRAD_MAX_BAD];
     int64_t forward_calls, vjp_calls;

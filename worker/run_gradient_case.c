@@ -24,10 +24,10 @@
  * chain plus n, the backward's accumulation length (Higham §4.2, recursive
  * summation in any order: n - 1). */
 #define DEVICE_REASON                                                                              \
-    "|got - ref| <= ulp(max(|got|, |ref|))/2 + u_storage * sens + (8 + n) * u_compute * mag: "   \
-    "the saved output rounded to the storage dtype, at most 8 compute roundings per element, "    \
-    "and a backward "                                                                             \
-    "accumulation of length n in fp32 (fp64 for fp64 data; matmul: its acc dtype) in any order "  \
+    "|got - ref| <= ulp(max(|got|, |ref|))/2 + u_storage * sens + (8 + n) * u_compute * mag: "     \
+    "the saved output rounded to the storage dtype, at most 8 compute roundings per element, "     \
+    "and a backward "                                                                              \
+    "accumulation of length n in fp32 (fp64 for fp64 data; matmul: its acc dtype) in any order "   \
     "(Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., §3.1 and §4.2)"
 
 typedef struct gcase {
@@ -100,8 +100,9 @@ static int make_inputs(gcase *g)
         g->n_views = i + 1;
     }
     char err[256];
-    r = r ? r : nv_op_infer(op, &g->s->attrs, g->n_in, (const nv_tensor *const *)g->in,
-                            &g->out_ndim, g->out_shape, err, sizeof err);
+    r = r ? r
+          : nv_op_infer(op, &g->s->attrs, g->n_in, (const nv_tensor *const *)g->in, &g->out_ndim,
+                        g->out_shape, err, sizeof err);
     if (r < 0)
         return r;
     g->gy = nv_tensor_new(g->c.dtype, g->out_ndim, g->out_shape);
@@ -121,8 +122,8 @@ static int make_inputs(gcase *g)
 
 static json_t *report_json(const gcase *g, int i, const nvw_grad_report *r, bool second)
 {
-    json_t *o = json_pack("{s:b, s:s, s:I, s:I, s:o, s:o, s:I, s:I}", "passed", r->passed,
-                          "method", r->what, "checked", (json_int_t)r->checked, "mismatches",
+    json_t *o = json_pack("{s:b, s:s, s:I, s:I, s:o, s:o, s:I, s:I}", "passed", r->passed, "method",
+                          r->what, "checked", (json_int_t)r->checked, "mismatches",
                           (json_int_t)r->mismatches, "max_abs_error", nvw_json_num(r->max_abs_err),
                           "worst_ratio", nvw_json_num(r->worst_ratio), "forward_calls",
                           (json_int_t)r->forward_calls, "vjp_calls", (json_int_t)r->vjp_calls);
@@ -157,9 +158,16 @@ static int fp64_checks(gcase *g, bool second)
         if (!(cp[i] = nv_tensor_contiguous(g->in[i])))
             r = -ENOMEM;
     nvw_grad_problem p = {
-        .op = g->s->op, .attrs = &g->s->attrs, .n_in = g->n_in, .in = cp, .gy = g->gy->data,
-        .eps = gs->eps.value, .atol = gs->atol.value, .rtol = gs->rtol.value,
-        .seed = g->s->seed, .case_index = (uint32_t)g->c.index,
+        .op = g->s->op,
+        .attrs = &g->s->attrs,
+        .n_in = g->n_in,
+        .in = cp,
+        .gy = g->gy->data,
+        .eps = gs->eps.value,
+        .atol = gs->atol.value,
+        .rtol = gs->rtol.value,
+        .seed = g->s->seed,
+        .case_index = (uint32_t)g->c.index,
     };
     json_t *per = json_object();
     const char *check = second ? "second_order" : "formula";
@@ -215,9 +223,13 @@ static int dev_call(gcase *g, dev_run *d, char *err)
 {
     const nv_op_def *op = g->s->op;
     memset(d, 0, sizeof *d);
-    nv_op_call fc = {.op = op->name, .attrs_json = g->s->attrs_json,
-                     .out_dtype = (int32_t)g->c.dtype, .n_inputs = g->n_in,
-                     .inputs = g->views, .n_outputs = 1, .outputs = &d->y};
+    nv_op_call fc = {.op = op->name,
+                     .attrs_json = g->s->attrs_json,
+                     .out_dtype = (int32_t)g->c.dtype,
+                     .n_inputs = g->n_in,
+                     .inputs = g->views,
+                     .n_outputs = 1,
+                     .outputs = &d->y};
     err[0] = 0;
     int r = g->j->table->forward(g->ctx, &fc, err, ERRLEN);
     d->have_y = r == NV_OK;
@@ -227,7 +239,8 @@ static int dev_call(gcase *g, dev_run *d, char *err)
     int n_saved = 0;
     size_t k;
     json_t *v;
-    json_array_foreach(g->j->saved, k, v) {
+    json_array_foreach(g->j->saved, k, v)
+    {
         const char *name = json_string_value(v);
         if (n_saved > NV_JOB_MAX_TENSORS || !name)
             break;
@@ -238,9 +251,14 @@ static int dev_call(gcase *g, dev_run *d, char *err)
     }
     for (int i = 0; i < op->n_inputs; i++)
         d->n_grads += nv_op_grad_input(op, i);
-    nv_backward_call bc = {.op = op->name, .attrs_json = g->s->attrs_json,
-                           .n_inputs = op->n_inputs, .inputs = g->views, .n_saved = n_saved,
-                           .saved = saved, .grad_output = &g->gy_view, .n_grads = d->n_grads,
+    nv_backward_call bc = {.op = op->name,
+                           .attrs_json = g->s->attrs_json,
+                           .n_inputs = op->n_inputs,
+                           .inputs = g->views,
+                           .n_saved = n_saved,
+                           .saved = saved,
+                           .grad_output = &g->gy_view,
+                           .n_grads = d->n_grads,
                            .grad_inputs = d->grads};
     return g->j->table->backward(g->ctx, &bc, err, ERRLEN);
 }
@@ -258,9 +276,12 @@ static int compare_grad(gcase *g, int i, const nv_tensor_view *gv, json_t *per)
     nv_dtype dt = g->in[i]->dtype;
     if (gv->dtype != (int32_t)dt || gv->ndim != g->in[i]->ndim) {
         const char *got = nv_dtype_name((nv_dtype)gv->dtype);
-        json_object_set_new(per, name, json_pack("{s:b, s:s}", "passed", 0, "error",
-                            gv->dtype != (int32_t)dt ? "gradient dtype differs from the input's "
-                            "(describe: \"gradient_dtype\": \"input\")" : "gradient rank differs"));
+        json_object_set_new(per, name,
+                            json_pack("{s:b, s:s}", "passed", 0, "error",
+                                      gv->dtype != (int32_t)dt
+                                          ? "gradient dtype differs from the input's "
+                                            "(describe: \"gradient_dtype\": \"input\")"
+                                          : "gradient rank differs"));
         json_object_set_new(json_object_get(per, name), "got_dtype", json_string(got ? got : "?"));
         fail_check(g, "device");
         return 0;
@@ -274,13 +295,13 @@ static int compare_grad(gcase *g, int i, const nv_tensor_view *gv, json_t *per)
     int r = got && ref && mag && sens ? 0 : -ENOMEM;
     gx[i] = ref, mg[i] = mag;
     if (r == 0)
-        r = nv_op_vjp(op, &g->s->attrs, g->n_in, (const nv_tensor *const *)g->in, g->gy->data,
-                      gx, mg);
+        r = nv_op_vjp(op, &g->s->attrs, g->n_in, (const nv_tensor *const *)g->in, g->gy->data, gx,
+                      mg);
     if (r == 0 && i == 0)
-        r = nv_op_vjp_sens(op, &g->s->attrs, g->n_in, (const nv_tensor *const *)g->in,
-                           g->gy->data, sens);
-    int64_t nred = nv_op_vjp_reduction_len(op, &g->s->attrs, g->n_in,
-                                           (const nv_tensor *const *)g->in, i);
+        r = nv_op_vjp_sens(op, &g->s->attrs, g->n_in, (const nv_tensor *const *)g->in, g->gy->data,
+                           sens);
+    int64_t nred =
+        nv_op_vjp_reduction_len(op, &g->s->attrs, g->n_in, (const nv_tensor *const *)g->in, i);
     /* matmul accumulates in its "acc" attribute's dtype (fp32 by default), as its
      * forward tolerance assumes */
     nv_dtype cdt = op->kind == NV_OPK_MATMUL ? g->s->attrs.acc_dtype
@@ -302,19 +323,18 @@ static int compare_grad(gcase *g, int i, const nv_tensor_view *gv, json_t *per)
         if (err <= allowed)
             continue;
         if (bad++ < 8)
-            json_array_append_new(first, json_pack("{s:o, s:o, s:o, s:o, s:o}", "index",
-                                  index_json(g->in[i], e), "got", nvw_json_num(gotv),
-                                  "expected", nvw_json_num(ref[e]), "abs_error",
-                                  nvw_json_num(err), "allowed", nvw_json_num(allowed)));
+            json_array_append_new(
+                first, json_pack("{s:o, s:o, s:o, s:o, s:o}", "index", index_json(g->in[i], e),
+                                 "got", nvw_json_num(gotv), "expected", nvw_json_num(ref[e]),
+                                 "abs_error", nvw_json_num(err), "allowed", nvw_json_num(allowed)));
     }
-    json_t *o = json_pack("{s:b, s:s, s:I, s:I, s:o, s:o, s:{s:s, s:s, s:s, s:I, s:s, s:s}}",
-                          "passed", bad == 0, "dtype", nv_dtype_name(dt), "compared",
-                          (json_int_t)n, "mismatches", (json_int_t)bad, "max_abs_error",
-                          nvw_json_num(max_abs), "headroom", nvw_json_num(worst), "tolerance",
-                          "metric", "gradient_bound", "u_storage", nv_dtype_name(dt),
-                          "u_compute", nv_dtype_name(cdt), "reduction_len", (json_int_t)nred,
-                          "reason_code", nred > 1 ? "reduction_length" : "dtype_precision",
-                          "reason", DEVICE_REASON);
+    json_t *o = json_pack(
+        "{s:b, s:s, s:I, s:I, s:o, s:o, s:{s:s, s:s, s:s, s:I, s:s, s:s}}", "passed", bad == 0,
+        "dtype", nv_dtype_name(dt), "compared", (json_int_t)n, "mismatches", (json_int_t)bad,
+        "max_abs_error", nvw_json_num(max_abs), "headroom", nvw_json_num(worst), "tolerance",
+        "metric", "gradient_bound", "u_storage", nv_dtype_name(dt), "u_compute", nv_dtype_name(cdt),
+        "reduction_len", (json_int_t)nred, "reason_code",
+        nred > 1 ? "reduction_length" : "dtype_precision", "reason", DEVICE_REASON);
     if (o && bad)
         json_object_set_new(o, "first_mismatches", first);
     else
@@ -355,10 +375,11 @@ static int determinism(gcase *g, const dev_run *d1, char *err)
         nv_tensor *a = nvw_tensor_from_view(&d1->grads[k], false);
         nv_tensor *b = nvw_tensor_from_view(&d2.grads[k], false);
         if (a && b)
-            json_object_set_new(o, "first_difference", json_pack("{s:s, s:o, s:o, s:o}", "input",
-                                g->s->op->inputs[k].name, "index", index_json(g->in[k], e),
-                                "run_1", nvw_json_num(a->data[e]), "run_2",
-                                nvw_json_num(b->data[e])));
+            json_object_set_new(o, "first_difference",
+                                json_pack("{s:s, s:o, s:o, s:o}", "input", g->s->op->inputs[k].name,
+                                          "index", index_json(g->in[k], e), "run_1",
+                                          nvw_json_num(a->data[e]), "run_2",
+                                          nvw_json_num(b->data[e])));
         nv_tensor_free(a);
         nv_tensor_free(b);
     }
@@ -395,14 +416,13 @@ static int device_checks(gcase *g)
 
 static json_t *header(const gcase *g)
 {
-    json_t *shape = json_array_get(json_object_get(g->j->spec_json, "shapes"),
-                                   (size_t)g->c.shape_index);
-    return json_pack("{s:I, s:s, s:s, s:O?, s:s, s:I, s:I, s:i, s:s}", "index",
-                     (json_int_t)g->c.index, "op", g->s->op->name, "dtype",
-                     nv_dtype_name(g->c.dtype), "shape", shape, "input",
-                     nv_input_class_name(g->c.cls), "sample", (json_int_t)g->c.sample, "seed",
-                     (json_int_t)g->s->seed, "order", g->j->g->order, "mode",
-                     g->j->g->fast ? "fast" : "full");
+    json_t *shape =
+        json_array_get(json_object_get(g->j->spec_json, "shapes"), (size_t)g->c.shape_index);
+    return json_pack(
+        "{s:I, s:s, s:s, s:O?, s:s, s:I, s:I, s:i, s:s}", "index", (json_int_t)g->c.index, "op",
+        g->s->op->name, "dtype", nv_dtype_name(g->c.dtype), "shape", shape, "input",
+        nv_input_class_name(g->c.cls), "sample", (json_int_t)g->c.sample, "seed",
+        (json_int_t)g->s->seed, "order", g->j->g->order, "mode", g->j->g->fast ? "fast" : "full");
 }
 
 static int body(gcase *g)
@@ -448,10 +468,9 @@ json_t *nvw_grad_case(gjob *j, void *ctx, int64_t i)
 json_t *nvw_grad_settings(const gjob *j)
 {
     const nv_gradspec *g = j->g;
-    return json_pack("{s:i, s:s, s:{s:f, s:s, s:b}, s:{s:f, s:s, s:b}, s:{s:f, s:s, s:b}}",
-                     "order", g->order, "mode", g->fast ? "fast" : "full", "eps", "value",
-                     g->eps.value, "reason", g->eps.reason, "from_job", g->eps.set, "atol",
-                     "value", g->atol.value, "reason", g->atol.reason, "from_job", g->atol.set,
-                     "rtol", "value", g->rtol.value, "reason", g->rtol.reason, "from_job",
-                     g->rtol.set);
+    return json_pack("{s:i, s:s, s:{s:f, s:s, s:b}, s:{s:f, s:s, s:b}, s:{s:f, s:s, s:b}}", "order",
+                     g->order, "mode", g->fast ? "fast" : "full", "eps", "value", g->eps.value,
+                     "reason", g->eps.reason, "from_job", g->eps.set, "atol", "value",
+                     g->atol.value, "reason", g->atol.reason, "from_job", g->atol.set, "rtol",
+                     "value", g->rtol.value, "reason", g->rtol.reason, "from_job", g->rtol.set);
 }

@@ -47,8 +47,7 @@ static int fwd(const nvw_grad_problem *p, double *out, nvw_grad_report *r)
 }
 
 /* VJP of input i only into gx. */
-static int vjp(const nvw_grad_problem *p, int i, const double *gy, double *gx,
-               nvw_grad_report *r)
+static int vjp(const nvw_grad_problem *p, int i, const double *gy, double *gx, nvw_grad_report *r)
 {
     double *g[NV_OP_MAX_INPUTS] = {0};
     g[i] = gx;
@@ -94,8 +93,8 @@ static void shift(const nv_jac_map *m, nv_tensor *x, int64_t pos, double d)
 
 /* Analytic Jacobian by colored VJPs: outputs ranked within their group; one
  * VJP per rank with a 1 on every output of that rank. */
-static int analytic(const nvw_grad_problem *p, int i, const nv_jac_map *m, double *ana,
-                    scratch *s, nvw_grad_report *r)
+static int analytic(const nvw_grad_problem *p, int i, const nv_jac_map *m, double *ana, scratch *s,
+                    nvw_grad_report *r)
 {
     int64_t *rank = calloc((size_t)(m->n_out ? m->n_out : 1), sizeof *rank);
     int64_t *cnt = calloc((size_t)(m->n_groups ? m->n_groups : 1), sizeof *cnt);

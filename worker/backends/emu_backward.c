@@ -28,9 +28,9 @@
 /* What the emu keeps from the forward of op id for its backward. */
 static const char *saved_of(const nv_op_def *op)
 {
-    static const char *const out_only[] = {"tanh", "sigmoid", "exp", "exp2", "expm1", "sqrt",
-                                           "rsqrt", "reciprocal", "relu", "softmax",
-                                           "log_softmax", NULL};
+    static const char *const out_only[] = {"tanh",  "sigmoid", "exp",         "exp2",
+                                           "expm1", "sqrt",    "rsqrt",       "reciprocal",
+                                           "relu",  "softmax", "log_softmax", NULL};
     static const char *const in_out[] = {"max", "norm2", "logsumexp", NULL};
     for (int i = 0; out_only[i]; i++)
         if (strcmp(op->name, out_only[i]) == 0)
@@ -69,15 +69,15 @@ json_t *emu_saved_json(void)
 
 /* ---- call state ---- */
 
-void emu_bwd_call_init(emu_call *ec, const emu_mode *m, const nv_op_def *op,
-                       const nv_op_attrs *a, nv_dtype dt)
+void emu_bwd_call_init(emu_call *ec, const emu_mode *m, const nv_op_def *op, const nv_op_attrs *a,
+                       nv_dtype dt)
 {
     memset(ec, 0, sizeof(*ec));
     ec->m = m;
     ec->out = dt;
     ec->storage = m->storage_set ? m->storage : dt;
-    ec->compute = m->compute_set ? m->compute
-                                 : (ec->storage == NV_DT_FP64 ? NV_DT_FP64 : NV_DT_FP32);
+    ec->compute =
+        m->compute_set ? m->compute : (ec->storage == NV_DT_FP64 ? NV_DT_FP64 : NV_DT_FP32);
     if (m->accum_set)
         ec->accum = m->accum;
     else if (op->kind == NV_OPK_MATMUL)
@@ -99,24 +99,39 @@ static double unary(emu_call *c, int id, const nv_op_attrs *a, double g, double 
     nv_dtype cd = c->compute;
     double t, s;
     switch (id) {
-    case EMU_B_NEG: return -g;
-    case EMU_B_ABS: return x > 0 ? g : -g;
-    case EMU_B_RELU: return y > 0 ? g : 0;
-    case EMU_B_SQRT: return emu_div(c, cd, emu_mul(c, cd, g, 0.5), y);
+    case EMU_B_NEG:
+        return -g;
+    case EMU_B_ABS:
+        return x > 0 ? g : -g;
+    case EMU_B_RELU:
+        return y > 0 ? g : 0;
+    case EMU_B_SQRT:
+        return emu_div(c, cd, emu_mul(c, cd, g, 0.5), y);
     case EMU_B_RSQRT:
         t = emu_mul(c, cd, emu_mul(c, cd, y, y), y);
         return emu_mul(c, cd, emu_mul(c, cd, g, -0.5), t);
-    case EMU_B_RECIP: return emu_mul(c, cd, -g, emu_mul(c, cd, y, y));
-    case EMU_B_EXP: return emu_mul(c, cd, g, y);
-    case EMU_B_EXP2: return emu_mul(c, cd, emu_mul(c, cd, g, y), emu_round(c, cd, M_LN2));
-    case EMU_B_EXPM1: return emu_mul(c, cd, g, emu_add(c, cd, y, 1));
-    case EMU_B_LOG: return emu_div(c, cd, g, x);
-    case EMU_B_LOG2: return emu_div(c, cd, g, emu_mul(c, cd, x, emu_round(c, cd, M_LN2)));
-    case EMU_B_LOG1P: return emu_div(c, cd, g, emu_add(c, cd, x, 1));
-    case EMU_B_SIN: return emu_mul(c, cd, g, emu_fn(c, NV_FN_COS, x, cd));
-    case EMU_B_COS: return emu_mul(c, cd, -g, emu_fn(c, NV_FN_SIN, x, cd));
-    case EMU_B_TANH: return emu_mul(c, cd, g, emu_add(c, cd, 1, -emu_mul(c, cd, y, y)));
-    case EMU_B_SIGMOID: return emu_mul(c, cd, emu_mul(c, cd, g, y), emu_add(c, cd, 1, -y));
+    case EMU_B_RECIP:
+        return emu_mul(c, cd, -g, emu_mul(c, cd, y, y));
+    case EMU_B_EXP:
+        return emu_mul(c, cd, g, y);
+    case EMU_B_EXP2:
+        return emu_mul(c, cd, emu_mul(c, cd, g, y), emu_round(c, cd, M_LN2));
+    case EMU_B_EXPM1:
+        return emu_mul(c, cd, g, emu_add(c, cd, y, 1));
+    case EMU_B_LOG:
+        return emu_div(c, cd, g, x);
+    case EMU_B_LOG2:
+        return emu_div(c, cd, g, emu_mul(c, cd, x, emu_round(c, cd, M_LN2)));
+    case EMU_B_LOG1P:
+        return emu_div(c, cd, g, emu_add(c, cd, x, 1));
+    case EMU_B_SIN:
+        return emu_mul(c, cd, g, emu_fn(c, NV_FN_COS, x, cd));
+    case EMU_B_COS:
+        return emu_mul(c, cd, -g, emu_fn(c, NV_FN_SIN, x, cd));
+    case EMU_B_TANH:
+        return emu_mul(c, cd, g, emu_add(c, cd, 1, -emu_mul(c, cd, y, y)));
+    case EMU_B_SIGMOID:
+        return emu_mul(c, cd, emu_mul(c, cd, g, y), emu_add(c, cd, 1, -y));
     case EMU_B_ERF:
         t = emu_fn(c, NV_FN_EXP, -emu_mul(c, cd, x, x), cd);
         return emu_mul(c, cd, emu_mul(c, cd, g, emu_round(c, cd, TWO_SQRT_PI)), t);
@@ -133,11 +148,12 @@ static double unary(emu_call *c, int id, const nv_op_attrs *a, double g, double 
                                 emu_mul(c, cd, emu_add(c, cd, 1, -emu_mul(c, cd, t, t)), k));
             return emu_mul(c, cd, g, emu_add(c, cd, d1, d2));
         } else {
-            double cdf = emu_mul(c, cd, 0.5, emu_add(c, cd, 1,
-                                 emu_fn(c, NV_FN_ERF, emu_mul(c, cd, x, M_SQRT1_2), cd)));
-            double pdf = emu_mul(c, cd, emu_round(c, cd, INV_SQRT_2PI),
-                                 emu_fn(c, NV_FN_EXP, emu_mul(c, cd, -0.5, emu_mul(c, cd, x, x)),
-                                        cd));
+            double cdf =
+                emu_mul(c, cd, 0.5,
+                        emu_add(c, cd, 1, emu_fn(c, NV_FN_ERF, emu_mul(c, cd, x, M_SQRT1_2), cd)));
+            double pdf =
+                emu_mul(c, cd, emu_round(c, cd, INV_SQRT_2PI),
+                        emu_fn(c, NV_FN_EXP, emu_mul(c, cd, -0.5, emu_mul(c, cd, x, x)), cd));
             return emu_mul(c, cd, g, emu_add(c, cd, cdf, emu_mul(c, cd, x, pdf)));
         }
     default: /* silu */
@@ -153,9 +169,15 @@ static void multi(emu_call *c, int id, double g, const double *v, double *gx)
     nv_dtype cd = c->compute;
     double x = v[0], y = v[1];
     switch (id) {
-    case EMU_B_ADD: gx[0] = g, gx[1] = g; break;
-    case EMU_B_SUB: gx[0] = g, gx[1] = -g; break;
-    case EMU_B_MUL: gx[0] = emu_mul(c, cd, g, y), gx[1] = emu_mul(c, cd, g, x); break;
+    case EMU_B_ADD:
+        gx[0] = g, gx[1] = g;
+        break;
+    case EMU_B_SUB:
+        gx[0] = g, gx[1] = -g;
+        break;
+    case EMU_B_MUL:
+        gx[0] = emu_mul(c, cd, g, y), gx[1] = emu_mul(c, cd, g, x);
+        break;
     case EMU_B_DIV:
         gx[0] = emu_div(c, cd, g, y);
         gx[1] = emu_div(c, cd, emu_mul(c, cd, -g, emu_div(c, cd, x, y)), y);
@@ -168,8 +190,12 @@ static void multi(emu_call *c, int id, double g, const double *v, double *gx)
         gx[1] = emu_mul(c, cd, emu_mul(c, cd, g, p), lx);
         break;
     }
-    case EMU_B_MAXIMUM: gx[0] = x > y ? g : 0, gx[1] = x > y ? 0 : g; break;
-    case EMU_B_MINIMUM: gx[0] = x < y ? g : 0, gx[1] = x < y ? 0 : g; break;
+    case EMU_B_MAXIMUM:
+        gx[0] = x > y ? g : 0, gx[1] = x > y ? 0 : g;
+        break;
+    case EMU_B_MINIMUM:
+        gx[0] = x < y ? g : 0, gx[1] = x < y ? 0 : g;
+        break;
     default: /* fma */
         gx[0] = emu_mul(c, cd, g, v[1]), gx[1] = emu_mul(c, cd, g, v[0]), gx[2] = g;
         break;

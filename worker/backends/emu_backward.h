@@ -8,13 +8,48 @@
 
 /* Op ids in catalog order (catalog.h nv_op_all; checked by name at first use). */
 enum {
-    EMU_B_NEG, EMU_B_ABS, EMU_B_ADD, EMU_B_SUB, EMU_B_MUL, EMU_B_DIV, EMU_B_FMA, EMU_B_SQRT,
-    EMU_B_RSQRT, EMU_B_RECIP, EMU_B_EXP, EMU_B_EXP2, EMU_B_EXPM1, EMU_B_LOG, EMU_B_LOG2,
-    EMU_B_LOG1P, EMU_B_SIN, EMU_B_COS, EMU_B_TANH, EMU_B_SIGMOID, EMU_B_ERF, EMU_B_GELU,
-    EMU_B_SILU, EMU_B_RELU, EMU_B_POW, EMU_B_MAXIMUM, EMU_B_MINIMUM, EMU_B_CAST, EMU_B_SUM,
-    EMU_B_MEAN, EMU_B_MAX, EMU_B_VAR, EMU_B_NORM2, EMU_B_LOGSUMEXP, EMU_B_SOFTMAX,
-    EMU_B_LOG_SOFTMAX, EMU_B_LAYER_NORM, EMU_B_RMS_NORM, EMU_B_CROSS_ENTROPY, EMU_B_MATMUL,
-    EMU_B_BMM, EMU_B_COUNT
+    EMU_B_NEG,
+    EMU_B_ABS,
+    EMU_B_ADD,
+    EMU_B_SUB,
+    EMU_B_MUL,
+    EMU_B_DIV,
+    EMU_B_FMA,
+    EMU_B_SQRT,
+    EMU_B_RSQRT,
+    EMU_B_RECIP,
+    EMU_B_EXP,
+    EMU_B_EXP2,
+    EMU_B_EXPM1,
+    EMU_B_LOG,
+    EMU_B_LOG2,
+    EMU_B_LOG1P,
+    EMU_B_SIN,
+    EMU_B_COS,
+    EMU_B_TANH,
+    EMU_B_SIGMOID,
+    EMU_B_ERF,
+    EMU_B_GELU,
+    EMU_B_SILU,
+    EMU_B_RELU,
+    EMU_B_POW,
+    EMU_B_MAXIMUM,
+    EMU_B_MINIMUM,
+    EMU_B_CAST,
+    EMU_B_SUM,
+    EMU_B_MEAN,
+    EMU_B_MAX,
+    EMU_B_VAR,
+    EMU_B_NORM2,
+    EMU_B_LOGSUMEXP,
+    EMU_B_SOFTMAX,
+    EMU_B_LOG_SOFTMAX,
+    EMU_B_LAYER_NORM,
+    EMU_B_RMS_NORM,
+    EMU_B_CROSS_ENTROPY,
+    EMU_B_MATMUL,
+    EMU_B_BMM,
+    EMU_B_COUNT
 };
 
 /* Decoded operands of one backward call: forward inputs (NULL where not saved),
@@ -33,8 +68,8 @@ json_t *emu_saved_json(void);
 /* The same, built once per process (read-only, shared by threads). */
 const json_t *emu_saved_json_cached(void);
 
-void emu_bwd_call_init(emu_call *ec, const emu_mode *m, const nv_op_def *op,
-                       const nv_op_attrs *a, nv_dtype dt);
+void emu_bwd_call_init(emu_call *ec, const emu_mode *m, const nv_op_def *op, const nv_op_attrs *a,
+                       nv_dtype dt);
 
 int emu_bwd_elementwise(emu_call *c, int id, const nv_op_def *op, const nv_op_attrs *a,
                         const emu_bwd_io *io);

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ops/backward.h"
 #include "emu_backward.h"
 #include "loader.h"
-#include "../ops/backward.h"
 
 typedef struct bstate {
     json_t *attrs_json;
@@ -37,11 +37,13 @@ static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
 static int op_id(const nv_op_def *op)
 {
     static const char *const names[EMU_B_COUNT] = {
-        "neg", "abs", "add", "sub", "mul", "div", "fma", "sqrt", "rsqrt", "reciprocal", "exp",
-        "exp2", "expm1", "log", "log2", "log1p", "sin", "cos", "tanh", "sigmoid", "erf", "gelu",
-        "silu", "relu", "pow", "maximum", "minimum", "cast", "sum", "mean", "max", "var",
-        "norm2", "logsumexp", "softmax", "log_softmax", "layer_norm", "rms_norm",
-        "cross_entropy", "matmul", "bmm"};
+        "neg",        "abs",      "add",           "sub",        "mul",     "div",
+        "fma",        "sqrt",     "rsqrt",         "reciprocal", "exp",     "exp2",
+        "expm1",      "log",      "log2",          "log1p",      "sin",     "cos",
+        "tanh",       "sigmoid",  "erf",           "gelu",       "silu",    "relu",
+        "pow",        "maximum",  "minimum",       "cast",       "sum",     "mean",
+        "max",        "var",      "norm2",         "logsumexp",  "softmax", "log_softmax",
+        "layer_norm", "rms_norm", "cross_entropy", "matmul",     "bmm"};
     size_t n;
     const nv_op_def *all = nv_op_all(&n);
     long id = op - all;
@@ -52,28 +54,34 @@ static int op_id(const nv_op_def *op)
 
 /* Decode inputs, the saved tensors (in the order of the emu's saved list) and
  * the output gradient; fill io. */
-static int decode(const emu_ctx *ctx, const nv_op_def *op, const nv_backward_call *call,
-                  bstate *s, emu_bwd_io *io, char *err, size_t errlen)
+static int decode(const emu_ctx *ctx, const nv_op_def *op, const nv_backward_call *call, bstate *s,
+                  emu_bwd_io *io, char *err, size_t errlen)
 {
     bool daz = ctx->mode.daz;
     if (call->n_inputs != op->n_inputs || !call->inputs)
-        return fail(err, errlen, NV_E_INVALID, "backward of '%s' takes %d forward inputs",
-                    op->name, op->n_inputs);
+        return fail(err, errlen, NV_E_INVALID, "backward of '%s' takes %d forward inputs", op->name,
+                    op->n_inputs);
     for (int i = 0; i < op->n_inputs; i++) {
         if (!(s->in[i] = nvw_tensor_from_view(&call->inputs[i], daz)))
-            return fail(err, errlen, NV_E_INVALID, "backward of '%s': input %d is not a valid "
-                        "tensor view", op->name, i);
+            return fail(err, errlen, NV_E_INVALID,
+                        "backward of '%s': input %d is not a valid "
+                        "tensor view",
+                        op->name, i);
         s->n_in = i + 1;
     }
     const json_t *want = json_object_get(emu_saved_json_cached(), op->name);
     if ((int)json_array_size(want) != call->n_saved || (call->n_saved > 0 && !call->saved))
-        return fail(err, errlen, NV_E_INVALID, "backward of '%s' needs the %ld saved tensors "
-                    "describe() lists under \"saved\"", op->name, (long)json_array_size(want));
+        return fail(err, errlen, NV_E_INVALID,
+                    "backward of '%s' needs the %ld saved tensors "
+                    "describe() lists under \"saved\"",
+                    op->name, (long)json_array_size(want));
     io->shape0 = s->in[0];
     for (int k = 0; k < call->n_saved; k++) {
         if (!(s->saved[k] = nvw_tensor_from_view(&call->saved[k], daz)))
-            return fail(err, errlen, NV_E_INVALID, "backward of '%s': saved tensor %d is not "
-                        "a valid tensor view", op->name, k);
+            return fail(err, errlen, NV_E_INVALID,
+                        "backward of '%s': saved tensor %d is not "
+                        "a valid tensor view",
+                        op->name, k);
         s->n_saved = k + 1;
         const char *name = json_string_value(json_array_get(want, (size_t)k));
         if (name && strncmp(name, "input:", 6) == 0)
@@ -82,14 +90,16 @@ static int decode(const emu_ctx *ctx, const nv_op_def *op, const nv_backward_cal
             io->y = s->saved[k];
     }
     if (!call->grad_output || !(s->gy = nvw_tensor_from_view(call->grad_output, daz)))
-        return fail(err, errlen, NV_E_INVALID, "backward of '%s': grad_output is missing or "
-                    "not a valid tensor view", op->name);
+        return fail(err, errlen, NV_E_INVALID,
+                    "backward of '%s': grad_output is missing or "
+                    "not a valid tensor view",
+                    op->name);
     io->gy = s->gy;
     return NV_OK;
 }
 
-static int check_shapes(const nv_op_def *op, const nv_op_attrs *a, const bstate *s,
-                        char *err, size_t errlen)
+static int check_shapes(const nv_op_def *op, const nv_op_attrs *a, const bstate *s, char *err,
+                        size_t errlen)
 {
     int nd;
     int64_t shape[NV_MAX_DIMS];
@@ -100,8 +110,10 @@ static int check_shapes(const nv_op_def *op, const nv_op_attrs *a, const bstate 
     for (int d = 0; same && d < nd; d++)
         same = s->gy->shape[d] == shape[d];
     if (!same)
-        return fail(err, errlen, NV_E_SHAPE, "backward of '%s': grad_output's shape does not "
-                    "match the forward output's (rank %d)", op->name, nd);
+        return fail(err, errlen, NV_E_SHAPE,
+                    "backward of '%s': grad_output's shape does not "
+                    "match the forward output's (rank %d)",
+                    op->name, nd);
     return NV_OK;
 }
 
@@ -116,7 +128,8 @@ static int encode(emu_call *ec, const nv_tensor *like, const double *vals, nv_te
     for (int64_t i = 0; i < n; i++) {
         double v = emu_round(ec, ec->storage, vals[i]);
         uint32_t rnd = ec->rm.rounding == NV_ROUND_STOCHASTIC
-                           ? (uint32_t)(emu_splitmix(&ec->sr_state) >> 32) : 0;
+                           ? (uint32_t)(emu_splitmix(&ec->sr_state) >> 32)
+                           : 0;
         nv_dtype_store_bits(dt, buf, i, nv_dtype_encode(dt, v, &ec->rm, rnd));
     }
     memset(ret, 0, sizeof *ret);
@@ -144,8 +157,8 @@ static int run(emu_ctx *ctx, const nv_op_def *op, int id, const nv_op_attrs *a,
     for (int i = 0; i < op->n_inputs; i++)
         n_grads += nv_op_grad_input(op, i);
     if (call->n_grads != n_grads || !call->grad_inputs)
-        return fail(err, errlen, NV_E_INVALID, "backward of '%s' produces %d gradients",
-                    op->name, n_grads);
+        return fail(err, errlen, NV_E_INVALID, "backward of '%s' produces %d gradients", op->name,
+                    n_grads);
     for (int i = 0; i < n_grads; i++) {
         s->gx[i] = calloc((size_t)(s->in[i]->numel > 0 ? s->in[i]->numel : 1), sizeof(double));
         if (!s->gx[i])
@@ -177,13 +190,15 @@ int emu_backward(void *vctx, nv_backward_call *call, char *err, size_t errlen)
 {
     emu_ctx *ctx = vctx;
     if (ctx->mode.inference_only)
-        return fail(err, errlen, NV_E_UNSUPPORTED, "this emu device is inference-only "
+        return fail(err, errlen, NV_E_UNSUPPORTED,
+                    "this emu device is inference-only "
                     "(mode 'inference_only=on'): it offers no backward for '%s'",
                     call->op ? call->op : "(null)");
     const nv_op_def *op = call->op ? nv_op_find(call->op) : NULL;
     int id = op ? op_id(op) : -1;
     if (id < 0)
-        return fail(err, errlen, NV_E_UNSUPPORTED, "unknown op '%s'", call->op ? call->op : "(null)");
+        return fail(err, errlen, NV_E_UNSUPPORTED, "unknown op '%s'",
+                    call->op ? call->op : "(null)");
     if (!op->differentiable || op->kind == NV_OPK_CAST)
         return fail(err, errlen, NV_E_UNSUPPORTED, "op '%s' has no backward on emu", op->name);
     bstate s;
@@ -200,8 +215,10 @@ int emu_backward(void *vctx, nv_backward_call *call, char *err, size_t errlen)
         goto out;
     }
     if (!nv_op_has_backward(op, &a)) {
-        r = fail(err, errlen, NV_E_UNSUPPORTED, "op '%s' has no backward on emu with "
-                 "matmul scales", op->name);
+        r = fail(err, errlen, NV_E_UNSUPPORTED,
+                 "op '%s' has no backward on emu with "
+                 "matmul scales",
+                 op->name);
         goto out;
     }
     r = run(ctx, op, id, &a, call, &s, err, errlen);

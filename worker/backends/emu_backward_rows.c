@@ -69,8 +69,12 @@ static void reduce_line(bw *b, int id, int64_t l, double g, double *gx)
     for (int64_t j = 0; j < n; j++) {
         int64_t e = at(&b->L, l, j);
         switch (id) {
-        case EMU_B_SUM: gx[e] = g; break;
-        case EMU_B_MEAN: gx[e] = emu_div(c, b->cd, g, (double)n); break;
+        case EMU_B_SUM:
+            gx[e] = g;
+            break;
+        case EMU_B_MEAN:
+            gx[e] = emu_div(c, b->cd, g, (double)n);
+            break;
         case EMU_B_MAX:
             gx[e] = !taken && X(b, l, j) == y ? g : 0;
             taken = taken || X(b, l, j) == y;
@@ -81,7 +85,9 @@ static void reduce_line(bw *b, int id, int64_t l, double g, double *gx)
                             (double)(n - b->a->correction));
             break;
         }
-        case EMU_B_NORM2: gx[e] = emu_div(c, b->cd, emu_mul(c, b->cd, g, X(b, l, j)), y); break;
+        case EMU_B_NORM2:
+            gx[e] = emu_div(c, b->cd, emu_mul(c, b->cd, g, X(b, l, j)), y);
+            break;
         default: /* logsumexp: softmax recomputed from the saved lse */
             gx[e] = emu_mul(c, b->cd, g,
                             emu_fn(c, NV_FN_EXP, emu_add(c, b->cd, X(b, l, j), -y), b->cd));
@@ -204,9 +210,13 @@ int emu_bwd_rows(emu_call *c, int id, const nv_op_def *op, const nv_op_attrs *a,
     for (int64_t l = 0; l < nl; l++) {
         switch (id) {
         case EMU_B_SOFTMAX:
-        case EMU_B_LOG_SOFTMAX: softmax_line(&b, id, l, io->gx[0]); break;
+        case EMU_B_LOG_SOFTMAX:
+            softmax_line(&b, id, l, io->gx[0]);
+            break;
         case EMU_B_LAYER_NORM:
-        case EMU_B_RMS_NORM: norm_line(&b, id == EMU_B_LAYER_NORM, l, io->gx[0], xhat); break;
+        case EMU_B_RMS_NORM:
+            norm_line(&b, id == EMU_B_LAYER_NORM, l, io->gx[0], xhat);
+            break;
         case EMU_B_CROSS_ENTROPY: {
             double g = emu_round(c, b.cd, io->gy->data[a->reduction_mean ? 0 : l]);
             if (a->reduction_mean)

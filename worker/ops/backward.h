@@ -50,8 +50,8 @@ typedef struct nv_jac_map {
 
 /* Build the map for input i. in[] as for nv_op_infer. Returns 0, -EINVAL (op
  * without backward, non-differentiable input) or -ENOMEM. */
-int nv_jac_map_new(const nv_op_def *op, const nv_op_attrs *a, int n_in,
-                   const nv_tensor *const *in, int i, nv_jac_map **ret);
+int nv_jac_map_new(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
+                   int i, nv_jac_map **ret);
 void nv_jac_map_free(nv_jac_map *m); /* NULL is a no-op */
 
 /* Forward in plain fp64 arithmetic (libm, not correctly rounded: its error is
@@ -75,8 +75,8 @@ int nv_op_vjp(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tens
  * logsumexp): sens[e] = sum_o |d gx_e / d y_o| |y_o| (0 for the other ops).
  * A device that saves y rounded to its storage dtype (unit roundoff u_s) errs
  * by up to u_s sens[e] from that alone. */
-int nv_op_vjp_sens(const nv_op_def *op, const nv_op_attrs *a, int n_in,
-                   const nv_tensor *const *in, const double *gy, double *sens);
+int nv_op_vjp_sens(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
+                   const double *gy, double *sens);
 
 /* The longest accumulation in the backward of input i (softmax: the row
  * length; layer_norm weight: the number of rows; matmul A: N): the n of the

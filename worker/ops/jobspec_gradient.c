@@ -24,8 +24,8 @@
     "relative slack for the finite-difference error of large or steep Jacobian elements; "         \
     "torch.autograd.gradcheck's default"
 
-static const char *const grad_keys[] = {"order", "mode", "eps", "atol", "rtol",
-                                        "device_tolerance", NULL};
+static const char *const grad_keys[] = {"order", "mode", "eps", "atol", "rtol", "device_tolerance",
+                                        NULL};
 static const char *const refused_keys[] = {"layouts", "expect_error", "out_dtype", "tolerance",
                                            NULL};
 
@@ -66,9 +66,11 @@ static json_t *derived_spec(const json_t *spec, gerr *e, int *ret)
             continue;
         char ptr[64];
         snprintf(ptr, sizeof ptr, "/%s", refused_keys[i]);
-        *ret = fail(e, ptr, "'%s' does not apply to gradient jobs (inputs are contiguous, "
+        *ret = fail(e, ptr,
+                    "'%s' does not apply to gradient jobs (inputs are contiguous, "
                     "gradients are in the input dtype; the device check's override is "
-                    "\"device_tolerance\")", refused_keys[i]);
+                    "\"device_tolerance\")",
+                    refused_keys[i]);
         return NULL;
     }
     json_t *d = json_deep_copy(spec);
@@ -87,8 +89,8 @@ static json_t *derived_spec(const json_t *spec, gerr *e, int *ret)
 }
 
 /* An override {"value": x, "reason": "..."} of a formula-check parameter. */
-static int parse_param(const json_t *spec, const char *key, double dflt, const char *why,
-                       double lo, double hi, nv_grad_param *ret, gerr *e)
+static int parse_param(const json_t *spec, const char *key, double dflt, const char *why, double lo,
+                       double hi, nv_grad_param *ret, gerr *e)
 {
     char ptr[64];
     snprintf(ptr, sizeof ptr, "/%s", key);
@@ -128,8 +130,8 @@ static int parse_order_mode(const json_t *spec, nv_gradspec *g, gerr *e)
         g->order = (int)json_integer_value(o);
     }
     const json_t *m = json_object_get(spec, "mode");
-    if (m && (!json_is_string(m) || (strcmp(json_string_value(m), "full") &&
-                                     strcmp(json_string_value(m), "fast"))))
+    if (m && (!json_is_string(m) ||
+              (strcmp(json_string_value(m), "full") && strcmp(json_string_value(m), "fast"))))
         return fail(e, "/mode", "'%s' is not a mode: use \"full\" or \"fast\"",
                     json_is_string(m) ? json_string_value(m) : "(not a string)");
     g->fast = m && strcmp(json_string_value(m), "fast") == 0;
@@ -147,7 +149,8 @@ static int check_classes(const nv_jobspec *b, gerr *e)
             continue;
         char ptr[32];
         snprintf(ptr, sizeof ptr, "/inputs/%d", i);
-        return fail(e, ptr, "input class '%s' is not usable for gradients (finite differences "
+        return fail(e, ptr,
+                    "input class '%s' is not usable for gradients (finite differences "
                     "need a smooth neighbourhood): use \"normal\" or \"uniform\"",
                     nv_input_class_name(b->classes[i]));
     }
@@ -192,9 +195,11 @@ static int check_sizes(const nv_gradspec *g, gerr *e)
             char ptr[32];
             snprintf(ptr, sizeof ptr, "/shapes/%d", j);
             if (!g->fast && entries > NV_GRAD_MAX_JACOBIAN)
-                return fail(e, ptr, "the structured Jacobian of input '%s' has %lld entries, "
+                return fail(e, ptr,
+                            "the structured Jacobian of input '%s' has %lld entries, "
                             "more than %lld for \"mode\": \"full\"; use \"mode\": \"fast\" or "
-                            "a smaller shape", b->op->inputs[i].name, (long long)entries,
+                            "a smaller shape",
+                            b->op->inputs[i].name, (long long)entries,
                             (long long)NV_GRAD_MAX_JACOBIAN);
         }
     }
@@ -240,7 +245,8 @@ int nv_gradspec_parse(const json_t *spec, nv_gradspec **ret, char **ret_pointer,
     if (!g)
         return -ENOMEM;
     int r = nv_gradspec_is(spec) ? parse_all(spec, g, &e)
-                                 : fail(&e, "/kind", "not a gradient job: \"kind\" must be "
+                                 : fail(&e, "/kind",
+                                        "not a gradient job: \"kind\" must be "
                                         "\"gradient\"");
     if (r < 0) {
         nv_gradspec_free(g);

@@ -88,28 +88,46 @@ static double tanh_e(double x)
 static double f_unary(int id, const nv_op_attrs *a, double x)
 {
     switch (id) {
-    case NVO_NEG: return -x;
-    case NVO_ABS: return fabs(x);
-    case NVO_SQRT: return sqrt(x);
-    case NVO_RSQRT: return 1 / sqrt(x);
-    case NVO_RECIPROCAL: return 1 / x;
-    case NVO_EXP: return exp(x);
-    case NVO_EXP2: return exp2(x);
-    case NVO_EXPM1: return expm1(x);
-    case NVO_LOG: return log(x);
-    case NVO_LOG2: return log2(x);
-    case NVO_LOG1P: return log1p(x);
-    case NVO_SIN: return sin(x);
-    case NVO_COS: return cos(x);
-    case NVO_TANH: return tanh_e(x);
-    case NVO_SIGMOID: return sigm(x);
-    case NVO_ERF: return erf(x);
+    case NVO_NEG:
+        return -x;
+    case NVO_ABS:
+        return fabs(x);
+    case NVO_SQRT:
+        return sqrt(x);
+    case NVO_RSQRT:
+        return 1 / sqrt(x);
+    case NVO_RECIPROCAL:
+        return 1 / x;
+    case NVO_EXP:
+        return exp(x);
+    case NVO_EXP2:
+        return exp2(x);
+    case NVO_EXPM1:
+        return expm1(x);
+    case NVO_LOG:
+        return log(x);
+    case NVO_LOG2:
+        return log2(x);
+    case NVO_LOG1P:
+        return log1p(x);
+    case NVO_SIN:
+        return sin(x);
+    case NVO_COS:
+        return cos(x);
+    case NVO_TANH:
+        return tanh_e(x);
+    case NVO_SIGMOID:
+        return sigm(x);
+    case NVO_ERF:
+        return erf(x);
     case NVO_GELU:
         if (a->gelu_tanh)
             return 0.5 * x * (1 + tanh(SQRT_2_PI * (x + GELU_C * x * x * x)));
         return 0.5 * x * erfc(-x / M_SQRT2);
-    case NVO_SILU: return x * sigm(x);
-    default: return fmax(x, 0); /* relu */
+    case NVO_SILU:
+        return x * sigm(x);
+    default:
+        return fmax(x, 0); /* relu */
     }
 }
 
@@ -118,23 +136,47 @@ static void d_unary(int id, const nv_op_attrs *a, double x, double *d, double *d
 {
     double t, s, v;
     switch (id) {
-    case NVO_NEG: v = -1; break;
-    case NVO_ABS: v = x > 0 ? 1 : -1; break;
-    case NVO_SQRT: v = 0.5 / sqrt(x); break;
-    case NVO_RSQRT: v = -0.5 / (x * sqrt(x)); break;
-    case NVO_RECIPROCAL: v = -1 / (x * x); break;
-    case NVO_EXP: v = exp(x); break;
-    case NVO_EXP2: v = M_LN2 * exp2(x); break;
+    case NVO_NEG:
+        v = -1;
+        break;
+    case NVO_ABS:
+        v = x > 0 ? 1 : -1;
+        break;
+    case NVO_SQRT:
+        v = 0.5 / sqrt(x);
+        break;
+    case NVO_RSQRT:
+        v = -0.5 / (x * sqrt(x));
+        break;
+    case NVO_RECIPROCAL:
+        v = -1 / (x * x);
+        break;
+    case NVO_EXP:
+        v = exp(x);
+        break;
+    case NVO_EXP2:
+        v = M_LN2 * exp2(x);
+        break;
     case NVO_EXPM1:
         v = exp(x);
         *d = v;
         *dabs = 1 + fabs(expm1(x)); /* device: gy (y + 1) from the saved y */
         return;
-    case NVO_LOG: v = 1 / x; break;
-    case NVO_LOG2: v = 1 / (x * M_LN2); break;
-    case NVO_LOG1P: v = 1 / (1 + x); break;
-    case NVO_SIN: v = cos(x); break;
-    case NVO_COS: v = -sin(x); break;
+    case NVO_LOG:
+        v = 1 / x;
+        break;
+    case NVO_LOG2:
+        v = 1 / (x * M_LN2);
+        break;
+    case NVO_LOG1P:
+        v = 1 / (1 + x);
+        break;
+    case NVO_SIN:
+        v = cos(x);
+        break;
+    case NVO_COS:
+        v = -sin(x);
+        break;
     case NVO_TANH: { /* sech^2 x = 4e / (1 + e)^2, e = exp(-2|x|): no cancellation */
         double e = exp(-2 * fabs(x)), q = 1 / (1 + e);
         t = (1 - e) * q;
@@ -149,7 +191,9 @@ static void d_unary(int id, const nv_op_attrs *a, double x, double *d, double *d
         *dabs = s * (1 + s);
         return;
     }
-    case NVO_ERF: v = TWO_SQRT_PI * exp(-x * x); break;
+    case NVO_ERF:
+        v = TWO_SQRT_PI * exp(-x * x);
+        break;
     case NVO_GELU:
         if (a->gelu_tanh) {
             double k = SQRT_2_PI * (1 + 3 * GELU_C * x * x);
@@ -168,7 +212,9 @@ static void d_unary(int id, const nv_op_attrs *a, double x, double *d, double *d
         *d = s * (1 + x * (1 - s));
         *dabs = s * (1 + fabs(x) * (1 + s));
         return;
-    default: v = x > 0 ? 1 : 0; break; /* relu */
+    default:
+        v = x > 0 ? 1 : 0;
+        break; /* relu */
     }
     *d = v;
     *dabs = fabs(v);
@@ -177,14 +223,22 @@ static void d_unary(int id, const nv_op_attrs *a, double x, double *d, double *d
 static double f_multi(int id, const double *v)
 {
     switch (id) {
-    case NVO_ADD: return v[0] + v[1];
-    case NVO_SUB: return v[0] - v[1];
-    case NVO_MUL: return v[0] * v[1];
-    case NVO_DIV: return v[0] / v[1];
-    case NVO_POW: return pow(v[0], v[1]);
-    case NVO_MAXIMUM: return fmax(v[0], v[1]);
-    case NVO_MINIMUM: return fmin(v[0], v[1]);
-    default: return fma(v[0], v[1], v[2]);
+    case NVO_ADD:
+        return v[0] + v[1];
+    case NVO_SUB:
+        return v[0] - v[1];
+    case NVO_MUL:
+        return v[0] * v[1];
+    case NVO_DIV:
+        return v[0] / v[1];
+    case NVO_POW:
+        return pow(v[0], v[1]);
+    case NVO_MAXIMUM:
+        return fmax(v[0], v[1]);
+    case NVO_MINIMUM:
+        return fmin(v[0], v[1]);
+    default:
+        return fma(v[0], v[1], v[2]);
     }
 }
 
@@ -193,10 +247,18 @@ static void d_multi(int id, const double *v, double *d, double *dabs)
 {
     double x = v[0], y = v[1];
     switch (id) {
-    case NVO_ADD: d[0] = 1, d[1] = 1; break;
-    case NVO_SUB: d[0] = 1, d[1] = -1; break;
-    case NVO_MUL: d[0] = y, d[1] = x; break;
-    case NVO_DIV: d[0] = 1 / y, d[1] = -x / (y * y); break;
+    case NVO_ADD:
+        d[0] = 1, d[1] = 1;
+        break;
+    case NVO_SUB:
+        d[0] = 1, d[1] = -1;
+        break;
+    case NVO_MUL:
+        d[0] = y, d[1] = x;
+        break;
+    case NVO_DIV:
+        d[0] = 1 / y, d[1] = -x / (y * y);
+        break;
     case NVO_POW: {
         double p = pow(x, y);
         d[0] = y * pow(x, y - 1);
@@ -208,9 +270,15 @@ static void d_multi(int id, const double *v, double *d, double *dabs)
         dabs[1] = p * (fabs(log(x)) + 1) * amp;
         return;
     }
-    case NVO_MAXIMUM: d[0] = x > y, d[1] = !(x > y); break;
-    case NVO_MINIMUM: d[0] = x < y, d[1] = !(x < y); break;
-    default: d[0] = v[1], d[1] = v[0], d[2] = 1; break; /* fma */
+    case NVO_MAXIMUM:
+        d[0] = x > y, d[1] = !(x > y);
+        break;
+    case NVO_MINIMUM:
+        d[0] = x < y, d[1] = !(x < y);
+        break;
+    default:
+        d[0] = v[1], d[1] = v[0], d[2] = 1;
+        break; /* fma */
     }
     for (int k = 0; k < 3; k++)
         dabs[k] = fabs(d[k]);
@@ -346,8 +414,8 @@ static void map_set(nv_jac_map *m, int64_t e, int64_t g, int64_t p)
 
 /* Row-wise: x's lines are the groups, the position along the line the
  * position; weight/bias element k is group k at position 0. */
-static void map_rows(nv_jac_map *m, const nv_op_def *op, const nv_op_attrs *a,
-                     const nv_tensor *x, int i, bool dense)
+static void map_rows(nv_jac_map *m, const nv_op_def *op, const nv_op_attrs *a, const nv_tensor *x,
+                     int i, bool dense)
 {
     nvb_lines L;
     nvb_lines_of(op, a, x, &L);
@@ -402,8 +470,8 @@ static int64_t out_numel(const nv_op_def *op, const nv_op_attrs *a, int n_in,
     return n;
 }
 
-int nv_jac_map_new(const nv_op_def *op, const nv_op_attrs *a, int n_in,
-                   const nv_tensor *const *in, int i, nv_jac_map **ret)
+int nv_jac_map_new(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
+                   int i, nv_jac_map **ret)
 {
     if (!nv_op_has_backward(op, a) || !nv_op_grad_input(op, i) || i >= n_in)
         return -EINVAL;
@@ -515,14 +583,22 @@ int nv_op_grad_domain(const nv_op_def *op, const nv_op_attrs *a, int n_in, nv_te
         switch (id) {
         case NVO_ABS:
         case NVO_RELU:
-        case NVO_RECIPROCAL: *v = away_from_zero(dt, *v, 0.25); break;
+        case NVO_RECIPROCAL:
+            *v = away_from_zero(dt, *v, 0.25);
+            break;
         case NVO_SQRT:
         case NVO_RSQRT:
         case NVO_LOG:
         case NVO_LOG2:
-        case NVO_POW: *v = positive(dt, *v, 0.25, 8); break;
-        case NVO_LOG1P: *v = rnd(dt, fmax(*v, -0.75)); break;
-        case NVO_DIV: in[1]->data[e] = away_from_zero(dt, in[1]->data[e], 0.25); break;
+        case NVO_POW:
+            *v = positive(dt, *v, 0.25, 8);
+            break;
+        case NVO_LOG1P:
+            *v = rnd(dt, fmax(*v, -0.75));
+            break;
+        case NVO_DIV:
+            in[1]->data[e] = away_from_zero(dt, in[1]->data[e], 0.25);
+            break;
         case NVO_MAXIMUM:
         case NVO_MINIMUM:
             if (fabs(*v - in[1]->data[e]) < 0.125)
@@ -530,8 +606,11 @@ int nv_op_grad_domain(const nv_op_def *op, const nv_op_attrs *a, int n_in, nv_te
             break;
         case NVO_EXP:
         case NVO_EXP2:
-        case NVO_EXPM1: *v = rnd(dt, fmin(fmax(*v, -8), 8)); break;
-        default: break;
+        case NVO_EXPM1:
+            *v = rnd(dt, fmin(fmax(*v, -8), 8));
+            break;
+        default:
+            break;
         }
     }
     if (id == NVO_POW)

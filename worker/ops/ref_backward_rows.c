@@ -107,7 +107,9 @@ static void forward_line(rowctx *c, int64_t l, double *out)
             v += X(c, l, j);
         out[l] = c->id == NVO_MEAN ? v / (double)n : v;
         return;
-    case NVO_MAX: out[l] = line_max(c, l, NULL); return;
+    case NVO_MAX:
+        out[l] = line_max(c, l, NULL);
+        return;
     case NVO_VAR:
         mu = line_mean(c, l, NULL);
         for (int64_t j = 0; j < n; j++)
@@ -119,7 +121,9 @@ static void forward_line(rowctx *c, int64_t l, double *out)
             v += X(c, l, j) * X(c, l, j);
         out[l] = sqrt(v);
         return;
-    case NVO_LOGSUMEXP: out[l] = line_softmax(c, l); return;
+    case NVO_LOGSUMEXP:
+        out[l] = line_softmax(c, l);
+        return;
     case NVO_CROSS_ENTROPY: {
         double lse = line_softmax(c, l);
         out[l] = lse - X(c, l, (int64_t)c->in[1]->data[l]);
@@ -225,8 +229,7 @@ static void vjp_reduce_line(rowctx *c, int64_t l, double g, const vjp_out *o)
         mu = line_mean(c, l, &mabs);
         double d = 2 / (double)(n - c->a->correction);
         for (int64_t j = 0; j < n; j++)
-            put(o, 0, AT(c, l, j), g * d * (X(c, l, j) - mu),
-                ag * d * (fabs(X(c, l, j)) + mabs));
+            put(o, 0, AT(c, l, j), g * d * (X(c, l, j) - mu), ag * d * (fabs(X(c, l, j)) + mabs));
         return;
     }
     case NVO_NORM2:
@@ -328,13 +331,19 @@ int nvb_vjp_rows(int id, const nv_op_attrs *a, const nv_tensor *const *in, const
     for (int64_t l = 0; l < lines; l++) {
         switch (id) {
         case NVO_SOFTMAX:
-        case NVO_LOG_SOFTMAX: vjp_softmax_line(&c, l, gy, &o); break;
+        case NVO_LOG_SOFTMAX:
+            vjp_softmax_line(&c, l, gy, &o);
+            break;
         case NVO_LAYER_NORM:
-        case NVO_RMS_NORM: vjp_norm_line(&c, l, gy, &o); break;
+        case NVO_RMS_NORM:
+            vjp_norm_line(&c, l, gy, &o);
+            break;
         case NVO_CROSS_ENTROPY:
             vjp_ce_line(&c, l, a->reduction_mean ? gy[0] / (double)lines : gy[l], &o);
             break;
-        default: vjp_reduce_line(&c, l, gy[l], &o); break;
+        default:
+            vjp_reduce_line(&c, l, gy[l], &o);
+            break;
         }
     }
     free(c.buf);
@@ -408,20 +417,31 @@ static double sens_unary(int id, double x, double g)
 {
     double y, ag = fabs(g);
     switch (id) {
-    case NVO_TANH: y = tanh(x); return ag * 2 * y * y;
-    case NVO_SIGMOID: y = 1 / (1 + exp(-x)); return ag * y * (1 + 2 * y);
-    case NVO_EXP: return ag * exp(x);
-    case NVO_EXP2: return ag * M_LN2 * exp2(x);
-    case NVO_EXPM1: return ag * fabs(expm1(x));
-    case NVO_SQRT: return ag * 0.5 / sqrt(x);
-    case NVO_RSQRT: return ag * 1.5 / (x * sqrt(x));
-    case NVO_RECIPROCAL: return ag * 2 / (x * x);
-    default: return 0;
+    case NVO_TANH:
+        y = tanh(x);
+        return ag * 2 * y * y;
+    case NVO_SIGMOID:
+        y = 1 / (1 + exp(-x));
+        return ag * y * (1 + 2 * y);
+    case NVO_EXP:
+        return ag * exp(x);
+    case NVO_EXP2:
+        return ag * M_LN2 * exp2(x);
+    case NVO_EXPM1:
+        return ag * fabs(expm1(x));
+    case NVO_SQRT:
+        return ag * 0.5 / sqrt(x);
+    case NVO_RSQRT:
+        return ag * 1.5 / (x * sqrt(x));
+    case NVO_RECIPROCAL:
+        return ag * 2 / (x * x);
+    default:
+        return 0;
     }
 }
 
-int nv_op_vjp_sens(const nv_op_def *op, const nv_op_attrs *a, int n_in,
-                   const nv_tensor *const *in, const double *gy, double *sens)
+int nv_op_vjp_sens(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
+                   const double *gy, double *sens)
 {
     int id = nvo_op_id(op);
     if (id < 0 || n_in < 1)

@@ -9,15 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "test-emu.h"
 #include "tap.h"
+#include "test-emu.h"
 #include "worker/backends/loader.h"
 
 /* Backward of op with inputs in[], saved (as the emu declares), gy; the first
  * gradient decoded into *ret (caller frees), or NULL with *ret_rc. */
-static nv_tensor *backward(emu_t *e, const char *op, int n, const nv_tensor *const *in,
-                           int n_saved, const nv_tensor *const *saved, const nv_tensor *gy,
-                           int n_grads, int which, int *ret_rc, char *err)
+static nv_tensor *backward(emu_t *e, const char *op, int n, const nv_tensor *const *in, int n_saved,
+                           const nv_tensor *const *saved, const nv_tensor *gy, int n_grads,
+                           int which, int *ret_rc, char *err)
 {
     nv_tensor_view iv[4], sv[4], gv, out[4];
     memset(out, 0, sizeof out);
@@ -26,9 +26,15 @@ static nv_tensor *backward(emu_t *e, const char *op, int n, const nv_tensor *con
     for (int i = 0; i < n_saved; i++)
         nvw_view_from_tensor(saved[i], &sv[i]);
     nvw_view_from_tensor(gy, &gv);
-    nv_backward_call c = {.op = op, .attrs_json = "{}", .n_inputs = n, .inputs = iv,
-                          .n_saved = n_saved, .saved = sv, .grad_output = &gv,
-                          .n_grads = n_grads, .grad_inputs = out};
+    nv_backward_call c = {.op = op,
+                          .attrs_json = "{}",
+                          .n_inputs = n,
+                          .inputs = iv,
+                          .n_saved = n_saved,
+                          .saved = sv,
+                          .grad_output = &gv,
+                          .n_grads = n_grads,
+                          .grad_inputs = out};
     int rc = e->tb->backward(e->ctx, &c, err, ERRLEN);
     nv_tensor *g = rc == NV_OK ? nvw_tensor_from_view(&out[which], false) : NULL;
     if (g && out[which].dtype != (int32_t)in[which]->dtype)
@@ -73,9 +79,9 @@ static void test_tanh_from_y(void)
     json_t *dj = json_loads(d, 0, &je);
     json_t *saved = json_object_get(dj, "saved"), *want = json_pack("[s]", "output:0");
     tap_ok(json_equal(json_object_get(saved, "tanh"), want) &&
-           json_array_size(json_object_get(saved, "layer_norm")) == 3 &&
-           !strcmp(json_string_value(json_object_get(dj, "gradient_dtype")), "input") &&
-           json_is_false(json_object_get(dj, "inference_only")),
+               json_array_size(json_object_get(saved, "layer_norm")) == 3 &&
+               !strcmp(json_string_value(json_object_get(dj, "gradient_dtype")), "input") &&
+               json_is_false(json_object_get(dj, "inference_only")),
            "describe: saved lists (tanh output, layer_norm inputs), gradient dtype, not "
            "inference-only");
     json_decref(want);
@@ -131,7 +137,7 @@ static void test_refusals(void)
     json_error_t je;
     json_t *dj = json_loads(e.tb->describe(e.ctx), 0, &je);
     tap_ok(rc == NV_E_UNSUPPORTED && strstr(err, "inference-only") &&
-           json_is_true(json_object_get(dj, "inference_only")),
+               json_is_true(json_object_get(dj, "inference_only")),
            "inference_only=on: describe says so, backward refused: %s", err);
     json_decref(dj);
     nv_tensor_free(g);

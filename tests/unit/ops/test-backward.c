@@ -31,30 +31,45 @@ static nv_tensor *vec(int ndim, const int64_t *shape, const double *v)
 
 static double complex cf(const char *op, double complex z)
 {
-    if (!strcmp(op, "exp")) return cexp(z);
-    if (!strcmp(op, "exp2")) return cexp(z * M_LN2);
-    if (!strcmp(op, "expm1")) return cexp(z) - 1;
-    if (!strcmp(op, "log")) return clog(z);
-    if (!strcmp(op, "log2")) return clog(z) / M_LN2;
-    if (!strcmp(op, "log1p")) return clog(1 + z);
-    if (!strcmp(op, "sin")) return csin(z);
-    if (!strcmp(op, "cos")) return ccos(z);
-    if (!strcmp(op, "tanh")) return ctanh(z);
-    if (!strcmp(op, "sigmoid")) return 1 / (1 + cexp(-z));
-    if (!strcmp(op, "silu")) return z / (1 + cexp(-z));
-    if (!strcmp(op, "sqrt")) return csqrt(z);
-    if (!strcmp(op, "rsqrt")) return 1 / csqrt(z);
-    if (!strcmp(op, "reciprocal")) return 1 / z;
-    if (!strcmp(op, "neg")) return -z;
+    if (!strcmp(op, "exp"))
+        return cexp(z);
+    if (!strcmp(op, "exp2"))
+        return cexp(z * M_LN2);
+    if (!strcmp(op, "expm1"))
+        return cexp(z) - 1;
+    if (!strcmp(op, "log"))
+        return clog(z);
+    if (!strcmp(op, "log2"))
+        return clog(z) / M_LN2;
+    if (!strcmp(op, "log1p"))
+        return clog(1 + z);
+    if (!strcmp(op, "sin"))
+        return csin(z);
+    if (!strcmp(op, "cos"))
+        return ccos(z);
+    if (!strcmp(op, "tanh"))
+        return ctanh(z);
+    if (!strcmp(op, "sigmoid"))
+        return 1 / (1 + cexp(-z));
+    if (!strcmp(op, "silu"))
+        return z / (1 + cexp(-z));
+    if (!strcmp(op, "sqrt"))
+        return csqrt(z);
+    if (!strcmp(op, "rsqrt"))
+        return 1 / csqrt(z);
+    if (!strcmp(op, "reciprocal"))
+        return 1 / z;
+    if (!strcmp(op, "neg"))
+        return -z;
     /* gelu, tanh form */
     return 0.5 * z * (1 + ctanh(0.79788456080286535588 * (z + 0.044715 * z * z * z)));
 }
 
 static void test_unary(void)
 {
-    static const char *const ops[] = {"exp", "exp2", "expm1", "log", "log2", "log1p", "sin",
-                                      "cos", "tanh", "sigmoid", "silu", "sqrt", "rsqrt",
-                                      "reciprocal", "neg", "gelu", NULL};
+    static const char *const ops[] = {"exp",   "exp2",       "expm1", "log",     "log2", "log1p",
+                                      "sin",   "cos",        "tanh",  "sigmoid", "silu", "sqrt",
+                                      "rsqrt", "reciprocal", "neg",   "gelu",    NULL};
     static const double xs[] = {0.3, 1.7, 2.5, 0.61};
     for (int k = 0; ops[k]; k++) {
         const nv_op_def *op = nv_op_find(ops[k]);
@@ -97,9 +112,8 @@ typedef struct rowcase {
     int n_in; /* x, then weight, bias for the norms */
 } rowcase;
 
-static void cforward(const char *op, int R, int C, const double complex *x,
-                     const double complex *w, const double complex *b, const double *tgt,
-                     double complex *y)
+static void cforward(const char *op, int R, int C, const double complex *x, const double complex *w,
+                     const double complex *b, const double *tgt, double complex *y)
 {
     for (int r = 0; r < R; r++) {
         const double complex *xr = x + r * C;
@@ -138,9 +152,9 @@ static void cforward(const char *op, int R, int C, const double complex *x,
 
 static void test_rows(void)
 {
-    static const rowcase cases[] = {{"softmax", 1}, {"log_softmax", 1}, {"logsumexp", 1},
-                                    {"cross_entropy", 2}, {"norm2", 1}, {"var", 1},
-                                    {"layer_norm", 3}, {"rms_norm", 2}};
+    static const rowcase cases[] = {{"softmax", 1},       {"log_softmax", 1}, {"logsumexp", 1},
+                                    {"cross_entropy", 2}, {"norm2", 1},       {"var", 1},
+                                    {"layer_norm", 3},    {"rms_norm", 2}};
     enum { R = 3, C = 5 };
     double x[R * C], w[C], b[C], tgt[R] = {0, 4, 2}, gy[R * C];
     for (int e = 0; e < R * C; e++)
@@ -188,8 +202,10 @@ static void test_rows(void)
             }
         }
         /* closed forms vs complex step: sums of a few terms, 2^-48 of their magnitude. */
-        tap_ok(r == 0 && worst <= 0x1p-48, "%s: VJP of every input = complex-step "
-               "(err %.2g of sum |terms|)", name, worst);
+        tap_ok(r == 0 && worst <= 0x1p-48,
+               "%s: VJP of every input = complex-step "
+               "(err %.2g of sum |terms|)",
+               name, worst);
         for (int i = 0; i < 3; i++)
             nv_tensor_free(in[i]);
     }
@@ -212,7 +228,8 @@ static void test_matmul(void)
     nv_jac_map_new(op, &a, 2, (const nv_tensor *const *)in, 1, &m);
     /* C[m, n] depends on column n of B: B[1, 0] is group 0 (column 0), position 1. */
     tap_ok(m && m->n_pos == 2 && m->n_groups == 2 && m->in_group[2] == 0 && m->in_pos[2] == 1 &&
-           m->out_group[1] == 1, "matmul: B's Jacobian groups are its columns");
+               m->out_group[1] == 1,
+           "matmul: B's Jacobian groups are its columns");
     nv_jac_map_free(m);
     nv_tensor_free(in[0]);
     nv_tensor_free(in[1]);
@@ -236,7 +253,7 @@ static void test_structure_and_domain(void)
            "layer_norm weight: one group per column");
     nv_jac_map_free(m);
     tap_ok(nv_op_jac_kind(sm, &a) == NV_JAC_ROW_BLOCK &&
-           nv_op_jac_kind(nv_op_find("tanh"), &a) == NV_JAC_DIAGONAL,
+               nv_op_jac_kind(nv_op_find("tanh"), &a) == NV_JAC_DIAGONAL,
            "declared kinds: softmax row_block, tanh diagonal");
     /* relu at 0 and a max tie are moved off the kink. */
     int64_t n = 3;
@@ -274,8 +291,9 @@ static void test_checks(void)
         int n_in = ops[k].n_inputs;
         for (int i = 0; i < n_in; i++) {
             bool param = ops[k].kind == NV_OPK_REDUCE && i > 0;
-            in[i] = param ? vec(1, ops[k].inputs[i].is_index ? &r : &c, NULL)
-                    : mm && i == 1 ? vec(2, (int64_t[]){4, 5}, NULL) : vec(2, s2, NULL);
+            in[i] = param          ? vec(1, ops[k].inputs[i].is_index ? &r : &c, NULL)
+                    : mm && i == 1 ? vec(2, (int64_t[]){4, 5}, NULL)
+                                   : vec(2, s2, NULL);
             for (int64_t e = 0; e < in[i]->numel; e++)
                 in[i]->data[e] = ops[k].inputs[i].is_index ? e % 4 : sin(3.1 * e + i) * 1.5;
             if (ops[k].inputs[i].is_index)
@@ -287,8 +305,15 @@ static void test_checks(void)
         double gy[64];
         for (int e = 0; e < 64; e++)
             gy[e] = cos(e * 0.9);
-        nvw_grad_problem p = {.op = &ops[k], .attrs = &a, .n_in = n_in, .in = in, .gy = gy,
-                              .eps = 1e-6, .atol = 1e-5, .rtol = 1e-3, .seed = 3};
+        nvw_grad_problem p = {.op = &ops[k],
+                              .attrs = &a,
+                              .n_in = n_in,
+                              .in = in,
+                              .gy = gy,
+                              .eps = 1e-6,
+                              .atol = 1e-5,
+                              .rtol = 1e-3,
+                              .seed = 3};
         for (int i = 0; i < n_in; i++) {
             if (!nv_op_grad_input(&ops[k], i))
                 continue;
@@ -325,29 +350,39 @@ static void test_spec(void)
     json_error_t e;
     json_t *ok = json_loads("{\"kind\":\"gradient\",\"op\":\"softmax\",\"dtypes\":[\"fp32\","
                             "\"bf16\"],\"shapes\":[[4,8]],\"order\":2,\"mode\":\"fast\","
-                            "\"eps\":{\"value\":1e-7,\"reason\":\"steep\"}}", 0, &e);
+                            "\"eps\":{\"value\":1e-7,\"reason\":\"steep\"}}",
+                            0, &e);
     nv_gradspec *g = NULL;
     int r = nv_gradspec_parse(ok, &g, NULL, NULL);
     tap_ok(r == 0 && g->order == 2 && g->fast && g->eps.value == 1e-7 && g->eps.set &&
-           g->atol.value == 1e-5 && g->base->n_cases == 2, "valid gradient spec parses");
+               g->atol.value == 1e-5 && g->base->n_cases == 2,
+           "valid gradient spec parses");
     nv_gradspec_free(g);
     json_decref(ok);
     expect_invalid("{\"kind\":\"gradient\",\"op\":\"cast\",\"dtypes\":[\"fp32\"],\"shapes\":[[4]],"
-                   "\"attrs\":{\"to\":\"bf16\"}}", "/op");
+                   "\"attrs\":{\"to\":\"bf16\"}}",
+                   "/op");
     expect_invalid("{\"kind\":\"gradient\",\"op\":\"exp\",\"dtypes\":[\"fp8_e4m3\"],"
-                   "\"shapes\":[[4]]}", "/dtypes/0");
+                   "\"shapes\":[[4]]}",
+                   "/dtypes/0");
     expect_invalid("{\"kind\":\"gradient\",\"op\":\"relu\",\"dtypes\":[\"fp32\"],\"shapes\":[[4]],"
-                   "\"inputs\":[\"normal\",\"near_zero\"]}", "/inputs/1");
+                   "\"inputs\":[\"normal\",\"near_zero\"]}",
+                   "/inputs/1");
     expect_invalid("{\"kind\":\"gradient\",\"op\":\"exp\",\"dtypes\":[\"fp32\"],\"shapes\":[[4]],"
-                   "\"order\":3}", "/order");
+                   "\"order\":3}",
+                   "/order");
     expect_invalid("{\"kind\":\"gradient\",\"op\":\"exp\",\"dtypes\":[\"fp32\"],\"shapes\":[[4]],"
-                   "\"mode\":\"quick\"}", "/mode");
+                   "\"mode\":\"quick\"}",
+                   "/mode");
     expect_invalid("{\"kind\":\"gradient\",\"op\":\"exp\",\"dtypes\":[\"fp32\"],\"shapes\":[[4]],"
-                   "\"atol\":{\"value\":1e-3}}", "/atol/reason");
+                   "\"atol\":{\"value\":1e-3}}",
+                   "/atol/reason");
     expect_invalid("{\"kind\":\"gradient\",\"op\":\"exp\",\"dtypes\":[\"fp32\"],\"shapes\":[[4]],"
-                   "\"layouts\":[\"strided\"]}", "/layouts");
+                   "\"layouts\":[\"strided\"]}",
+                   "/layouts");
     expect_invalid("{\"kind\":\"gradient\",\"op\":\"softmax\",\"dtypes\":[\"fp32\"],"
-                   "\"shapes\":[[1,8192]]}", "/shapes/0");
+                   "\"shapes\":[[1,8192]]}",
+                   "/shapes/0");
     expect_invalid("{\"kind\":\"gradient\",\"op\":\"exp\",\"dtypes\":[\"fp32\"],\"shapes\":[[4]],"
                    "\"device_tolerance\":{\"metric\":\"ulp\",\"max_ulp\":1}}",
                    "/device_tolerance/reason_code");
