@@ -304,12 +304,16 @@ static uint8_t *gather(const nv_tensor_view *v, size_t *ret_n)
 
 static json_t *tensor_desc(const char *name, const nv_tensor_view *v, size_t nbytes)
 {
-    json_t *shape = json_array();
-    for (int d = 0; d < v->ndim; d++)
+    json_t *shape = json_array(), *strides = json_array();
+    for (int d = 0; d < v->ndim; d++) {
         json_array_append_new(shape, json_integer(v->shape[d]));
-    return json_pack("{s:s, s:s, s:o, s:I}", "name", name, "dtype",
-                     nv_dtype_name((nv_dtype)v->dtype), "shape", shape, "nbytes",
-                     (json_int_t)nbytes);
+        json_array_append_new(strides, json_integer(v->strides[d]));
+    }
+    /* The payload is always contiguous; "strides" tells the harness the layout the
+     * job asked for (transposed, strided), so it can rebuild it on the device. */
+    return json_pack("{s:s, s:s, s:o, s:o, s:I}", "name", name, "dtype",
+                     nv_dtype_name((nv_dtype)v->dtype), "shape", shape, "strides", strides,
+                     "nbytes", (json_int_t)nbytes);
 }
 
 static int error_code(const char *code)
@@ -317,7 +321,9 @@ static int error_code(const char *code)
     static const struct { const char *name; int code; } map[] = {
         {"invalid", NV_E_INVALID}, {"shape", NV_E_SHAPE}, {"dtype", NV_E_DTYPE},
         {"unsupported", NV_E_UNSUPPORTED}, {"nondeterministic", NV_E_NONDETERMINISTIC},
-        {"device", NV_E_DEVICE}};
+        {"device", NV_E_DEVICE},
+        /* autograd's version-counter refusal: a saved tensor was modified in place */
+        {"inplace_modified", NV_E_INVALID}};
     for (size_t i = 0; code && i < sizeof(map) / sizeof(map[0]); i++)
         if (strcmp(code, map[i].name) == 0)
             return map[i].code;

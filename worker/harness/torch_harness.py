@@ -20,7 +20,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+import torch_autograd
+import torch_rng
+from torch_autograd import HarnessError
+
 PROTOCOL = 1
+AUTOGRAD = "builtin"  # set by --autograd
 
 # Element encodings shared with the C ABI (docs/BACKEND_ABI.md). bf16 travels as
 # its 16-bit pattern; numpy has no bf16, so it is viewed through int16.
@@ -33,12 +38,6 @@ DTYPES = {
     "int8": (torch.int8, np.int8, 1),
 }
 TORCH_TO_NAME = {v[0]: k for k, v in DTYPES.items()}
-
-
-class HarnessError(Exception):
-    def __init__(self, code, message):
-        super().__init__(message)
-        self.code = code
 
 
 def read_exact(stream, n):
@@ -64,12 +63,24 @@ def decode_tensor(desc, raw, device):
     t = torch.from_numpy(arr)
     if name == "bf16":
         t = t.view(torch.bfloat16)
-    return t.to(device)
+    t = t.to(device)
+    strides = desc.get("strides")
+    if strides and all(int(s) > 0 for s in strides) and [int(s) for s in strides] != list(t.stride()):
+        # The worker's view layout (transposed, strided): rebuild it on the device
+        # so torch's kernels see the same memory layout the job asked for.
+        laid = torch.empty_strided(shape, [int(s) for s in strides], dtype=t.dtype, device=device)
+        laid.copy_(t)
+        t = laid
+    return t
 
 
-def encode_tensor(name, t):
+def encode_tensor(name, t, device):
+    """Descriptor (with torch's own output strides), contiguous payload, and
+    whether the result lives somewhere else than the requested device."""
     t = t.detach()
-    fallback = t.device.type == "cpu"
+    want = torch.device(device)
+    fallback = t.device.type != want.type or (want.index is not None and t.device.index != want.index)
+    strides = list(t.stride())
     t = t.cpu().contiguous()
     dname = TORCH_TO_NAME.get(t.dtype)
     if dname is None:
@@ -83,7 +94,8 @@ def encode_tensor(name, t):
         raw = t.view(torch.int16).numpy().astype("<i2").tobytes()
     else:
         raw = t.numpy().astype(np.dtype(DTYPES[dname][1]).newbyteorder("<")).tobytes()
-    return {"name": name, "dtype": dname, "shape": list(t.shape), "nbytes": len(raw)}, raw, fallback
+    return {"name": name, "dtype": dname, "shape": list(t.shape), "strides": strides,
+            "nbytes": len(raw)}, raw, fallback
 
 
 def rms_norm(x, w, eps):
@@ -136,6 +148,9 @@ def forward_op(op, a, xs, out_dtype):
         "rms_norm": lambda: rms_norm(xs[0], xs[1], a.get("eps", 1e-5)),
         "cross_entropy": lambda: cross_entropy(xs, a),
         "matmul": lambda: matmul(xs, a),
+        "bmm": lambda: matmul(xs, a),
+        "max_unpool2d": lambda: max_unpool2d(xs[0]),
+        "index_add": lambda: index_add(xs[0]),
     }
     if op not in table:
         raise HarnessError("unsupported", f"op '{op}' is not in this harness")
@@ -161,47 +176,26 @@ def matmul(xs, a):
     return torch.matmul(xs[0], xs[1])
 
 
-class CustomTanh(torch.autograd.Function):
-    """tanh with a hand-written derivative, saved from the output as kernels do."""
+def max_unpool2d(x):
+    """Not a catalog op: a kernel PyTorch refuses on every device under
+    torch.use_deterministic_algorithms(True) (the determinism probe)."""
+    if x.dim() != 4:
+        raise HarnessError("shape", f"max_unpool2d needs [N, C, H, W], got {list(x.shape)}")
+    y, idx = F.max_pool2d(x, 2, return_indices=True)
+    return F.max_unpool2d(y, idx, 2)
 
-    @staticmethod
-    def forward(ctx, x):
-        y = torch.tanh(x)
-        ctx.save_for_backward(y)
-        return y
 
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return g * (1 - y * y)
+def index_add(x):
+    """Not a catalog op: index_add_ with repeated indices, non-deterministic on CUDA
+    (atomics); deterministic on the CPU."""
+    idx = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)
+    return torch.zeros_like(x).index_add_(0, idx, x)
 
 
 def backward_op(op, a, xs, grad_out):
-    """VJP through torch.autograd; attrs "autograd" picks how the derivative is
-    acquired: builtin formulas, a custom autograd.Function, or AOTAutograd."""
-    how = a.get("autograd", "builtin")
-    leaves = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in xs]
-
-    def f(*args):
-        if how == "custom_function" and op == "tanh":
-            return CustomTanh.apply(args[0])
-        return forward_op(op, a, list(args), None)
-
-    if how == "aot":
-        from functorch.compile import aot_function, make_boxed_func
-
-        def nop(fx_module, _inputs):
-            return make_boxed_func(fx_module.forward)
-
-        fn = aot_function(f, fw_compiler=nop, bw_compiler=nop)
-    elif how in ("builtin", "custom_function"):
-        fn = f
-    else:
-        raise HarnessError("invalid", f"autograd mode '{how}' is not one of builtin, custom_function, aot")
-    y = fn(*leaves)
-    diff = [x for x in leaves if x.requires_grad]
-    grads = torch.autograd.grad(y, diff, grad_out, allow_unused=True)
-    return [g if g is not None else torch.zeros_like(x) for g, x in zip(grads, diff)]
+    """VJP through torch.autograd; attr "autograd" (else --autograd) picks how the
+    derivative is acquired (worker/harness/torch_autograd.py)."""
+    return torch_autograd.vjp(a.get("autograd", AUTOGRAD), op, a, xs, grad_out, forward_op)
 
 
 def describe(device):
@@ -219,12 +213,15 @@ def describe(device):
         "mode": {"deterministic": torch.are_deterministic_algorithms_enabled(),
                  "tf32_matmul": bool(getattr(torch.backends.cuda.matmul, "allow_tf32", False)),
                  "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
-                 "float32_matmul_precision": torch.get_float32_matmul_precision()},
+                 "float32_matmul_precision": torch.get_float32_matmul_precision(),
+                 "autograd": AUTOGRAD},
         "contract": {"dtypes": sorted(DTYPES), "autocast": {"lower_precision": autocast_lower,
                                                              "fp32": autocast_fp32}},
         "inference_only": False,
+        "gradient_dtype": "input",
         "nondeterministic_ops": [],
-        "saved": {"tanh": ["output:0"], "sigmoid": ["output:0"], "exp": ["output:0"]},
+        # autograd keeps what it saves itself: the worker need not pass saved tensors
+        "saved": {},
     }
 
 
@@ -233,6 +230,42 @@ def send(out, header, payloads=()):
     for p in payloads:
         out.write(p)
     out.flush()
+
+
+def classify(e):
+    """PyTorch reports refusals as RuntimeError; the protocol code by their text."""
+    text = str(e)
+    if "does not have a deterministic implementation" in text:
+        return "nondeterministic"
+    if "modified by an inplace operation" in text:
+        return "inplace_modified"
+    if "not implemented for" in text:  # e.g. "exp_vml_cpu" not implemented for 'Half'
+        return "dtype"
+    if "size" in text or "shape" in text:
+        return "shape"
+    return "device"
+
+
+def handle(device, msg, tensors):
+    """(names, tensors, extra header fields) of the reply to one request."""
+    kind, attrs = msg.get("type"), msg.get("attrs") or {}
+    if kind == "forward":
+        return ["output:0"], [forward_op(msg["op"], attrs, tensors, msg.get("out_dtype"))], {}
+    if kind in ("backward", "double_backward"):
+        n_in, n_saved = int(msg["n_inputs"]), int(msg.get("n_saved", 0))
+        xs, gy = tensors[:n_in], tensors[n_in + n_saved]
+        how = attrs.get("autograd", AUTOGRAD)
+        if kind == "backward":
+            outs = torch_autograd.vjp(how, msg["op"], attrs, xs, gy, forward_op)
+        else:
+            outs = torch_autograd.hvp(how, msg["op"], attrs, xs, gy, tensors[n_in + n_saved + 1],
+                                      forward_op)
+        return [f"grad_input:{i}" for i in range(len(outs))], outs, {"autograd": how}
+    if kind == "rng":
+        got = torch_rng.streams(device, int(msg.get("seed", 0)), int(msg.get("n", 1024)),
+                                float(msg.get("p", 0.5)))
+        return list(got), list(got.values()), {}
+    raise HarnessError("invalid", f"unknown message type '{kind}'")
 
 
 def serve(device, inp, out):
@@ -252,31 +285,18 @@ def serve(device, inp, out):
         raws = [read_exact(inp, int(d["nbytes"])) for d in msg.get("tensors", [])]
         try:
             tensors = [decode_tensor(d, r, device) for d, r in zip(msg.get("tensors", []), raws)]
-            attrs = msg.get("attrs") or {}
-            if msg.get("type") == "forward":
-                outs = [forward_op(msg["op"], attrs, tensors, msg.get("out_dtype"))]
-                names = ["output:0"]
-            elif msg.get("type") == "backward":
-                n_in, n_saved = int(msg["n_inputs"]), int(msg.get("n_saved", 0))
-                outs = backward_op(msg["op"], attrs, tensors[:n_in], tensors[n_in + n_saved])
-                names = [f"grad_input:{i}" for i in range(len(outs))]
-            else:
-                raise HarnessError("invalid", f"unknown message type '{msg.get('type')}'")
-            enc = [encode_tensor(n, t) for n, t in zip(names, outs)]
-            fallback = device != "cpu" and any(e[2] for e in enc)
-            send(out, {"type": "result", "id": msg.get("id"), "status": "ok", "fallback": fallback,
-                       "tensors": [e[0] for e in enc]}, [e[1] for e in enc])
+            names, outs, extra = handle(device, msg, tensors)
+            enc = [encode_tensor(n, t, device) for n, t in zip(names, outs)]
+            send(out, dict({"type": "result", "id": msg.get("id"), "status": "ok",
+                            "fallback": any(e[2] for e in enc),
+                            "tensors": [e[0] for e in enc]}, **extra), [e[1] for e in enc])
         except HarnessError as e:
             send(out, {"type": "result", "id": msg.get("id"), "status": "error",
                        "code": e.code, "message": str(e)})
         except RuntimeError as e:
-            # PyTorch reports refusals (shape checks, deterministic-algorithm errors,
-            # autograd version-counter errors) as RuntimeError; classify by text.
             text = str(e)
-            code = "nondeterministic" if "deterministic" in text else (
-                "shape" if "size" in text or "shape" in text else "device")
             send(out, {"type": "result", "id": msg.get("id"), "status": "error",
-                       "code": code, "message": text.splitlines()[0] if text else "RuntimeError"})
+                       "code": classify(e), "message": text.splitlines()[0] if text else "RuntimeError"})
 
 
 def main():
@@ -286,7 +306,11 @@ def main():
                     help="torch.use_deterministic_algorithms(True)")
     ap.add_argument("--threads", type=int, default=1,
                     help="intra-op threads (the worker already runs cases in parallel)")
+    ap.add_argument("--autograd", default="builtin", choices=torch_autograd.MODES,
+                    help="how backward acquires derivatives when a request does not say")
     args = ap.parse_args()
+    global AUTOGRAD
+    AUTOGRAD = args.autograd
     torch.set_num_threads(args.threads)
     if args.deterministic:
         torch.use_deterministic_algorithms(True)
