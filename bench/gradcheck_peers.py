@@ -13,7 +13,9 @@ layer_norm (last axis, weight and bias) against central differences in fp64
 - fast: one projection v^T J u per input on both sides (torch fast_mode=True).
 torch runs with check_undefined_grad=False (and the batched/forward-AD checks
 off, their defaults), so it does only the Jacobian comparison numval does.
-Timings: best of several runs (one run for torch full at 4096, ~20 s each).
+Timings: process CPU time (the machine may be shared; wall time would charge
+each side for other processes), best of several runs (one run for torch full at
+4096, ~20 s each); torch runs with 1 intra-op thread, numval in one thread.
 """
 import json
 import os
@@ -44,10 +46,10 @@ def time_torch(op, n, fast, budget):
     fn, args = torch_fn(op, n)
     best, total, reps = float("inf"), 0.0, 0
     while reps < 1 or (total < budget and reps < 5):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         ok = torch.autograd.gradcheck(fn, args, eps=1e-6, atol=1e-5, rtol=1e-3,
                                       check_undefined_grad=False, fast_mode=fast)
-        dt = time.perf_counter() - t0
+        dt = time.process_time() - t0
         best, total, reps = min(best, dt), total + dt, reps + 1
     return best, ok
 
@@ -66,15 +68,17 @@ def main():
     print(f"torch {torch.__version__} (1 thread), numval: fp64 checks in one thread")
     p = subprocess.run([bench, "0.2"], capture_output=True, text=True, check=True)
     ours = {(d["op"], d["n"], d["mode"]): d for d in map(json.loads, p.stdout.splitlines())}
-    print(f"{'op':<11}{'n':>6} {'mode':<5}{'numval s':>12}{'torch s':>12}{'speedup':>10}"
-          f"{'numval checked':>16}{'both pass':>10}")
+    print(f"numval bench: {bench}")
+    print(f"{'op':<11}{'n':>6} {'mode':<5}{'numval us':>12}{'torch us':>14}{'speedup':>10}"
+          f"{'numval checked':>16}{'fwd/vjp':>10}{'both pass':>10}")
     for (op, n, mode), d in ours.items():
         if quick and n == 4096 and mode == "full":
             continue
         t, ok = time_torch(op, n, mode == "fast", 0.5 if mode == "fast" or n < 4096 else 0)
-        print(f"{op:<11}{n:>6} {mode:<5}{d['seconds']:>12.6f}{t:>12.6f}"
-              f"{t / d['seconds']:>9.0f}x{d['checked']:>16}{str(d['passed'] and ok):>10}",
-              flush=True)
+        calls = f"{d['forward_calls']}/{d['vjp_calls']}"
+        print(f"{op:<11}{n:>6} {mode:<5}{d['seconds'] * 1e6:>12.1f}{t * 1e6:>14.1f}"
+              f"{t / d['seconds']:>9.0f}x{d['checked']:>16}{calls:>10}"
+              f"{str(d['passed'] and ok):>10}", flush=True)
 
 
 if __name__ == "__main__":
