@@ -9,6 +9,7 @@
 
 #include "run_fused.h"
 #include "run_gradient.h"
+#include "run_longrun.h"
 #include "run_internal.h"
 
 static int set_err(char **ret_err, const char *fmt, const char *a, const char *b)
@@ -151,6 +152,8 @@ int nvw_run_job(const json_t *spec, const char *backend_spec, const nvw_run_opts
         return nvw_run_gradient(spec, backend_spec, opts, ret_result, ret_err);
     if (nv_fusedspec_is(spec)) /* kind "fused": run_fused.c */
         return nvw_run_fused(spec, backend_spec, opts, ret_result, ret_err);
+    if (nv_longrun_is(spec)) /* kind "longrun": run_longrun.c */
+        return nvw_run_longrun(spec, backend_spec, opts, ret_result, ret_err);
     nvw_job job;
     memset(&job, 0, sizeof job);
     pthread_mutex_init(&job.lock, NULL);

@@ -11,6 +11,7 @@
 #include "../../include/numval/backend.h"
 #include "fusedspec.h"
 #include "gradspec.h"
+#include "longrunspec.h"
 
 typedef struct perr {
     char *ptr;
@@ -696,6 +697,8 @@ int nv_jobspec_validate(const json_t *spec, char **ret_pointer, char **ret_msg)
         return nv_gradspec_validate(spec, ret_pointer, ret_msg);
     if (nv_fusedspec_is(spec)) /* kind "fused": jobspec_fused.c */
         return nv_fusedspec_validate(spec, ret_pointer, ret_msg);
+    if (nv_longrun_is(spec)) /* kind "longrun": jobspec_longrun.c */
+        return nv_longrun_validate(spec, ret_pointer, ret_msg);
     nv_jobspec *s = NULL;
     int r = nv_jobspec_parse(spec, &s, ret_pointer, ret_msg);
     nv_jobspec_free(s);

@@ -1,0 +1,291 @@
+/* Executors of the long-run tape: the device (the backend's forward and backward
+ * entries, tensors encoded across the ABI) and the host fp64 reference (the
+ * catalog's plain fp64 forward and reference VJP). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/backward.h"
+#include "train_internal.h"
+
+static int parse_attrs(nvw_exec *ex, const nv_op_def *op, const char *attrs, nv_op_attrs *a)
+{
+    json_error_t je;
+    json_t *o = json_loads(attrs ? attrs : "{}", 0, &je);
+    char *msg = NULL;
+    int r = nv_op_parse_attrs(op, o, a, &msg);
+    json_decref(o);
+    if (r < 0) {
+        snprintf(ex->err, sizeof ex->err, "attrs '%s' of op '%s': %s", attrs, op->name,
+                 msg ? msg : "invalid");
+        free(msg);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* ex->err = fmt(name) + ex->err, truncated to fit. */
+static void prefix_err(nvw_exec *ex, const char *fmt, const char *name)
+{
+    char m[sizeof ex->err + 128];
+    int k = snprintf(m, sizeof m, fmt, name);
+    if (k < 0 || (size_t)k >= sizeof m)
+        return;
+    snprintf(m + k, sizeof m - (size_t)k, "%s", ex->err);
+    memcpy(ex->err, m, sizeof ex->err - 1);
+    ex->err[sizeof ex->err - 1] = 0;
+}
+
+nv_tensor *nvw_tensor_like(const nv_tensor *t, nv_dtype dt)
+{
+    return nv_tensor_new(dt, t->ndim, t->shape);
+}
+
+static int host_forward(nvw_exec *ex, const nv_op_def *op, const nv_op_attrs *a, int n,
+                        nv_tensor *const *in, nv_tensor **ret)
+{
+    int nd;
+    int64_t shape[NV_MAX_DIMS];
+    int r = nv_op_infer(op, a, n, (const nv_tensor *const *)in, &nd, shape, ex->err,
+                        sizeof ex->err);
+    if (r < 0)
+        return -EINVAL;
+    nv_tensor *out = nv_tensor_new(NV_DT_FP64, nd, shape);
+    if (!out)
+        return -ENOMEM;
+    r = nv_op_forward_f64(op, a, n, (const nv_tensor *const *)in, out->data);
+    if (r < 0) {
+        snprintf(ex->err, sizeof ex->err, "host reference forward of '%s' failed (%d)",
+                 op->name, r);
+        nv_tensor_free(out);
+        return -EIO;
+    }
+    *ret = out;
+    return 0;
+}
+
+static void free_views(nv_tensor_view *v, int n)
+{
+    for (int i = 0; i < n; i++)
+        nvw_view_free(&v[i]);
+}
+
+static int dev_forward(nvw_exec *ex, const nv_op_def *op, const char *attrs, int n,
+                       nv_tensor *const *in, nv_dtype out_dt, nv_tensor **ret)
+{
+    nv_tensor_view iv[NV_OP_MAX_INPUTS];
+    memset(iv, 0, sizeof iv);
+    for (int i = 0; i < n; i++)
+        if (nvw_view_from_tensor(in[i], &iv[i]) < 0) {
+            free_views(iv, i);
+            return -ENOMEM;
+        }
+    nv_tensor_view out;
+    memset(&out, 0, sizeof out);
+    nv_op_call c = {.op = op->name, .attrs_json = attrs ? attrs : "{}", .out_dtype = out_dt,
+                    .n_inputs = n, .inputs = iv, .n_outputs = 1, .outputs = &out};
+    int r = ex->table->forward(ex->ctx, &c, ex->err, sizeof ex->err);
+    ex->calls++;
+    free_views(iv, n);
+    if (r < 0) {
+        prefix_err(ex, "device forward of '%s' failed: ", op->name);
+        return -EIO;
+    }
+    nv_tensor *t = nvw_tensor_from_view(&out, false);
+    if (ex->table->release_tensor)
+        ex->table->release_tensor(ex->ctx, &out);
+    if (!t) {
+        snprintf(ex->err, sizeof ex->err, "device forward of '%s' returned an invalid tensor",
+                 op->name);
+        return -EIO;
+    }
+    *ret = t;
+    return 0;
+}
+
+int nvw_exec_forward(nvw_exec *ex, const nv_op_def *op, const char *attrs, int n,
+                     nv_tensor *const *in, nv_dtype out_dt, nv_tensor **ret)
+{
+    if (!ex->host)
+        return dev_forward(ex, op, attrs, n, in, out_dt, ret);
+    nv_op_attrs a;
+    int r = parse_attrs(ex, op, attrs, &a);
+    if (r < 0)
+        return r;
+    nv_tensor *cin[NV_OP_MAX_INPUTS] = {0};
+    for (int i = 0; i < n && r == 0; i++) {
+        if (!(cin[i] = nv_tensor_contiguous(in[i])))
+            r = -ENOMEM;
+        else if (!op->inputs[i].is_index) /* fp32 masters evaluated in fp64 */
+            cin[i]->dtype = NV_DT_FP64;
+    }
+    if (r == 0)
+        r = host_forward(ex, op, &a, n, cin, ret);
+    for (int i = 0; i < n; i++)
+        nv_tensor_free(cin[i]);
+    ex->calls++;
+    return r;
+}
+
+static bool is_lowp(nv_dtype dt)
+{
+    return dt != NV_DT_FP64 && dt != NV_DT_FP32 && dt != NV_DT_INT32 && dt != NV_DT_INT8;
+}
+
+void nvw_exec_count_lowp(nvw_exec *ex, const nv_tensor *g)
+{
+    if (!is_lowp(g->dtype))
+        return;
+    for (int64_t i = 0; i < g->numel; i++)
+        ex->lowp_grad_zero += g->data[nv_tensor_offset_linear(g, i)] == 0;
+    ex->lowp_grad_elems += g->numel;
+}
+
+static int host_backward(nvw_exec *ex, const nv_op_def *op, const char *attrs, int n,
+                         nv_tensor *const *in, const nv_tensor *gy, nv_tensor **gx)
+{
+    nv_op_attrs a;
+    int r = parse_attrs(ex, op, attrs, &a);
+    if (r < 0)
+        return r;
+    nv_tensor *cin[NV_OP_MAX_INPUTS] = {0};
+    double *gxd[NV_OP_MAX_INPUTS] = {0};
+    nv_tensor *cgy = nv_tensor_contiguous(gy);
+    if (!cgy)
+        r = -ENOMEM;
+    for (int i = 0; i < n && r == 0; i++) {
+        if (!(cin[i] = nv_tensor_contiguous(in[i])))
+            r = -ENOMEM;
+        else if (nv_op_grad_input(op, i)) {
+            if (!(gx[i] = nv_tensor_new(NV_DT_FP64, in[i]->ndim, in[i]->shape)))
+                r = -ENOMEM;
+            else
+                gxd[i] = gx[i]->data;
+        }
+    }
+    if (r == 0 && nv_op_vjp(op, &a, n, (const nv_tensor *const *)cin, cgy->data, gxd, NULL) < 0) {
+        snprintf(ex->err, sizeof ex->err, "host reference backward of '%s' failed", op->name);
+        r = -EIO;
+    }
+    for (int i = 0; i < n; i++)
+        nv_tensor_free(cin[i]);
+    nv_tensor_free(cgy);
+    ex->calls++;
+    return r;
+}
+
+/* The saved tensors the backend's describe() lists for op: "input:i" or
+ * "output:0". */
+static int dev_saved(nvw_exec *ex, const nv_op_def *op, const nv_tensor_view *iv,
+                     const nv_tensor_view *yv, nv_tensor_view *sv, int *ret_n)
+{
+    const json_t *want = json_object_get(ex->saved, op->name);
+    size_t k;
+    const json_t *v;
+    int n = 0;
+    json_array_foreach(want, k, v) {
+        const char *name = json_string_value(v);
+        if (!name || n >= NV_OP_MAX_INPUTS)
+            break;
+        if (strncmp(name, "input:", 6) == 0 && atoi(name + 6) < op->n_inputs)
+            sv[n++] = iv[atoi(name + 6)];
+        else
+            sv[n++] = *yv;
+    }
+    *ret_n = n;
+    return 0;
+}
+
+static int dev_backward(nvw_exec *ex, const nv_op_def *op, const char *attrs, int n,
+                        nv_tensor *const *in, const nv_tensor *y, const nv_tensor *gy,
+                        nv_tensor **gx)
+{
+    if (!ex->table->backward) {
+        snprintf(ex->err, sizeof ex->err,
+                 "backend has no backward entry (inference-only): op '%s' cannot be trained",
+                 op->name);
+        return -ENOTSUP;
+    }
+    nv_tensor_view iv[NV_OP_MAX_INPUTS], yv, gv, sv[NV_OP_MAX_INPUTS + 1], gxv[NV_OP_MAX_INPUTS];
+    memset(iv, 0, sizeof iv);
+    memset(&yv, 0, sizeof yv);
+    memset(&gv, 0, sizeof gv);
+    memset(gxv, 0, sizeof gxv);
+    int r = 0, n_views = 0, n_saved = 0, n_grads = 0;
+    for (; n_views < n && r == 0; n_views++)
+        r = nvw_view_from_tensor(in[n_views], &iv[n_views]);
+    if (r == 0)
+        r = nvw_view_from_tensor(y, &yv);
+    if (r == 0)
+        r = nvw_view_from_tensor(gy, &gv);
+    if (r < 0) {
+        r = -ENOMEM;
+        goto out;
+    }
+    dev_saved(ex, op, iv, &yv, sv, &n_saved);
+    for (int i = 0; i < n; i++)
+        n_grads += nv_op_grad_input(op, i);
+    nv_backward_call bc = {.op = op->name, .attrs_json = attrs ? attrs : "{}", .n_inputs = n,
+                           .inputs = iv, .n_saved = n_saved, .saved = sv, .grad_output = &gv,
+                           .n_grads = n_grads, .grad_inputs = gxv};
+    r = ex->table->backward(ex->ctx, &bc, ex->err, sizeof ex->err);
+    ex->calls++;
+    if (r < 0) {
+        prefix_err(ex, "device backward of '%s' failed: ", op->name);
+        r = r == NV_E_UNSUPPORTED ? -ENOTSUP : -EIO;
+        goto out;
+    }
+    for (int i = 0, k = 0; i < n; i++) {
+        if (!nv_op_grad_input(op, i))
+            continue;
+        gx[i] = nvw_tensor_from_view(&gxv[k], false);
+        if (!gx[i] || gx[i]->numel != in[i]->numel) {
+            snprintf(ex->err, sizeof ex->err, "device backward of '%s' returned an invalid "
+                     "gradient for input %d", op->name, i);
+            r = -EIO;
+        } else
+            nvw_exec_count_lowp(ex, gx[i]);
+        k++;
+    }
+out:
+    for (int k = 0; k < n_grads; k++)
+        if (gxv[k].data && ex->table->release_tensor)
+            ex->table->release_tensor(ex->ctx, &gxv[k]);
+    free_views(iv, n_views);
+    nvw_view_free(&yv);
+    nvw_view_free(&gv);
+    return r;
+}
+
+int nvw_exec_backward(nvw_exec *ex, const nv_op_def *op, const char *attrs, int n,
+                      nv_tensor *const *in, const nv_tensor *y, const nv_tensor *gy,
+                      nv_tensor **gx)
+{
+    for (int i = 0; i < n; i++)
+        gx[i] = NULL;
+    int r = ex->host ? host_backward(ex, op, attrs, n, in, gy, gx)
+                     : dev_backward(ex, op, attrs, n, in, y, gy, gx);
+    if (r < 0)
+        for (int i = 0; i < n; i++) {
+            nv_tensor_free(gx[i]);
+            gx[i] = NULL;
+        }
+    return r;
+}
+
+/* Cast on the executor: the device's cast op; on the host an exact copy. */
+int nvw_exec_cast(nvw_exec *ex, nv_tensor *t, nv_dtype to, nv_tensor **ret)
+{
+    if (ex->host || t->dtype == to) {
+        nv_tensor *c = nv_tensor_contiguous(t);
+        if (!c)
+            return -ENOMEM;
+        *ret = c;
+        return 0;
+    }
+    char attrs[64];
+    snprintf(attrs, sizeof attrs, "{\"to\":\"%s\"}", nv_dtype_name(to));
+    return nvw_exec_forward(ex, nv_op_find("cast"), attrs, 1, &t, to, ret);
+}
