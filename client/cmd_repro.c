@@ -92,12 +92,9 @@ int nvc_cmd_repro(nvc_conn *c, int argc, char **argv)
 {
     const char *backend = NULL, *worker = NULL, *runs = NULL, *keep = NULL;
     bool minimized = false;
-    nvc_opt opts[] = {NVC_GLOBAL_OPTS(c),
-                      {"backend", &backend, NULL},
-                      {"worker", &worker, NULL},
-                      {"runs", &runs, NULL},
-                      {"keep", &keep, NULL},
-                      {"minimized", NULL, &minimized},
+    nvc_opt opts[] = {NVC_GLOBAL_OPTS(c),        {"backend", &backend, NULL},
+                      {"worker", &worker, NULL}, {"runs", &runs, NULL},
+                      {"keep", &keep, NULL},     {"minimized", NULL, &minimized},
                       {NULL, NULL, NULL}};
     const char *pos[1];
     int npos = 0;
@@ -118,8 +115,8 @@ int nvc_cmd_repro(nvc_conn *c, int argc, char **argv)
         return NVC_EXIT_ERROR;
     }
     const json_t *cj = json_object_get(resp, "case");
-    const char *sha = json_string_value(
-        json_object_get(cj, minimized ? "minimized_artifact" : "artifact"));
+    const char *sha =
+        json_string_value(json_object_get(cj, minimized ? "minimized_artifact" : "artifact"));
     if (!sha) {
         nvc_error("case '%s' has no %s artifact (only failed cases carry one)", pos[0],
                   minimized ? "minimized" : "failure");
@@ -217,8 +214,8 @@ int nvc_cmd_compare(nvc_conn *c, int argc, char **argv)
         }
     }
     /* 1 when the head build newly fails a case (for CI gates). */
-    int status = json_array_size(json_object_get(r, "newly_failing")) ? NVC_EXIT_FAILED
-                                                                      : NVC_EXIT_OK;
+    int status =
+        json_array_size(json_object_get(r, "newly_failing")) ? NVC_EXIT_FAILED : NVC_EXIT_OK;
     json_decref(r);
     return status;
 }
@@ -246,10 +243,8 @@ static int suite_retire(nvc_conn *c, const char *id, const char *reason)
 int nvc_cmd_suite(nvc_conn *c, int argc, char **argv)
 {
     const char *reason = NULL, *state = NULL;
-    nvc_opt opts[] = {NVC_GLOBAL_OPTS(c),
-                      {"reason", &reason, NULL},
-                      {"state", &state, NULL},
-                      {NULL, NULL, NULL}};
+    nvc_opt opts[] = {
+        NVC_GLOBAL_OPTS(c), {"reason", &reason, NULL}, {"state", &state, NULL}, {NULL, NULL, NULL}};
     const char *pos[2];
     int npos = 0;
     char *err = NULL;
@@ -282,17 +277,17 @@ int nvc_cmd_suite(nvc_conn *c, int argc, char **argv)
     if (c->json || !list) {
         nvc_print_json(r);
     } else {
-        static const char *const hdr[] = {"ID", "STATE", "OP", "DTYPE", "CLASS", "OCCURRENCES",
-                                          "LAST", "SIGNATURE"};
+        static const char *const hdr[] = {"ID",    "STATE",       "OP",   "DTYPE",
+                                          "CLASS", "OCCURRENCES", "LAST", "SIGNATURE"};
         nvc_table *t = nvc_table_new(8, hdr);
         size_t i;
         json_t *e;
         json_array_foreach(list, i, e)
         {
             char *cells[8];
-            static const char *const keys[] = {"id",            "state",       "op",
-                                               "dtype",         "failure_class",
-                                               "occurrences",   "last_verdict", "signature"};
+            static const char *const keys[] = {"id",           "state",         "op",
+                                               "dtype",        "failure_class", "occurrences",
+                                               "last_verdict", "signature"};
             for (int k = 0; k < 8; k++)
                 cells[k] = nvc_json_text(json_object_get(e, keys[k]));
             if (t)

@@ -79,8 +79,10 @@ void api_compare(api_ctx *x)
     json_t *o = NULL;
     int r = nvd_store_compare(x->app->store, base, head, &o);
     if (r == -ENOENT) {
-        api_error(x, 404, "not_found", NULL, "no build '%s' or '%s' is known (see GET "
-                  "/api/v1/builds)", base, head);
+        api_error(x, 404, "not_found", NULL,
+                  "no build '%s' or '%s' is known (see GET "
+                  "/api/v1/builds)",
+                  base, head);
         return;
     }
     if (r < 0) {
@@ -105,8 +107,8 @@ static int filter_fields(api_ctx *x, const json_t *f, const char **op, const cha
     {
         if (!strcmp(key, "op") || !strcmp(key, "dtype")) {
             if (!json_is_string(v)) {
-                api_error(x, 400, "bad_request", !strcmp(key, "op") ? "/filter/op"
-                                                                    : "/filter/dtype",
+                api_error(x, 400, "bad_request",
+                          !strcmp(key, "op") ? "/filter/op" : "/filter/dtype",
                           "\"%s\" must be a string", key);
                 return -1;
             }
@@ -122,8 +124,8 @@ static int filter_fields(api_ctx *x, const json_t *f, const char **op, const cha
             }
             *ids = v;
         } else {
-            api_error(x, 400, "bad_request", "/filter",
-                      "unknown filter key '%s' (op, dtype, ids)", key);
+            api_error(x, 400, "bad_request", "/filter", "unknown filter key '%s' (op, dtype, ids)",
+                      key);
             return -1;
         }
     }
@@ -142,8 +144,10 @@ int api_suite_expand(api_ctx *x, json_t *body)
         while (allowed[k] && strcmp(allowed[k], key))
             k++;
         if (!allowed[k]) {
-            api_error(x, 400, "bad_request", "", "unknown key '%s' in a suite job (kind, filter, "
-                      "device, priority, build, name)", key);
+            api_error(x, 400, "bad_request", "",
+                      "unknown key '%s' in a suite job (kind, filter, "
+                      "device, priority, build, name)",
+                      key);
             return -1;
         }
     }

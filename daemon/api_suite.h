@@ -8,10 +8,10 @@
 
 #include "api.h"
 
-void api_suite_list(api_ctx *x);                /* GET  /api/v1/suite?state= */
-void api_suite_get(api_ctx *x, int64_t id);     /* GET  /api/v1/suite/{id} */
-void api_suite_retire(api_ctx *x, int64_t id);  /* POST /api/v1/suite/{id}/retire */
-void api_compare(api_ctx *x);                   /* GET  /api/v1/compare?base=&head= */
+void api_suite_list(api_ctx *x);               /* GET  /api/v1/suite?state= */
+void api_suite_get(api_ctx *x, int64_t id);    /* GET  /api/v1/suite/{id} */
+void api_suite_retire(api_ctx *x, int64_t id); /* POST /api/v1/suite/{id}/retire */
+void api_compare(api_ctx *x);                  /* GET  /api/v1/compare?base=&head= */
 
 /* Whether a submitted job is of kind "suite". */
 bool api_suite_is(const json_t *body);

@@ -61,13 +61,12 @@ static int cases_of(nvd_store *s, const char *hash, json_t **ret)
         char *key = NULL;
         if (asprintf(&key, "%s|%s|%s|%s|%s|%s", f[0], f[1], f[2], f[3], f[4], f[5]) < 0)
             break;
-        json_t *c = json_pack("{s{ss ss so ss ss so} so so sI sI so}", "match", "op", f[0],
-                              "dtype", f[1], "shape", store_col_json(st, 2), "layout", f[3],
-                              "input", f[4], "attrs", store_col_json(st, 5), "verdict",
-                              store_col_str(st, 6), "max_ulp", store_col_real(st, 7), "case_id",
-                              (json_int_t)sqlite3_column_int64(st, 8), "job_id",
-                              (json_int_t)sqlite3_column_int64(st, 9), "failure_class",
-                              store_col_str(st, 10));
+        json_t *c = json_pack(
+            "{s{ss ss so ss ss so} so so sI sI so}", "match", "op", f[0], "dtype", f[1], "shape",
+            store_col_json(st, 2), "layout", f[3], "input", f[4], "attrs", store_col_json(st, 5),
+            "verdict", store_col_str(st, 6), "max_ulp", store_col_real(st, 7), "case_id",
+            (json_int_t)sqlite3_column_int64(st, 8), "job_id",
+            (json_int_t)sqlite3_column_int64(st, 9), "failure_class", store_col_str(st, 10));
         json_object_set_new(map, key, c); /* later rows replace earlier: newest wins */
         free(key);
     }
@@ -109,8 +108,8 @@ static json_t *classify(const json_t *base, const json_t *head)
             continue;
         }
         matched++;
-        json_t *e = json_pack("{sO so so}", "match", json_object_get(h, "match"), "base",
-                              side(b), "head", side(h));
+        json_t *e = json_pack("{sO so so}", "match", json_object_get(h, "match"), "base", side(b),
+                              "head", side(h));
         bool bp = !strcmp(verdict(b), "passed"), hp = !strcmp(verdict(h), "passed");
         double bu = json_number_value(json_object_get(b, "max_ulp"));
         double hu = json_number_value(json_object_get(h, "max_ulp"));

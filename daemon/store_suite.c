@@ -68,8 +68,8 @@ static int add_occurrence(nvd_store *s, int64_t id, const nvd_suite_new *n, cons
     return r;
 }
 
-static int insert_case(nvd_store *s, const nvd_suite_new *n, const char *build,
-                       const char *device, int64_t now, int64_t *ret_id)
+static int insert_case(nvd_store *s, const nvd_suite_new *n, const char *build, const char *device,
+                       int64_t now, int64_t *ret_id)
 {
     sqlite3_stmt *st = prep(s, "INSERT INTO suite_cases (signature, signature_json, op, dtype, "
                                "failure_class, artifact, origin_artifact, origin_job, "
@@ -249,7 +249,7 @@ static json_t *rows(nvd_store *s, const char *sql, int64_t id, const char *const
         json_t *o = json_object();
         for (int k = 0; o && keys[k]; k++) {
             size_t n = strlen(keys[k]);
-            json_t *v = n > 3 && !strcmp(keys[k] + n - 3, "_at") ? store_col_time(st, k)
+            json_t *v = n > 3 && !strcmp(keys[k] + n - 3, "_at")       ? store_col_time(st, k)
                         : sqlite3_column_type(st, k) == SQLITE_INTEGER ? store_col_int(st, k)
                                                                        : store_col_str(st, k);
             json_object_set_new(o, keys[k], v);
@@ -273,8 +273,8 @@ int nvd_store_suite_get(nvd_store *s, int64_t id, json_t **ret)
         return -ENOENT;
     if (!o)
         return rc == SQLITE_ROW ? -ENOMEM : store_err(s, rc, "get suite case");
-    static const char *const hk[] = {"job_id", "build", "build_name", "device", "verdict",
-                                     "created_at", NULL};
+    static const char *const hk[] = {"job_id",  "build",      "build_name", "device",
+                                     "verdict", "created_at", NULL};
     static const char *const ok[] = {"job_id", "case", "build", "artifact", "created_at", NULL};
     static const char *const ak[] = {"action", "reason", "actor", "created_at", NULL};
     json_object_set_new(o, "history",
@@ -379,8 +379,7 @@ int nvd_store_suite_active(nvd_store *s, const char *op, const char *dtype, cons
     return 0;
 }
 
-int nvd_store_suite_run(nvd_store *s, int64_t id, int64_t job_id, const char *verdict,
-                        int64_t now)
+int nvd_store_suite_run(nvd_store *s, int64_t id, int64_t job_id, const char *verdict, int64_t now)
 {
     char *build = NULL, *device = NULL;
     int r = store_write_begin(s);

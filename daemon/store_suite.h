@@ -36,8 +36,7 @@ int nvd_store_suite_retire(nvd_store *s, int64_t id, const char *reason, const c
 int nvd_store_suite_active(nvd_store *s, const char *op, const char *dtype, const json_t *ids,
                            json_t **ret);
 /* Record a replay verdict of suite case id by job job_id (idempotent per job). */
-int nvd_store_suite_run(nvd_store *s, int64_t id, int64_t job_id, const char *verdict,
-                        int64_t now);
+int nvd_store_suite_run(nvd_store *s, int64_t id, int64_t job_id, const char *verdict, int64_t now);
 
 /* Build compare (docs/API.md "Compare"): cases of jobs of build base vs head
  * (hash, or a build name: its newest hash), matched by (op, dtype, shape, layout,

@@ -67,8 +67,8 @@ static int put_artifact(nvw_agent_job *j, const uint8_t *buf, size_t len, const 
     snprintf(path, sizeof path, "/api/v1/worker/artifacts/%s", sha);
     for (int attempt = 0; attempt < 5; attempt++) {
         nvw_http_resp resp = {0};
-        int r = nvw_http_request(j->http, "PUT", path, "application/zstd", buf, len, 120000,
-                                 &resp, NULL);
+        int r = nvw_http_request(j->http, "PUT", path, "application/zstd", buf, len, 120000, &resp,
+                                 NULL);
         long st = r == 0 ? resp.status : 0;
         nvw_http_resp_done(&resp);
         if (st == 200 || st == 201)
@@ -148,8 +148,7 @@ static void minimize_one(nvw_agent_job *j, const nvw_backend *b, const kept *k, 
         }
     }
     nv_log_info("job %s case %d: gate %d/%d%s%s%s", j->job_id, k->case_index, m.gate_failed,
-                m.gate_runs, m.flaky ? ", flaky" : "", sha[0] ? ", minimized artifact " : "",
-                sha);
+                m.gate_runs, m.flaky ? ", flaky" : "", sha[0] ? ", minimized artifact " : "", sha);
     nvw_min_result_done(&m);
     nvw_repro_free(rc);
 }

@@ -141,9 +141,9 @@ int nvw_agent_run_suite(nvw_agent_job *j, json_t **ret_result, char **ret_err)
     }
     nvw_backend_free(b);
     const char *verdict = n[1] ? "failed" : n[2] ? "error" : "passed";
-    *ret_result = json_pack("{ss ss ss s{sI sI sI sI} so}", "verdict", verdict, "kind", "suite",
-                            "backend", j->backend_spec, "summary", "cases",
-                            (json_int_t)json_array_size(out), "passed", n[0], "failed", n[1],
-                            "errors", n[2], "cases", out);
+    *ret_result =
+        json_pack("{ss ss ss s{sI sI sI sI} so}", "verdict", verdict, "kind", "suite", "backend",
+                  j->backend_spec, "summary", "cases", (json_int_t)json_array_size(out), "passed",
+                  n[0], "failed", n[1], "errors", n[2], "cases", out);
     return *ret_result ? 0 : -ENOMEM;
 }

@@ -510,7 +510,9 @@ int nvw_minimize(const nvw_probe_env *env, const nvw_min_opts *o, nvw_min_result
                 ret->stop, ret->probes, ret->seconds, (long long)ret->numel_before,
                 (long long)ret->numel_after, (long long)ret->nonneutral_before,
                 (long long)ret->nonneutral_after,
-                ret->flaky ? "" : ret->verified ? ", re-verified" : ", NOT re-verified");
+                ret->flaky      ? ""
+                : ret->verified ? ", re-verified"
+                                : ", NOT re-verified");
     return 0;
 }
 

@@ -32,13 +32,13 @@ typedef struct nvw_min_opts {
 
 typedef struct nvw_min_result {
     int gate_runs, gate_failed, gate_bits; /* reproduction gate */
-    bool flaky;        /* failed in fewer than half the gate runs: not minimized */
-    int probes;        /* probes the minimization ran (gate excluded) */
+    bool flaky; /* failed in fewer than half the gate runs: not minimized */
+    int probes; /* probes the minimization ran (gate excluded) */
     double seconds;
-    const char *stop;  /* "done", "budget" or "deadline" */
-    int64_t numel_before, numel_after;             /* all input elements */
-    int64_t nonneutral_before, nonneutral_after;   /* elements not at the neutral value */
-    bool verified;     /* the minimized case failed the same way in every re-run */
+    const char *stop;                            /* "done", "budget" or "deadline" */
+    int64_t numel_before, numel_after;           /* all input elements */
+    int64_t nonneutral_before, nonneutral_after; /* elements not at the neutral value */
+    bool verified; /* the minimized case failed the same way in every re-run */
     int n_in;
     nv_tensor *in[NV_JOB_MAX_TENSORS]; /* the minimized inputs (owned) */
     nvw_probe_out last;                /* the final verification probe */

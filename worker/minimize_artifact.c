@@ -72,10 +72,9 @@ static json_t *minimized_json(const nvw_repro *rc, const nvw_min_result *m)
     }
     return json_pack("{ss si sf ss sI sI sI sI sb so* so*}", "method",
                      "window bisection + ddmin of non-neutral elements + value simplification",
-                     "probes", m->probes, "seconds", m->seconds, "stop", m->stop,
-                     "elements_before", (json_int_t)m->numel_before, "elements_after",
-                     (json_int_t)m->numel_after, "non_neutral_before",
-                     (json_int_t)m->nonneutral_before, "non_neutral_after",
+                     "probes", m->probes, "seconds", m->seconds, "stop", m->stop, "elements_before",
+                     (json_int_t)m->numel_before, "elements_after", (json_int_t)m->numel_after,
+                     "non_neutral_before", (json_int_t)m->nonneutral_before, "non_neutral_after",
                      (json_int_t)m->nonneutral_after, "verified", m->verified, "neutral_values",
                      neutral, "non_neutral", nonneutral_list(rc, m));
 }
@@ -130,8 +129,7 @@ static int add_input(nv_artifact *a, const char *name, const nv_tensor *t)
     if (r < 0)
         return r;
     size_t n = (size_t)t->numel * nv_artifact_dtype_size((int32_t)t->dtype);
-    r = nv_artifact_add_tensor(a, name, (int32_t)t->dtype, t->ndim, t->shape, n ? v.data : NULL,
-                               n);
+    r = nv_artifact_add_tensor(a, name, (int32_t)t->dtype, t->ndim, t->shape, n ? v.data : NULL, n);
     nvw_view_free(&v);
     return r;
 }

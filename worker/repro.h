@@ -18,18 +18,18 @@
 
 /* One failing op case rebuilt from an artifact. Everything is owned. */
 typedef struct nvw_repro {
-    json_t *manifest;  /* the artifact's manifest */
-    char sha[65];      /* content id of the artifact bytes it was loaded from ("" if none) */
-    nv_jobspec *js;    /* the parsed job spec (op, attrs, attrs_json) */
-    nv_dtype dtype;    /* the case's input dtype */
-    nv_dtype out_dt;   /* its output dtype */
-    nv_layout layout;  /* device layout of the plain inputs */
-    nv_tolerance tol;  /* the tolerance the case was judged by */
-    int repeat;        /* forward calls per probe (>= 2 for "nondeterministic") */
+    json_t *manifest; /* the artifact's manifest */
+    char sha[65];     /* content id of the artifact bytes it was loaded from ("" if none) */
+    nv_jobspec *js;   /* the parsed job spec (op, attrs, attrs_json) */
+    nv_dtype dtype;   /* the case's input dtype */
+    nv_dtype out_dt;  /* its output dtype */
+    nv_layout layout; /* device layout of the plain inputs */
+    nv_tolerance tol; /* the tolerance the case was judged by */
+    int repeat;       /* forward calls per probe (>= 2 for "nondeterministic") */
     int n_in;
     nv_tensor *in[NV_JOB_MAX_TENSORS]; /* exact inputs, contiguous row-major */
-    char failure_class[NVW_CLASS_MAX];  /* the stored failure class */
-    int out_ndim;                       /* the stored device output ("output:0") */
+    char failure_class[NVW_CLASS_MAX]; /* the stored failure class */
+    int out_ndim;                      /* the stored device output ("output:0") */
     int64_t out_shape[NV_MAX_DIMS];
     int32_t out_dtype;
     uint8_t *out_bytes;
@@ -60,10 +60,10 @@ typedef struct nvw_probe_out {
     char msg[256];           /* detail for crash, backend and probe errors */
     double max_ulp;
     int64_t mismatches;
-    int32_t out_dtype;       /* the device output, contiguous row-major encoded */
+    int32_t out_dtype; /* the device output, contiguous row-major encoded */
     int out_ndim;
     int64_t out_shape[NV_MAX_DIMS];
-    uint8_t *out_bytes;      /* malloc'd, NULL when there is no output */
+    uint8_t *out_bytes; /* malloc'd, NULL when there is no output */
     size_t out_nbytes;
 } nvw_probe_out;
 
@@ -72,8 +72,8 @@ typedef struct nvw_probe_env {
     const nvw_repro *rc;
     const nv_backend *table;
     const char *options;
-    int timeout_ms;   /* per probe; the child is killed after it (class "timeout") */
-    bool isolate;     /* fork a child per probe (false only for benchmarks of the core) */
+    int timeout_ms; /* per probe; the child is killed after it (class "timeout") */
+    bool isolate;   /* fork a child per probe (false only for benchmarks of the core) */
 } nvw_probe_env;
 
 /* Run the case on inputs in[0..rc->n_in) (contiguous tensors shaped like the

@@ -94,9 +94,9 @@ static int setup(const cmd_opts *o, nvw_repro **ret_rc, nvw_backend **ret_b, nvw
         free(err);
         return r;
     }
-    const char *spec = o->backend ? o->backend
-                                  : json_string_value(json_object_get((*ret_rc)->manifest,
-                                                                      "backend"));
+    const char *spec = o->backend
+                           ? o->backend
+                           : json_string_value(json_object_get((*ret_rc)->manifest, "backend"));
     if (!spec) {
         fprintf(stderr, "numval-worker: the artifact names no backend; give --backend SPEC\n");
         return -EINVAL;
@@ -148,17 +148,15 @@ int nvw_repro_main(int argc, char **argv)
             "%s: case %s '%s' %s: failed as '%s' in %d of %ld runs; device output bit-identical "
             "to the stored one in %d of %ld runs%s%s\n",
             o.artifact, rc->js->op->name, nv_dtype_name(rc->dtype),
-            still ? "STILL FAILS" : "no longer fails as stored", rc->failure_class, failed,
-            o.runs, bits, o.runs, first.cls[0] ? "; first run: " : "",
-            first.cls[0] ? first.cls : "");
-    print_json(json_pack("{ss ss ss ss si si si sb ss ss sf sO}", "artifact", rc->sha, "op",
-                         rc->js->op->name, "dtype", nv_dtype_name(rc->dtype), "stored_class",
-                         rc->failure_class, "runs", (int)o.runs, "failed", failed,
-                         "bit_identical", bits, "still_fails", still, "class", first.cls,
-                         "message", first.msg, "max_ulp", first.max_ulp, "signature",
-                         json_object_get(rc->manifest, "signature")
-                             ? json_object_get(rc->manifest, "signature")
-                             : json_null()));
+            still ? "STILL FAILS" : "no longer fails as stored", rc->failure_class, failed, o.runs,
+            bits, o.runs, first.cls[0] ? "; first run: " : "", first.cls[0] ? first.cls : "");
+    print_json(json_pack(
+        "{ss ss ss ss si si si sb ss ss sf sO}", "artifact", rc->sha, "op", rc->js->op->name,
+        "dtype", nv_dtype_name(rc->dtype), "stored_class", rc->failure_class, "runs", (int)o.runs,
+        "failed", failed, "bit_identical", bits, "still_fails", still, "class", first.cls,
+        "message", first.msg, "max_ulp", first.max_ulp, "signature",
+        json_object_get(rc->manifest, "signature") ? json_object_get(rc->manifest, "signature")
+                                                   : json_null()));
     nvw_probe_out_done(&first);
     status = still ? EXIT_FAILS : EXIT_PASSES;
 out:
@@ -184,9 +182,9 @@ static json_t *summary(const nvw_repro *rc, const nvw_min_result *m, const char 
     json_t *sig = nvw_repro_signature(rc, m->flaky ? NULL : m->last.cls);
     return json_pack("{ss ss* so* s{si si si} sb sb si sf ss sI sI sI sI}", "artifact", rc->sha,
                      "minimized_artifact", sha, "signature", sig, "repro_rate", "runs",
-                     m->gate_runs, "failed", m->gate_failed, "bit_identical", m->gate_bits,
-                     "flaky", m->flaky, "verified", m->verified, "probes", m->probes, "seconds",
-                     m->seconds, "stop", m->stop, "elements_before", (json_int_t)m->numel_before,
+                     m->gate_runs, "failed", m->gate_failed, "bit_identical", m->gate_bits, "flaky",
+                     m->flaky, "verified", m->verified, "probes", m->probes, "seconds", m->seconds,
+                     "stop", m->stop, "elements_before", (json_int_t)m->numel_before,
                      "elements_after", (json_int_t)m->numel_after, "non_neutral_before",
                      (json_int_t)m->nonneutral_before, "non_neutral_after",
                      (json_int_t)m->nonneutral_after);

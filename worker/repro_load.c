@@ -80,9 +80,9 @@ static int parse_tolerance(nvw_repro *rc, char **ret_err)
     json_t *v = json_object_get(t, "version");
     rc->tol.version = json_is_integer(v) ? (int)json_integer_value(v) : 0;
     snprintf(rc->tol.source, sizeof rc->tol.source, "%s",
-             json_string_value(json_object_get(t, "source")) ? json_string_value(
-                                                                    json_object_get(t, "source"))
-                                                              : "artifact");
+             json_string_value(json_object_get(t, "source"))
+                 ? json_string_value(json_object_get(t, "source"))
+                 : "artifact");
     return 0;
 }
 
@@ -130,8 +130,7 @@ static int parse_case(nvw_repro *rc, char **ret_err)
 static int load_tensors(nvw_repro *rc, const nv_artifact *a, char **ret_err)
 {
     nv_tensor meta[NV_JOB_MAX_TENSORS];
-    int n = nv_jobspec_tensors(rc->js, &rc->js->shapes[0], rc->dtype, -1, meta,
-                               NV_JOB_MAX_TENSORS);
+    int n = nv_jobspec_tensors(rc->js, &rc->js->shapes[0], rc->dtype, -1, meta, NV_JOB_MAX_TENSORS);
     if (n < 0)
         return fail(ret_err, "the spec's op '%s' has no input list for dtype '%s'",
                     rc->js->op->name, nv_dtype_name(rc->dtype));
@@ -161,8 +160,8 @@ static int load_tensors(nvw_repro *rc, const nv_artifact *a, char **ret_err)
     char err[256] = "";
     int od;
     int64_t os[NV_MAX_DIMS];
-    if (nv_op_infer(rc->js->op, &rc->js->attrs, rc->n_in, (const nv_tensor *const *)rc->in, &od,
-                    os, err, sizeof err) != 0)
+    if (nv_op_infer(rc->js->op, &rc->js->attrs, rc->n_in, (const nv_tensor *const *)rc->in, &od, os,
+                    err, sizeof err) != 0)
         return fail(ret_err, "artifact inputs do not fit op '%s': %s", rc->js->op->name, err);
     return 0;
 }
@@ -278,11 +277,11 @@ json_t *nvw_repro_signature(const nvw_repro *rc, const char *cls)
     json_t *empty = json_object();
     if (!empty)
         return NULL;
-    json_t *s = json_pack("{ss ss sO ss ss sO ss}", "kind", "op", "op", rc->js->op->name, "attrs",
-                          attrs ? (json_t *)attrs : empty, "dtype", nv_dtype_name(rc->dtype),
-                          "out_dtype", nv_dtype_name(rc->out_dt), "mode",
-                          mode ? (json_t *)mode : json_null(), "failure_class",
-                          cls ? cls : rc->failure_class);
+    json_t *s =
+        json_pack("{ss ss sO ss ss sO ss}", "kind", "op", "op", rc->js->op->name, "attrs",
+                  attrs ? (json_t *)attrs : empty, "dtype", nv_dtype_name(rc->dtype), "out_dtype",
+                  nv_dtype_name(rc->out_dt), "mode", mode ? (json_t *)mode : json_null(),
+                  "failure_class", cls ? cls : rc->failure_class);
     json_decref(empty);
     if (!s)
         return NULL;

@@ -369,8 +369,8 @@ static int collect(pid_t pid, int fd, int timeout_ms, nvw_probe_out *ret)
         snprintf(ret->msg, sizeof ret->msg, "the probe ran past %d ms and was killed", timeout_ms);
     } else if (WIFSIGNALED(status)) {
         snprintf(ret->cls, sizeof ret->cls, "crash");
-        snprintf(ret->msg, sizeof ret->msg, "the backend died of signal %d (%s)",
-                 WTERMSIG(status), strsignal(WTERMSIG(status)));
+        snprintf(ret->msg, sizeof ret->msg, "the backend died of signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
     } else {
         snprintf(ret->cls, sizeof ret->cls, "crash");
         snprintf(ret->msg, sizeof ret->msg, "the probe exited with status %d",

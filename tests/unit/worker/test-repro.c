@@ -21,12 +21,11 @@ static nv_artifact *exp_artifact(int n, const char *drop_key, const char *drop_t
 {
     json_t *tol = json_pack("{ss si ss ss}", "metric", "ulp", "max_ulp", 1, "reason_code",
                             "approximation_error", "reason", "exp documented to 1 ulp");
-    json_t *spec = json_pack("{ss ss s[s] s[[i]] s[s] si sO}", "kind", "op", "op", "exp",
-                             "dtypes", "fp32", "shapes", n, "inputs", "normal", "seed", 1,
-                             "tolerance", tol);
-    json_t *m = json_pack("{ss so ss ss ss ss so s{ss} s{ss}}", "format", "numval-artifact",
-                          "spec", spec, "dtype", "fp32", "out_dtype", "fp32", "layout",
-                          "contiguous", "failure_class", "ulp_exceeded", "tolerance", tol, "mode",
+    json_t *spec = json_pack("{ss ss s[s] s[[i]] s[s] si sO}", "kind", "op", "op", "exp", "dtypes",
+                             "fp32", "shapes", n, "inputs", "normal", "seed", 1, "tolerance", tol);
+    json_t *m = json_pack("{ss so ss ss ss ss so s{ss} s{ss}}", "format", "numval-artifact", "spec",
+                          spec, "dtype", "fp32", "out_dtype", "fp32", "layout", "contiguous",
+                          "failure_class", "ulp_exceeded", "tolerance", tol, "mode",
                           "transcendental", "fast", "build", "name", "b1");
     if (drop_key)
         json_object_del(m, drop_key);
@@ -102,9 +101,9 @@ static void test_neutral(void)
         const char *op;
         int input;
         double want;
-    } cases[] = {{"sum", 0, 0.0},   {"max", 0, -INFINITY}, {"logsumexp", 0, -INFINITY},
-                 {"mul", 1, 1.0},   {"div", 1, 1.0},       {"div", 0, 0.0},
-                 {"log", 0, 1.0},   {"exp", 0, 0.0}};
+    } cases[] = {{"sum", 0, 0.0}, {"max", 0, -INFINITY}, {"logsumexp", 0, -INFINITY},
+                 {"mul", 1, 1.0}, {"div", 1, 1.0},       {"div", 0, 0.0},
+                 {"log", 0, 1.0}, {"exp", 0, 0.0}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         nvw_repro rc;
         memset(&rc, 0, sizeof rc);
@@ -147,8 +146,10 @@ static void test_minimize(void)
         nvw_repro_free(rc);
         return;
     }
-    nvw_probe_env env = {.rc = rc, .table = nvw_backend_table(b),
-                         .options = nvw_backend_options(b), .timeout_ms = 30000,
+    nvw_probe_env env = {.rc = rc,
+                         .table = nvw_backend_table(b),
+                         .options = nvw_backend_options(b),
+                         .timeout_ms = 30000,
                          .isolate = true};
     nvw_probe_out p;
     nvw_probe(&env, rc->in, &p);
@@ -183,8 +184,10 @@ static void test_minimize(void)
      * minimized case passes, so its class differs from the stored one. */
     nvw_backend *good = NULL;
     nvw_backend_load("emu", &good, err, sizeof err);
-    nvw_probe_env genv = {.rc = rc2, .table = nvw_backend_table(good),
-                          .options = nvw_backend_options(good), .timeout_ms = 30000,
+    nvw_probe_env genv = {.rc = rc2,
+                          .table = nvw_backend_table(good),
+                          .options = nvw_backend_options(good),
+                          .timeout_ms = 30000,
                           .isolate = true};
     nvw_probe_out q = {0};
     if (rc2)
