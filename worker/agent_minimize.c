@@ -36,6 +36,11 @@ int nvw_agent_on_failure_min(void *ud, const nvw_failure *f, char **ret_artifact
     int r = nvw_agent_on_failure(ud, f, ret_artifact_id);
     if (r < 0 || !*ret_artifact_id)
         return r;
+    /* Only op cases are minimized (repro.h); gradient and fused failures keep
+     * their artifact without a reproducer. */
+    const char *kind = json_string_value(json_object_get(((nvw_agent_job *)ud)->spec, "kind"));
+    if (kind && strcmp(kind, "op") != 0)
+        return r;
     const json_t *m = f->manifest;
     char key[96];
     snprintf(key, sizeof key, "%s/%s/%s", json_string_value(json_object_get(m, "dtype")),
