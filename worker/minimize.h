@@ -22,12 +22,13 @@
 #include "repro.h"
 
 typedef struct nvw_min_opts {
-    int budget;        /* most probes (0: 2000) */
-    double deadline_s; /* wall-clock limit (0: 300 s) */
-    int gate_runs;     /* reproduction gate runs (0: 5) */
-    bool plain_ddmin;  /* baseline: one ddmin deleting elements of the flattened
-                          input (no neutral values, no shape phases) */
-    FILE *progress;    /* one line per accepted step and per 50 probes; may be NULL */
+    int budget;           /* most probes (0: 2000) */
+    double deadline_s;    /* wall-clock limit (0: 300 s) */
+    int gate_runs;        /* reproduction gate runs (0: 5) */
+    bool plain_ddmin;     /* baseline: one ddmin deleting elements of the flattened
+                             input (no neutral values, no shape phases) */
+    FILE *progress;       /* one line per accepted step and per 50 probes; may be NULL */
+    volatile int *cancel; /* stop (stop "cancelled") when it becomes non-zero; may be NULL */
 } nvw_min_opts;
 
 typedef struct nvw_min_result {
