@@ -120,7 +120,10 @@ static void minimize_one(nvw_agent_job *j, const nvw_backend *b, const kept *k, 
                          .options = nvw_backend_options(b),
                          .timeout_ms = 60000,
                          .isolate = true};
-    nvw_min_opts mo = {.budget = NVW_AGENT_MIN_BUDGET, .deadline_s = deadline, .progress = stderr};
+    nvw_min_opts mo = {.budget = NVW_AGENT_MIN_BUDGET,
+                       .deadline_s = deadline,
+                       .progress = stderr,
+                       .cancel = &j->cancel};
     nvw_min_result m;
     r = nvw_minimize(&env, &mo, &m);
     if (r < 0) {

@@ -102,6 +102,10 @@ static int test(mstate *s, nv_tensor *const *cand)
         s->res->stop = "deadline";
         return STOP;
     }
+    if (s->o->cancel && *s->o->cancel) {
+        s->res->stop = "cancelled";
+        return STOP;
+    }
     nvw_probe_out p;
     int r = nvw_probe(s->env, cand, &p);
     if (r < 0)

@@ -36,7 +36,7 @@ typedef struct nvw_min_result {
     bool flaky; /* failed in fewer than half the gate runs: not minimized */
     int probes; /* probes the minimization ran (gate excluded) */
     double seconds;
-    const char *stop;                            /* "done", "budget" or "deadline" */
+    const char *stop;                            /* "done", "budget", "deadline" or "cancelled" */
     int64_t numel_before, numel_after;           /* all input elements */
     int64_t nonneutral_before, nonneutral_after; /* elements not at the neutral value */
     bool verified; /* the minimized case failed the same way in every re-run */
