@@ -419,7 +419,7 @@ static int report_failure(case_state *cs)
         return 0;
     const char *names[NV_JOB_MAX_TENSORS + 1];
     const nv_tensor *tensors[NV_JOB_MAX_TENSORS + 1];
-    char name_buf[NV_JOB_MAX_TENSORS][16];
+    char name_buf[NV_JOB_MAX_TENSORS][24]; /* "input:" + any int */
     for (int i = 0; i < cs->n_in; i++) {
         snprintf(name_buf[i], sizeof name_buf[i], "input:%d", i);
         names[i] = name_buf[i];
