@@ -24,6 +24,7 @@
 #define LINE_MAX_BYTES (1 << 20)
 #define STDERR_TAIL 4096
 #define PAYLOAD_MAX ((int64_t)1 << 32)
+#define EXEC_SPARES 4
 
 typedef struct exec_ctx {
     char *command;
@@ -36,6 +37,10 @@ typedef struct exec_ctx {
     size_t rlen;
     uint64_t next_id;
     int timeout_ms;
+    /* Released output buffers kept for the next reply: a fresh malloc of a large
+     * tensor is fresh pages (page faults and zeroing) on every call. */
+    void *spare[EXEC_SPARES];
+    size_t spare_len[EXEC_SPARES];
 } exec_ctx;
 
 static int64_t now_ms(void)
@@ -273,19 +278,39 @@ static int harness_start(exec_ctx *c, char *err, size_t errlen)
     return r;
 }
 
-/* Contiguous little-endian bytes of a (possibly strided) view. */
-static uint8_t *gather(const nv_tensor_view *v, size_t *ret_n)
+static bool view_contiguous(const nv_tensor_view *v)
+{
+    int64_t want = 1;
+    for (int d = v->ndim - 1; d >= 0; d--) {
+        if (v->shape[d] != 1 && v->strides[d] != want)
+            return false;
+        want *= v->shape[d];
+    }
+    return true;
+}
+
+/* Contiguous little-endian bytes of a (possibly strided) view: *ret_data points at
+ * the view's own memory when it is already contiguous (*ret_copy NULL), else at a
+ * malloc'd copy (*ret_copy, to free). Returns 0 or -1 (bad dtype, no memory). */
+static int gather(const nv_tensor_view *v, const uint8_t **ret_data, uint8_t **ret_copy,
+                  size_t *ret_n)
 {
     const nv_dtype_info *info = nv_dtype_get((nv_dtype)v->dtype);
     if (!info || v->ndim < 0 || v->ndim > NV_BACKEND_MAX_DIMS)
-        return NULL;
+        return -1;
     int64_t numel = 1;
     for (int d = 0; d < v->ndim; d++)
         numel *= v->shape[d];
     size_t sz = (size_t)info->storage_bytes;
+    *ret_copy = NULL;
+    *ret_n = (size_t)numel * sz;
+    if (view_contiguous(v)) {
+        *ret_data = v->data;
+        return 0;
+    }
     uint8_t *out = malloc(numel > 0 ? (size_t)numel * sz : 1);
     if (!out)
-        return NULL;
+        return -1;
     int64_t idx[NV_BACKEND_MAX_DIMS] = {0};
     for (int64_t i = 0; i < numel; i++) {
         int64_t off = 0;
@@ -298,8 +323,8 @@ static uint8_t *gather(const nv_tensor_view *v, size_t *ret_n)
             idx[d] = 0;
         }
     }
-    *ret_n = (size_t)numel * sz;
-    return out;
+    *ret_data = *ret_copy = out;
+    return 0;
 }
 
 static json_t *tensor_desc(const char *name, const nv_tensor_view *v, size_t nbytes)
@@ -328,6 +353,40 @@ static int error_code(const char *code)
         if (strcmp(code, map[i].name) == 0)
             return map[i].code;
     return NV_E_DEVICE;
+}
+
+static void *spare_take(exec_ctx *c, size_t n)
+{
+    for (int i = 0; i < EXEC_SPARES; i++) {
+        if (c->spare[i] && c->spare_len[i] >= n) {
+            void *p = c->spare[i];
+            c->spare[i] = NULL;
+            return p;
+        }
+    }
+    return malloc(n);
+}
+
+/* Keep a released buffer (replacing the smallest spare) or free it. Buffers are
+ * tracked by size so a spare is only reused for a tensor it can hold. */
+static void spare_put(exec_ctx *c, void *p, size_t n)
+{
+    int slot = -1;
+    for (int i = 0; i < EXEC_SPARES; i++) {
+        if (!c->spare[i]) {
+            slot = i;
+            break;
+        }
+        if (c->spare_len[i] < n && (slot < 0 || c->spare_len[i] < c->spare_len[slot]))
+            slot = i;
+    }
+    if (slot < 0) {
+        free(p);
+        return;
+    }
+    free(c->spare[slot]);
+    c->spare[slot] = p;
+    c->spare_len[slot] = n;
 }
 
 /* Decode the reply's tensors into backend-owned views. */
@@ -367,7 +426,7 @@ static int read_outputs(exec_ctx *c, json_t *tensors, nv_tensor_view *outs, int 
             fail(c, err, errlen, "reply tensor %d: nbytes disagrees with dtype and shape", i);
             return NV_E_DEVICE;
         }
-        v->data = malloc(nbytes > 0 ? (size_t)nbytes : 1);
+        v->data = spare_take(c, nbytes > 0 ? (size_t)nbytes : 1);
         if (!v->data)
             return NV_E_NOMEM;
         int r = read_exact(c, v->data, (size_t)nbytes, deadline);
@@ -391,17 +450,18 @@ static int transact(exec_ctx *c, json_t *hdr, const nv_tensor_view *const *ins, 
     uint64_t id = ++c->next_id;
     json_t *descs = json_array();
     uint8_t **bufs = calloc((size_t)n_ins + 1, sizeof(*bufs));
+    const uint8_t **data = calloc((size_t)n_ins + 1, sizeof(*data));
     size_t *lens = calloc((size_t)n_ins + 1, sizeof(*lens));
     char *head = NULL, *line = NULL;
     json_t *reply = NULL;
-    if (!descs || !bufs || !lens) {
+    if (!descs || !bufs || !data || !lens) {
         r = NV_E_NOMEM;
         goto out;
     }
     for (int i = 0; i < n_ins; i++) {
         char name[32];
         snprintf(name, sizeof(name), "input:%d", i);
-        if (!(bufs[i] = gather(ins[i], &lens[i]))) {
+        if (gather(ins[i], &data[i], &bufs[i], &lens[i]) < 0) {
             snprintf(err, errlen, "input %d: unknown dtype or out of memory", i);
             r = NV_E_INVALID;
             goto out;
@@ -419,7 +479,7 @@ static int transact(exec_ctx *c, json_t *hdr, const nv_tensor_view *const *ins, 
     int io = write_all(c, head, strlen(head), deadline);
     io = io < 0 ? io : write_all(c, "\n", 1, deadline);
     for (int i = 0; io == 0 && i < n_ins; i++)
-        io = write_all(c, bufs[i], lens[i], deadline);
+        io = write_all(c, data[i], lens[i], deadline);
     io = io < 0 ? io : read_line(c, &line, deadline);
     if (io < 0) {
         fail(c, err, errlen, "%s", io_what(io));
@@ -461,6 +521,7 @@ out:
     for (int i = 0; bufs && i < n_ins; i++)
         free(bufs[i]);
     free(bufs);
+    free(data);
     free(lens);
     free(head);
     free(line);
@@ -574,6 +635,8 @@ static void exec_close(void *ctx)
     harness_kill(c);
     if (c->err_fd >= 0)
         close(c->err_fd);
+    for (int i = 0; i < EXEC_SPARES; i++)
+        free(c->spare[i]);
     free(c->command);
     free(c->describe);
     free(c->rbuf);
@@ -627,8 +690,15 @@ static const char *exec_describe(void *ctx)
 
 static void exec_release(void *ctx, nv_tensor_view *t)
 {
-    (void)ctx;
-    free(t->data);
+    exec_ctx *c = ctx;
+    if (!t->data)
+        return;
+    int64_t numel = 1;
+    for (int d = 0; d < t->ndim; d++)
+        numel *= t->shape[d];
+    const nv_dtype_info *info = nv_dtype_get((nv_dtype)t->dtype);
+    size_t n = info && numel > 0 ? (size_t)numel * (size_t)info->storage_bytes : 1;
+    spare_put(c, t->data, n);
     t->data = NULL;
 }
 

@@ -1,0 +1,41 @@
+#!/usr/bin/python3
+"""A harness of the exec protocol (docs/EXEC_PROTOCOL.md) that computes almost
+nothing: fp32 neg by flipping sign bits with one big-integer XOR. Benchmarks use it
+to isolate the protocol's own cost (pipes, framing, JSON headers, copies) from a
+runtime's compute. Standard library only."""
+import json
+import sys
+
+inp, out = sys.stdin.buffer, sys.stdout.buffer
+
+
+def send(hdr, payload=b""):
+    out.write((json.dumps(hdr, separators=(",", ":")) + "\n").encode() + payload)
+    out.flush()
+
+
+hello = json.loads(inp.readline())
+send({"type": "hello", "protocol": 1,
+      "describe": {"device": "echo", "build": {"name": "exec-echo", "version": "1"},
+                   "mode": {}, "contract": {}, "inference_only": True,
+                   "nondeterministic_ops": [], "saved": {}}})
+FLIP = bytes(b ^ 0x80 for b in range(256))  # the sign bit lives in byte 3 of an LE fp32
+while True:
+    line = inp.readline()
+    if not line:
+        break
+    msg = json.loads(line)
+    if msg["type"] == "bye":
+        break
+    raws = [inp.read(t["nbytes"]) for t in msg.get("tensors", [])]
+    t = msg["tensors"][0] if msg.get("tensors") else None
+    if msg["type"] != "forward" or msg["op"] != "neg" or t["dtype"] != "fp32":
+        send({"type": "result", "id": msg["id"], "status": "error", "code": "unsupported",
+              "message": "the echo harness only does fp32 neg"})
+        continue
+    n = t["nbytes"]
+    raw = bytearray(raws[0])
+    raw[3::4] = raw[3::4].translate(FLIP)
+    send({"type": "result", "id": msg["id"], "status": "ok", "fallback": False,
+          "tensors": [{"name": "output:0", "dtype": "fp32", "shape": t["shape"],
+                       "strides": [], "nbytes": n}]}, raw)
