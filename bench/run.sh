@@ -1,8 +1,8 @@
 #!/bin/bash
 # Runs every benchmark present in bench/, one after another; each is optional
 # and skipped with a message when missing. Benchmarks are never run by tests.
-#   bench/run-numerics.sh    numerics kernels vs numpy/torch (bench/RESULTS.md)
-#   bench/http_bench.sh      numvald vs nginx with wrk, durable POSTs
+#   bench/*.sh               run-numerics.sh (numerics vs numpy/torch), http_bench.sh
+#                            (numvald vs nginx with wrk, durable POSTs), and any other
 #   store_bench              1,000,000 stored cases: list query times and plans
 #   bench/gradcheck_peers.py gradient checks vs torch
 # Usage: bench/run.sh [BUILD_DIR]   (default: build-bench-svc, a release build)
@@ -17,17 +17,21 @@ run() { # name command...
     "$@" || { echo "==== failed (exit $?): $*"; status=1; }
 }
 
-# run-numerics.sh keeps its own build dir (build-bench); the service benches use $BUILD.
-if [ -x "$ROOT/bench/run-numerics.sh" ]; then
-    run run-numerics.sh "$ROOT/bench/run-numerics.sh"
-else
-    echo "==== run-numerics.sh: not present, skipped"
-fi
-if [ -x "$ROOT/bench/http_bench.sh" ]; then
-    run http_bench.sh env BUILD="$BUILD" "$ROOT/bench/http_bench.sh"
-else
-    echo "==== http_bench.sh: not present, skipped"
-fi
+# Every bench/*.sh but this one, numerics first; each keeps its own default
+# build dir except http_bench.sh, which gets $BUILD.
+scripts=$(cd "$ROOT/bench" && ls run-numerics.sh http_bench.sh *.sh 2>/dev/null | awk '!seen[$0]++')
+for s in run-numerics.sh http_bench.sh; do
+    [ -f "$ROOT/bench/$s" ] || echo "==== $s: not present, skipped"
+done
+for s in $scripts; do
+    [ "$s" = run.sh ] && continue
+    [ -f "$ROOT/bench/$s" ] || continue
+    if [ "$s" = http_bench.sh ]; then
+        run "$s" env BUILD="$BUILD" bash "$ROOT/bench/$s"
+    else
+        run "$s" bash "$ROOT/bench/$s"
+    fi
+done
 
 if [ ! -f "$BUILD/build.ninja" ]; then
     meson setup "$BUILD" "$ROOT" --buildtype=release >/dev/null || exit 2
