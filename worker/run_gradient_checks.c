@@ -161,14 +161,19 @@ static int full_check(const nvw_grad_problem *p, int i, const nv_jac_map *m, scr
 static void unit(nv_rng *g, double *v, int64_t n)
 {
     double s = 0;
-    uint32_t bits = 0;
-    for (int64_t k = 0; k < n; k++) {
-        if ((k & 3) == 0)
-            bits = nv_rng_u32(g);
-        unsigned b = (bits >> (8 * (k & 3))) & 0xff;
-        v[k] = (b & 1 ? -1 : 1) * (0.5 + (double)(b >> 1) / 256);
-        s += v[k] * v[k];
+    for (int64_t k = 0; k < n; k += 16) {
+        uint32_t w[4];
+        nv_philox4x32_10(g->ctr, g->key, w); /* 16 entries per block */
+        if (++g->ctr[0] == 0)
+            g->ctr[1]++;
+        for (int64_t j = 0; j < 16 && k + j < n; j++) {
+            unsigned b = (w[j >> 2] >> (8 * (j & 3))) & 0xff;
+            double x = (1 - 2 * (double)(b & 1)) * (0.5 + (double)(b >> 1) / 256);
+            v[k + j] = x;
+            s += x * x;
+        }
     }
+    g->avail = 0;
     s = s > 0 ? 1 / sqrt(s) : 1;
     for (int64_t k = 0; k < n; k++)
         v[k] *= s;
