@@ -15,6 +15,7 @@
 # Env:   DURATION=10s  ROUNDS=2  POST_CONNS="1 16 64"  NGINX_WORKERS=1
 #        BUILD=<repo>/build-bench-svc (release build, set up if missing)
 #        SYNC=full|normal (numvald [server] synchronous; default full)
+#        NUMVALD=/path/to/numvald (skip the build and use this binary)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,11 +33,15 @@ for p in wrk nginx curl sqlite3; do
 done
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 
-if [ ! -f "$BUILD/build.ninja" ]; then
-    meson setup "$BUILD" "$ROOT" --buildtype=release >/dev/null
+if [ -n "${NUMVALD:-}" ]; then # a numvald built elsewhere (e.g. from a clean tree)
+    [ -x "$NUMVALD" ] || { echo "http_bench: NUMVALD '$NUMVALD' is not executable" >&2; exit 2; }
+else
+    if [ ! -f "$BUILD/build.ninja" ]; then
+        meson setup "$BUILD" "$ROOT" --buildtype=release >/dev/null
+    fi
+    ninja -C "$BUILD" daemon/numvald >/dev/null
+    NUMVALD=$BUILD/daemon/numvald
 fi
-ninja -C "$BUILD" daemon/numvald >/dev/null
-NUMVALD=$BUILD/daemon/numvald
 
 TMP=$(mktemp -d "${TMPDIR:-/var/tmp}/numval-http-bench.XXXXXX")
 NVD_PID=
@@ -174,9 +179,31 @@ printf '\n%-26s %5s %11s %8s %8s %9s %6s %11s %s\n' "run" "conns" "req/s" "p50 m
     "requests" "non2xx" "load1 b/a" "socket errors"
 printf '%s\n' "${ROWS[@]}"
 echo
+# Medians over the rounds (the machine is shared: single runs swing widely).
+printf '%s\n' "${ROWS[@]}" | awk '
+    { label = substr($0, 1, 26); sub(/ +$/, "", label) }
+    { k = label "|" substr($0, 28, 5) + 0; n[k]++; rps[k, n[k]] = substr($0, 34, 11) + 0;
+      p99[k, n[k]] = substr($0, 55, 8) + 0; if (!(k in seen)) { seen[k] = 1; order[++m] = k } }
+    function med(a, k, c,   i, j, t, v) {
+        for (i = 1; i <= c; i++) v[i] = a[k, i]
+        for (i = 1; i <= c; i++) for (j = i + 1; j <= c; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+        return c % 2 ? v[(c + 1) / 2] : (v[c / 2] + v[c / 2 + 1]) / 2
+    }
+    END {
+        printf "%-34s %6s %11s %12s\n", "median over rounds", "runs", "req/s", "p99 ms"
+        for (i = 1; i <= m; i++) {
+            k = order[i]; split(k, f, "|"); r[k] = med(rps, k, n[k])
+            printf "%-26s @%-6s %6d %11.0f %12.2f\n", f[1], f[2], n[k], r[k], med(p99, k, n[k])
+        }
+        g = "numvald GET job|64"; x = "nginx GET static|64"
+        if ((g in r) && (x in r) && r[x] > 0)
+            printf "numvald GET / nginx GET (medians): %.0f%%\n", 100 * r[g] / r[x]
+    }'
+echo
 echo "GET body: $SIZE bytes (nginx serves the identical file)."
 echo "POST durability: wrk counted $POST_OK 2xx answers; after SIGKILL the database holds" \
-     "$STORED jobs (1 seed + those; in-flight requests at the end of a run may add a few)."
+     "$STORED jobs (1 seed + those; requests still in flight when a run ends, at most" \
+     "its connection count, are stored but not counted by wrk)."
 if [ "$STORED" -lt $((POST_OK + 1)) ]; then
     echo "http_bench: LOST JOBS: fewer stored than acknowledged" >&2
     exit 1
