@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api_longrun.h"
 #include "api.h"
 #include "api_suite.h"
 #include "common/buildid.h"
@@ -84,6 +85,9 @@ void api_jobs_submit(api_ctx *x)
         goto out;
     /* kind "suite": expanded to the active suite cases (api_suite.c, issue 6) */
     if (api_suite_is(body) && api_suite_expand(x, body) < 0)
+        goto out;
+    /* kind "longrun": its AMP policy version goes inline (api_longrun.c, issue 7) */
+    if (api_longrun_resolve(x, body) < 0)
         goto out;
     int r = api_suite_is(body) ? 0 : nv_jobspec_validate(body, &ptr, &msg);
     if (r == -EINVAL) {

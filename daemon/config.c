@@ -1,4 +1,5 @@
 #include "config.h"
+#include "scheduler.h"
 
 #include <errno.h>
 #include <ini.h>
@@ -187,6 +188,8 @@ static int on_ini(void *user, const char *section, const char *k, const char *v)
         r = limits_key(x, k, v);
     else if (!strncmp(section, "device ", 7) && section[7])
         r = device_key(x, section + 7, k, v);
+    else if (!strncmp(section, "schedule ", 9) && section[9]) /* scheduler.c, issue 7 */
+        r = nvd_schedule_config_key(x->c, section + 9, k, v);
     else
         r = -ESRCH;
     if (r == 0)
@@ -241,6 +244,8 @@ int nvd_config_check(const nvd_config *c, char **ret_err)
     }
     if (!buf[0] && c->lease_ms < 100)
         snprintf(buf, sizeof(buf), "lease_ms '%lld' is below 100", (long long)c->lease_ms);
+    if (!buf[0])
+        nvd_schedule_config_check(c, buf, sizeof(buf));
     if (buf[0]) {
         *ret_err = strdup(buf);
         return -EINVAL;
@@ -261,5 +266,6 @@ void nvd_config_done(nvd_config *c)
         free(c->devices[i].worker);
     }
     free(c->devices);
+    nvd_schedule_config_free(c);
     memset(c, 0, sizeof(*c));
 }

@@ -29,6 +29,8 @@ typedef struct nvd_config {
     bool sync_full;
     nvd_device_conf *devices;
     int n_devices;
+    struct nvd_schedule_conf *schedules; /* [schedule NAME] sections (scheduler.h) */
+    int n_schedules;
 } nvd_config;
 
 /* Fill defaults. 0 or -ENOMEM. */

@@ -12,6 +12,7 @@
 #include "app.h"
 #include "auth.h"
 #include "common/log.h"
+#include "scheduler.h"
 #include "supervisor.h"
 #include "util.h"
 
@@ -252,6 +253,7 @@ static void on_signal(uv_signal_t *s, int signum)
     nv_log_info("signal %d: shutting down", signum);
     nvd_http_server_close(d->app.http);
     d->app.http = NULL;
+    nvd_scheduler_stop();
     nvd_queue_free(d->app.queue);
     d->app.queue = NULL;
     nvd_supervisor_stop(d->app.sup, on_supervisor_stopped, d);
@@ -317,6 +319,11 @@ static int start(daemon_state *d, nvd_config *cfg, const cli *c)
     r = nvd_supervisor_new(app, &app->sup);
     if (r < 0) {
         fprintf(stderr, "numvald: cannot start the worker supervisor: %s\n", strerror(-r));
+        return r;
+    }
+    r = nvd_scheduler_start(app); /* cron schedules (scheduler.c, issue 7) */
+    if (r < 0) {
+        fprintf(stderr, "numvald: cannot start the scheduler: %s\n", strerror(-r));
         return r;
     }
     char host[256];

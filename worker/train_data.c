@@ -16,7 +16,7 @@ static double teacher_probs(const nvw_data *d, const double *x, double *p)
 {
     const nv_longrun_spec *s = d->s;
     int D = s->in_dim, H = s->teacher_hidden, C = s->classes;
-    double z[64];
+    double z[1024];
     double feat[256];
     /* Transformer inputs are [T, D]: the teacher sees sqrt(T) * mean_t x_t (~ N(0, 1)). */
     int T = s->model == NV_LR_TRANSFORMER ? s->seq : 1;
@@ -66,7 +66,7 @@ static int sample(const nvw_data *d, nv_rng *rx, nv_rng *ry, int n, nv_dtype dt,
         nv_tensor_free(y);
         return -ENOMEM;
     }
-    double ent = 0, p[64];
+    double ent = 0, p[1024];
     for (int i = 0; i < n; i++) {
         double *xi = x->data + (int64_t)i * d->in_numel;
         for (int64_t k = 0; k < d->in_numel; k++)
@@ -95,7 +95,7 @@ int nvw_data_init(nvw_data *d, const nv_longrun_spec *s)
     d->in_numel = (int64_t)D * (s->model == NV_LR_TRANSFORMER ? s->seq : 1);
     d->t1 = malloc((size_t)H * D * sizeof(double));
     d->t2 = malloc((size_t)C * H * sizeof(double));
-    if (!d->t1 || !d->t2 || D > 256 || C > 64) {
+    if (!d->t1 || !d->t2 || D > 256 || C > 1024) {
         nvw_data_done(d);
         return -ENOMEM;
     }

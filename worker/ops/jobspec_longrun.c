@@ -132,7 +132,7 @@ static int parse_model(perr *e, const json_t *j, nv_longrun_spec *s)
     int64_t in = 0, hid = 0, cl = 0, seq = 0;
     r = inum(e, sz, "/sizes", "in", tr ? 16 : 16, 1, 256, &in);
     r = r ? r : inum(e, sz, "/sizes", "hidden", 32, 1, 1024, &hid);
-    r = r ? r : inum(e, sz, "/sizes", "classes", 4, 2, 64, &cl);
+    r = r ? r : inum(e, sz, "/sizes", "classes", 4, 2, 1024, &cl);
     r = r ? r : inum(e, sz, "/sizes", "seq", 8, 1, 64, &seq);
     s->in_dim = (int)in, s->hidden = (int)hid, s->classes = (int)cl, s->seq = (int)seq;
     return r;
@@ -217,7 +217,7 @@ static int parse_seeds(perr *e, const json_t *j, nv_longrun_spec *s)
 static int parse_amp(perr *e, const json_t *j, nv_longrun_spec *s)
 {
     const json_t *a = json_object_get(j, "amp");
-    static const char *const keys[] = {"dtype", "policy", "policy_version", NULL};
+    static const char *const keys[] = {"dtype", "policy", "policy_version", "policy_name", NULL};
     if (a && (!json_is_object(a) || check_keys(e, a, "/amp", keys)))
         return fail(e, "/amp", "must be an object (dtype, policy, policy_version)");
     const json_t *dt = json_object_get(a, "dtype");
