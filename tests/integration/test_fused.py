@@ -12,7 +12,9 @@ Usage: test_fused.py NUMVAL_WORKER SOURCE_ROOT
   region promises); the softmax "p" diverges too, while the exact scaling "z"
   does not (x 1/8 of a bf16 value is exact);
 - fast transcendentals and a reassociated reduction inside the fused region
-  pass the shipped tolerances (their errors are within the composed bounds);
+  pass the shipped tolerances of the composed ops (softmax, cross_entropy);
+  fast gelu is named as not faithful and passes with an accepted_fast_algorithm
+  tolerance for its node;
 - the failure artifact (numval-worker run --artifacts) holds the graph, the
   inputs and every node's fused capture and unfused output;
 - a graph with a cycle is refused with exit 2 naming the node and its pointer.
@@ -135,13 +137,34 @@ if res:
         check(False, "artifact %s written" % path)
 shutil.rmtree(artdir, ignore_errors=True)
 
-# 3. Fast transcendentals and a tree reduction inside the region still pass.
-for name in ("attention", "lm_head_softmax_cross_entropy", "mlp_epilogue"):
-    rc, res, err = run(jobs[name], "emu:fused_transcendental=fast,fused_reduce=tree:16")
+# 3. Fast transcendentals and a tree reduction inside the region: the composed
+#    ops (softmax, cross_entropy) stay inside their bounds; gelu's fast erf does
+#    not stay faithful (1 + erf(x) cancels for x << 0) and is named, then passes
+#    with an accepted_fast_algorithm tolerance for that node.
+FAST = "emu:fused_transcendental=fast,fused_reduce=tree:16"
+for name in ("attention", "lm_head_softmax_cross_entropy"):
+    rc, res, err = run(jobs[name], FAST)
     check(rc == 0 and res and res["verdict"] == "passed" and
           res["mode"]["fused"]["transcendental"] == "fast",
           "%s passes with fast transcendentals and tree:16 inside the region (rc %d)"
           % (name, rc))
+mlp = jobs["mlp_epilogue"]
+rc, res, err = run(mlp, FAST)
+named = [(c.get("first_divergent") or {}).get("node") for c in (res or {}).get("cases", [])]
+check(rc == 1 and named == ["y", "y"],
+      "fast gelu fails the 1-ulp faithful default and is named in both cases: %s" % named)
+mlp = dict(mlp)
+# Allowed: 2^-7 relative (2 bf16 ulps) where the fast gelu keeps its relative
+# accuracy; 1e-6 absolute below, where the cancellation in 1 + erf(x) loses it.
+mlp["node_tolerances"] = {"y": {
+    "metric": "allclose", "atol": 1e-6, "rtol": 0.0078125,
+    "reason_code": "accepted_fast_algorithm",
+    "reason": "fast gelu (x/2 (1 + fast erf) in fp32): 1 + erf(x) cancels for x << 0, so "
+              "results below 1e-6 lose their relative accuracy (down to a flush to zero); "
+              "elsewhere within 2^-7 relative (2 bf16 ulps)"}}
+rc, res, err = run(mlp, FAST)
+check(rc == 0 and res and res["verdict"] == "passed",
+      "mlp_epilogue passes fast mode with the accepted_fast_algorithm tolerance (rc %d)" % rc)
 
 # 4. A cycle is refused before anything runs.
 bad = {"kind": "fused", "dtypes": ["fp32"],
