@@ -3,10 +3,23 @@
 nothing: fp32 neg by flipping sign bits with one big-integer XOR. Benchmarks use it
 to isolate the protocol's own cost (pipes, framing, JSON headers, copies) from a
 runtime's compute. Standard library only."""
+import atexit
 import json
+import os
+import resource
 import sys
 
 inp, out = sys.stdin.buffer, sys.stdout.buffer
+
+
+def report_rusage(path):
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    with open(path, "a") as f:
+        f.write(f"{r.ru_utime} {r.ru_stime}\n")
+
+
+if os.environ.get("NUMVAL_HARNESS_RUSAGE"):  # benchmarks: CPU seconds at exit
+    atexit.register(report_rusage, os.environ["NUMVAL_HARNESS_RUSAGE"])
 
 
 def send(hdr, payload=b""):

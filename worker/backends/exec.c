@@ -37,6 +37,7 @@ typedef struct exec_ctx {
     size_t rlen;
     uint64_t next_id;
     int timeout_ms;
+    int start_timeout_ms; /* for the hello: importing a runtime takes seconds */
     /* Released output buffers kept for the next reply: a fresh malloc of a large
      * tensor is fresh pages (page faults and zeroing) on every call. */
     void *spare[EXEC_SPARES];
@@ -244,7 +245,7 @@ static int harness_start(exec_ctx *c, char *err, size_t errlen)
     int r = spawn(c, err, errlen);
     if (r < 0)
         return NV_E_DEVICE;
-    int64_t deadline = now_ms() + c->timeout_ms;
+    int64_t deadline = now_ms() + c->start_timeout_ms;
     static const char hello[] = "{\"type\":\"hello\",\"protocol\":1}\n";
     char *line = NULL;
     r = write_all(c, hello, sizeof(hello) - 1, deadline);
@@ -662,6 +663,10 @@ static int exec_open(const char *options, void **ret_ctx, char *err, size_t errl
     c->rbuf = malloc(LINE_MAX_BYTES + 1);
     const char *t = getenv("NUMVAL_EXEC_TIMEOUT");
     c->timeout_ms = t && atoi(t) > 0 ? atoi(t) * 1000 : 60000;
+    const char *st = getenv("NUMVAL_EXEC_START_TIMEOUT");
+    c->start_timeout_ms = st && atoi(st) > 0 ? atoi(st) * 1000 : 300000;
+    if (c->start_timeout_ms < c->timeout_ms)
+        c->start_timeout_ms = c->timeout_ms;
     char path[] = "/tmp/numval-exec-stderr-XXXXXX";
     c->err_fd = mkostemp(path, O_CLOEXEC);
     if (c->err_fd >= 0)

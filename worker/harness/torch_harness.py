@@ -11,9 +11,12 @@ autograd, autocast and the RNG.
 """
 
 import argparse
+import atexit
 import json
 import math
+import os
 import platform
+import resource
 import sys
 
 import numpy as np
@@ -299,6 +302,13 @@ def serve(device, inp, out):
                        "code": classify(e), "message": text.splitlines()[0] if text else "RuntimeError"})
 
 
+def report_rusage(path):
+    """Benchmarks: append this process's CPU seconds (user sys) to path at exit."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    with open(path, "a") as f:
+        f.write(f"{r.ru_utime} {r.ru_stime}\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu")
@@ -309,6 +319,8 @@ def main():
     ap.add_argument("--autograd", default="builtin", choices=torch_autograd.MODES,
                     help="how backward acquires derivatives when a request does not say")
     args = ap.parse_args()
+    if os.environ.get("NUMVAL_HARNESS_RUSAGE"):
+        atexit.register(report_rusage, os.environ["NUMVAL_HARNESS_RUSAGE"])
     global AUTOGRAD
     AUTOGRAD = args.autograd
     torch.set_num_threads(args.threads)
