@@ -167,9 +167,9 @@ def test_errors(tmp):
     rc, res, err = run(tmp, job, "emu")
     ok(rc == 2 and "/dtypes/1: unknown dtype 'fp7'" in err, "bad dtype: exit 2 naming /dtypes/1",
        err)
-    rc, res, err = run(tmp, dict(CONTRACT, kind="longrun"), "emu")
-    ok(rc == 2 and "kind 'longrun' is not supported by this build" in err,
-       "kind longrun refused", err)
+    rc, res, err = run(tmp, dict(CONTRACT, kind="bogus"), "emu")
+    ok(rc == 2 and "/kind" in err and "unknown kind 'bogus'" in err,
+       "unknown kind refused naming /kind", err)
     rc, res, err = run(tmp, CONTRACT, "nosuchbackend:x=1")
     ok(rc == 2 and "nosuchbackend" in err, "unknown backend: exit 2 with the loader's message",
        err)
