@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "common/log.h"
+#include "common/sha256.h"
 #include "http_internal.h"
 
 #define READ_CHUNK 65536
@@ -246,12 +247,56 @@ static void respond_conn(conn *c, int status, const char *ctype, const void *bod
         conn_close(c);
 }
 
+/* If-None-Match (RFC 9110 §13.1.2): "*" or a list of entity tags compared
+ * weakly (§8.8.3.2: the opaque parts equal, a W/ prefix ignored). opaque is
+ * the quoted tag. */
+static bool etag_listed(const char *inm, const char *opaque)
+{
+    size_t olen = strlen(opaque);
+    for (const char *p = inm; *p;) {
+        while (*p == ' ' || *p == '\t' || *p == ',')
+            p++;
+        if (*p == '*')
+            return true;
+        if (strncmp(p, "W/", 2) == 0)
+            p += 2;
+        const char *e = p;
+        while (*e && *e != ',')
+            e++;
+        size_t n = (size_t)(e - p);
+        while (n && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+            n--;
+        if (n == olen && memcmp(p, opaque, n) == 0)
+            return true;
+        p = e;
+    }
+    return false;
+}
+
 void nvd_http_respond(nvd_http_req *req, int status, const char *content_type, const void *body,
                       size_t len, const char *extra_headers)
 {
     conn *c = (conn *)((char *)req - offsetof(conn, rq));
     if (c->rq.responded)
         return;
+    /* Conditional GET for JSON reads: a weak ETag from the SHA-256 of the body
+     * (weak: the same JSON, not promised byte-for-byte across versions); a
+     * matching If-None-Match gets 304 with the headers only (RFC 9110 §15.4.5). */
+    bool get = req->head || (req->method && strcmp(req->method, "GET") == 0);
+    if (status == 200 && get && body && content_type &&
+        strcmp(content_type, "application/json") == 0) {
+        char hex[65], opaque[40], hdrs[768];
+        nv_sha256_hex(body, len, hex);
+        snprintf(opaque, sizeof opaque, "\"%.32s\"", hex);
+        int n = snprintf(hdrs, sizeof hdrs, "%sETag: W/%s\r\n", extra_headers ? extra_headers : "",
+                         opaque);
+        if (n > 0 && (size_t)n < sizeof hdrs) {
+            const char *inm = nvd_http_header(req, "If-None-Match");
+            bool same = inm && etag_listed(inm, opaque);
+            respond_conn(c, same ? 304 : status, content_type, body, len, hdrs, same || req->head);
+            return;
+        }
+    }
     respond_conn(c, status, content_type, body, len, extra_headers, req->head);
 }
 

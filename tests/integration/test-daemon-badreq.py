@@ -2,6 +2,8 @@
 """A corpus of bad requests against a real numvald: each gets its 4xx JSON
 error, and afterwards the daemon still serves and the jobs stored before are
 intact (issue 3, "What must be shown")."""
+import hashlib
+import http.client
 import json
 import os
 import sys
@@ -106,6 +108,45 @@ def corpus(d):
                      body={"job_id": 99999, "lease_token": "x"}))
 
 
+def get_raw(d, path, inm=None):
+    """(status, raw body, ETag header) of a GET, with If-None-Match when given."""
+    c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+    try:
+        c.request("GET", path, headers={"If-None-Match": inm} if inm else {})
+        r = c.getresponse()
+        return r.status, r.read(), r.getheader("ETag")
+    finally:
+        c.close()
+
+
+def conditional_get(d, jid):
+    """GET JSON answers carry a weak ETag, the first 128 bits of the body's
+    SHA-256 (hashed here with hashlib, independently of common/sha256.c); a
+    matching If-None-Match gets 304 without a body (RFC 9110 §13.1.2, §15.4.5)."""
+    path = "/api/v1/jobs/%d" % jid
+    st, body, tag = get_raw(d, path)
+    want = 'W/"%s"' % hashlib.sha256(body).hexdigest()[:32]
+    check(st == 200 and tag == want, "GET job: ETag %s (got %s %s)" % (want, st, tag))
+    st, again, tag2 = get_raw(d, path, inm=tag)
+    check(st == 304 and again == b"" and tag2 == tag, "If-None-Match of the ETag -> 304, no body "
+          "(got %s, %d bytes)" % (st, len(again)))
+    st, _, _ = get_raw(d, path, inm='"0000", ' + tag[2:])
+    check(st == 304, "weak comparison in a list: the tag without W/ matches too (got %s)" % st)
+    st, _, _ = get_raw(d, path, inm="*")
+    check(st == 304, "If-None-Match: * -> 304 (got %s)" % st)
+    st, other, _ = get_raw(d, path, inm='W/"00000000000000000000000000000000"')
+    check(st == 200 and other == body, "another tag -> 200 with the same body (got %s)" % st)
+    st, _, _ = d.request("POST", path + "/cancel", scope="submit")
+    check(st == 200, "cancel the job (got %s)" % st)
+    st, changed, tag3 = get_raw(d, path, inm=tag)
+    check(st == 200 and tag3 != tag and b'"cancelled"' in changed,
+          "changed job -> 200 with a new ETag (got %s %s)" % (st, tag3))
+    st, _, r = d.request("POST", "/api/v1/jobs", body=GOOD, scope="submit")
+    check(st == 201 and r.getheader("ETag") is None, "no ETag on a POST answer")
+    st, _, _ = get_raw(d, "/api/v1/jobs/999999", inm="*")
+    check(st == 404, "errors are never 304 (got %s)" % st)
+
+
 def test(numvald):
     with Daemon(numvald, limits={"header_timeout_ms": 1000, "max_job_body": 1 << 20}) as d:
         d.start()
@@ -127,6 +168,7 @@ def test(numvald):
         check(st == 200 and len(body["jobs"]) == 5, "exactly the 5 stored jobs, nothing extra")
         st, body, _ = d.request("POST", "/api/v1/jobs", body=GOOD, scope="submit")
         check(st == 201, "a new submission still works")
+        conditional_get(d, stored[0][0])
         st, body, r = d.request("GET", "/")
         check(st == 200 and r.getheader("Content-Type").startswith("text/html"),
               "static index.html with text/html")
