@@ -12,7 +12,7 @@
 # stopped on exit (trap). Never run by the test suite.
 #
 # Usage: bench/http_bench.sh            (from anywhere)
-# Env:   DURATION=10s  ROUNDS=2  POST_CONNS="1 16 64"  NGINX_WORKERS=1
+# Env:   DURATION=10s  ROUNDS=2 (GET)  POST_ROUNDS=1  POST_CONNS="1 16 64"  NGINX_WORKERS=1
 #        BUILD=<repo>/build-bench-svc (release build, set up if missing)
 #        SYNC=full|normal (numvald [server] synchronous; default full)
 #        NUMVALD=/path/to/numvald (skip the build and use this binary)
@@ -22,6 +22,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build-bench-svc}
 DURATION=${DURATION:-10s}
 ROUNDS=${ROUNDS:-2}
+POST_ROUNDS=${POST_ROUNDS:-1}
 POST_CONNS=${POST_CONNS:-"1 16 64"}
 NGINX_WORKERS=${NGINX_WORKERS:-1}
 SYNC=${SYNC:-full}
@@ -159,14 +160,22 @@ run() { # label conns url [wrk args...]
 
 echo "http_bench: numvald $NVD (synchronous=$SYNC), nginx http://127.0.0.1:$NGX_PORT" \
      "($NGINX_WORKERS worker), body $SIZE bytes, $DURATION per run, data in $TMP" >&2
+get_run() {
+    case $1 in
+    0) run "numvald GET job" 64 "$NVD/api/v1/jobs/$JOB_ID" ;;
+    1) run "numvald GET job (token)" 64 "$NVD/api/v1/jobs/$JOB_ID" -H "Authorization: Bearer $TOKEN" ;;
+    2) run "nginx GET static" 64 "http://127.0.0.1:$NGX_PORT/job.json" ;;
+    esac
+}
+# The order rotates each round so that no server always runs first or last.
 for r in $(seq "$ROUNDS"); do
-    run "numvald GET job" 64 "$NVD/api/v1/jobs/$JOB_ID"
-    run "numvald GET job (token)" 64 "$NVD/api/v1/jobs/$JOB_ID" -H "Authorization: Bearer $TOKEN"
-    run "nginx GET static" 64 "http://127.0.0.1:$NGX_PORT/job.json"
+    for i in 0 1 2; do get_run $(((i + r - 1) % 3)); done
 done
-for c in $POST_CONNS; do
-    NUMVAL_TOKEN=$TOKEN run "numvald POST job" "$c" "$NVD/api/v1/jobs" -s "$ROOT/bench/wrk_post.lua"
-    POST_OK=$((POST_OK + LAST_OK))
+for r in $(seq "$POST_ROUNDS"); do
+    for c in $POST_CONNS; do
+        NUMVAL_TOKEN=$TOKEN run "numvald POST job" "$c" "$NVD/api/v1/jobs" -s "$ROOT/bench/wrk_post.lua"
+        POST_OK=$((POST_OK + LAST_OK))
+    done
 done
 
 # ---- durability: SIGKILL, then count what the database holds -------------------
