@@ -6,6 +6,8 @@
 #include "client.h"
 #include "cmd_repro.h"
 
+int nvc_cmd_schedules(nvc_conn *c, int argc, char **argv); /* cmd_schedules.c */
+
 static const char USAGE[] =
     "usage: numvalctl [--server URL] [--token T] [--json] COMMAND ...\n"
     "\n"
@@ -47,6 +49,7 @@ static const command COMMANDS[] = {
     {"cancel", nvc_cmd_cancel},       {"cases", nvc_cmd_cases},   {"artifact", nvc_cmd_artifact},
     {"tolerance", nvc_cmd_tolerance}, {"builds", nvc_cmd_builds}, {"devices", nvc_cmd_devices},
     {"repro", nvc_cmd_repro},         {"compare", nvc_cmd_compare}, {"suite", nvc_cmd_suite},
+    {"schedules", nvc_cmd_schedules}, /* cmd_schedules.c, issue 7 */
 };
 
 int main(int argc, char **argv)

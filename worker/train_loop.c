@@ -21,7 +21,7 @@ static double mround(nv_dtype master, double x)
  * device and reference runs alike: the curve measures the model training
  * produced, not the device's arithmetic in computing a loss (a device that
  * accumulates the eval mean in bf16 would misreport it). */
-static int eval_loss(nvw_model *m, const nvw_data *d, double *ret)
+static int eval_loss(nvw_model *m, const nvw_data *d, nvw_exec *ex, double *ret)
 {
     nvw_exec host;
     memset(&host, 0, sizeof host);
@@ -38,6 +38,8 @@ static int eval_loss(nvw_model *m, const nvw_data *d, double *ret)
     }
     if (r >= 0)
         *ret = tp.vals[r].t->data[0];
+    else
+        snprintf(ex->err, sizeof ex->err, "eval (host fp64): %.400s", host.err);
     nv_tensor_free(x);
     nv_tensor_free(y);
     nvw_tape_done(&tp);
@@ -166,7 +168,7 @@ int nvw_train_run(const nv_longrun_spec *s, const nvw_data *d, nvw_exec *ex, uin
     for (int64_t t = 0; t <= s->steps && r == 0; t++) {
         bool log = t % s->log_every == 0 || t == s->steps;
         double el = NAN;
-        if (log && (r = eval_loss(&m, d, &el)) < 0)
+        if (log && (r = eval_loss(&m, d, ex, &el)) < 0)
             break;
         if (t == s->steps) {
             run->final_loss = el;

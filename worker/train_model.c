@@ -162,7 +162,7 @@ static int block_logits(nvw_model *m, nvw_tape *tp, const int *pv, int x, int64_
     int res[2] = {xf, r};
     TRY(r = nvw_tape_op(tp, "add", "{}", 2, res));
     int ln[3] = {r, pv[4], pv[5]};
-    TRY(r = nvw_tape_op(tp, "layer_norm", "{\"axis\":-1}", 3, ln));
+    TRY(r = nvw_tape_op(tp, "layer_norm", "{}", 3, ln));
     int h1 = r;
     TRY(r = affine(tp, pv, 6, h1, B * T));
     TRY(r = act(tp, s->relu, r));
@@ -170,7 +170,7 @@ static int block_logits(nvw_model *m, nvw_tape *tp, const int *pv, int x, int64_
     int res2[2] = {h1, r};
     TRY(r = nvw_tape_op(tp, "add", "{}", 2, res2));
     int ln2[3] = {r, pv[10], pv[11]};
-    TRY(r = nvw_tape_op(tp, "layer_norm", "{\"axis\":-1}", 3, ln2));
+    TRY(r = nvw_tape_op(tp, "layer_norm", "{}", 3, ln2));
     TRY(r = nvw_tape_reshape(tp, r, 3, s3));
     TRY(r = nvw_tape_op(tp, "mean", "{\"axis\":1}", 1, &r));
     return affine(tp, pv, 12, r, B);
