@@ -1,7 +1,7 @@
 // Builds and build compare (newly failing, fixed, error growth). Compare appears
 // when the server offers GET /api/v1/compare (issue 6).
 
-import {h, num, when, section, empty, shortId, kv} from '../util.js';
+import {h, num, when, section, empty, shortId, kv, badge} from '../util.js';
 import {optional} from '../api.js';
 import {href} from '../router.js';
 import {buildsOf} from './common.js';
@@ -43,17 +43,26 @@ export async function renderBuilds(ctx) {
         h('td', h('a', {href: `#/jobs?build=${encodeURIComponent(b.id)}`}, 'jobs')))))))));
 }
 
-function caseList(title, list, id) {
-  return section(title, list.length ? h('div.table-wrap', h('table.data', {id},
-    h('thead', h('tr', ['Case', 'Op · dtype', 'Base', 'Head'].map((t) => h('th', {scope: 'col'}, t)))),
-    h('tbody', list.map((c) => {
-      const base = c.base || {}, head = c.head || {};
-      return h('tr',
-        h('td', c.case_id || head.id ? h('a', {href: `#/cases/${encodeURIComponent(c.case_id || head.id)}`}, c.signature || c.name || `case ${c.case_id || head.id}`) : (c.signature || c.name || '—')),
-        h('td', `${c.op || head.op || '—'} · ${c.dtype || head.dtype || '—'}`),
-        h('td', base.verdict ? `${base.verdict}, ${num(base.max_ulp)} ULP` : num(c.base_max_ulp ?? c.base_error)),
-        h('td', head.verdict ? `${head.verdict}, ${num(head.max_ulp)} ULP` : num(c.head_max_ulp ?? c.head_error)));
-    })))) : empty('None.'));
+function matchText(m) {
+  if (!m) return '—';
+  const attrs = m.attrs && Object.keys(m.attrs).length ? ` ${JSON.stringify(m.attrs)}` : '';
+  return `${m.op || '?'} · ${m.dtype || '?'} · [${(m.shape || []).join('×')}] · ${m.layout || '?'} · ${m.input || '?'}${attrs}`;
+}
+
+function sideCell(x) {
+  if (!x) return h('td', '—');
+  return h('td', x.case_id != null ? h('a', {href: `#/cases/${encodeURIComponent(x.case_id)}`}, `case ${x.case_id}`) : '',
+    ' ', badge(x.verdict || 'unknown'), ` ${num(x.max_ulp)} ULP`,
+    x.failure_class ? h('span.muted', ` ${x.failure_class}`) : null);
+}
+
+function caseList(title, list, id, growth, note) {
+  return section(`${title} (${list.length})`, note || null, list.length ? h('div.table-wrap', h('table.data', {id},
+    h('thead', h('tr', ['Case (op · dtype · shape · layout · input)', 'Base', 'Head', growth ? 'Growth' : null]
+      .filter(Boolean).map((t) => h('th', {scope: 'col'}, t)))),
+    h('tbody', list.map((c) => h('tr',
+      h('td', matchText(c.match)), sideCell(c.base), sideCell(c.head),
+      growth ? h('td.num', `×${num(c.growth)}`) : null))))) : empty('None.'));
 }
 
 export async function renderCompare(ctx) {
@@ -68,13 +77,24 @@ export async function renderCompare(ctx) {
   }
   const r = await optional(`/compare?base=${encodeURIComponent(query.base)}&head=${encodeURIComponent(query.head)}`);
   if (r === null) {
-    main.append(section('Result', empty('No data yet: this server does not offer build compare.')));
+    main.append(section('Result', empty('No data for these builds (unknown build, or no build compare on this server).')));
     return;
   }
-  const arr = (k, ...alts) => [k, ...alts].map((x) => r[x]).find(Array.isArray) || [];
+  const arr = (k) => (Array.isArray(r[k]) ? r[k] : []);
+  const label = (hash) => {
+    const b = builds.find((x) => String(x.id) === String(hash));
+    return b ? buildLabel(b) : shortId(hash, 16);
+  };
+  const cnt = r.counts || {};
   main.append(
-    r.summary ? section('Summary', kv(Object.entries(r.summary).map(([k, v]) => [k, num(v)]))) : null,
-    caseList('Newly failing', arr('newly_failing', 'new_failures'), 'cmp-failing'),
-    caseList('Fixed (newly passing)', arr('newly_passing', 'fixed'), 'cmp-fixed'),
-    caseList('Error growth within tolerance', arr('error_growth', 'drift'), 'cmp-growth'));
+    section('Summary', h('div', {id: 'cmp-summary'}, kv([
+      ['Base', label(r.base)], ['Head', label(r.head)],
+      ['Matched cases', num(cnt.matched)], ['Only in base', num(cnt.only_in_base)], ['Only in head', num(cnt.only_in_head)],
+      ['Newly failing', num(arr('newly_failing').length)], ['Fixed', num(arr('newly_passing').length)],
+      ['Error growth', num(arr('drift').length)],
+    ])), h('p.muted', 'Cases match by op, dtype, shape, layout, input class and attributes; the newest case of a key counts.')),
+    caseList('Newly failing', arr('newly_failing'), 'cmp-failing'),
+    caseList('Fixed (newly passing)', arr('newly_passing'), 'cmp-fixed'),
+    caseList('Error growth within tolerance', arr('drift'), 'cmp-growth', true,
+      r.drift_rule ? h('p.muted', `Rule: ${r.drift_rule}.`) : null));
 }

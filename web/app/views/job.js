@@ -6,15 +6,25 @@ import {writeAction} from '../auth.js';
 import {histogram, ulpBins} from '../charts.js';
 import {jobProgress, jobWhat, buildsOf} from './common.js';
 import {casesTable, scanUlps} from './cases-table.js';
+import {longrunSection} from './longrun.js';
 
 const ACTIVE = ['queued', 'leased', 'running'];
 const HIST_MAX = 5000;
+
+const devLink = (d) => h('a', {href: `#/devices?name=${encodeURIComponent(d)}`}, d);
+
+// The device asked for, else the one that claimed the job ("leased_by").
+function deviceCell(j) {
+  if (j.device) return devLink(j.device);
+  if (j.leased_by) return h('span', {id: 'ran-on'}, 'any; ran on ', devLink(j.leased_by));
+  return 'any';
+}
 
 function summary(j, buildName) {
   return kv([
     ['State', badge(j.state)],
     ['What', jobWhat(j)],
-    ['Device', j.device ? h('a', {href: `#/devices?name=${encodeURIComponent(j.device)}`}, j.device) : '—'],
+    ['Device', deviceCell(j)],
     ['Build', j.build_id != null ? h('a', {href: `#/jobs?build=${encodeURIComponent(j.build_id)}`,
       title: String(j.build_id)}, buildName || shortId(j.build_id, 16)) : '—'],
     ['Progress', jobProgress(j)],
@@ -63,7 +73,12 @@ export async function renderJob(ctx) {
   const histBox = h('div', h('p.muted', 'Computing the histogram…'));
 
   const h1 = h('h1', `Job #${id} `, badge(job.state));
+  const lrBox = h('div');
   function redraw() {
+    if (!lrBox.firstChild && job.result) {
+      const lr = longrunSection(job.result);
+      if (lr) lrBox.append(lr);
+    }
     sumBox.replaceChildren(summary(job, buildName));
     h1.replaceChildren(`Job #${id} `, badge(job.state));
     cancelBtn.hidden = !ACTIVE.includes(job.state);
@@ -75,6 +90,7 @@ export async function renderJob(ctx) {
     h('p.crumbs', h('a', {href: '#/jobs'}, 'Jobs'), ' › ', `#${id}`),
     h1,
     section('Summary', sumBox, actions, specBox, asRun),
+    lrBox,
     section('Cases', table.el),
     section('ULP error histogram', histBox));
 
