@@ -66,3 +66,31 @@ test('parseMetrics reads queue depth and jobs by state from Prometheus text', as
   assert.deepEqual(m.jobs, {queued: 3, failed: 12});
   assert.deepEqual(parseMetrics(null), {jobs: {}});
 });
+
+test('fusedLayers: inputs first, each node one layer after the deepest value it reads', async () => {
+  const {fusedLayers} = await import('../../web/app/views/fused.js');
+  // Hand-drawn: a, b inputs; m = mul(a, b) -> 1; n = add(m, a) -> 2; o = add(b, b) -> 1;
+  // r = add(n, o) -> 3.
+  const nodes = [{name: 'm', inputs: ['a', 'b']}, {name: 'n', inputs: ['m', 'a']},
+    {name: 'o', inputs: ['b', 'b']}, {name: 'r', inputs: ['n', 'o']}];
+  const names = fusedLayers(nodes).map((l) => l.map((x) => x.name));
+  assert.deepEqual(names, [['a', 'b'], ['m', 'o'], ['n'], ['r']]);
+  assert.equal(fusedLayers(nodes)[0][0].input, true);
+});
+
+test('lossSeries: reference mean and min..max band per step, one line per device seed', async () => {
+  const {lossSeries} = await import('../../web/app/views/longrun.js');
+  const s = lossSeries({
+    reference: [{seed: 1, points: [[0, 2], [5, 1]]}, {seed: 2, points: [[0, 4], [5, 1.5]]},
+      {seed: 3, points: [[0, 3], [5, null]]}],
+    device: [{seed: 1, points: [[0, 2.5], [5, 1.2]]}, {seed: 2, points: [[0, 3.5], [5, 'nan']]}],
+  });
+  assert.equal(s.length, 3);
+  // step 0: {2, 4, 3} -> mean 3, band [2, 4]; step 5: {1, 1.5} (null is not a loss) -> 1.25, [1, 1.5].
+  assert.deepEqual(s[0].points, [[0, 3], [5, 1.25]]);
+  assert.deepEqual(s[0].band, [[0, 2, 4], [5, 1, 1.5]]);
+  assert.match(s[0].name, /over 3 seeds/);
+  assert.deepEqual(s[1].points, [[0, 2.5], [5, 1.2]]);
+  assert.equal(s[2].name, 'device seed 2');
+  assert.ok(Number.isNaN(s[2].points[1][1]));
+});

@@ -6,7 +6,6 @@ import {h, num, badge, kv, section, empty, errorBox, exact, copyable, qs, when} 
 import {getJson, optional, apiUrl, getToken} from '../api.js';
 import {tolMetric, tolReason, listOf} from './common.js';
 import {fusedSection} from './fused.js';
-import {longrunSection} from './longrun.js';
 
 const SHOWN = new Set(['id', 'job_id', 'index', 'verdict', 'op', 'dtype', 'shape', 'layout',
   'input', 'seed', 'max_ulp', 'mean_ulp', 'p99_ulp', 'max_abs', 'max_rel', 'mismatches',
@@ -108,6 +107,7 @@ export async function renderCase(ctx) {
       ['Max abs error', num(c.max_abs)], ['Max rel error', num(c.max_rel)],
       ['Mismatches', num(c.mismatches)], ['Headroom', num(c.headroom)],
     ]))),
+    fusedSection(c),
     section('Tolerance', t ? h('div', {id: 'tolerance'}, kv([
       ['Allowed', tolMetric(t)],
       ['Reason', tolReason(t)],
@@ -121,10 +121,6 @@ export async function renderCase(ctx) {
         h('code', 'numval-worker run'), ' with the same backend):'),
       copyable(`numvalctl --server ${location.origin} repro ${id}`)),
   );
-  const fused = fusedSection(c);
-  if (fused) main.append(fused);
-  const lr = longrunSection(c);
-  if (lr) main.append(lr);
   if (extra.length) {
     main.append(section('More data', ...extra.map(([k, v]) =>
       h('details', h('summary', k), h('pre.json', JSON.stringify(v, null, 2))))));

@@ -90,11 +90,13 @@ export async function renderJob(ctx) {
     h('p.crumbs', h('a', {href: '#/jobs'}, 'Jobs'), ' › ', `#${id}`),
     h1,
     section('Summary', sumBox, actions, specBox, asRun),
-    lrBox,
-    section('Cases', table.el),
-    section('ULP error histogram', histBox));
-
-  await table.load();
+    lrBox);
+  // A long-run job has no cases: its result is the training record above.
+  const cases = job.kind !== 'longrun';
+  if (cases) {
+    main.append(section('Cases', table.el), section('ULP error histogram', histBox));
+    await table.load();
+  }
 
   async function hist() {
     try {
@@ -114,7 +116,7 @@ export async function renderJob(ctx) {
       histBox.replaceChildren(errorBox(e));
     }
   }
-  hist();
+  if (cases) hist();
 
   if (ACTIVE.includes(job.state)) {
     const stop = poll(`/jobs/${encodeURIComponent(id)}`, 1500, async (data) => {
@@ -122,6 +124,7 @@ export async function renderJob(ctx) {
       redraw();
       if (!ACTIVE.includes(job.state)) {
         stop();
+        if (!cases) return;
         await table.load();
         hist();
       }

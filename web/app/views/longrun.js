@@ -36,6 +36,8 @@ export function lossSeries(curves) {
   return series;
 }
 
+function ruleText(r) { return r && r.rule ? h('div.muted.rule-text', r.rule) : null; }
+
 function passed(v) { return v === undefined ? '—' : badge(v ? 'passed' : 'failed'); }
 
 function rulesTable(acc) {
@@ -46,19 +48,21 @@ function rulesTable(acc) {
     h('caption', 'Acceptance rules and their numbers'),
     h('thead', h('tr', ['Rule', 'Numbers', 'Result'].map((x) => h('th', {scope: 'col'}, x)))),
     h('tbody',
-      h('tr', {dataset: {rule: 'welch'}}, h('th', {scope: 'row'}, w.rule || 'Welch t-test'),
-        h('td', `t = ${num(w.t)}, df = ${num(w.df)}, p = ${num(w.p)}, alpha = ${num(w.alpha)}`), h('td', passed(w.passed))),
-      h('tr', {dataset: {rule: 'trimmed_mean'}}, h('th', {scope: 'row'}, t.rule || 'trimmed means'),
+      h('tr', {dataset: {rule: 'welch'}}, h('th', {scope: 'row'}, 'Welch t-test, final losses'),
+        h('td', `t = ${num(w.t)}, df = ${num(w.df)}, p = ${num(w.p)}, alpha = ${num(w.alpha)}`, ruleText(w)), h('td', passed(w.passed))),
+      h('tr', {dataset: {rule: 'trimmed_mean'}}, h('th', {scope: 'row'}, 'Trimmed-mean band'),
         h('td', `reference ${num(t.reference)}, device ${num(t.device)}, gap ${num(gap)}, band ${num(t.band)} ` +
-          `(band_k ${num(t.band_k)} × sd ${num(t.sd_reference)}, floor ${num(t.band_floor)} × reference; trim ${num(t.trim)})`),
+          `(band_k ${num(t.band_k)} × sd ${num(t.sd_reference)}, floor ${num(t.band_floor)} × reference; trim ${num(t.trim)})`,
+          ruleText(t)),
         h('td', passed(t.passed))),
-      h('tr', {dataset: {rule: 'envelope'}}, h('th', {scope: 'row'}, env.rule || 'envelope'),
+      h('tr', {dataset: {rule: 'envelope'}}, h('th', {scope: 'row'}, 'Per-step envelope'),
         h('td', `margin ${num(env.margin)}, ${num(env.violations)} violation(s)`,
           (env.first_violations || []).length ? h('ul', env.first_violations.map((v) =>
-            h('li', `step ${v.step}, seed ${v.seed}: ${num(v.loss)} outside [${num(v.low)}, ${num(v.high)}]`))) : null),
+            h('li', `step ${v.step}, seed ${v.seed}: ${num(v.loss)} outside [${num(v.low)}, ${num(v.high)}]`))) : null,
+          ruleText(env)),
         h('td', passed(env.passed))),
-      h('tr', {dataset: {rule: 'determinism'}}, h('th', {scope: 'row'}, det.rule || 'determinism'),
-        h('td', det.seed !== undefined ? `seed ${det.seed}` : '—'),
+      h('tr', {dataset: {rule: 'determinism'}}, h('th', {scope: 'row'}, 'Determinism'),
+        h('td', det.seed !== undefined ? `seed ${det.seed}` : '', ruleText(det)),
         h('td', det.bit_identical === undefined ? 'not checked' : passed(det.bit_identical))))));
 }
 
