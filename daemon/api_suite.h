@@ -20,9 +20,12 @@ bool api_suite_is(const json_t *body);
  * Returns 0, or -1 after answering the request with a 400. */
 int api_suite_expand(api_ctx *x, json_t *body);
 
-/* After a result was stored for job_id: promote minimized reproducers
- * ("signature" + "minimized_artifact" on a case) and record suite replays
- * ("suite_case" on a case of a suite job). Errors are logged, never fatal. */
-void nvd_promote_result(nvd_store *s, int64_t job_id, const json_t *result, int64_t now);
+/* For a result of job_id, in the write that stores it (nvd_store_job_finish_then):
+ * promote minimized reproducers ("signature" + "minimized_artifact" on a case)
+ * and record suite replays ("suite_case" on a case of a suite job). Idempotent:
+ * a repeat records no second occurrence or run. A case without a well-formed
+ * signature is skipped; a store error is returned (negative errno, logged) so
+ * the caller rolls back the result with it. */
+int nvd_promote_result(nvd_store *s, int64_t job_id, const json_t *result, int64_t now);
 
 #endif

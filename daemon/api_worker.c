@@ -7,6 +7,7 @@
 
 #include "api.h"
 #include "api_suite.h"
+#include "store_suite.h"
 #include "common/log.h"
 #include "common/sha256.h"
 #include "util.h"
@@ -180,6 +181,19 @@ out:
     json_decref(body);
 }
 
+typedef struct promote_ud {
+    int64_t job_id;
+    const json_t *result;
+    int64_t now;
+} promote_ud;
+
+static int promote_then(nvd_store *s, void *ud, bool dup)
+{
+    (void)dup;
+    const promote_ud *pu = ud;
+    return nvd_promote_result(s, pu->job_id, pu->result, pu->now);
+}
+
 void api_worker_result(api_ctx *x)
 {
     json_t *body = api_body_object(x);
@@ -205,16 +219,19 @@ void api_worker_result(api_ctx *x)
                   json_array_size(cases), NV_JOB_MAX_CASES);
         goto out;
     }
+    /* Dedup + promotion and suite history (promote.c, issue 6) in the same write
+     * as the result, also on a duplicate upload (idempotent there), so no crash
+     * between them can lose a promotion. */
     bool dup = false;
-    int r = nvd_store_job_finish(x->app->store, id, token, res, nvd_now_ms(), &dup);
+    promote_ud pu = {.job_id = id, .result = res, .now = nvd_now_ms()};
+    int r = nvd_store_job_finish_then(x->app->store, id, token, res, pu.now, promote_then, &pu,
+                                      &dup);
     if (r < 0) {
         lease_error(x, r, id);
         goto out;
     }
     if (!dup)
         x->app->metrics.results_stored++;
-    if (!dup) /* dedup + promotion, suite history (promote.c, issue 6) */
-        nvd_promote_result(x->app->store, id, res, nvd_now_ms());
     json_t *job = NULL;
     r = nvd_store_job_get(x->app->store, id, &job);
     if (r < 0) {

@@ -18,23 +18,25 @@ static bool hex64(const char *s)
     return n == 64;
 }
 
-static void promote_case(nvd_store *s, int64_t job_id, const json_t *c, int64_t now)
+static int promote_case(nvd_store *s, int64_t job_id, const json_t *c, int64_t now)
 {
     const json_t *sig = json_object_get(c, "signature");
     const char *id = json_string_value(json_object_get(sig, "id"));
     const char *art = json_string_value(json_object_get(c, "minimized_artifact"));
     if (!hex64(id) || !hex64(art))
-        return;
+        return 0;
     json_t *detail = json_deep_copy(sig);
     if (!detail)
-        return;
+        return -ENOMEM;
     json_object_del(detail, "id");
     char *text = json_dumps(detail, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(detail);
+    if (!text)
+        return -ENOMEM;
     const char *orig = json_string_value(json_object_get(c, "artifact"));
     nvd_suite_new n = {
         .signature = id,
-        .signature_json = text ? text : "{}",
+        .signature_json = text,
         .op = json_string_value(json_object_get(c, "op")),
         .dtype = json_string_value(json_object_get(c, "dtype")),
         .failure_class = json_string_value(json_object_get(sig, "failure_class")),
@@ -53,9 +55,10 @@ static void promote_case(nvd_store *s, int64_t job_id, const json_t *c, int64_t 
     else
         nv_log_info("job %lld: signature %.12s %s suite case %lld", (long long)job_id, id,
                     created ? "promoted to new" : "recorded again on", (long long)sid);
+    return r;
 }
 
-void nvd_promote_result(nvd_store *s, int64_t job_id, const json_t *result, int64_t now)
+int nvd_promote_result(nvd_store *s, int64_t job_id, const json_t *result, int64_t now)
 {
     const char *kind = json_string_value(json_object_get(result, "kind"));
     bool suite = kind && !strcmp(kind, "suite");
@@ -65,13 +68,17 @@ void nvd_promote_result(nvd_store *s, int64_t job_id, const json_t *result, int6
     {
         const json_t *sc = json_object_get(c, "suite_case");
         const char *v = json_string_value(json_object_get(c, "verdict"));
+        int r = 0;
         if (suite && json_is_integer(sc) && v) {
-            int r = nvd_store_suite_run(s, json_integer_value(sc), job_id, v, now);
+            r = nvd_store_suite_run(s, json_integer_value(sc), job_id, v, now);
             if (r < 0)
                 nv_log_warn("job %lld: recording suite case %lld failed: %s", (long long)job_id,
                             (long long)json_integer_value(sc), strerror(-r));
         } else if (!suite) {
-            promote_case(s, job_id, c, now);
+            r = promote_case(s, job_id, c, now);
         }
+        if (r < 0)
+            return r;
     }
+    return 0;
 }

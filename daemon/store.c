@@ -84,8 +84,10 @@ static int exec(nvd_store *s, const char *sql)
     return 0;
 }
 
-int store_write_begin(nvd_store *s)
+static int write_begin(nvd_store *s)
 {
+    if (s->write_depth > 0)
+        return exec(s, "SAVEPOINT w");
     if (s->opts.group_commit) {
         if (!s->group_open) {
             int r = exec(s, "BEGIN IMMEDIATE");
@@ -98,9 +100,17 @@ int store_write_begin(nvd_store *s)
     return exec(s, "BEGIN IMMEDIATE");
 }
 
+int store_write_begin(nvd_store *s)
+{
+    int r = write_begin(s);
+    if (r == 0)
+        s->write_depth++;
+    return r;
+}
+
 int store_write_end(nvd_store *s, int r)
 {
-    if (s->opts.group_commit) {
+    if (--s->write_depth > 0 || s->opts.group_commit) {
         if (r < 0) {
             exec(s, "ROLLBACK TO w");
             exec(s, "RELEASE w");

@@ -22,6 +22,7 @@ struct nvd_store {
     sqlite3 *db;
     nvd_store_opts opts;
     bool group_open; /* a group transaction is open (group_commit) */
+    int write_depth; /* store_write_begin nesting: > 1 runs as a SAVEPOINT inside */
     int n_stmts;
     struct {
         const char *sql; /* a string literal: identity is the cache key */
@@ -37,7 +38,8 @@ int store_err(nvd_store *s, int rc, const char *what);
 
 /* Start / end an atomic write (a SAVEPOINT inside the group transaction, or a
  * transaction of its own). store_write_end rolls back when r < 0 and returns r
- * (or the commit's error). */
+ * (or the commit's error). Writes nest: one begun inside another is a SAVEPOINT
+ * of the outer one, so several write functions can form one atomic write. */
 int store_write_begin(nvd_store *s);
 int store_write_end(nvd_store *s, int r);
 

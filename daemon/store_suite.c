@@ -150,6 +150,24 @@ out:
     return r;
 }
 
+int nvd_store_job_finish_then(nvd_store *s, int64_t id, const char *token, const json_t *result,
+                              int64_t now, nvd_store_then_fn then, void *ud, bool *ret_dup)
+{
+    /* The outer write makes the inner ones (finish, each promotion) savepoints of
+     * one transaction (store_write_begin nests). */
+    int r = store_write_begin(s);
+    if (r < 0)
+        return r;
+    bool dup = false;
+    r = nvd_store_job_finish(s, id, token, result, now, &dup);
+    if (r == 0 && then)
+        r = then(s, ud, dup);
+    r = store_write_end(s, r);
+    if (r == 0)
+        *ret_dup = dup;
+    return r;
+}
+
 /* {"hash", "name"} of a build hash, or null. */
 static json_t *build_json(nvd_store *s, const char *hash)
 {

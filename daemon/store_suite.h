@@ -23,6 +23,20 @@ typedef struct nvd_suite_new {
 int nvd_store_suite_promote(nvd_store *s, const nvd_suite_new *n, int64_t now, int64_t *ret_id,
                             bool *ret_new);
 
+/* Called inside the write transaction of nvd_store_job_finish_then: dup says
+ * whether the upload repeated the one that finished the job. A negative return
+ * rolls back the whole write (result included). */
+typedef int (*nvd_store_then_fn)(nvd_store *s, void *ud, bool dup);
+
+/* nvd_store_job_finish and then(s, ud, dup) as ONE atomic write: a crash or an
+ * error leaves either both (result and what then wrote) or neither, so a
+ * retried upload finds the job still leased and stores it again. then also
+ * runs on a duplicate upload; it must be idempotent (promotion is: one
+ * occurrence per job and case index). Returns what nvd_store_job_finish or then
+ * returned. */
+int nvd_store_job_finish_then(nvd_store *s, int64_t id, const char *token, const json_t *result,
+                              int64_t now, nvd_store_then_fn then, void *ud, bool *ret_dup);
+
 /* Suite cases (state NULL: all; "active" or "retired"), each with occurrences,
  * first_failing_build, fixed_in_build, last_verdict and runs. */
 int nvd_store_suite_list(nvd_store *s, const char *state, json_t **ret);
