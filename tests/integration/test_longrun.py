@@ -134,7 +134,7 @@ def daemon_suite_checks(bins, tmp):
     with open(suite, "w") as f:
         json.dump(SUITE, f)
     conf = "\n[schedule it]\ncron = * * * * *\nsuite = %s\ndevice = nodev\n" % suite
-    with Service(bins, extra_conf=conf) as s:
+    with Service(bins, devices={"emu0": "emu"}, extra_conf=conf) as s:
         s.start_daemon()
         pol = {"low_precision": ["matmul"], "fp32": ["softmax", "cross_entropy"],
                "promote": ["add"]}
@@ -159,6 +159,17 @@ def daemon_suite_checks(bins, tmp):
             spec = json.loads(spec)
         check(st == 201 and spec["amp"]["policy"] == pol and spec["amp"]["policy_version"] == 1,
               "a longrun job names policy version 1 and gets it inline")
+        run = dict(job, device="emu0")
+        st, body = s.api("POST", "/api/v1/jobs", run, scope="submit")
+        jid = body["job"]["id"]
+        deadline = time.time() + 120
+        while time.time() < deadline and s.job(jid)["state"] in ("queued", "leased", "running"):
+            time.sleep(0.5)
+        done = s.job(jid)
+        res = done.get("result") or {}
+        check(done["state"] == "passed" and res.get("amp", {}).get("policy_version") == 1
+              and res["amp"]["policy"] == pol,
+              "the supervised emu worker ran it under policy version 1: %s" % done["state"])
         st, body = s.api("POST", "/api/v1/jobs", dict(job, amp={"dtype": "bf16",
                                                                  "policy_version": 9}),
                          scope="submit")
@@ -182,7 +193,7 @@ def daemon_suite_checks(bins, tmp):
         st, body = s.api("GET", "/api/v1/schedules", scope="read")
         again = body["schedules"][0]["last_run"]
         st, jobs = s.api("GET", "/api/v1/jobs?device=nodev&limit=100", scope="read")
-        n_sched = len(jobs["jobs"]) - 1  # one job was submitted by hand above
+        n_sched = len(jobs["jobs"]) - 1  # one nodev job was submitted by hand above
         slots = (again["slot"] - last["slot"]) // 60 + 1
         check(again["slot"] >= last["slot"] and n_sched == slots,
               "after kill -9 and restart: %d scheduled jobs for %d slots, none twice"
