@@ -94,3 +94,23 @@ test('lossSeries: reference mean and min..max band per step, one line per device
   assert.equal(s[2].name, 'device seed 2');
   assert.ok(Number.isNaN(s[2].points[1][1]));
 });
+
+test('zstdDecompress gives back what the reference zstd CLI compressed', async (t) => {
+  const {execFileSync} = await import('node:child_process');
+  const {zstdDecompress} = await import('../../web/app/zstd.js');
+  try { execFileSync('zstd', ['--version']); } catch (e) { t.skip('no zstd CLI'); return; }
+  // Inputs that take each path: raw blocks (random bytes), RLE literals and long
+  // matches (repeats), Huffman literals in 1 and 4 streams with FSE sequences
+  // (text), several blocks (> 128 KiB), an empty frame.
+  let x = 12345;
+  const rnd = Buffer.alloc(70000).map(() => { x = (x * 1103515245 + 12345) >>> 0; return x >>> 24; });
+  const lines = [];
+  for (let i = 0; i < 6000; i++) lines.push(JSON.stringify({run: i % 2 ? 'device' : 'reference', step: i, loss: 1 / (i + 1)}));
+  const inputs = [Buffer.alloc(0), Buffer.from('a'), Buffer.from('abc'.repeat(40000)), rnd, Buffer.from(lines.join('\n'))];
+  for (const raw of inputs) {
+    for (const level of ['-1', '-19']) {
+      const z = execFileSync('zstd', ['-q', '-c', level], {input: raw});
+      assert.ok(Buffer.from(zstdDecompress(new Uint8Array(z))).equals(raw), `${raw.length} bytes at ${level}`);
+    }
+  }
+});

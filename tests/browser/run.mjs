@@ -89,12 +89,15 @@ const FUSED_SPEC = {
   outputs: ['o']},
   dtypes: ['bf16'], inputs: ['normal'], seed: 5,
 };
-// A small long-run job: an MLP trained 60 steps over 3 seeds under bf16 AMP
-// (about 0.4 s on emu), submitted without a device so any worker may claim it.
+// A small long-run job: an MLP trained 60 steps over 3 seeds under fp16 AMP with
+// dynamic gradient scaling (about 0.6 s on emu; the scale starts at 2^16 and
+// grows every 20 clean steps, so a few steps overflow and are skipped),
+// submitted without a device so any worker may claim it.
 const LONGRUN_SPEC = {
-  kind: 'longrun', name: 'mlp-small', model: 'mlp', sizes: {in: 8, hidden: 16, classes: 4},
-  data: {seed: 7, eval_examples: 128}, steps: 60, batch: 16, n_seeds: 3, seed: 1, log_every: 5,
-  optimizer: {name: 'adamw', lr: 0.01}, amp: {dtype: 'bf16'},
+  kind: 'longrun', name: 'mlp-small-fp16', model: 'mlp', sizes: {in: 8, hidden: 16, classes: 4},
+  data: {seed: 7, eval_examples: 128}, steps: 60, batch: 16, n_seeds: 3, seed: 1, log_every: 2,
+  optimizer: {name: 'adamw', lr: 0.01}, amp: {dtype: 'fp16'},
+  grad_scaler: {init_scale: 65536, growth_factor: 2, backoff_factor: 0.5, growth_interval: 20},
 };
 
 let svc = null;
@@ -247,7 +250,9 @@ test('jobs list filters by state', {skip: SKIP}, async () => {
   await page.waitForURL(/state=failed/);
   await settled();
   const failed = (await api(svc, 'GET', '/jobs?state=failed')).body.jobs.map((j) => String(j.id)).sort();
-  assert.deepEqual(failed, [String(failJob.id), String(fusedJob.id)].sort());
+  const ours = [baseJob, passJob, failJob, manyJob, fusedJob, longJob];
+  assert.deepEqual(failed, ours.filter((j) => j.state === 'failed').map((j) => String(j.id)).sort());
+  assert.ok(failed.includes(String(failJob.id)) && failed.includes(String(fusedJob.id)));
   const shown = [];
   for (let i = 0; i < await rows.count(); i++) shown.push(await rows.nth(i).getAttribute('data-job'));
   assert.deepEqual(shown.sort(), failed);
@@ -466,17 +471,17 @@ test('long-run curve: loss per seed over the reference band, the verdict as the 
   const acc = job.result.acceptance;
   await page.goto(svc.url + `/#/jobs/${longJob.id}`);
   await settled();
-  const canvas = page.locator('#longrun figure.chart canvas');
+  const canvas = page.locator('#longrun-loss canvas');
   await canvas.waitFor();
   await page.waitForFunction(() => {
-    const c = document.querySelector('#longrun canvas');
+    const c = document.querySelector('#longrun-loss canvas');
     const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
     for (let i = 3; i < d.length; i += 4) if (d[i]) return true;
     return false;
   }, null, {timeout: 5000});
   assert.ok(await inkOf(canvas) > 500, 'the loss chart drew its curves');
   // Legend: the reference band over its seeds and one dashed line per device seed.
-  const legend = await page.locator('#longrun ul.legend li').allInnerTexts();
+  const legend = await page.locator('#longrun-loss ul.legend li').allInnerTexts();
   assert.equal(legend.length, 1 + LONGRUN_SPEC.n_seeds);
   assert.match(legend[0], new RegExp(`over ${LONGRUN_SPEC.n_seeds} seeds`));
   assert.equal(await page.locator('#longrun-verdict .badge').innerText(), acc.verdict);
@@ -485,6 +490,17 @@ test('long-run curve: loss per seed over the reference band, the verdict as the 
   assert.ok(welch.includes(`alpha = ${acc.final_loss.welch.alpha}`), welch);
   assert.equal(await page.locator('#longrun-skipped').innerText(), String(job.result.grad_scaler.skipped_steps));
   assert.equal(await page.locator('#longrun-finals tbody tr').count(), LONGRUN_SPEC.n_seeds);
+  // The per-step record, decoded in the page (web/app/zstd.js) and here by the zstd CLI.
+  const jsonl = execFileSync('zstd', ['-d', '-q', '-c'], {input: Buffer.from(job.result.series.data, 'base64')})
+    .toString().trim().split('\n').map((l) => JSON.parse(l));
+  const info = await page.locator('#longrun-series-info').innerText();
+  assert.ok(info.startsWith(`Per-step record: ${jsonl.length} logged steps over ${LONGRUN_SPEC.n_seeds} reference ` +
+    `and ${LONGRUN_SPEC.n_seeds} device runs`), info);
+  assert.ok(await inkOf(page.locator('#longrun-gradnorm canvas')) > 500, 'gradient norm chart drawn');
+  assert.ok(await inkOf(page.locator('#longrun-scale canvas')) > 500, 'loss scale chart drawn');
+  const dev1 = jsonl.filter((r) => r.run === 'device' && r.seed === LONGRUN_SPEC.seed && r.skipped).map((r) => r.step);
+  assert.match(await page.locator('#longrun-skipped-steps').innerText(),
+    new RegExp(`seed ${LONGRUN_SPEC.seed}: ${dev1.length ? dev1.join(', ') : 'none'}(;|$)`));
   // Submitted without a device: the page names the device that claimed it.
   assert.equal(job.device, null);
   assert.ok(['emu0', 'emufast', 'emufused'].includes(job.leased_by), JSON.stringify(job));

@@ -8,12 +8,12 @@
 
 import {h, num, section, kv, badge} from '../util.js';
 import {lineChart} from '../charts.js';
+import {zstdDecompress, base64Bytes} from '../zstd.js';
 
-// Reference band and mean per logged step, device runs as they are.
-// curves = {reference: [{seed, points: [[step, loss]...]}...], device: [...]}.
-export function lossSeries(curves) {
-  const ref = Array.isArray(curves.reference) ? curves.reference : [];
-  const dev = Array.isArray(curves.device) ? curves.device : [];
+// A quantity per logged step: the reference runs as a mean line over their
+// min..max band, each device run as its own dashed line.
+// runs: [{seed, points: [[step, value]...]}...]
+export function bandSeries(ref, dev, what) {
   const at = new Map();
   for (const run of ref) {
     for (const [x, y] of run.points || []) {
@@ -26,14 +26,62 @@ export function lossSeries(curves) {
   const band = steps.map((x) => [x, Math.min(...at.get(x)), Math.max(...at.get(x))]);
   const mean = steps.map((x) => [x, at.get(x).reduce((a, b) => a + b, 0) / at.get(x).length]);
   const series = [];
-  if (ref.length) {
-    series.push({name: `reference: mean, band = min..max over ${ref.length} seeds`, points: mean, band});
-  }
+  if (ref.length) series.push({name: `${what}: mean, band = min..max over ${ref.length} seeds`, points: mean, band});
   for (const run of dev) {
     series.push({name: `device seed ${run.seed}`, points: (run.points || [])
       .map(([x, y]) => [x, typeof y === 'number' ? y : NaN]), dash: true});
   }
   return series;
+}
+
+// curves = {reference: [{seed, points: [[step, loss]...]}...], device: [...]}.
+export function lossSeries(curves) {
+  const ref = Array.isArray(curves.reference) ? curves.reference : [];
+  const dev = Array.isArray(curves.device) ? curves.device : [];
+  return bandSeries(ref, dev, 'reference');
+}
+
+// The per-step record (jsonl, one line per run and logged step) grouped into
+// runs: {reference: [{seed, recs: [...]}], device: [...]}, in seed order.
+export function seriesRuns(text) {
+  const by = {reference: new Map(), device: new Map()};
+  for (const line of text.split('\n')) {
+    if (!line.trim()) continue;
+    const r = JSON.parse(line);
+    const m = by[r.run];
+    if (!m) continue;
+    if (!m.has(r.seed)) m.set(r.seed, {seed: r.seed, recs: []});
+    m.get(r.seed).recs.push(r);
+  }
+  const list = (m) => [...m.values()].sort((a, b) => a.seed - b.seed);
+  return {reference: list(by.reference), device: list(by.device)};
+}
+
+function seriesSection(res) {
+  const sr = res.series;
+  if (!sr || !sr.data) return null;
+  let runs;
+  try {
+    if (sr.encoding !== 'zstd+base64') throw new Error(`unknown encoding "${sr.encoding}"`);
+    runs = seriesRuns(new TextDecoder().decode(zstdDecompress(base64Bytes(sr.data))));
+  } catch (e) {
+    return h('p.error', {role: 'alert'}, `The per-step record could not be read: ${e.message}`);
+  }
+  const pick = (list, key) => list.map((r) => ({seed: r.seed, points: r.recs.map((x) => [x.step, x[key]])}));
+  const n = runs.reference.concat(runs.device).reduce((a, r) => a + r.recs.length, 0);
+  const skipped = runs.device.map((r) => ({seed: r.seed, steps: r.recs.filter((x) => x.skipped).map((x) => x.step)}));
+  return h('div', {id: 'longrun-series'},
+    h('p.muted', {id: 'longrun-series-info'}, `Per-step record: ${n} logged steps over ${runs.reference.length} ` +
+      `reference and ${runs.device.length} device runs (${num(sr.raw_bytes)} bytes of jsonl, ${num(sr.compressed_bytes)} ` +
+      'stored zstd+base64 in the job result).'),
+    h('div', {id: 'longrun-gradnorm'}, lineChart({series: bandSeries(pick(runs.reference, 'grad_norm'),
+      pick(runs.device, 'grad_norm'), 'reference'), title: 'Global gradient norm (unscaled) per logged step',
+    xLabel: 'step', yLabel: 'gradient norm (log)', logY: true})),
+    h('div', {id: 'longrun-scale'}, lineChart({series: pick(runs.device, 'scale').map((r) => ({
+      name: `device seed ${r.seed}`, points: r.points})), title: 'Loss scale of the dynamic gradient scaler ' +
+      '(device runs; the fp64 reference trains unscaled)', xLabel: 'step', yLabel: 'loss scale (log)', logY: true})),
+    h('p', {id: 'longrun-skipped-steps'}, 'Skipped among the logged steps: ', skipped.map((x, i) =>
+      [i ? '; ' : '', `seed ${x.seed}: `, x.steps.length ? x.steps.join(', ') : 'none'])));
 }
 
 function ruleText(r) { return r && r.rule ? h('div.muted.rule-text', r.rule) : null; }
@@ -89,7 +137,7 @@ export function longrunSection(res) {
       'losses both pass, every device loss curve stays inside the reference envelope at every logged step, ',
       'and (when "deterministic") a repeated device run is bit-identical.'),
     rulesTable(acc),
-    chart,
+    h('div', {id: 'longrun-loss'}, chart),
     finals(acc),
     h('h3', 'Mixed precision and gradient scaling'),
     kv([
@@ -103,6 +151,5 @@ export function longrunSection(res) {
         : `${num(100 * acc.lowp_gradient_zero_fraction)} %`],
       ['Time (reference / device)', res.seconds ? `${num(res.seconds.reference)} s / ${num(res.seconds.device)} s` : undefined],
     ]),
-    res.series ? h('p.muted', `Per-step record (gradient norms per layer, loss scale, skipped flag): `,
-      `${num(res.series.raw_bytes)} bytes of ${res.series.format || 'jsonl'}, stored ${res.series.encoding} in the job result.`) : null));
+    seriesSection(res)));
 }
