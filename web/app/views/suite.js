@@ -10,7 +10,7 @@ import {listOf} from './common.js';
 function retireForm(sc) {
   const status = h('span.action-status', {'aria-live': 'polite'});
   const id = `retire-${sc.id}`;
-  const input = h('input', {id, name: 'reason', placeholder: 'reason'});
+  const input = h('input', {id, name: 'reason', placeholder: 'reason', size: 14});
   const f = h('form.inline', h('label.sr-only', {for: id}, `Reason to retire suite case ${sc.id}`), input,
     h('button.small.danger', {type: 'submit'}, 'Retire'), status);
   f.addEventListener('submit', async (ev) => {
