@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "minimize.h"
+#include "repro_fused.h"
 
 #define EXIT_PASSES 0
 #define EXIT_FAILS 1
@@ -84,6 +85,32 @@ static int parse(int argc, char **argv, cmd_opts *o)
     return 0;
 }
 
+/* A fused artifact goes to repro_fused_cmd.c: 1 when it was one (*ret_status set),
+ * 0 when the artifact is not of a fused job. */
+static int fused(const cmd_opts *o, bool minimize, int *ret_status)
+{
+    nvw_frepro *fr = NULL;
+    char *err = NULL;
+    int r = nvw_frepro_load(o->artifact, &fr, &err);
+    if (r == -ENOTSUP)
+        return 0;
+    if (r < 0) {
+        fprintf(stderr, "numval-worker: %s\n", err ? err : strerror(-r));
+        free(err);
+        *ret_status = EXIT_ERROR;
+        return 1;
+    }
+    nvw_fmin_opts mo = {.budget = (int)o->budget,
+                        .deadline_s = o->deadline,
+                        .gate_runs = (int)o->runs,
+                        .timeout_ms = (int)o->timeout_ms,
+                        .progress = o->quiet ? NULL : stderr};
+    *ret_status = minimize ? nvw_fminimize_cmd(fr, o->backend, &mo, o->output)
+                           : nvw_frepro_cmd(fr, o->backend, (int)o->runs, (int)o->timeout_ms);
+    nvw_frepro_free(fr);
+    return 1;
+}
+
 /* Load the artifact and the backend (the manifest's own spec unless --backend). */
 static int setup(const cmd_opts *o, nvw_repro **ret_rc, nvw_backend **ret_b, nvw_probe_env *env)
 {
@@ -134,6 +161,8 @@ int nvw_repro_main(int argc, char **argv)
     nvw_backend *b = NULL;
     nvw_probe_env env;
     int status = EXIT_ERROR;
+    if (fused(&o, false, &status))
+        return status;
     if (setup(&o, &rc, &b, &env) < 0)
         goto out;
     int failed = 0, bits = 0;
@@ -200,6 +229,8 @@ int nvw_minimize_main(int argc, char **argv)
     nvw_probe_env env;
     nvw_min_result m = {0};
     int status = EXIT_ERROR;
+    if (fused(&o, true, &status))
+        return status;
     if (setup(&o, &rc, &b, &env) < 0)
         goto out;
     nvw_min_opts mo = {.budget = (int)o.budget,

@@ -36,6 +36,9 @@ typedef struct fjob {
     pthread_mutex_t lock;
     int64_t done;
     char *infra_err;
+    /* NULL, or the exact graph inputs (graph order, contiguous, the case's dtypes
+     * and shapes) used instead of generated ones (run_fused_sub.c). */
+    nv_tensor *const *given;
 } fjob;
 
 /* Case i on context ctx: new reference, NULL on ENOMEM (run_fused_case.c). */

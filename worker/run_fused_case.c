@@ -78,7 +78,12 @@ static int make_inputs(fcase *c)
         c->in[i] = nv_tensor_new(gi->dtype, gi->ndim, gi->shape);
         if (!c->in[i])
             return -ENOMEM;
-        if (gi->has_value) {
+        if (c->j->given) {
+            const nv_tensor *t = c->j->given[i];
+            if (!t || t->dtype != gi->dtype || t->numel != gi->numel)
+                return -EINVAL;
+            memcpy(c->in[i]->data, t->data, (size_t)gi->numel * sizeof(double));
+        } else if (gi->has_value) {
             double v = nv_dtype_round(gi->dtype, gi->value, &NV_ROUND_DEFAULT, 0);
             for (int64_t k = 0; k < gi->numel; k++)
                 c->in[i]->data[k] = v;

@@ -1,0 +1,166 @@
+/* `numval-worker repro` and `numval-worker minimize` on a fused artifact
+ * (repro_fused.h): the stored graph re-run on the stored inputs, and the
+ * minimized subgraph written as an artifact of its own. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "repro_fused.h"
+
+#define EXIT_PASSES 0
+#define EXIT_FAILS 1
+#define EXIT_ERROR 2
+
+static int load_backend(nvw_frepro *fr, const char *backend, nvw_backend **ret)
+{
+    const char *spec =
+        backend ? backend : json_string_value(json_object_get(fr->manifest, "backend"));
+    if (!spec) {
+        fprintf(stderr, "numval-worker: the artifact names no backend; give --backend SPEC\n");
+        return -EINVAL;
+    }
+    char err[512] = "";
+    snprintf(fr->backend, sizeof fr->backend, "%s", spec);
+    int r = nvw_backend_load(spec, ret, err, sizeof err);
+    if (r < 0)
+        fprintf(stderr, "numval-worker: %s\n", err[0] ? err : "cannot load the backend");
+    return r;
+}
+
+static void print_json(json_t *j)
+{
+    if (j) {
+        json_dumpf(j, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+        fputc('\n', stdout);
+        fflush(stdout);
+    }
+    json_decref(j);
+}
+
+static json_t *divergent(const nvw_fprobe *p)
+{
+    return json_pack("{s:s, s:s, s:s, s:f}", "node", p->node, "op", p->op, "dtype", p->judge,
+                     "max_ulp", p->max_ulp);
+}
+
+int nvw_frepro_cmd(nvw_frepro *fr, const char *backend, int runs, int timeout_ms)
+{
+    nvw_backend *b = NULL;
+    if (load_backend(fr, backend, &b) < 0)
+        return EXIT_ERROR;
+    int failed = 0, bits = 0, r = 0;
+    nvw_fprobe first, p;
+    memset(&first, 0, sizeof first);
+    for (int i = 0; r == 0 && i < runs; i++) {
+        r = nvw_fprobe_run(fr, b, fr->spec, fr->in, fr->g->n_inputs, timeout_ms, true, NULL, NULL,
+                           &p);
+        if (r == 0 && i == 0)
+            first = p;
+        failed += r == 0 && nvw_fprobe_same(fr, &p);
+        bits += r == 0 && p.bits == 1;
+    }
+    nvw_backend_free(b);
+    if (r < 0) {
+        fprintf(stderr, "numval-worker: cannot run a probe: %s\n", strerror(-r));
+        return EXIT_ERROR;
+    }
+    bool still = failed > 0;
+    fprintf(stderr,
+            "fused case '%s' first divergent '%s' (%s, %s) %s: failed the same way in %d of %d "
+            "runs; every node's fused value bit-identical to the stored one in %d of %d runs\n",
+            nv_dtype_name(fr->dt), fr->node, fr->op, fr->cls,
+            still ? "STILL FAILS" : "no longer fails as stored", failed, runs, bits, runs);
+    print_json(json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s}, s:i, s:i, s:i, s:b, s:s, "
+                         "s:s, s:o, s:s, s:o}",
+                         "artifact", fr->sha, "kind", "fused", "graph_hash",
+                         json_string_value(json_object_get(fr->manifest, "graph_hash"))
+                             ? json_string_value(json_object_get(fr->manifest, "graph_hash"))
+                             : "",
+                         "dtype", nv_dtype_name(fr->dt), "stored_class", fr->cls,
+                         "stored_first_divergent", "node", fr->node, "op", fr->op, "dtype",
+                         fr->judge, "runs", runs, "failed", failed, "bit_identical", bits,
+                         "still_fails", still, "verdict", first.verdict, "class", first.cls,
+                         "first_divergent", divergent(&first), "message", first.msg, "signature",
+                         nvw_frepro_signature(fr, NULL, NULL, NULL)));
+    return still ? EXIT_FAILS : EXIT_PASSES;
+}
+
+static json_t *kept_nodes(const nvw_frepro *fr, const nvw_fsub *sub)
+{
+    json_t *a = json_array();
+    for (int k = 0; a && k < fr->g->n_nodes; k++)
+        if (sub->keep[k])
+            json_array_append_new(a, json_string(fr->g->nodes[k].name));
+    return a;
+}
+
+static json_t *extra_keys(const nvw_frepro *fr, const nvw_fmin_result *m)
+{
+    return json_pack("{s:o, s:s, s:{s:i, s:i, s:i}, s:{s:s, s:i, s:f, s:s, s:i, s:i, s:o, s:I, "
+                     "s:I}}",
+                     "signature", nvw_frepro_signature(fr, NULL, NULL, NULL), "minimized_from",
+                     fr->sha, "repro_rate", "runs", m->gate_runs, "failed", m->gate_failed,
+                     "bit_identical", m->gate_bits, "minimized", "method",
+                     "fused: ddmin over nodes (placeholders fed reference values), then extents",
+                     "probes", m->probes, "seconds", m->seconds, "stop", m->stop, "nodes_before",
+                     m->nodes_before, "nodes_after", m->nodes_after, "nodes",
+                     kept_nodes(fr, &m->sub), "elements_before", (json_int_t)m->elements_before,
+                     "elements_after", (json_int_t)m->elements_after);
+}
+
+/* Run the minimized subgraph once more, the child writing its artifact to path. */
+static int write_minimized(nvw_frepro *fr, const nvw_backend *b, const nvw_fmin_result *m,
+                           int timeout_ms, const char *path, nvw_fprobe *ret)
+{
+    json_t *spec = NULL, *extra = extra_keys(fr, m);
+    nv_tensor **in = NULL;
+    int n = 0;
+    int r = extra ? nvw_fsub_build(fr, &m->sub, &spec, &in, &n) : -ENOMEM;
+    if (r == 0)
+        r = nvw_fprobe_run(fr, b, spec, in, n, timeout_ms, false, path, extra, ret);
+    if (r == 0 && !ret->sha[0])
+        r = -EIO;
+    for (int i = 0; in && i < n; i++)
+        nv_tensor_free(in[i]);
+    free(in);
+    json_decref(spec);
+    json_decref(extra);
+    return r;
+}
+
+int nvw_fminimize_cmd(nvw_frepro *fr, const char *backend, const nvw_fmin_opts *o,
+                      const char *output)
+{
+    nvw_backend *b = NULL;
+    if (load_backend(fr, backend, &b) < 0)
+        return EXIT_ERROR;
+    nvw_fmin_result m;
+    int status = EXIT_ERROR;
+    int r = nvw_fminimize(fr, b, o, &m);
+    if (r < 0) {
+        fprintf(stderr, "numval-worker: minimization stopped: %s\n", strerror(-r));
+        goto out;
+    }
+    nvw_fprobe art = {0};
+    if (!m.flaky && m.verified && output &&
+        (r = write_minimized(fr, b, &m, o->timeout_ms, output, &art)) < 0) {
+        fprintf(stderr, "numval-worker: cannot write the minimized artifact '%s': %s\n", output,
+                strerror(-r));
+        goto out;
+    }
+    print_json(json_pack(
+        "{s:s, s:s?, s:o, s:{s:i, s:i, s:i}, s:b, s:b, s:i, s:f, s:s, s:i, s:i, s:o, s:I, s:I, "
+        "s:o}",
+        "artifact", fr->sha, "minimized_artifact", art.sha[0] ? art.sha : NULL, "signature",
+        nvw_frepro_signature(fr, NULL, NULL, NULL), "repro_rate", "runs", m.gate_runs, "failed",
+        m.gate_failed, "bit_identical", m.gate_bits, "flaky", m.flaky, "verified", m.verified,
+        "probes", m.probes, "seconds", m.seconds, "stop", m.stop, "nodes_before", m.nodes_before,
+        "nodes_after", m.nodes_after, "nodes", kept_nodes(fr, &m.sub), "elements_before",
+        (json_int_t)m.elements_before, "elements_after", (json_int_t)m.elements_after,
+        "first_divergent", divergent(&m.last)));
+    status = !m.flaky && m.verified ? EXIT_FAILS : EXIT_PASSES;
+out:
+    nvw_backend_free(b);
+    return status;
+}
