@@ -398,7 +398,13 @@ test('keyboard: the nav is reachable with Tab and follows with Enter', {skip: SK
   const link = page.locator('section', {has: page.locator('h2', {hasText: 'Recent failures'})})
     .getByRole('link', {name: `#${failJob.id}`, exact: true});
   await link.focus();
+  // Polling sends If-None-Match; numvald answers 304 while nothing changed.
+  const notModified = [];
+  const onRes = (r) => { if (r.url().includes('/api/v1/') && r.status() === 304) notModified.push(r.url()); };
+  page.on('response', onRes);
   await page.waitForTimeout(4500); // two poll periods
+  page.off('response', onRes);
+  assert.ok(notModified.length > 0, 'unchanged polls answered 304 Not Modified');
   assert.equal(await page.evaluate(() => document.activeElement.textContent), `#${failJob.id}`);
   await page.keyboard.press('Enter');
   await page.waitForURL(new RegExp(`#/jobs/${failJob.id}$`));
