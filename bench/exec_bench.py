@@ -8,8 +8,10 @@ harness start-up (importing torch) is not counted. Reported per case:
   wall     fastest wall clock of the REPEAT runs (this 2-core VM is shared: wall
            time includes waiting for a core at every pipe hand-off)
   cpu      CPU seconds of the worker (getrusage of the child) plus the harness's
-           own (it appends user/sys at exit to $NUMVAL_HARNESS_RUSAGE): the work
-           done, independent of how busy the machine is.
+           own after its hello (it appends user/sys at exit to
+           $NUMVAL_HARNESS_RUSAGE; its imports are excluded, their cost varies by
+           seconds between runs): the work done, independent of how busy the
+           machine is.
 Backends: emu; exec echo (bench/exec_echo_harness.py: the protocol alone);
 exec torch (worker/harness/torch_harness.py --device cpu)."""
 import json

@@ -29,6 +29,7 @@ from torch_autograd import HarnessError
 
 PROTOCOL = 1
 AUTOGRAD = "builtin"  # set by --autograd
+AT_HELLO = None  # (user, sys) CPU seconds when the hello was sent, for benchmarks
 
 # Element encodings shared with the C ABI (docs/BACKEND_ABI.md). bf16 travels as
 # its 16-bit pattern; numpy has no bf16, so it is viewed through int16.
@@ -278,6 +279,9 @@ def serve(device, inp, out):
         sys.stderr.write(f"torch_harness: expected hello protocol {PROTOCOL}, got {line[:200]!r}\n")
         return 2
     send(out, {"type": "hello", "protocol": PROTOCOL, "describe": describe(device)})
+    global AT_HELLO
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    AT_HELLO = (r.ru_utime, r.ru_stime)
     while True:
         line = inp.readline(1 << 20)
         if not line:
@@ -303,10 +307,12 @@ def serve(device, inp, out):
 
 
 def report_rusage(path):
-    """Benchmarks: append this process's CPU seconds (user sys) to path at exit."""
+    """Benchmarks: append this process's CPU seconds (user sys) since its hello to
+    path at exit."""
     r = resource.getrusage(resource.RUSAGE_SELF)
+    t0 = AT_HELLO or (0.0, 0.0)  # start-up (imports) is not the protocol's cost
     with open(path, "a") as f:
-        f.write(f"{r.ru_utime} {r.ru_stime}\n")
+        f.write(f"{r.ru_utime - t0[0]} {r.ru_stime - t0[1]}\n")
 
 
 def main():
