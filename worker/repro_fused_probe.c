@@ -132,7 +132,12 @@ static void child(const nvw_frepro *fr, const nvw_backend *b, const json_t *spec
             break;
         off += (size_t)w;
     }
-    _exit(text ? 0 : 3);
+    int status = text ? 0 : 3;
+    free(text);
+    json_decref(o);
+    json_decref(c);
+    free(err);
+    _exit(status);
 }
 
 static double mono_ms(void)
