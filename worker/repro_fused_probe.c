@@ -87,6 +87,13 @@ static int on_failure(void *ud, const nvw_failure *f, char **ret_id)
     return cx->artifact_path ? write_artifact(cx, f) : 0;
 }
 
+/* A string member of o, or "" (o may be NULL). */
+static const char *str(const json_t *o, const char *key)
+{
+    const char *v = json_string_value(json_object_get(o, key));
+    return v ? v : "";
+}
+
 static void child(const nvw_frepro *fr, const nvw_backend *b, const json_t *spec,
                   nv_tensor *const *in, int n, bool stored, const char *path, const json_t *extra,
                   int fd)
@@ -96,34 +103,13 @@ static void child(const nvw_frepro *fr, const nvw_backend *b, const json_t *spec
     char *err = NULL;
     int r = nvw_fused_run_given(spec, fr->backend, nvw_backend_table(b), nvw_backend_options(b), in,
                                 n, on_failure, &cx, &c, NULL, &err);
-    const json_t *fd_ = json_object_get(c, "first_divergent");
-    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:f, s:i, s:s, s:s}", "verdict",
-                          r == 0 && json_string_value(json_object_get(c, "verdict"))
-                              ? json_string_value(json_object_get(c, "verdict"))
-                              : "",
-                          "cls",
-                          r < 0 ? "probe_error"
-                          : json_string_value(json_object_get(c, "failure_class"))
-                              ? json_string_value(json_object_get(c, "failure_class"))
-                              : "",
-                          "op",
-                          json_string_value(json_object_get(fd_, "op"))
-                              ? json_string_value(json_object_get(fd_, "op"))
-                              : "",
-                          "judge",
-                          json_string_value(json_object_get(fd_, "dtype"))
-                              ? json_string_value(json_object_get(fd_, "dtype"))
-                              : "",
-                          "node",
-                          json_string_value(json_object_get(fd_, "node"))
-                              ? json_string_value(json_object_get(fd_, "node"))
-                              : "",
-                          "max_ulp", json_number_value(json_object_get(fd_, "max_ulp")), "bits",
-                          cx.bits, "sha", cx.sha, "msg",
-                          r < 0 ? (err ? err : strerror(-r))
-                          : json_string_value(json_object_get(c, "error"))
-                              ? json_string_value(json_object_get(c, "error"))
-                              : "");
+    const json_t *fdv = json_object_get(c, "first_divergent");
+    json_t *o = json_pack(
+        "{s:s, s:s, s:s, s:s, s:s, s:f, s:i, s:s, s:s}", "verdict", r < 0 ? "" : str(c, "verdict"),
+        "cls", r < 0 ? "probe_error" : str(c, "failure_class"), "op", str(fdv, "op"), "judge",
+        str(fdv, "dtype"), "node", str(fdv, "node"), "max_ulp",
+        json_number_value(json_object_get(fdv, "max_ulp")), "bits", cx.bits, "sha", cx.sha, "msg",
+        r < 0 ? (err ? err : strerror(-r)) : str(c, "error"));
     char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
     size_t len = text ? strlen(text) : 0, off = 0;
     while (off < len) {
