@@ -43,9 +43,50 @@ nv_tensor *nvw_tensor_like(const nv_tensor *t, nv_dtype dt)
     return nv_tensor_new(dt, t->ndim, t->shape);
 }
 
+/* Plain fp64 2-D matmul for the host reference: C[M,N] (+)= op(A) op(B) with
+ * row-major operands, transposes by index (i-k-j order keeps the inner loop
+ * contiguous). The catalog's nv_op_forward_f64 / nv_op_vjp compute the same
+ * values; this loop order is what makes the reference fast enough to sit next
+ * to torch (bench/RESULTS.md). */
+static void mm(const double *a, bool ta, const double *b, bool tb, double *c, int64_t M,
+               int64_t K, int64_t N)
+{
+    memset(c, 0, (size_t)(M * N) * sizeof *c);
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t k = 0; k < K; k++) {
+            double av = ta ? a[k * M + i] : a[i * K + k];
+            if (av == 0)
+                continue;
+            double *ci = c + i * N;
+            if (tb)
+                for (int64_t j = 0; j < N; j++)
+                    ci[j] += av * b[j * K + k];
+            else {
+                const double *bk = b + k * N;
+                for (int64_t j = 0; j < N; j++)
+                    ci[j] += av * bk[j];
+            }
+        }
+}
+
+static bool plain_mm(const nv_op_def *op, int n, nv_tensor *const *in)
+{
+    return strcmp(op->name, "matmul") == 0 && n == 2 && in[0]->ndim == 2 && in[1]->ndim == 2 &&
+           in[0]->shape[1] == in[1]->shape[0];
+}
+
 static int host_forward(nvw_exec *ex, const nv_op_def *op, const nv_op_attrs *a, int n,
                         nv_tensor *const *in, nv_tensor **ret)
 {
+    if (plain_mm(op, n, in)) {
+        int64_t sh[2] = {in[0]->shape[0], in[1]->shape[1]};
+        nv_tensor *o = nv_tensor_new(NV_DT_FP64, 2, sh);
+        if (!o)
+            return -ENOMEM;
+        mm(in[0]->data, false, in[1]->data, false, o->data, sh[0], in[0]->shape[1], sh[1]);
+        *ret = o;
+        return 0;
+    }
     int nd;
     int64_t shape[NV_MAX_DIMS];
     int r = nv_op_infer(op, a, n, (const nv_tensor *const *)in, &nd, shape, ex->err,
@@ -165,7 +206,12 @@ static int host_backward(nvw_exec *ex, const nv_op_def *op, const char *attrs, i
                 gxd[i] = gx[i]->data;
         }
     }
-    if (r == 0 && nv_op_vjp(op, &a, n, (const nv_tensor *const *)cin, cgy->data, gxd, NULL) < 0) {
+    if (r == 0 && plain_mm(op, n, cin)) { /* dA = gY B^T, dB = A^T gY */
+        int64_t M = cin[0]->shape[0], K = cin[0]->shape[1], N = cin[1]->shape[1];
+        mm(cgy->data, false, cin[1]->data, true, gxd[0], M, N, K);
+        mm(cin[0]->data, true, cgy->data, false, gxd[1], K, M, N);
+    } else if (r == 0 &&
+               nv_op_vjp(op, &a, n, (const nv_tensor *const *)cin, cgy->data, gxd, NULL) < 0) {
         snprintf(ex->err, sizeof ex->err, "host reference backward of '%s' failed", op->name);
         r = -EIO;
     }
