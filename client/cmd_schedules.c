@@ -31,15 +31,18 @@ int nvc_cmd_schedules(nvc_conn *c, int argc, char **argv)
     nvc_table *t = nvc_table_new(7, h);
     size_t i;
     json_t *s;
-    json_array_foreach(json_object_get(resp, "schedules"), i, s) {
+    json_array_foreach(json_object_get(resp, "schedules"), i, s)
+    {
         const json_t *last = json_object_get(s, "last_run");
         char *jobs = nvc_json_text(json_object_get(last, "job_ids"));
         const char *dev = json_string_value(json_object_get(s, "device"));
         const char *started = json_string_value(json_object_get(last, "started_at"));
         const char *cells[7] = {json_string_value(json_object_get(s, "name")),
                                 json_string_value(json_object_get(s, "cron")),
-                                json_string_value(json_object_get(s, "suite")), dev ? dev : "-",
-                                started ? started : "never", jobs ? jobs : "-",
+                                json_string_value(json_object_get(s, "suite")),
+                                dev ? dev : "-",
+                                started ? started : "never",
+                                jobs ? jobs : "-",
                                 json_string_value(json_object_get(s, "next_run"))};
         if (t)
             nvc_table_add(t, cells);

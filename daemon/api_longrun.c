@@ -5,10 +5,10 @@
 #include <string.h>
 
 #include "api_longrun.h"
-#include "worker/ops/catalog.h"
 #include "scheduler.h"
 #include "store_longrun.h"
 #include "util.h"
+#include "worker/ops/catalog.h"
 
 void api_amp_list(api_ctx *x)
 {
@@ -37,7 +37,8 @@ static int check_policy(api_ctx *x, const json_t *p)
         }
         size_t k;
         const json_t *v;
-        json_array_foreach(l, k, v) {
+        json_array_foreach(l, k, v)
+        {
             const char *op = json_string_value(v);
             if (!op || !nv_op_find(op)) {
                 api_error(x, 400, "bad_request", field, "'%s' is not a catalog op",
@@ -47,9 +48,12 @@ static int check_policy(api_ctx *x, const json_t *p)
             for (int j = 0; j < i; j++) {
                 size_t m;
                 const json_t *w;
-                json_array_foreach(json_object_get(p, lists[j]), m, w) if (json_equal(v, w)) {
-                    api_error(x, 400, "bad_request", field, "op '%s' is in both \"%s\" and "
-                              "\"%s\"", op, lists[j], lists[i]);
+                json_array_foreach(json_object_get(p, lists[j]), m, w) if (json_equal(v, w))
+                {
+                    api_error(x, 400, "bad_request", field,
+                              "op '%s' is in both \"%s\" and "
+                              "\"%s\"",
+                              op, lists[j], lists[i]);
                     return -1;
                 }
             }
@@ -67,18 +71,20 @@ void api_amp_post(api_ctx *x)
     const char *reason = json_string_value(json_object_get(body, "reason"));
     const json_t *policy = json_object_get(body, "policy");
     if (!name || !api_name_ok(name))
-        api_error(x, 400, "bad_request", "/name", "\"name\" must be a policy name "
+        api_error(x, 400, "bad_request", "/name",
+                  "\"name\" must be a policy name "
                   "([A-Za-z0-9._-])");
     else if (!reason || !reason[0])
         api_error(x, 400, "bad_request", "/reason", "an AMP policy change needs a \"reason\"");
     else if (!json_is_object(policy))
-        api_error(x, 400, "bad_request", "/policy", "\"policy\" must be an object with "
+        api_error(x, 400, "bad_request", "/policy",
+                  "\"policy\" must be an object with "
                   "low_precision, fp32 and promote lists");
     else if (check_policy(x, policy) == 0) {
         int64_t version = 0;
         const char *author = x->token_name ? x->token_name : "anonymous";
-        int r = nvd_store_amp_add(x->app->store, name, policy, author, reason, nvd_now_ms(),
-                                  &version);
+        int r =
+            nvd_store_amp_add(x->app->store, name, policy, author, reason, nvd_now_ms(), &version);
         json_t *got = NULL;
         if (r == 0)
             r = nvd_store_amp_get(x->app->store, name, version, &got);
@@ -112,8 +118,10 @@ int api_longrun_resolve(api_ctx *x, json_t *body)
         return 0; /* no stored policy: the worker's shipped default */
     if (r < 0) {
         if (r == -ENOENT)
-            api_error(x, 400, "bad_request", "/amp/policy_version", "AMP policy '%s' version "
-                      "'%lld' is not in the store", name ? name : "default", (long long)version);
+            api_error(x, 400, "bad_request", "/amp/policy_version",
+                      "AMP policy '%s' version "
+                      "'%lld' is not in the store",
+                      name ? name : "default", (long long)version);
         else
             api_errno(x, r, "AMP policy");
         return -1;

@@ -7,8 +7,8 @@
 
 #include "api.h"
 
-void api_amp_list(api_ctx *x); /* GET  /api/v1/amp-policies?name= */
-void api_amp_post(api_ctx *x); /* POST /api/v1/amp-policies {"name","policy","reason"} */
+void api_amp_list(api_ctx *x);  /* GET  /api/v1/amp-policies?name= */
+void api_amp_post(api_ctx *x);  /* POST /api/v1/amp-policies {"name","policy","reason"} */
 void api_schedules(api_ctx *x); /* GET /api/v1/schedules */
 
 /* For a "longrun" job with "amp": put the named policy version inline

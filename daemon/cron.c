@@ -56,8 +56,7 @@ static int field(const char *s, int lo, int hi, uint64_t *ret, bool *ret_star)
 
 int nvd_cron_parse(const char *expr, nvd_cron *ret, char *err, size_t errlen)
 {
-    static const char *const names[5] = {"minute", "hour", "day-of-month", "month",
-                                         "day-of-week"};
+    static const char *const names[5] = {"minute", "hour", "day-of-month", "month", "day-of-week"};
     static const int lo[5] = {0, 0, 1, 1, 0}, hi[5] = {59, 23, 31, 12, 7};
     char buf[256], *f[6] = {0};
     if (!expr || strlen(expr) >= sizeof buf) {
@@ -70,22 +69,29 @@ int nvd_cron_parse(const char *expr, nvd_cron *ret, char *err, size_t errlen)
     for (char *t = strtok_r(buf, " \t", &save); t && n < 6; t = strtok_r(NULL, " \t", &save))
         f[n++] = t;
     if (n != 5) {
-        snprintf(err, errlen, "cron expression '%s' must have 5 fields (minute hour "
-                              "day-of-month month day-of-week)", expr);
+        snprintf(err, errlen,
+                 "cron expression '%s' must have 5 fields (minute hour "
+                 "day-of-month month day-of-week)",
+                 expr);
         return -EINVAL;
     }
     uint64_t bits[5];
     bool star[5];
     for (int i = 0; i < 5; i++)
         if (field(f[i], lo[i], hi[i], &bits[i], &star[i]) < 0) {
-            snprintf(err, errlen, "cron %s field '%s' is not valid in '%s' (numbers %d-%d, '*', "
-                                  "lists, ranges, /steps)", names[i], f[i], expr, lo[i], hi[i]);
+            snprintf(err, errlen,
+                     "cron %s field '%s' is not valid in '%s' (numbers %d-%d, '*', "
+                     "lists, ranges, /steps)",
+                     names[i], f[i], expr, lo[i], hi[i]);
             return -EINVAL;
         }
-    nvd_cron c = {.minute = bits[0], .hour = (uint32_t)bits[1], .dom = (uint32_t)bits[2],
+    nvd_cron c = {.minute = bits[0],
+                  .hour = (uint32_t)bits[1],
+                  .dom = (uint32_t)bits[2],
                   .month = (uint16_t)bits[3],
                   .dow = (uint8_t)((bits[4] | (bits[4] >> 7)) & 0x7f), /* 7 is Sunday */
-                  .dom_star = star[2], .dow_star = star[4]};
+                  .dom_star = star[2],
+                  .dow_star = star[4]};
     *ret = c;
     return 0;
 }

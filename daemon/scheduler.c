@@ -7,18 +7,17 @@
 
 #include "app.h"
 #include "common/log.h"
-#include "worker/ops/jobspec.h"
 #include "scheduler.h"
 #include "store_longrun.h"
 #include "util.h"
+#include "worker/ops/jobspec.h"
 
 static nvd_schedule_conf *find(nvd_config *c, const char *name)
 {
     for (int i = 0; i < c->n_schedules; i++)
         if (strcmp(c->schedules[i].name, name) == 0)
             return &c->schedules[i];
-    nvd_schedule_conf *s =
-        realloc(c->schedules, sizeof(*s) * (size_t)(c->n_schedules + 1));
+    nvd_schedule_conf *s = realloc(c->schedules, sizeof(*s) * (size_t)(c->n_schedules + 1));
     if (!s)
         return NULL;
     c->schedules = s;
@@ -97,7 +96,8 @@ static int submit_suite(nvd_app *app, const nvd_schedule_conf *s, json_t *ids, c
     size_t i;
     json_t *spec;
     int r = 0;
-    json_array_foreach(jobs, i, spec) {
+    json_array_foreach(jobs, i, spec)
+    {
         char *ptr = NULL, *msg = NULL;
         r = nv_jobspec_validate(spec, &ptr, &msg);
         if (r < 0) {
@@ -109,15 +109,16 @@ static int submit_suite(nvd_app *app, const nvd_schedule_conf *s, json_t *ids, c
         }
         char *text = json_dumps(spec, JSON_COMPACT);
         const json_t *kind = json_object_get(spec, "kind"), *op = json_object_get(spec, "op");
-        nvd_job_new j = {.kind = json_string_value(kind), .op = json_string_value(op),
-                         .device = s->device, .max_attempts = app->cfg->max_attempts,
+        nvd_job_new j = {.kind = json_string_value(kind),
+                         .op = json_string_value(op),
+                         .device = s->device,
+                         .max_attempts = app->cfg->max_attempts,
                          .spec_json = text};
         int64_t id = 0;
         r = text ? nvd_queue_submit(app->queue, &j, nvd_now_ms(), &id) : -ENOMEM;
         free(text);
         if (r < 0) {
-            snprintf(err, len, "suite '%s' job %zu: submit failed: %s", s->suite, i,
-                     strerror(-r));
+            snprintf(err, len, "suite '%s' job %zu: submit failed: %s", s->suite, i, strerror(-r));
             break;
         }
         json_array_append_new(ids, json_integer(id));
@@ -129,8 +130,8 @@ static int submit_suite(nvd_app *app, const nvd_schedule_conf *s, json_t *ids, c
 static void fire(nvd_app *app, const nvd_schedule_conf *s, int64_t slot)
 {
     bool fresh = false;
-    int r = nvd_store_slot_claim(app->store, s->name, slot, s->suite, s->device, nvd_now_ms(),
-                                 &fresh);
+    int r =
+        nvd_store_slot_claim(app->store, s->name, slot, s->suite, s->device, nvd_now_ms(), &fresh);
     if (r < 0 || !fresh) {
         if (r < 0)
             nv_log_err("schedule '%s': cannot record slot %lld: %s", s->name, (long long)slot,

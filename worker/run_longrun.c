@@ -155,11 +155,11 @@ static json_t *result_json(lr_ctx *c, const char *backend_spec, const json_t *sp
         skipped += c->job.dev[i].skipped_steps, nonfinite += c->job.dev[i].nonfinite_total;
     }
     const json_t *build = json_object_get(spec, "build");
-    json_t *scaler = json_pack("{s:b, s:f, s:f, s:f, s:i, s:I, s:I}", "enabled", s->scaler,
-                               "init_scale", s->init_scale, "growth_factor", s->growth,
-                               "backoff_factor", s->backoff, "growth_interval",
-                               s->growth_interval, "skipped_steps", (json_int_t)skipped,
-                               "nonfinite_elements", (json_int_t)nonfinite);
+    json_t *scaler =
+        json_pack("{s:b, s:f, s:f, s:f, s:i, s:I, s:I}", "enabled", s->scaler, "init_scale",
+                  s->init_scale, "growth_factor", s->growth, "backoff_factor", s->backoff,
+                  "growth_interval", s->growth_interval, "skipped_steps", (json_int_t)skipped,
+                  "nonfinite_elements", (json_int_t)nonfinite);
     json_t *r = json_pack(
         "{s:s, s:s, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:o, s:o, s:{s:I, s:i, s:i, s:f, s:o},"
         " s:o, s:o, s:o, s:{s:f, s:f}}",
@@ -167,11 +167,11 @@ static json_t *result_json(lr_ctx *c, const char *backend_spec, const json_t *sp
         s->model == NV_LR_MLP ? "mlp" : "transformer", "backend", backend_spec, "device",
         json_object_get(desc, "device"), "mode", json_object_get(desc, "mode"), "contract",
         json_object_get(desc, "contract"), "build", build ? build : json_object_get(desc, "build"),
-        "amp", amp_json(s, policy), "grad_scaler", scaler, "data", "seed",
-        (json_int_t)s->data_seed, "batch", s->batch, "eval_examples", s->eval_examples,
-        "loss_weight", s->loss_weight, "bayes_loss", nvw_json_num(c->data.bayes_loss),
-        "acceptance", acc, "curves", nvw_lr_curves(&c->job, 60), "series",
-        nvw_lr_series(&c->job), "seconds", "reference", ref_s, "device", dev_s);
+        "amp", amp_json(s, policy), "grad_scaler", scaler, "data", "seed", (json_int_t)s->data_seed,
+        "batch", s->batch, "eval_examples", s->eval_examples, "loss_weight", s->loss_weight,
+        "bayes_loss", nvw_json_num(c->data.bayes_loss), "acceptance", acc, "curves",
+        nvw_lr_curves(&c->job, 60), "series", nvw_lr_series(&c->job), "seconds", "reference", ref_s,
+        "device", dev_s);
     if (r)
         json_object_set_new(r, "steps", json_integer((json_int_t)s->steps));
     return r;
@@ -189,15 +189,19 @@ static int setup(lr_ctx *c, nvw_backend **b, const char *backend_spec, json_t **
     c->table = nvw_backend_table(*b);
     c->options = nvw_backend_options(*b);
     if (!c->table->backward) {
-        set_err(e, "backend '%s' has no backward entry: a long-run job trains through the "
-                   "backend's backward ops", backend_spec);
+        set_err(e,
+                "backend '%s' has no backward entry: a long-run job trains through the "
+                "backend's backward ops",
+                backend_spec);
         return -ENOTSUP;
     }
     if ((r = read_describe(c, desc, e)) < 0)
         return r;
     if (json_is_true(json_object_get(*desc, "inference_only"))) {
-        set_err(e, "backend '%s' declares itself inference-only: a long-run job needs its "
-                   "backward ops", backend_spec);
+        set_err(e,
+                "backend '%s' declares itself inference-only: a long-run job needs its "
+                "backward ops",
+                backend_spec);
         return -ENOTSUP;
     }
     c->saved = json_object_get(*desc, "saved");

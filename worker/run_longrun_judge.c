@@ -42,11 +42,10 @@ static json_t *envelope(const nvw_lr_job *j, bool *ret_pass)
             if (v >= lo && v <= hi)
                 continue;
             if (bad++ < 8)
-                json_array_append_new(
-                    viol, json_pack("{s:I, s:I, s:o, s:o, s:o}", "step",
-                                    (json_int_t)j->ref[0].pts[k].step, "seed",
-                                    (json_int_t)s->seeds[i], "loss", num(v), "low", num(lo),
-                                    "high", num(hi)));
+                json_array_append_new(viol, json_pack("{s:I, s:I, s:o, s:o, s:o}", "step",
+                                                      (json_int_t)j->ref[0].pts[k].step, "seed",
+                                                      (json_int_t)s->seeds[i], "loss", num(v),
+                                                      "low", num(lo), "high", num(hi)));
         }
     }
     *ret_pass = bad == 0;
@@ -77,15 +76,16 @@ static json_t *final_tests(const nvw_lr_job *j, bool *ret_welch, bool *ret_trim,
     json_t *welch = json_pack(
         "{s:s, s:o, s:o, s:o, s:f, s:b}", "rule",
         "Welch's two-sided t-test of the device's final eval losses against the reference's: "
-        "pass when p >= alpha", "t", num(w.t), "df", num(w.df), "p", num(w.p), "alpha",
-        s->alpha, "passed", *ret_welch);
+        "pass when p >= alpha",
+        "t", num(w.t), "df", num(w.df), "p", num(w.p), "alpha", s->alpha, "passed", *ret_welch);
     json_t *trim = json_pack(
         "{s:s, s:i, s:o, s:o, s:o, s:o, s:f, s:f, s:b}", "rule",
         "trimmed means (drop `trim` lowest and highest runs, as MLPerf's reference "
         "convergence points): pass when |device - reference| <= band = max(band_k * sd_ref, "
-        "band_floor * reference)", "trim", s->trim, "reference", num(tr), "device", num(td),
-        "sd_reference", num(nvw_sd(rf, n)), "band", num(band), "band_k", s->band_k,
-        "band_floor", s->band_floor, "passed", *ret_trim);
+        "band_floor * reference)",
+        "trim", s->trim, "reference", num(tr), "device", num(td), "sd_reference",
+        num(nvw_sd(rf, n)), "band", num(band), "band_k", s->band_k, "band_floor", s->band_floor,
+        "passed", *ret_trim);
     return json_pack("{s:o, s:o, s:o, s:o}", "welch", welch, "trimmed_mean", trim,
                      "reference_final", darr(rf, n), "device_final", darr(df, n));
 }
@@ -125,6 +125,14 @@ static const char *diagnose(const nvw_lr_job *j, bool finals_ok, bool env_ok, do
     return finals_ok ? "envelope" : "loss_gap";
 }
 
+static int64_t skipped_total(const nvw_lr_job *j)
+{
+    int64_t n = 0;
+    for (int i = 0; i < j->s->n_seeds; i++)
+        n += j->dev[i].skipped_steps;
+    return n;
+}
+
 json_t *nvw_lr_judge(const nvw_lr_job *j, const char **ret_verdict)
 {
     const nv_longrun_spec *s = j->s;
@@ -152,20 +160,28 @@ json_t *nvw_lr_judge(const nvw_lr_job *j, const char **ret_verdict)
     if (pass)
         snprintf(reason, sizeof reason,
                  "passed over %d seeds: Welch p = %.3g >= alpha %g; trimmed-mean gap %.4g "
-                 "within the band; loss curves inside the reference envelope%s", s->n_seeds,
-                 json_number_value(json_object_get(json_object_get(fin, "welch"), "p")),
+                 "within the band; loss curves inside the reference envelope%s",
+                 s->n_seeds, json_number_value(json_object_get(json_object_get(fin, "welch"), "p")),
                  s->alpha, gap, s->deterministic ? "; bit-identical on repeat" : "");
     else if (strcmp(why, "gradient_underflow") == 0)
         snprintf(reason, sizeof reason,
                  "gradient underflow: %.1f%% of the device's low-precision gradient elements "
                  "were exactly zero (mean over steps and seeds); final loss gap %.4g (Welch "
-                 "%s, trimmed mean %s)", 100 * zero, gap, welch ? "passed" : "failed",
-                 trim ? "passed" : "failed");
+                 "%s, trimmed mean %s)",
+                 100 * zero, gap, welch ? "passed" : "failed", trim ? "passed" : "failed");
+    else if (strcmp(why, "nonfinite") == 0)
+        snprintf(reason, sizeof reason,
+                 "nonfinite: %lld of %lld device steps skipped for non-finite gradients (the "
+                 "scaler backs off by %g per skip); final eval loss gap %.4g (Welch %s, trimmed "
+                 "mean %s, envelope %s)",
+                 (long long)skipped_total(j), (long long)(s->steps * s->n_seeds), s->backoff, gap,
+                 welch ? "passed" : "failed", trim ? "passed" : "failed",
+                 env ? "passed" : "failed");
     else
         snprintf(reason, sizeof reason,
                  "%s: final eval loss gap device - reference = %.4g over %d seeds (Welch %s, "
-                 "trimmed mean %s, envelope %s%s)", why, gap, s->n_seeds,
-                 welch ? "passed" : "failed", trim ? "passed" : "failed",
+                 "trimmed mean %s, envelope %s%s)",
+                 why, gap, s->n_seeds, welch ? "passed" : "failed", trim ? "passed" : "failed",
                  env ? "passed" : "failed", det ? "" : ", not bit-identical on repeat");
     *ret_verdict = pass ? "passed" : "failed";
     return json_pack("{s:s, s:s?, s:s, s:o, s:o, s:o, s:o, s:o}", "verdict", *ret_verdict,

@@ -12,8 +12,7 @@
 
 static char *base64(const unsigned char *p, size_t n)
 {
-    static const char tab[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     char *o = malloc((n + 2) / 3 * 4 + 1), *q = o;
     if (!o)
         return NULL;
@@ -36,14 +35,13 @@ static int run_lines(const nvw_run *r, const char *side, FILE *f)
         json_t *ln = json_object();
         for (int l = 0; l < r->n_layers; l++)
             json_object_set_new(ln, r->layers[l], nvw_json_num(p->layer_norms[l]));
-        json_t *o = json_pack("{s:s, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:I, s:b, s:o}", "run",
-                              side, "seed", (json_int_t)r->seed, "step", (json_int_t)p->step,
-                              "loss", nvw_json_num(p->loss), "train_loss",
-                              nvw_json_num(p->train_loss), "grad_norm",
-                              nvw_json_num(p->grad_norm), "layer_grad_norms", ln, "scale",
-                              nvw_json_num(p->scale), "nonfinite", (json_int_t)p->nonfinite,
-                              "skipped", p->skipped, "lowp_zero_fraction",
-                              nvw_json_num(p->lowp_zero_frac));
+        json_t *o =
+            json_pack("{s:s, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:I, s:b, s:o}", "run", side,
+                      "seed", (json_int_t)r->seed, "step", (json_int_t)p->step, "loss",
+                      nvw_json_num(p->loss), "train_loss", nvw_json_num(p->train_loss), "grad_norm",
+                      nvw_json_num(p->grad_norm), "layer_grad_norms", ln, "scale",
+                      nvw_json_num(p->scale), "nonfinite", (json_int_t)p->nonfinite, "skipped",
+                      p->skipped, "lowp_zero_fraction", nvw_json_num(p->lowp_zero_frac));
         if (!o)
             return -1;
         char *s = json_dumps(o, JSON_COMPACT);
@@ -77,8 +75,8 @@ json_t *nvw_lr_series(const nvw_lr_job *j)
         char *b64 = ZSTD_isError(zn) ? NULL : base64(z, zn);
         if (b64)
             out = json_pack("{s:s, s:s, s:I, s:I, s:s}", "encoding", "zstd+base64", "format",
-                            "jsonl: one line per run and logged step", "raw_bytes",
-                            (json_int_t)len, "compressed_bytes", (json_int_t)zn, "data", b64);
+                            "jsonl: one line per run and logged step", "raw_bytes", (json_int_t)len,
+                            "compressed_bytes", (json_int_t)zn, "data", b64);
         free(b64);
     }
     free(z);
@@ -92,8 +90,8 @@ static json_t *curve(const nvw_run *r, int max_points)
     int stride = r->n_pts > max_points ? (r->n_pts + max_points - 1) / max_points : 1;
     for (int k = 0; k < r->n_pts; k++)
         if (k % stride == 0 || k == r->n_pts - 1)
-            json_array_append_new(a, json_pack("[I, o]", (json_int_t)r->pts[k].step,
-                                               nvw_json_num(r->pts[k].loss)));
+            json_array_append_new(
+                a, json_pack("[I, o]", (json_int_t)r->pts[k].step, nvw_json_num(r->pts[k].loss)));
     return json_pack("{s:I, s:o}", "seed", (json_int_t)r->seed, "points", a);
 }
 

@@ -29,7 +29,8 @@ static int take_list(const json_t *policy, const char *key, char (*ops)[24], int
     size_t i;
     const json_t *v;
     *ret_n = 0;
-    json_array_foreach(l, i, v) {
+    json_array_foreach(l, i, v)
+    {
         const char *s = json_string_value(v);
         if (!s || !nv_op_find(s) || i >= NVW_AMP_MAX_OPS) {
             if (asprintf(ret_msg, "AMP policy list '%s': '%s' is not a catalog op", key,

@@ -50,8 +50,8 @@ static double teacher_probs(const nvw_data *d, const double *x, double *p)
     return ent;
 }
 
-static int sample(const nvw_data *d, nv_rng *rx, nv_rng *ry, int n, nv_dtype dt,
-                  nv_tensor **ret_x, nv_tensor **ret_y, double *ret_ent)
+static int sample(const nvw_data *d, nv_rng *rx, nv_rng *ry, int n, nv_dtype dt, nv_tensor **ret_x,
+                  nv_tensor **ret_y, double *ret_ent)
 {
     const nv_longrun_spec *s = d->s;
     int64_t xs[3] = {n, s->in_dim, 0};
@@ -108,8 +108,8 @@ int nvw_data_init(nvw_data *d, const nv_longrun_spec *s)
     nv_rng rx, ry;
     nv_rng_init(&rx, s->data_seed, STREAM_EVAL, STREAM_X);
     nv_rng_init(&ry, s->data_seed, STREAM_EVAL, STREAM_Y);
-    int r2 = sample(d, &rx, &ry, s->eval_examples, NV_DT_FP32, &d->eval_x, &d->eval_y,
-                    &d->bayes_loss);
+    int r2 =
+        sample(d, &rx, &ry, s->eval_examples, NV_DT_FP32, &d->eval_x, &d->eval_y, &d->bayes_loss);
     if (r2 < 0)
         nvw_data_done(d);
     return r2;
@@ -125,8 +125,8 @@ void nvw_data_done(nvw_data *d)
     d->eval_x = d->eval_y = NULL;
 }
 
-int nvw_data_batch(const nvw_data *d, uint64_t seed, int64_t step, nv_dtype dt,
-                   nv_tensor **ret_x, nv_tensor **ret_y)
+int nvw_data_batch(const nvw_data *d, uint64_t seed, int64_t step, nv_dtype dt, nv_tensor **ret_x,
+                   nv_tensor **ret_y)
 {
     nv_rng rx, ry;
     uint64_t key = seed * 0x9E3779B97F4A7C15ull ^ d->s->data_seed;

@@ -48,8 +48,8 @@ nv_tensor *nvw_tensor_like(const nv_tensor *t, nv_dtype dt)
  * contiguous). The catalog's nv_op_forward_f64 / nv_op_vjp compute the same
  * values; this loop order is what makes the reference fast enough to sit next
  * to torch (bench/RESULTS.md). */
-static void mm(const double *a, bool ta, const double *b, bool tb, double *c, int64_t M,
-               int64_t K, int64_t N)
+static void mm(const double *a, bool ta, const double *b, bool tb, double *c, int64_t M, int64_t K,
+               int64_t N)
 {
     memset(c, 0, (size_t)(M * N) * sizeof *c);
     for (int64_t i = 0; i < M; i++)
@@ -89,8 +89,8 @@ static int host_forward(nvw_exec *ex, const nv_op_def *op, const nv_op_attrs *a,
     }
     int nd;
     int64_t shape[NV_MAX_DIMS];
-    int r = nv_op_infer(op, a, n, (const nv_tensor *const *)in, &nd, shape, ex->err,
-                        sizeof ex->err);
+    int r =
+        nv_op_infer(op, a, n, (const nv_tensor *const *)in, &nd, shape, ex->err, sizeof ex->err);
     if (r < 0)
         return -EINVAL;
     nv_tensor *out = nv_tensor_new(NV_DT_FP64, nd, shape);
@@ -98,8 +98,8 @@ static int host_forward(nvw_exec *ex, const nv_op_def *op, const nv_op_attrs *a,
         return -ENOMEM;
     r = nv_op_forward_f64(op, a, n, (const nv_tensor *const *)in, out->data);
     if (r < 0) {
-        snprintf(ex->err, sizeof ex->err, "host reference forward of '%s' failed (%d)",
-                 op->name, r);
+        snprintf(ex->err, sizeof ex->err, "host reference forward of '%s' failed (%d)", op->name,
+                 r);
         nv_tensor_free(out);
         return -EIO;
     }
@@ -125,8 +125,13 @@ static int dev_forward(nvw_exec *ex, const nv_op_def *op, const char *attrs, int
         }
     nv_tensor_view out;
     memset(&out, 0, sizeof out);
-    nv_op_call c = {.op = op->name, .attrs_json = attrs ? attrs : "{}", .out_dtype = out_dt,
-                    .n_inputs = n, .inputs = iv, .n_outputs = 1, .outputs = &out};
+    nv_op_call c = {.op = op->name,
+                    .attrs_json = attrs ? attrs : "{}",
+                    .out_dtype = out_dt,
+                    .n_inputs = n,
+                    .inputs = iv,
+                    .n_outputs = 1,
+                    .outputs = &out};
     int r = ex->table->forward(ex->ctx, &c, ex->err, sizeof ex->err);
     ex->calls++;
     free_views(iv, n);
@@ -231,7 +236,8 @@ static int dev_saved(nvw_exec *ex, const nv_op_def *op, const nv_tensor_view *iv
     size_t k;
     const json_t *v;
     int n = 0;
-    json_array_foreach(want, k, v) {
+    json_array_foreach(want, k, v)
+    {
         const char *name = json_string_value(v);
         if (!name || n >= NV_OP_MAX_INPUTS)
             break;
@@ -273,9 +279,15 @@ static int dev_backward(nvw_exec *ex, const nv_op_def *op, const char *attrs, in
     dev_saved(ex, op, iv, &yv, sv, &n_saved);
     for (int i = 0; i < n; i++)
         n_grads += nv_op_grad_input(op, i);
-    nv_backward_call bc = {.op = op->name, .attrs_json = attrs ? attrs : "{}", .n_inputs = n,
-                           .inputs = iv, .n_saved = n_saved, .saved = sv, .grad_output = &gv,
-                           .n_grads = n_grads, .grad_inputs = gxv};
+    nv_backward_call bc = {.op = op->name,
+                           .attrs_json = attrs ? attrs : "{}",
+                           .n_inputs = n,
+                           .inputs = iv,
+                           .n_saved = n_saved,
+                           .saved = sv,
+                           .grad_output = &gv,
+                           .n_grads = n_grads,
+                           .grad_inputs = gxv};
     r = ex->table->backward(ex->ctx, &bc, ex->err, sizeof ex->err);
     ex->calls++;
     if (r < 0) {
@@ -288,8 +300,10 @@ static int dev_backward(nvw_exec *ex, const nv_op_def *op, const char *attrs, in
             continue;
         gx[i] = nvw_tensor_from_view(&gxv[k], false);
         if (!gx[i] || gx[i]->numel != in[i]->numel) {
-            snprintf(ex->err, sizeof ex->err, "device backward of '%s' returned an invalid "
-                     "gradient for input %d", op->name, i);
+            snprintf(ex->err, sizeof ex->err,
+                     "device backward of '%s' returned an invalid "
+                     "gradient for input %d",
+                     op->name, i);
             r = -EIO;
         } else
             nvw_exec_count_lowp(ex, gx[i]);
@@ -306,8 +320,7 @@ out:
 }
 
 int nvw_exec_backward(nvw_exec *ex, const nv_op_def *op, const char *attrs, int n,
-                      nv_tensor *const *in, const nv_tensor *y, const nv_tensor *gy,
-                      nv_tensor **gx)
+                      nv_tensor *const *in, const nv_tensor *y, const nv_tensor *gy, nv_tensor **gx)
 {
     for (int i = 0; i < n; i++)
         gx[i] = NULL;

@@ -44,23 +44,23 @@ int nvw_model_loss(nvw_model *m, nvw_tape *tp, nv_tensor *x, nv_tensor *target);
 /* ---- the synthetic dataset (train_data.c) ---- */
 typedef struct nvw_data {
     const nv_longrun_spec *s;
-    int64_t in_numel;     /* per example */
-    double *t1, *t2;      /* teacher weights */
+    int64_t in_numel; /* per example */
+    double *t1, *t2;  /* teacher weights */
     nv_tensor *eval_x, *eval_y;
-    double bayes_loss;    /* mean teacher entropy over the eval inputs */
+    double bayes_loss; /* mean teacher entropy over the eval inputs */
 } nvw_data;
 
 int nvw_data_init(nvw_data *d, const nv_longrun_spec *s);
 void nvw_data_done(nvw_data *d);
 /* The training batch of (run seed, step): fresh inputs, labels sampled from the
  * teacher. dt: the input dtype (fp32 device, fp64 host). */
-int nvw_data_batch(const nvw_data *d, uint64_t seed, int64_t step, nv_dtype dt,
-                   nv_tensor **ret_x, nv_tensor **ret_y);
+int nvw_data_batch(const nvw_data *d, uint64_t seed, int64_t step, nv_dtype dt, nv_tensor **ret_x,
+                   nv_tensor **ret_y);
 
 /* ---- one training run (train_loop.c) ---- */
 typedef struct nvw_point {
     int64_t step;
-    double loss;      /* eval loss (mean cross entropy on the eval set) */
+    double loss; /* eval loss (mean cross entropy on the eval set) */
     double train_loss;
     double grad_norm; /* global, unscaled */
     double scale;

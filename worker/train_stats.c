@@ -118,8 +118,8 @@ void nvw_welch_test(const double *a, int na, const double *b, int nb, nvw_welch 
     ret->p = nvw_t_two_sided(ret->t, ret->df);
 }
 
-void nvw_scaler_init(nvw_scaler *s, bool enabled, double init_scale, double growth,
-                     double backoff, int interval)
+void nvw_scaler_init(nvw_scaler *s, bool enabled, double init_scale, double growth, double backoff,
+                     int interval)
 {
     s->enabled = enabled;
     s->scale = init_scale;
@@ -150,8 +150,7 @@ bool nvw_scaler_update(nvw_scaler *s, bool found_nonfinite)
     return false;
 }
 
-double nvw_lr_at(nvw_lr_kind k, double base, int warmup, double min_ratio, int64_t t,
-                 int64_t total)
+double nvw_lr_at(nvw_lr_kind k, double base, int warmup, double min_ratio, int64_t t, int64_t total)
 {
     if (warmup > 0 && t < warmup)
         return base * (double)(t + 1) / warmup;

@@ -45,8 +45,8 @@ typedef struct nvw_scaler {
     int tracker; /* consecutive finite steps since the last change */
 } nvw_scaler;
 
-void nvw_scaler_init(nvw_scaler *s, bool enabled, double init_scale, double growth,
-                     double backoff, int interval);
+void nvw_scaler_init(nvw_scaler *s, bool enabled, double init_scale, double growth, double backoff,
+                     int interval);
 /* The scale to multiply the loss by (1 when disabled). */
 double nvw_scaler_scale(const nvw_scaler *s);
 /* Record one step's outcome; returns true when the step must be skipped (a

@@ -54,8 +54,8 @@ int nvw_tape_leaf_own(nvw_tape *tp, nv_tensor *t)
 }
 
 /* Record node (kind, op, attrs, in[]) producing out tensor t. */
-static int record(nvw_tape *tp, nvw_node_kind kind, const nv_op_def *op, const char *attrs,
-                  int n, const int *in, nv_tensor *t)
+static int record(nvw_tape *tp, nvw_node_kind kind, const nv_op_def *op, const char *attrs, int n,
+                  const int *in, nv_tensor *t)
 {
     bool need = false;
     for (int i = 0; i < n; i++)

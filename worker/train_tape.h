@@ -25,7 +25,7 @@ typedef enum nvw_amp_cat {
 
 typedef struct nvw_amp {
     bool enabled;
-    nv_dtype low;         /* bf16, fp16 ... */
+    nv_dtype low; /* bf16, fp16 ... */
     int n_low, n_fp32, n_promote;
     char low_ops[NVW_AMP_MAX_OPS][24], fp32_ops[NVW_AMP_MAX_OPS][24],
         promote_ops[NVW_AMP_MAX_OPS][24];
@@ -39,10 +39,10 @@ nvw_amp_cat nvw_amp_category(const nvw_amp *a, const char *op);
 const char *nvw_amp_default_json(void);
 
 typedef struct nvw_exec {
-    bool host;                /* fp64 host reference */
-    const nv_backend *table;  /* device */
+    bool host;               /* fp64 host reference */
+    const nv_backend *table; /* device */
     void *ctx;
-    const json_t *saved;      /* describe()'s "saved" object */
+    const json_t *saved; /* describe()'s "saved" object */
     nvw_amp amp;
     int64_t calls;
     int64_t lowp_grad_elems, lowp_grad_zero; /* low-precision gradients seen / exactly 0 */

@@ -36,8 +36,8 @@ bool nv_longrun_is(const json_t *spec)
 }
 
 /* A number at obj[key] (default when absent) in [lo, hi]. */
-static int num(perr *e, const json_t *obj, const char *base, const char *key, double def,
-               double lo, double hi, double *ret)
+static int num(perr *e, const json_t *obj, const char *base, const char *key, double def, double lo,
+               double hi, double *ret)
 {
     char ptr[96];
     snprintf(ptr, sizeof ptr, "%s/%s", base, key);
@@ -69,14 +69,14 @@ static int inum(perr *e, const json_t *obj, const char *base, const char *key, i
         return fail(e, ptr, "'%s' must be an integer", key);
     int64_t x = json_integer_value(v);
     if (x < lo || x > hi)
-        return fail(e, ptr, "'%lld' is out of range: '%s' must be in [%lld, %lld]",
-                    (long long)x, key, (long long)lo, (long long)hi);
+        return fail(e, ptr, "'%lld' is out of range: '%s' must be in [%lld, %lld]", (long long)x,
+                    key, (long long)lo, (long long)hi);
     *ret = x;
     return 0;
 }
 
-static int choice(perr *e, const json_t *obj, const char *base, const char *key,
-                  const char *a, const char *b, bool *ret_is_b)
+static int choice(perr *e, const json_t *obj, const char *base, const char *key, const char *a,
+                  const char *b, bool *ret_is_b)
 {
     char ptr[96];
     snprintf(ptr, sizeof ptr, "%s/%s", base, key);
@@ -105,16 +105,17 @@ static int check_keys(perr *e, const json_t *obj, const char *base, const char *
         for (int i = 0; keys[i] && !ok; i++)
             ok = strcmp(keys[i], k) == 0;
         if (!ok)
-            return fail(e, base[0] ? base : "", "unknown key '%s'%s%s", k,
-                        base[0] ? " in " : "", base);
+            return fail(e, base[0] ? base : "", "unknown key '%s'%s%s", k, base[0] ? " in " : "",
+                        base);
     }
     return 0;
 }
 
 static const char *const top_keys[] = {
-    "kind", "name", "description", "device", "priority", "build", "model", "activation",
-    "sizes", "data", "optimizer", "schedule", "steps", "batch", "seeds", "seed", "n_seeds",
-    "log_every", "loss_weight", "amp", "grad_scaler", "acceptance", "deterministic", NULL};
+    "kind",        "name",       "description", "device",     "priority",      "build",
+    "model",       "activation", "sizes",       "data",       "optimizer",     "schedule",
+    "steps",       "batch",      "seeds",       "seed",       "n_seeds",       "log_every",
+    "loss_weight", "amp",        "grad_scaler", "acceptance", "deterministic", NULL};
 
 static int parse_model(perr *e, const json_t *j, nv_longrun_spec *s)
 {
@@ -144,8 +145,9 @@ static int parse_data(perr *e, const json_t *j, nv_longrun_spec *s)
     static const char *const keys[] = {"seed", "teacher_hidden", "temperature", "eval_examples",
                                        NULL};
     if (d && (!json_is_object(d) || check_keys(e, d, "/data", keys)))
-        return fail(e, "/data", "must be an object with seed, teacher_hidden, temperature, "
-                               "eval_examples");
+        return fail(e, "/data",
+                    "must be an object with seed, teacher_hidden, temperature, "
+                    "eval_examples");
     int64_t seed = 0, th = 0, ev = 0;
     int r = inum(e, d, "/data", "seed", 1, 0, INT64_MAX, &seed);
     r = r ? r : inum(e, d, "/data", "teacher_hidden", 32, 1, 1024, &th);
@@ -158,11 +160,12 @@ static int parse_data(perr *e, const json_t *j, nv_longrun_spec *s)
 static int parse_optim(perr *e, const json_t *j, nv_longrun_spec *s)
 {
     const json_t *o = json_object_get(j, "optimizer");
-    static const char *const keys[] = {"name", "lr", "beta1", "beta2", "eps", "weight_decay",
-                                       "momentum", NULL};
+    static const char *const keys[] = {"name", "lr",           "beta1",    "beta2",
+                                       "eps",  "weight_decay", "momentum", NULL};
     if (o && (!json_is_object(o) || check_keys(e, o, "/optimizer", keys)))
-        return fail(e, "/optimizer", "must be an object (name, lr, beta1, beta2, eps, "
-                                    "weight_decay, momentum)");
+        return fail(e, "/optimizer",
+                    "must be an object (name, lr, beta1, beta2, eps, "
+                    "weight_decay, momentum)");
     bool sgd = false;
     int r = choice(e, o, "/optimizer", "name", "adamw", "sgd", &sgd);
     s->adamw = !sgd;
@@ -188,13 +191,15 @@ static int parse_seeds(perr *e, const json_t *j, nv_longrun_spec *s)
 {
     const json_t *sd = json_object_get(j, "seeds");
     if (sd) {
-        if (!json_is_array(sd) || json_array_size(sd) < 3 ||
-            json_array_size(sd) > NV_LR_MAX_SEEDS)
-            return fail(e, "/seeds", "must be an array of 3 to %d seeds (the statistics need "
-                                     "at least 3 runs per side)", NV_LR_MAX_SEEDS);
+        if (!json_is_array(sd) || json_array_size(sd) < 3 || json_array_size(sd) > NV_LR_MAX_SEEDS)
+            return fail(e, "/seeds",
+                        "must be an array of 3 to %d seeds (the statistics need "
+                        "at least 3 runs per side)",
+                        NV_LR_MAX_SEEDS);
         size_t i;
         const json_t *v;
-        json_array_foreach(sd, i, v) {
+        json_array_foreach(sd, i, v)
+        {
             if (!json_is_integer(v) || json_integer_value(v) < 0) {
                 char p[32];
                 snprintf(p, sizeof p, "/seeds/%zu", i);
@@ -226,8 +231,10 @@ static int parse_amp(perr *e, const json_t *j, nv_longrun_spec *s)
         const char *n = json_string_value(dt);
         if (!n || nv_dtype_from_name(n, &s->amp_dtype) < 0 || s->amp_dtype == NV_DT_FP64 ||
             !nv_dtype_get(s->amp_dtype)->is_float || s->amp_dtype == NV_DT_E8M0)
-            return fail(e, "/amp/dtype", "'%s' is not a low-precision float dtype (bf16, fp16, "
-                                         "fp32 ...)", n ? n : "(not a string)");
+            return fail(e, "/amp/dtype",
+                        "'%s' is not a low-precision float dtype (bf16, fp16, "
+                        "fp32 ...)",
+                        n ? n : "(not a string)");
     }
     int64_t pv = 0;
     int r = inum(e, a, "/amp", "policy_version", 0, 0, INT64_MAX, &pv);
@@ -253,10 +260,12 @@ static int parse_amp(perr *e, const json_t *j, nv_longrun_spec *s)
                 return fail(e, ptr, "must be an array of op names");
             size_t i;
             const json_t *o;
-            json_array_foreach(v, i, o) if (!json_is_string(o) ||
-                                            !nv_op_find(json_string_value(o)))
-                return fail(e, ptr, "'%s' is not an op of the catalog",
-                            json_is_string(o) ? json_string_value(o) : "(not a string)");
+            json_array_foreach(
+                v, i, o) if (!json_is_string(o) ||
+                             !nv_op_find(json_string_value(
+                                 o))) return fail(e, ptr, "'%s' is not an op of the catalog",
+                                                  json_is_string(o) ? json_string_value(o)
+                                                                    : "(not a string)");
         }
         s->policy = json_deep_copy(p);
         if (!s->policy)
@@ -268,11 +277,12 @@ static int parse_amp(perr *e, const json_t *j, nv_longrun_spec *s)
 static int parse_scaler_acc(perr *e, const json_t *j, nv_longrun_spec *s)
 {
     const json_t *g = json_object_get(j, "grad_scaler");
-    static const char *const keys[] = {"enabled", "init_scale", "growth_factor",
+    static const char *const keys[] = {"enabled",        "init_scale",      "growth_factor",
                                        "backoff_factor", "growth_interval", NULL};
     if (g && (!json_is_object(g) || check_keys(e, g, "/grad_scaler", keys)))
-        return fail(e, "/grad_scaler", "must be an object (enabled, init_scale, growth_factor, "
-                                       "backoff_factor, growth_interval)");
+        return fail(e, "/grad_scaler",
+                    "must be an object (enabled, init_scale, growth_factor, "
+                    "backoff_factor, growth_interval)");
     const json_t *en = json_object_get(g, "enabled");
     if (en && !json_is_boolean(en))
         return fail(e, "/grad_scaler/enabled", "must be true or false");
@@ -284,11 +294,12 @@ static int parse_scaler_acc(perr *e, const json_t *j, nv_longrun_spec *s)
     r = r ? r : inum(e, g, "/grad_scaler", "growth_interval", 2000, 1, 1 << 30, &gi);
     s->growth_interval = (int)gi;
     const json_t *a = json_object_get(j, "acceptance");
-    static const char *const akeys[] = {"alpha", "trim", "band_k", "band_floor",
+    static const char *const akeys[] = {"alpha",           "trim", "band_k", "band_floor",
                                         "envelope_margin", NULL};
     if (!r && a && (!json_is_object(a) || check_keys(e, a, "/acceptance", akeys)))
-        return fail(e, "/acceptance", "must be an object (alpha, trim, band_k, band_floor, "
-                                      "envelope_margin)");
+        return fail(e, "/acceptance",
+                    "must be an object (alpha, trim, band_k, band_floor, "
+                    "envelope_margin)");
     int64_t trim = 0;
     r = r ? r : num(e, a, "/acceptance", "alpha", 0.01, 1e-9, 0.5, &s->alpha);
     r = r ? r : inum(e, a, "/acceptance", "trim", 1, 0, 8, &trim);
@@ -297,8 +308,8 @@ static int parse_scaler_acc(perr *e, const json_t *j, nv_longrun_spec *s)
     r = r ? r : num(e, a, "/acceptance", "envelope_margin", 0.05, 0, 10, &s->envelope_margin);
     s->trim = (int)trim;
     if (!r && s->n_seeds <= 2 * s->trim)
-        return fail(e, "/acceptance/trim", "'%d' leaves no run of %d seeds after trimming",
-                    s->trim, s->n_seeds);
+        return fail(e, "/acceptance/trim", "'%d' leaves no run of %d seeds after trimming", s->trim,
+                    s->n_seeds);
     return r;
 }
 
@@ -324,13 +335,14 @@ static int parse_all(const json_t *j, nv_longrun_spec *s, perr *e)
         return fail(e, "/deterministic", "must be true or false");
     s->deterministic = !det || json_is_true(det);
     if (!r && (double)s->steps * s->batch * s->n_seeds > 5e8)
-        return fail(e, "", "'%lld' steps x '%d' batch x %d seeds is too large for one job; split "
-                           "it", (long long)s->steps, s->batch, s->n_seeds);
+        return fail(e, "",
+                    "'%lld' steps x '%d' batch x %d seeds is too large for one job; split "
+                    "it",
+                    (long long)s->steps, s->batch, s->n_seeds);
     return r;
 }
 
-int nv_longrun_parse(const json_t *spec, nv_longrun_spec **ret, char **ret_pointer,
-                     char **ret_msg)
+int nv_longrun_parse(const json_t *spec, nv_longrun_spec **ret, char **ret_pointer, char **ret_msg)
 {
     perr e = {0};
     nv_longrun_spec *s = calloc(1, sizeof *s);

@@ -43,8 +43,8 @@ int main(void)
             "/grad_scaler/backoff_factor", "'2'");
     refused("{\"kind\":\"longrun\",\"optimizer\":{\"name\":\"lion\"}}", "/optimizer/name",
             "'lion'");
-    refused("{\"kind\":\"longrun\",\"n_seeds\":3,\"acceptance\":{\"trim\":2}}",
-            "/acceptance/trim", "'2'");
+    refused("{\"kind\":\"longrun\",\"n_seeds\":3,\"acceptance\":{\"trim\":2}}", "/acceptance/trim",
+            "'2'");
     refused("{\"kind\":\"longrun\",\"bogus\":1}", "", "'bogus'");
     return tap_done();
 }
