@@ -18,7 +18,10 @@ ROOT = os.path.abspath(sys.argv.pop(4)) if len(sys.argv) > 4 else None
 HARNESS = "exec:%s %s --device cpu" % (TORCH_PY, os.path.join(ROOT or ".",
                                                               "worker/harness/torch_harness.py"))
 
-OP = {"kind": "op", "op": "tanh", "dtypes": ["fp32"], "shapes": [[256]],
+# The transposed and strided layouts travel as contiguous payloads with the view's
+# strides; the harness rebuilds them on the device (docs/EXEC_PROTOCOL.md).
+OP = {"kind": "op", "op": "tanh", "dtypes": ["fp32"], "shapes": [[16, 16]],
+      "layouts": ["contiguous", "transposed", "strided"],
       "inputs": ["normal", "uniform"], "seed": 5, "device": "torch0"}
 GRAD = {"kind": "gradient", "op": "tanh", "dtypes": ["fp32"], "shapes": [[64]],
         "inputs": ["normal"], "seed": 6, "order": 2, "device": "torch0"}
@@ -46,8 +49,8 @@ def test(bins):
         check(jobs[ids["tight"]]["state"] == "failed",
               "torch exp under a 0.5-ulp tolerance failed (%s)" % jobs[ids["tight"]]["state"])
         cases = s.cases(ids["op"])
-        check(len(cases) == 2 and all(isinstance(c.get("max_ulp"), (int, float)) for c in cases),
-              "the op job's 2 cases are stored with their measured ULP error")
+        check(len(cases) == 6 and all(isinstance(c.get("max_ulp"), (int, float)) for c in cases),
+              "the op job's 6 cases (3 layouts) are stored with their measured ULP error")
         failed = s.cases(ids["tight"])
         check(failed and failed[0]["verdict"] == "failed" and failed[0]["max_ulp"] > 0.5,
               "the failing case records torch's exp error (%s ulp)" %
