@@ -1,6 +1,7 @@
 /* numval-worker: `run` executes a job (or a suite of jobs) locally and prints the
  * result JSON; every other invocation is agent mode (agent.h). */
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -245,6 +246,12 @@ static int cmd_run(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* Every case allocates and frees tensors of a few MB; glibc would serve them
+     * with mmap/munmap (or trim the heap) and fault the pages in again for each
+     * case, which cost more CPU than the numerics (bench/RESULTS.md, exec
+     * section). A worker keeps its freed memory for the next case instead. */
+    mallopt(M_MMAP_THRESHOLD, 64 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         usage(stdout);
         return 0;
