@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "run_fused.h"
+#include "numerics/refmath.h"
 #include "run_gradient.h"
 #include "run_longrun.h"
 #include "run_internal.h"
@@ -68,6 +69,7 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&job->lock);
     }
     job->table->close(ctx);
+    nv_ref_thread_done(); /* MPFR caches this thread filled */
     return NULL;
 }
 

@@ -3,6 +3,7 @@
  * results placed by case index so the output does not depend on the thread
  * count) and build the result. The per-case work is in run_fused_case.c. */
 #include "run_fused.h"
+#include "numerics/refmath.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -52,6 +53,7 @@ static void *worker(void *arg)
         pthread_mutex_unlock(&j->lock);
     }
     j->table->close(ctx);
+    nv_ref_thread_done(); /* MPFR caches this thread filled */
     return NULL;
 }
 

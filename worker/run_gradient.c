@@ -4,6 +4,7 @@
  * determinism check and second order; the result names the failing check, the
  * input, the gradient elements that are off and their values. */
 #include "run_gradient.h"
+#include "numerics/refmath.h"
 
 #include <errno.h>
 #include <math.h>
@@ -58,6 +59,7 @@ static void *worker(void *arg)
         pthread_mutex_unlock(&j->lock);
     }
     j->table->close(ctx);
+    nv_ref_thread_done(); /* MPFR caches this thread filled */
     return NULL;
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "run_internal.h"
+#include "numerics/refmath.h"
 #include "run_longrun.h"
 #include "run_longrun_internal.h"
 
@@ -87,6 +88,7 @@ static void *thread_main(void *arg)
     }
     if (dev_ctx)
         c->table->close(dev_ctx);
+    nv_ref_thread_done(); /* MPFR caches this thread filled */
     return NULL;
 }
 

@@ -56,6 +56,12 @@ void nv_ref_pow(double x, double y, nv_dtype dt, double *ret_hi, double *ret_lo)
  * MPFR when it cannot decide). Added by the numerics helper. */
 double nv_ref_pow_round(double x, double y, nv_dtype dt, nv_rounding rounding);
 
+/* Free the calling thread's MPFR state: refmath's own variables and MPFR's
+ * thread-local constant caches (log 2, pi ... that mpfr_log and friends fill in
+ * any code of the thread). Call at the end of every thread that computed
+ * references; the thread may compute again afterwards. */
+void nv_ref_thread_done(void);
+
 /* Counters (per process) of fast-path hits and MPFR calls, for benchmarks. */
 void nv_ref_stats(uint64_t *ret_fast, uint64_t *ret_mpfr);
 

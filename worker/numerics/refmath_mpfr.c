@@ -45,6 +45,18 @@ static void ctx_destroy(void *p)
     mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
 }
 
+void nv_ref_thread_done(void)
+{
+    if (tl_ctx) {
+        (void)pthread_setspecific(ctx_key, NULL);
+        mctx *c = tl_ctx;
+        tl_ctx = NULL;
+        ctx_destroy(c);
+        return;
+    }
+    mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
+}
+
 static void ctx_key_make(void)
 {
     (void)pthread_key_create(&ctx_key, ctx_destroy);
