@@ -192,8 +192,11 @@ void nvw_backend_free(nvw_backend *b)
 {
     if (!b)
         return;
-    if (b->dl)
-        dlclose(b->dl);
+    /* The plugin stays mapped (its dlopen handle is dropped, not closed): a
+     * runtime may keep process-wide state built once (pthread_once tables,
+     * driver handles, threads) that dlclose would orphan or unmap under a live
+     * thread. A worker loads a handful of plugins in its life, and dlopen of the
+     * same path again reuses the mapping. */
     free(b->options);
     free(b);
 }

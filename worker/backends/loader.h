@@ -21,7 +21,7 @@ typedef struct nvw_backend nvw_backend; /* a loaded backend: table + dl handle +
  * writes a message naming the offending value into err (errlen > 0). Loading does
  * not open a context: the caller calls table->open(options, ...) per thread. */
 int nvw_backend_load(const char *spec, nvw_backend **ret, char *err, size_t errlen);
-void nvw_backend_free(nvw_backend *b); /* NULL is a no-op; dlcloses plugins */
+void nvw_backend_free(nvw_backend *b); /* NULL is a no-op; plugins stay mapped */
 
 /* The backend's function table (owned by the backend, valid until free). */
 const nv_backend *nvw_backend_table(const nvw_backend *b);
