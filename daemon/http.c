@@ -11,82 +11,8 @@
 
 #include "common/log.h"
 #include "common/sha256.h"
+#include "http_conn.h"
 #include "http_internal.h"
-
-#define READ_CHUNK 65536
-#define ARENA_CHUNK 4096
-#define KEEP_BODY 65536
-
-typedef struct arena_chunk {
-    struct arena_chunk *next;
-    size_t used, cap;
-    max_align_t data[];
-} arena_chunk;
-
-typedef enum { PH_IDLE, PH_HEADERS, PH_BODY, PH_BUSY } phase_t;
-
-typedef struct reqstate {
-    nvd_http_req pub; /* first: nvd_http_req * converts back */
-    arena_chunk *arena;
-    char *url;
-    size_t url_len, url_cap;
-    char *hbuf; /* name\0value\0 ... */
-    size_t hlen, hcap;
-    int hstate; /* 0 none, 1 in a field, 2 in a value */
-    int n_headers;
-    const char **hdr; /* n_headers pairs: name, value */
-    char *body;
-    size_t body_len, body_cap, body_limit;
-    size_t charged; /* body bytes counted in the server's body_bytes */
-    bool keep_alive, responded;
-    int error_status;
-    const char *error_code, *error_msg;
-    void (*abort_cb)(void *ud, nvd_http_req *req);
-    void *abort_ud;
-} reqstate;
-
-typedef struct conn {
-    uv_tcp_t tcp;
-    uv_timer_t timer;
-    nvd_http_server *srv;
-    struct conn *prev, *next;
-    http_parser parser;
-    phase_t phase;
-    int open_handles;
-    bool closing, in_flight, close_after, reading, loopback, draining;
-    uv_shutdown_t shutdown;
-    char *in;
-    size_t in_len, in_off, in_cap;
-    reqstate rq;
-} conn;
-
-struct nvd_http_server {
-    uv_tcp_t listener;
-    uv_loop_t *loop;
-    nvd_http_limits lim;
-    nvd_http_callbacks cb;
-    void *ud;
-    conn *conns;
-    int n_conns, port;
-    size_t body_bytes; /* request bodies held by all connections */
-    bool closing, listener_closed;
-};
-
-typedef struct wreq {
-    uv_write_t w;
-    conn *c;
-    bool final; /* the response that ends the request (not a 100 Continue) */
-    int status;
-    char data[];
-} wreq;
-
-static http_parser_settings settings;
-static void process_input(conn *c);
-static void conn_close(conn *c);
-static void arm(conn *c, uint64_t ms);
-static void read_start(conn *c);
-static void linger(conn *c);
-static void on_timer(uv_timer_t *t);
 
 /* ---- arena ---- */
 
@@ -124,7 +50,7 @@ static void rq_reset(reqstate *rq)
 }
 
 /* Free a connection's request state and return its body bytes to the budget. */
-static void conn_rq_reset(conn *c)
+void http_conn_rq_reset(conn *c)
 {
     c->srv->body_bytes -= c->rq.charged;
     rq_reset(&c->rq);
@@ -190,16 +116,16 @@ static void on_write(uv_write_t *w, int status)
     c->in_flight = false;
     conn_rq_recycle(c);
     if (status < 0 || srv->closing) {
-        conn_close(c);
+        http_conn_close(c);
         return;
     }
     if (c->close_after) {
-        linger(c);
+        http_linger(c);
         return;
     }
     c->phase = PH_IDLE;
-    arm(c, srv->lim.idle_timeout_ms);
-    process_input(c);
+    http_conn_arm(c, srv->lim.idle_timeout_ms);
+    http_process_input(c);
 }
 
 static int send_bytes(conn *c, const char *head, size_t hlen, const void *body, size_t blen,
@@ -244,7 +170,7 @@ static void respond_conn(conn *c, int status, const char *ctype, const void *bod
     }
     if (send_bytes(c, hdr, (size_t)n, head_only ? NULL : body, head_only ? 0 : len, true, status) <
         0)
-        conn_close(c);
+        http_conn_close(c);
 }
 
 /* If-None-Match (RFC 9110 §13.1.2): "*" or a list of entity tags compared
@@ -311,7 +237,7 @@ void nvd_http_error(nvd_http_req *req, int status, const char *code, const char 
 }
 
 /* A protocol-level error: answer and close the connection afterwards. */
-static void fail_conn(conn *c, int status, const char *code, const char *message)
+void http_fail_conn(conn *c, int status, const char *code, const char *message)
 {
     char buf[1024];
     int n = http_format_error(buf, sizeof(buf), code, message, NULL);
@@ -383,7 +309,7 @@ static int on_message_begin(http_parser *p)
     conn *c = conn_of(p);
     conn_rq_recycle(c);
     c->phase = PH_HEADERS;
-    arm(c, c->srv->lim.header_timeout_ms);
+    http_conn_arm(c, c->srv->lim.header_timeout_ms);
     return 0;
 }
 
@@ -512,7 +438,7 @@ static int on_headers_complete(http_parser *p)
     if (r)
         return r;
     c->phase = PH_BODY;
-    arm(c, c->srv->lim.body_timeout_ms);
+    http_conn_arm(c, c->srv->lim.body_timeout_ms);
     const char *expect = nvd_http_header(&rq->pub, "Expect");
     if (expect && strcasecmp(expect, "100-continue") == 0) {
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -560,13 +486,23 @@ static int on_message_complete(http_parser *p)
     return 0;
 }
 
+static const http_parser_settings settings = {
+    .on_message_begin = on_message_begin,
+    .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
 static void dispatch(conn *c)
 {
     reqstate *rq = &c->rq;
     if (!rq->body) {
         rq->body = malloc(1);
         if (!rq->body) {
-            fail_conn(c, 503, "unavailable", "out of memory");
+            http_fail_conn(c, 503, "unavailable", "out of memory");
             return;
         }
         rq->body[0] = '\0';
@@ -580,7 +516,7 @@ static void dispatch(conn *c)
     c->srv->cb.handle(c->srv->ud, &rq->pub);
 }
 
-static void process_input(conn *c)
+void http_process_input(conn *c)
 {
     while (!c->in_flight && !c->closing && c->in_off < c->in_len) {
         size_t avail = c->in_len - c->in_off;
@@ -594,13 +530,13 @@ static void process_input(conn *c)
         }
         if (e != HPE_OK) {
             if (c->rq.error_status)
-                fail_conn(c, c->rq.error_status, c->rq.error_code, c->rq.error_msg);
+                http_fail_conn(c, c->rq.error_status, c->rq.error_code, c->rq.error_msg);
             else if (e == HPE_HEADER_OVERFLOW)
-                fail_conn(c, 431, "too_large", "request headers exceed the size limit");
+                http_fail_conn(c, 431, "too_large", "request headers exceed the size limit");
             else {
                 char msg[256];
                 snprintf(msg, sizeof(msg), "malformed HTTP request: %s", http_errno_description(e));
-                fail_conn(c, 400, "bad_request", msg);
+                http_fail_conn(c, 400, "bad_request", msg);
             }
             return;
         }
@@ -610,285 +546,5 @@ static void process_input(conn *c)
     if (c->in_off == c->in_len)
         c->in_off = c->in_len = 0;
     if (!c->closing && !c->close_after && !c->reading)
-        read_start(c);
-}
-
-/* ---- connections ---- */
-
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-    (void)suggested;
-    conn *c = h->data;
-    if (c->in_off == c->in_len)
-        c->in_off = c->in_len = 0;
-    if (c->in_cap - c->in_len < READ_CHUNK) {
-        if (c->in_off > 0) {
-            memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
-            c->in_len -= c->in_off;
-            c->in_off = 0;
-        }
-        if (c->in_cap - c->in_len < READ_CHUNK) {
-            char *n = realloc(c->in, c->in_len + READ_CHUNK);
-            if (!n) {
-                *buf = uv_buf_init(NULL, 0);
-                return;
-            }
-            c->in = n;
-            c->in_cap = c->in_len + READ_CHUNK;
-        }
-    }
-    *buf = uv_buf_init(c->in + c->in_len, (unsigned)(c->in_cap - c->in_len));
-}
-
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
-{
-    (void)buf;
-    conn *c = s->data;
-    if (c->draining) {
-        c->in_off = c->in_len = 0;
-        if (nread < 0)
-            conn_close(c);
-        return;
-    }
-    if (nread < 0) {
-        /* A client may half-close after sending its request: answer it, then
-         * close. A parked request (it has an abort callback: a long poll) is
-         * given up at once, so a claim never goes to a worker that is gone. */
-        if (nread == UV_EOF && c->in_flight && !c->rq.abort_cb && !c->rq.responded) {
-            uv_read_stop(s);
-            c->reading = false;
-            c->close_after = true;
-            return;
-        }
-        conn_close(c);
-        return;
-    }
-    if (nread == 0)
-        return;
-    c->in_len += (size_t)nread;
-    if (c->in_flight) {
-        /* Pipelined bytes wait; stop reading once a request's worth is buffered. */
-        if (c->in_len - c->in_off > c->srv->lim.max_header_bytes + READ_CHUNK) {
-            uv_read_stop(s);
-            c->reading = false;
-        }
-        return;
-    }
-    process_input(c);
-}
-
-static void read_start(conn *c)
-{
-    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
-        c->reading = true;
-}
-
-static void on_shutdown(uv_shutdown_t *req, int status)
-{
-    (void)req;
-    (void)status;
-}
-
-/* After an answer that ends the connection: send FIN, then read and discard
- * what the client still sends for a moment (lingering close, as nginx does),
- * so a client still writing a refused body reads our answer instead of a
- * reset. */
-static void linger(conn *c)
-{
-    c->draining = true;
-    c->close_after = false;
-    if (uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
-        conn_close(c);
-        return;
-    }
-    if (!c->reading)
-        read_start(c);
-    uv_timer_start(&c->timer, on_timer, 2000, 0);
-}
-
-static void on_timer(uv_timer_t *t)
-{
-    conn *c = t->data;
-    if (c->draining) {
-        conn_close(c);
-        return;
-    }
-    if (c->closing || c->in_flight)
-        return;
-    if (c->phase == PH_IDLE) {
-        conn_close(c);
-        return;
-    }
-    fail_conn(c, 408, "timeout",
-              c->phase == PH_HEADERS ? "request headers not received in time"
-                                     : "request body not received in time");
-}
-
-static void arm(conn *c, uint64_t ms)
-{
-    if (!c->closing)
-        uv_timer_start(&c->timer, on_timer, ms, 0);
-}
-
-static void server_maybe_free(nvd_http_server *srv)
-{
-    if (srv->closing && srv->listener_closed && srv->n_conns == 0)
-        free(srv);
-}
-
-static void on_conn_closed(uv_handle_t *h)
-{
-    conn *c = h->data;
-    if (--c->open_handles > 0)
-        return;
-    nvd_http_server *srv = c->srv;
-    conn_rq_reset(c);
-    free(c->in);
-    free(c);
-    srv->n_conns--;
-    server_maybe_free(srv);
-}
-
-static void conn_close(conn *c)
-{
-    if (c->closing)
-        return;
-    c->closing = true;
-    if (c->in_flight && !c->rq.responded && c->rq.abort_cb)
-        c->rq.abort_cb(c->rq.abort_ud, &c->rq.pub);
-    c->rq.abort_cb = NULL;
-    nvd_http_server *srv = c->srv;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        srv->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
-    uv_close((uv_handle_t *)&c->timer, on_conn_closed);
-}
-
-static bool peer_is_loopback(uv_tcp_t *t)
-{
-    struct sockaddr_storage ss;
-    int len = sizeof(ss);
-    if (uv_tcp_getpeername(t, (struct sockaddr *)&ss, &len) < 0)
-        return false;
-    if (ss.ss_family == AF_INET) {
-        const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
-        return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
-    }
-    if (ss.ss_family == AF_INET6) {
-        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
-        static const unsigned char lo[16] = {[15] = 1};
-        static const unsigned char v4[12] = {[10] = 0xff, [11] = 0xff};
-        return memcmp(a->sin6_addr.s6_addr, lo, 16) == 0 ||
-               (memcmp(a->sin6_addr.s6_addr, v4, 12) == 0 && a->sin6_addr.s6_addr[12] == 127);
-    }
-    return false;
-}
-
-static void on_connection(uv_stream_t *server, int status)
-{
-    nvd_http_server *srv = server->data;
-    if (status < 0 || srv->closing)
-        return;
-    conn *c = calloc(1, sizeof(*c));
-    if (!c)
-        return;
-    c->srv = srv;
-    uv_tcp_init(srv->loop, &c->tcp);
-    uv_timer_init(srv->loop, &c->timer);
-    c->tcp.data = c->timer.data = c;
-    c->open_handles = 2;
-    srv->n_conns++;
-    c->next = srv->conns;
-    if (srv->conns)
-        srv->conns->prev = c;
-    srv->conns = c;
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
-        conn_close(c);
-        return;
-    }
-    uv_tcp_nodelay(&c->tcp, 1);
-    c->loopback = peer_is_loopback(&c->tcp);
-    http_parser_init(&c->parser, HTTP_REQUEST);
-    c->parser.data = c;
-    if (srv->n_conns > srv->lim.max_connections) {
-        fail_conn(c, 503, "unavailable", "too many connections; retry later");
-        return;
-    }
-    c->phase = PH_IDLE;
-    arm(c, srv->lim.idle_timeout_ms);
-    read_start(c);
-}
-
-int nvd_http_server_new(uv_loop_t *loop, const char *listen, const nvd_http_limits *limits,
-                        const nvd_http_callbacks *cb, void *ud, nvd_http_server **ret)
-{
-    settings.on_message_begin = on_message_begin;
-    settings.on_url = on_url;
-    settings.on_header_field = on_header_field;
-    settings.on_header_value = on_header_value;
-    settings.on_headers_complete = on_headers_complete;
-    settings.on_body = on_body;
-    settings.on_message_complete = on_message_complete;
-    /* The parser's own cap backs up ours (it counts bytes in one header line). */
-    http_parser_set_max_header_size((uint32_t)limits->max_header_bytes);
-    struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof(ss));
-    int r = http_parse_listen(listen, &ss);
-    if (r < 0)
-        return -EINVAL;
-    nvd_http_server *srv = calloc(1, sizeof(*srv));
-    if (!srv)
-        return -ENOMEM;
-    srv->loop = loop;
-    srv->lim = *limits;
-    srv->cb = *cb;
-    srv->ud = ud;
-    uv_tcp_init(loop, &srv->listener);
-    srv->listener.data = srv;
-    r = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss, 0);
-    if (r == 0)
-        r = uv_listen((uv_stream_t *)&srv->listener, 1024, on_connection);
-    if (r < 0) {
-        srv->closing = true;
-        nvd_http_server_close(srv);
-        return r;
-    }
-    struct sockaddr_storage bound;
-    int len = sizeof(bound);
-    uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&bound, &len);
-    srv->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
-                                                  : ((struct sockaddr_in *)&bound)->sin_port);
-    *ret = srv;
-    return 0;
-}
-
-int nvd_http_server_port(const nvd_http_server *srv)
-{
-    return srv->port;
-}
-
-int nvd_http_server_connections(const nvd_http_server *srv)
-{
-    return srv->n_conns;
-}
-
-static void on_listener_closed(uv_handle_t *h)
-{
-    nvd_http_server *srv = h->data;
-    srv->listener_closed = true;
-    server_maybe_free(srv);
-}
-
-void nvd_http_server_close(nvd_http_server *srv)
-{
-    if (!srv)
-        return;
-    srv->closing = true;
-    while (srv->conns)
-        conn_close(srv->conns);
-    uv_close((uv_handle_t *)&srv->listener, on_listener_closed);
+        http_read_start(c);
 }
