@@ -34,11 +34,16 @@ static int promote_case(nvd_store *s, int64_t job_id, const json_t *c, int64_t n
     if (!text)
         return -ENOMEM;
     const char *orig = json_string_value(json_object_get(c, "artifact"));
+    /* A fused case's own op is "fused" and its dtype the case's: the suite case
+     * is named by what its signature says failed, the first divergent op and
+     * the dtype it was judged in (docs/ARTIFACTS.md "Fused reproducers"). */
+    const char *kind = json_string_value(json_object_get(sig, "kind"));
+    const json_t *named = kind && !strcmp(kind, "fused") ? sig : c;
     nvd_suite_new n = {
         .signature = id,
         .signature_json = text,
-        .op = json_string_value(json_object_get(c, "op")),
-        .dtype = json_string_value(json_object_get(c, "dtype")),
+        .op = json_string_value(json_object_get(named, "op")),
+        .dtype = json_string_value(json_object_get(named, "dtype")),
         .failure_class = json_string_value(json_object_get(sig, "failure_class")),
         .artifact = art,
         .origin_artifact = hex64(orig) ? orig : NULL,

@@ -203,7 +203,11 @@ static json_t *case_row(nvd_store *s, sqlite3_stmt *st)
     if (o) {
         json_object_set_new(o, "id", json_integer(sqlite3_column_int64(st, 0)));
         json_object_set_new(o, "signature", store_col_str(st, 1));
-        json_object_set_new(o, "signature_detail", store_col_json(st, 2));
+        json_t *detail = store_col_json(st, 2);
+        /* The job kind whose failure this is: the signature's own "kind". */
+        const char *kind = json_string_value(json_object_get(detail, "kind"));
+        json_object_set_new(o, "kind", json_string(kind ? kind : "op"));
+        json_object_set_new(o, "signature_detail", detail);
         json_object_set_new(o, "op", store_col_str(st, 3));
         json_object_set_new(o, "dtype", store_col_str(st, 4));
         json_object_set_new(o, "failure_class", store_col_str(st, 5));
@@ -366,7 +370,8 @@ static bool id_listed(const json_t *ids, int64_t id)
 int nvd_store_suite_active(nvd_store *s, const char *op, const char *dtype, const json_t *ids,
                            json_t **ret)
 {
-    sqlite3_stmt *st = prep(s, "SELECT id, artifact, signature, op, dtype, failure_class FROM "
+    sqlite3_stmt *st = prep(s, "SELECT id, artifact, signature, op, dtype, failure_class, "
+                               "COALESCE(json_extract(signature_json, '$.kind'), 'op') FROM "
                                "suite_cases WHERE state = 'active' AND (?1 IS NULL OR op = ?1) "
                                "AND (?2 IS NULL OR dtype = ?2) ORDER BY id");
     json_t *a = json_array();
@@ -382,9 +387,10 @@ int nvd_store_suite_active(nvd_store *s, const char *op, const char *dtype, cons
         int64_t id = sqlite3_column_int64(st, 0);
         if (ids && !id_listed(ids, id))
             continue;
-        json_array_append_new(a, json_pack("{sI so so so so so}", "suite_case", (json_int_t)id,
-                                           "artifact", store_col_str(st, 1), "signature",
-                                           store_col_str(st, 2), "op", store_col_str(st, 3),
+        json_array_append_new(a, json_pack("{sI so so so so so so}", "suite_case",
+                                           (json_int_t)id, "artifact", store_col_str(st, 1),
+                                           "signature", store_col_str(st, 2), "kind",
+                                           store_col_str(st, 6), "op", store_col_str(st, 3),
                                            "dtype", store_col_str(st, 4), "failure_class",
                                            store_col_str(st, 5)));
     }

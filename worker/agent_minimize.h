@@ -1,7 +1,9 @@
 /* Agent mode, after a failed job (issue 6): the reproduction gate and the
  * minimizer run on the job's failures before its result is uploaded; each
  * minimized reproducer is uploaded as an artifact and its case carries
- * "signature", "minimized_artifact" and "repro_rate" (docs/ARTIFACTS.md). */
+ * "signature", "minimized_artifact" and "repro_rate" (docs/ARTIFACTS.md).
+ * Op failures go through minimize.h, fused ones through repro_fused.h
+ * (also "minimized_nodes"); other kinds keep their artifact only. */
 #ifndef NUMVAL_WORKER_AGENT_MINIMIZE_H
 #define NUMVAL_WORKER_AGENT_MINIMIZE_H
 
@@ -10,8 +12,9 @@
 #include "agent_internal.h"
 
 /* nvw_failure_fn: nvw_agent_on_failure (build + upload), and keeps the artifact
- * of the first failure of each (dtype, failure class) of the job, at most
- * NVW_AGENT_MIN_CASES, for nvw_agent_minimize_failures. */
+ * of the first failure of each signature of the job (op: dtype, output dtype,
+ * class; fused: first divergent op, its judged dtype, case dtype, class), at
+ * most NVW_AGENT_MIN_CASES, for nvw_agent_minimize_failures. */
 int nvw_agent_on_failure_min(void *ud, const nvw_failure *f, char **ret_artifact_id);
 
 /* Gate and minimize the kept failures of job j (within a deadline of

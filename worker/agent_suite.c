@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/sha256.h"
 #include "repro.h"
+#include "repro_fused.h"
 
 bool nvw_suite_is(const json_t *spec)
 {
@@ -56,25 +57,28 @@ static void set_error(json_t *c, const char *msg)
     json_object_set_new(c, "error", json_string(msg));
 }
 
-/* Replay one suite case into case JSON c. */
-static void replay(nvw_agent_job *j, const nvw_backend *b, const json_t *sc, json_t *c)
+/* The kinds of artifact a suite case replays (one branch each in replay). */
+typedef enum replay_kind { REPLAY_OP, REPLAY_FUSED } replay_kind;
+
+/* The job kind the artifact's case came from, or -1 (*ret_name: the kind). */
+static int kind_of(const nv_artifact *a, const char **ret_name)
 {
-    const char *sha = json_string_value(json_object_get(sc, "artifact"));
-    char msg[512] = "";
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    if (!sha || fetch(j, sha, &buf, &len, msg, sizeof msg) < 0) {
-        set_error(c, msg[0] ? msg : "the suite case has no artifact");
-        return;
-    }
-    nv_artifact *a = NULL;
+    const char *kind =
+        json_string_value(json_object_get(json_object_get(a->manifest, "spec"), "kind"));
+    *ret_name = kind ? kind : "op";
+    if (!kind || !strcmp(kind, "op"))
+        return REPLAY_OP;
+    if (!strcmp(kind, "fused"))
+        return REPLAY_FUSED;
+    return -1;
+}
+
+/* An op case: the probe of repro.h on the stored inputs. */
+static void replay_op(const nvw_backend *b, const nv_artifact *a, json_t *c)
+{
     nvw_repro *rc = NULL;
     char *err = NULL;
-    int r = nv_artifact_decode(buf, len, &a, &err);
-    free(buf);
-    if (r == 0)
-        r = nvw_repro_from_artifact(a, &rc, &err);
-    nv_artifact_free(a);
+    int r = nvw_repro_from_artifact(a, &rc, &err);
     if (r < 0) {
         set_error(c, err ? err : "the artifact could not be rebuilt");
         free(err);
@@ -105,6 +109,95 @@ static void replay(nvw_agent_job *j, const nvw_backend *b, const json_t *sc, jso
         nvw_probe_out_done(&p);
     }
     nvw_repro_free(rc);
+}
+
+static json_t *node_names(const nv_graph *g)
+{
+    json_t *a = json_array();
+    for (int k = 0; a && k < g->n_nodes; k++)
+        json_array_append_new(a, json_string(g->nodes[k].name));
+    return a;
+}
+
+/* A fused case: the fused probe (repro_fused.h) of the stored (minimized)
+ * graph on its stored inputs. It fails when the graph fails in any way (the
+ * stored signature or another, a crash, a timeout); "same_signature" says
+ * whether it is the stored one. */
+static void replay_fused(nvw_agent_job *j, const nvw_backend *b, const nv_artifact *a,
+                         const char *sha, json_t *c)
+{
+    nvw_frepro *fr = NULL;
+    char *err = NULL;
+    int r = nvw_frepro_from_artifact(a, sha, &fr, &err);
+    if (r < 0) {
+        set_error(c, err ? err : "the fused artifact could not be rebuilt");
+        free(err);
+        return;
+    }
+    snprintf(fr->backend, sizeof fr->backend, "%s", j->backend_spec);
+    nvw_fprobe p;
+    r = nvw_fprobe_run(fr, b, fr->spec, fr->in, fr->g->n_inputs, 60000, true, NULL, NULL, &p);
+    if (r < 0 || !strcmp(p.cls, "probe_error")) {
+        set_error(c, r < 0 ? "could not start a probe" : p.msg[0] ? p.msg : "the probe failed");
+    } else {
+        bool passed = !strcmp(p.verdict, "passed");
+        json_object_set_new(c, "verdict", json_string(passed ? "passed" : "failed"));
+        json_object_set_new(c, "kind", json_string("fused"));
+        json_object_set_new(c, "op", json_string(fr->op));
+        json_object_set_new(c, "dtype", json_string(fr->judge));
+        json_object_set_new(c, "case_dtype", json_string(nv_dtype_name(fr->dt)));
+        json_object_set_new(c, "nodes", node_names(fr->g));
+        json_object_set_new(c, "stored_class", json_string(fr->cls));
+        if (!passed && p.cls[0])
+            json_object_set_new(c, "failure_class", json_string(p.cls));
+        if (p.node[0])
+            json_object_set_new(c, "first_divergent",
+                                json_pack("{ss ss ss}", "node", p.node, "op", p.op, "dtype",
+                                          p.judge));
+        json_object_set_new(c, "same_signature", json_boolean(nvw_fprobe_same(fr, &p)));
+        if (p.msg[0])
+            json_object_set_new(c, "error", json_string(p.msg));
+        json_object_set_new(c, "max_ulp", json_real(p.max_ulp));
+        json_object_set_new(c, "bit_identical", json_boolean(p.bits == 1));
+    }
+    nvw_frepro_free(fr);
+}
+
+/* Replay one suite case into case JSON c, by the kind of its artifact. */
+static void replay(nvw_agent_job *j, const nvw_backend *b, const json_t *sc, json_t *c)
+{
+    const char *sha = json_string_value(json_object_get(sc, "artifact"));
+    char msg[512] = "";
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (!sha || fetch(j, sha, &buf, &len, msg, sizeof msg) < 0) {
+        set_error(c, msg[0] ? msg : "the suite case has no artifact");
+        return;
+    }
+    nv_artifact *a = NULL;
+    char *err = NULL;
+    int r = nv_artifact_decode(buf, len, &a, &err);
+    free(buf);
+    if (r < 0) {
+        set_error(c, err ? err : "the artifact could not be decoded");
+        free(err);
+        return;
+    }
+    const char *name = NULL;
+    switch (kind_of(a, &name)) {
+    case REPLAY_OP:
+        replay_op(b, a, c);
+        break;
+    case REPLAY_FUSED:
+        replay_fused(j, b, a, sha, c);
+        break;
+    default:
+        snprintf(msg, sizeof msg, "artifact '%s' is of a '%s' job; suite replay handles op "
+                 "and fused cases", sha, name);
+        set_error(c, msg);
+        break;
+    }
+    nv_artifact_free(a);
 }
 
 int nvw_agent_run_suite(nvw_agent_job *j, json_t **ret_result, char **ret_err)

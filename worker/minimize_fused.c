@@ -27,8 +27,17 @@ static double now_s(void)
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+static bool cancelled(fmin *m)
+{
+    if (m->o->cancel && *m->o->cancel)
+        m->res->stop = "cancelled";
+    return m->o->cancel && *m->o->cancel;
+}
+
 static bool out_of_time(fmin *m)
 {
+    if (cancelled(m))
+        return true;
     if (m->res->probes >= m->budget) {
         m->res->stop = "budget";
         return true;
@@ -216,6 +225,8 @@ static int gate(fmin *m, const nvw_fsub *sub, bool stored, int runs, int *ret_fa
         r = nvw_fsub_build(m->fr, sub, &spec, &in, &n);
     }
     for (int i = 0; r == 0 && i < runs; i++) {
+        if (cancelled(m))
+            break;
         r = nvw_fprobe_run(m->fr, m->b, spec, in, n, m->o->timeout_ms, stored, NULL, NULL,
                            ret_last);
         failed += r == 0 && nvw_fprobe_same(m->fr, ret_last);
@@ -247,19 +258,19 @@ int nvw_fminimize(nvw_frepro *fr, const nvw_backend *b, const nvw_fmin_opts *o,
     int r = gate(&m, &ret->sub, true, runs, &ret->gate_failed, &ret->gate_bits, &ret->last);
     if (r < 0)
         return r;
-    ret->flaky = 2 * ret->gate_failed < runs;
-    if (o->progress)
+    /* A cancelled gate or minimization stops at once: nothing is verified. */
+    ret->flaky = !cancelled(&m) && 2 * ret->gate_failed < runs;
+    if (o->progress && !cancelled(&m))
         fprintf(o->progress, "minimize: gate: %d of %d runs fail as '%s' at '%s' (%s)%s\n",
                 ret->gate_failed, runs, fr->cls, fr->op, fr->judge,
                 ret->flaky ? ": flaky, not minimized" : "");
-    if (!ret->flaky) {
+    if (!ret->flaky && !cancelled(&m)) {
         if ((r = ddmin_nodes(&m)) < 0 || (r = shrink(&m)) < 0)
             return r;
         int failed = 0, bits = 0;
-        r = gate(&m, &ret->sub, false, runs, &failed, &bits, &ret->last);
-        if (r < 0)
+        if (!cancelled(&m) && (r = gate(&m, &ret->sub, false, runs, &failed, &bits, &ret->last)) < 0)
             return r;
-        ret->verified = failed == runs;
+        ret->verified = !cancelled(&m) && failed == runs;
     }
     ret->nodes_after = count_kept(&ret->sub, fr->g->n_nodes);
     ret->elements_after = elements(fr, &ret->sub);

@@ -50,7 +50,7 @@ void nvw_frepro_free(nvw_frepro *fr)
     free(fr);
 }
 
-static int read_all(const char *path, uint8_t **ret, size_t *ret_len)
+int nvw_fread_all(const char *path, uint8_t **ret, size_t *ret_len)
 {
     FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
     if (!f)
@@ -177,47 +177,65 @@ static int from_artifact(nvw_frepro *fr, const nv_artifact *a, char **ret_err)
     return r;
 }
 
-int nvw_frepro_load(const char *path, nvw_frepro **ret, char **ret_err)
+int nvw_frepro_from_artifact(const nv_artifact *a, const char *sha, nvw_frepro **ret,
+                             char **ret_err)
 {
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    int r = read_all(path, &buf, &len);
-    if (r < 0) {
-        fail(ret_err, "cannot read '%s': %s", path, strerror(-r));
-        return r == -ENOMEM ? r : -EINVAL;
-    }
-    nvw_frepro *fr = calloc(1, sizeof *fr);
-    nv_artifact *a = NULL;
-    char *derr = NULL;
-    if (!fr) {
-        free(buf);
-        return -ENOMEM;
-    }
-    nv_sha256_hex(buf, len, fr->sha);
-    r = nv_artifact_decode(buf, len, &a, &derr);
-    free(buf);
-    if (r < 0) {
-        fail(ret_err, "'%s' is not a valid artifact: %s", path, derr ? derr : strerror(-r));
-        free(derr);
-        r = r == -ENOMEM ? r : -EINVAL;
-        goto out;
-    }
     const char *kind =
         json_string_value(json_object_get(json_object_get(a->manifest, "spec"), "kind"));
-    if (!kind || strcmp(kind, "fused")) {
-        r = -ENOTSUP;
-        goto out;
-    }
+    if (!kind || strcmp(kind, "fused"))
+        return -ENOTSUP;
+    nvw_frepro *fr = calloc(1, sizeof *fr);
+    if (!fr)
+        return -ENOMEM;
+    snprintf(fr->sha, sizeof fr->sha, "%s", sha ? sha : "");
     fr->manifest = json_incref(a->manifest);
-    r = from_artifact(fr, a, ret_err);
-out:
-    nv_artifact_free(a);
+    int r = from_artifact(fr, a, ret_err);
     if (r < 0) {
         nvw_frepro_free(fr);
         return r;
     }
     *ret = fr;
     return 0;
+}
+
+/* Decode buf (named what in errors) and rebuild it. */
+static int from_buffer(const uint8_t *buf, size_t len, const char *what, nvw_frepro **ret,
+                       char **ret_err)
+{
+    char sha[65];
+    nv_sha256_hex(buf, len, sha);
+    nv_artifact *a = NULL;
+    char *derr = NULL;
+    int r = nv_artifact_decode(buf, len, &a, &derr);
+    if (r < 0) {
+        fail(ret_err, "'%s' is not a valid artifact: %s", what, derr ? derr : strerror(-r));
+        free(derr);
+        return r == -ENOMEM ? r : -EINVAL;
+    }
+    r = nvw_frepro_from_artifact(a, sha, ret, ret_err);
+    nv_artifact_free(a);
+    return r;
+}
+
+int nvw_frepro_from_buffer(const uint8_t *buf, size_t len, nvw_frepro **ret, char **ret_err)
+{
+    char what[80];
+    snprintf(what, sizeof what, "artifact of %zu bytes", len);
+    return from_buffer(buf, len, what, ret, ret_err);
+}
+
+int nvw_frepro_load(const char *path, nvw_frepro **ret, char **ret_err)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int r = nvw_fread_all(path, &buf, &len);
+    if (r < 0) {
+        fail(ret_err, "cannot read '%s': %s", path, strerror(-r));
+        return r == -ENOMEM ? r : -EINVAL;
+    }
+    r = from_buffer(buf, len, path, ret, ret_err);
+    free(buf);
+    return r;
 }
 
 json_t *nvw_frepro_signature(const nvw_frepro *fr, const char *op, const char *judge,

@@ -18,6 +18,7 @@
 #include <stdio.h>
 
 #include "backends/loader.h"
+#include "common/artifact.h"
 #include "ops/graph.h"
 
 #define NVW_FNAME_MAX 64
@@ -40,6 +41,11 @@ typedef struct nvw_frepro {
  * is not of a fused job (the caller tries the op loader); -EINVAL with
  * *ret_err naming what is missing or wrong; -ENOMEM. */
 int nvw_frepro_load(const char *path, nvw_frepro **ret, char **ret_err);
+/* The same from compressed artifact bytes in memory (not kept), or from a
+ * decoded artifact a whose content id is sha (copied; NULL: unknown). */
+int nvw_frepro_from_buffer(const uint8_t *buf, size_t len, nvw_frepro **ret, char **ret_err);
+int nvw_frepro_from_artifact(const nv_artifact *a, const char *sha, nvw_frepro **ret,
+                             char **ret_err);
 void nvw_frepro_free(nvw_frepro *fr); /* NULL is a no-op */
 
 /* The signature of a failure of first divergent op op judged in judge with
@@ -92,6 +98,7 @@ typedef struct nvw_fmin_opts {
     int gate_runs;     /* 0: 5 */
     int timeout_ms;    /* per probe (0: 60 s) */
     FILE *progress;    /* may be NULL */
+    volatile int *cancel; /* stop (stop "cancelled") when it becomes non-zero; may be NULL */
 } nvw_fmin_opts;
 
 typedef struct nvw_fmin_result {
@@ -99,7 +106,7 @@ typedef struct nvw_fmin_result {
     bool flaky, verified;
     int probes;
     double seconds;
-    const char *stop; /* done, budget, deadline */
+    const char *stop; /* done, budget, deadline, cancelled */
     int nodes_before, nodes_after;
     int64_t elements_before, elements_after; /* all graph input elements */
     nvw_fsub sub;                            /* the minimized subgraph */
@@ -108,10 +115,29 @@ typedef struct nvw_fmin_result {
 
 /* Gate (stored graph, gate_runs probes), then delta debugging over the kept
  * nodes, then extent shrinking, then re-verification. A flaky case (fewer than
- * half the gate runs fail with the signature) is not minimized. Returns 0 or a
- * negative errno (a probe could not be run). */
+ * half the gate runs fail with the signature) is not minimized. Cancelled
+ * (*o->cancel non-zero), it stops before the next probe with stop "cancelled",
+ * neither flaky nor verified. Returns 0 or a negative errno (a probe could not
+ * be run). */
 int nvw_fminimize(nvw_frepro *fr, const nvw_backend *b, const nvw_fmin_opts *o,
                   nvw_fmin_result *ret);
+
+/* The minimized case as a new artifact (docs/ARTIFACTS.md "Fused
+ * minimization"): the subgraph of m re-run once on b, its case artifact with
+ * "signature", "minimized_from", "repro_rate" and "minimized", plus the keys of
+ * extra (may be NULL). Written to path, or (path NULL) to a temporary file read
+ * back into *ret_buf (malloc'd, *ret_len bytes; may be NULL with path). The
+ * final probe in *ret (its sha the content id). -EIO when the re-run did not
+ * fail (no artifact), -EAGAIN / -ENOMEM. */
+int nvw_fminimized_artifact(nvw_frepro *fr, const nvw_backend *b, const nvw_fmin_result *m,
+                            int timeout_ms, const char *path, const json_t *extra,
+                            uint8_t **ret_buf, size_t *ret_len, nvw_fprobe *ret);
+
+/* The names of the nodes sub keeps, in graph order. New reference. */
+json_t *nvw_fsub_nodes(const nvw_frepro *fr, const nvw_fsub *sub);
+
+/* Read a whole file ("-": stdin) into *ret (malloc'd). 0 or a negative errno. */
+int nvw_fread_all(const char *path, uint8_t **ret, size_t *ret_len);
 
 /* `numval-worker repro|minimize` for a fused artifact (after nvw_frepro_load):
  * exit codes as for op artifacts (repro.h). */

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "repro_fused.h"
 
@@ -86,7 +87,7 @@ int nvw_frepro_cmd(nvw_frepro *fr, const char *backend, int runs, int timeout_ms
     return still ? EXIT_FAILS : EXIT_PASSES;
 }
 
-static json_t *kept_nodes(const nvw_frepro *fr, const nvw_fsub *sub)
+json_t *nvw_fsub_nodes(const nvw_frepro *fr, const nvw_fsub *sub)
 {
     json_t *a = json_array();
     for (int k = 0; a && k < fr->g->n_nodes; k++)
@@ -95,37 +96,74 @@ static json_t *kept_nodes(const nvw_frepro *fr, const nvw_fsub *sub)
     return a;
 }
 
-static json_t *extra_keys(const nvw_frepro *fr, const nvw_fmin_result *m)
+static json_t *extra_keys(const nvw_frepro *fr, const nvw_fmin_result *m, const json_t *extra)
 {
-    return json_pack("{s:o, s:s, s:{s:i, s:i, s:i}, s:{s:s, s:i, s:f, s:s, s:i, s:i, s:o, s:I, "
-                     "s:I}}",
-                     "signature", nvw_frepro_signature(fr, NULL, NULL, NULL), "minimized_from",
-                     fr->sha, "repro_rate", "runs", m->gate_runs, "failed", m->gate_failed,
-                     "bit_identical", m->gate_bits, "minimized", "method",
-                     "fused: ddmin over nodes (placeholders fed reference values), then extents",
-                     "probes", m->probes, "seconds", m->seconds, "stop", m->stop, "nodes_before",
-                     m->nodes_before, "nodes_after", m->nodes_after, "nodes",
-                     kept_nodes(fr, &m->sub), "elements_before", (json_int_t)m->elements_before,
-                     "elements_after", (json_int_t)m->elements_after);
+    json_t *o = json_pack(
+        "{s:o, s:s, s:{s:i, s:i, s:i}, s:{s:s, s:i, s:f, s:s, s:i, s:i, s:o, s:I, s:I}}",
+        "signature", nvw_frepro_signature(fr, NULL, NULL, NULL), "minimized_from", fr->sha,
+        "repro_rate", "runs", m->gate_runs, "failed", m->gate_failed, "bit_identical",
+        m->gate_bits, "minimized", "method",
+        "fused: ddmin over nodes (placeholders fed reference values), then extents", "probes",
+        m->probes, "seconds", m->seconds, "stop", m->stop, "nodes_before", m->nodes_before,
+        "nodes_after", m->nodes_after, "nodes", nvw_fsub_nodes(fr, &m->sub), "elements_before",
+        (json_int_t)m->elements_before, "elements_after", (json_int_t)m->elements_after);
+    if (o && extra && json_object_update(o, (json_t *)extra) < 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
 }
 
-/* Run the minimized subgraph once more, the child writing its artifact to path. */
-static int write_minimized(nvw_frepro *fr, const nvw_backend *b, const nvw_fmin_result *m,
-                           int timeout_ms, const char *path, nvw_fprobe *ret)
+/* A fresh temporary file name for the child to write (the file is left empty). */
+static int temp_path(char *buf, size_t len)
 {
-    json_t *spec = NULL, *extra = extra_keys(fr, m);
+    const char *dir = getenv("TMPDIR");
+    snprintf(buf, len, "%s/numval-fmin-XXXXXX", dir && *dir ? dir : "/tmp");
+    int fd = mkstemp(buf);
+    if (fd < 0)
+        return -errno;
+    close(fd);
+    return 0;
+}
+
+/* The minimized subgraph run once more, the child writing its artifact to path. */
+static int write_minimized(nvw_frepro *fr, const nvw_backend *b, const nvw_fmin_result *m,
+                           int timeout_ms, const char *path, const json_t *extra, nvw_fprobe *ret)
+{
+    json_t *spec = NULL, *keys = extra_keys(fr, m, extra);
     nv_tensor **in = NULL;
     int n = 0;
-    int r = extra ? nvw_fsub_build(fr, &m->sub, &spec, &in, &n) : -ENOMEM;
+    int r = keys ? nvw_fsub_build(fr, &m->sub, &spec, &in, &n) : -ENOMEM;
     if (r == 0)
-        r = nvw_fprobe_run(fr, b, spec, in, n, timeout_ms, false, path, extra, ret);
+        r = nvw_fprobe_run(fr, b, spec, in, n, timeout_ms, false, path, keys, ret);
     if (r == 0 && !ret->sha[0])
         r = -EIO;
     for (int i = 0; in && i < n; i++)
         nv_tensor_free(in[i]);
     free(in);
     json_decref(spec);
-    json_decref(extra);
+    json_decref(keys);
+    return r;
+}
+
+int nvw_fminimized_artifact(nvw_frepro *fr, const nvw_backend *b, const nvw_fmin_result *m,
+                            int timeout_ms, const char *path, const json_t *extra,
+                            uint8_t **ret_buf, size_t *ret_len, nvw_fprobe *ret)
+{
+    if (path) {
+        int r = write_minimized(fr, b, m, timeout_ms, path, extra, ret);
+        if (r < 0 || !ret_buf)
+            return r;
+        return nvw_fread_all(path, ret_buf, ret_len);
+    }
+    char tmp[4096];
+    int r = temp_path(tmp, sizeof tmp);
+    if (r < 0)
+        return r;
+    r = write_minimized(fr, b, m, timeout_ms, tmp, extra, ret);
+    if (r == 0 && ret_buf)
+        r = nvw_fread_all(tmp, ret_buf, ret_len);
+    unlink(tmp);
     return r;
 }
 
@@ -144,7 +182,8 @@ int nvw_fminimize_cmd(nvw_frepro *fr, const char *backend, const nvw_fmin_opts *
     }
     nvw_fprobe art = {0};
     if (!m.flaky && m.verified && output &&
-        (r = write_minimized(fr, b, &m, o->timeout_ms, output, &art)) < 0) {
+        (r = nvw_fminimized_artifact(fr, b, &m, o->timeout_ms, output, NULL, NULL, NULL, &art)) <
+            0) {
         fprintf(stderr, "numval-worker: cannot write the minimized artifact '%s': %s\n", output,
                 strerror(-r));
         goto out;
@@ -156,7 +195,7 @@ int nvw_fminimize_cmd(nvw_frepro *fr, const char *backend, const nvw_fmin_opts *
         nvw_frepro_signature(fr, NULL, NULL, NULL), "repro_rate", "runs", m.gate_runs, "failed",
         m.gate_failed, "bit_identical", m.gate_bits, "flaky", m.flaky, "verified", m.verified,
         "probes", m.probes, "seconds", m.seconds, "stop", m.stop, "nodes_before", m.nodes_before,
-        "nodes_after", m.nodes_after, "nodes", kept_nodes(fr, &m.sub), "elements_before",
+        "nodes_after", m.nodes_after, "nodes", nvw_fsub_nodes(fr, &m.sub), "elements_before",
         (json_int_t)m.elements_before, "elements_after", (json_int_t)m.elements_after,
         "first_divergent", divergent(&m.last)));
     status = !m.flaky && m.verified ? EXIT_FAILS : EXIT_PASSES;
