@@ -46,6 +46,12 @@ typedef struct gcase {
     nv_tensor *gy;
     nv_tensor_view gy_view;
     bool have_gy_view;
+    const nvw_grad_given *given; /* NULL in a job */
+    nv_tensor *dy;                      /* device forward output (decoded) */
+    nv_tensor *dgrad[NV_OP_MAX_INPUTS]; /* device gradients by op input index */
+    nv_tensor *dgrad2[NV_OP_MAX_INPUTS]; /* the determinism check's second run */
+    const char *dev_cls;                 /* the device check's failure class */
+    bool det_failed;
 } gcase;
 
 static json_t *index_json(const nv_tensor *t, int64_t lin)
@@ -69,9 +75,42 @@ static void fail_check(gcase *g, const char *check)
     json_array_append_new(g->failed, json_string(check));
 }
 
+/* Given tensors (repro_grad*.c): copies of the inputs and the output gradient. */
+static int given_inputs(gcase *g)
+{
+    const nvw_grad_given *gv = g->given;
+    for (int i = 0; i < gv->n_in; i++) {
+        if (!(g->in[i] = nv_tensor_contiguous(gv->in[i])))
+            return -ENOMEM;
+        g->n_in = i + 1;
+        int r = nvw_view_from_tensor(g->in[i], &g->views[i]);
+        if (r < 0)
+            return r;
+        g->n_views = i + 1;
+    }
+    char err[256];
+    int r = nv_op_infer(g->s->op, &g->s->attrs, g->n_in, (const nv_tensor *const *)g->in,
+                        &g->out_ndim, g->out_shape, err, sizeof err);
+    if (r < 0)
+        return r;
+    if (gv->gy->ndim != g->out_ndim)
+        return -EINVAL;
+    for (int d = 0; d < g->out_ndim; d++)
+        if (gv->gy->shape[d] != g->out_shape[d])
+            return -EINVAL;
+    if (!(g->gy = nv_tensor_contiguous(gv->gy)))
+        return -ENOMEM;
+    g->out_n = g->gy->numel;
+    r = nvw_view_from_tensor(g->gy, &g->gy_view);
+    g->have_gy_view = r == 0;
+    return r;
+}
+
 static int make_inputs(gcase *g)
 {
     const nv_op_def *op = g->s->op;
+    if (g->given)
+        return given_inputs(g);
     g->n_in = nv_jobspec_tensors(g->s, g->c.shape, g->c.dtype, -1, g->meta, NV_JOB_MAX_TENSORS);
     if (g->n_in < 0)
         return g->n_in;
@@ -263,6 +302,34 @@ static int dev_call(gcase *g, dev_run *d, char *err)
     return g->j->table->backward(g->ctx, &bc, err, ERRLEN);
 }
 
+/* The device check's class: a backend error outranks a malformed gradient,
+ * which outranks a gradient outside its tolerance. */
+static void dev_fail(gcase *g, const char *cls)
+{
+    static const char *const rank[] = {"gradient_mismatch", "bad_output", "backend_error"};
+    int have = -1, want = 0;
+    for (int k = 0; k < 3; k++) {
+        if (g->dev_cls && !strcmp(g->dev_cls, rank[k]))
+            have = k;
+        if (!strcmp(cls, rank[k]))
+            want = k;
+    }
+    if (want > have)
+        g->dev_cls = rank[want];
+    fail_check(g, "device");
+}
+
+/* The tolerance's dtypes to judge by: stored ones (given cases) or defaults. */
+static void judge_dtypes(const gcase *g, const char *name, nv_dtype *us, nv_dtype *uc)
+{
+    const json_t *t = g->given ? json_object_get(g->given->tolerance, name) : NULL;
+    nv_dtype d;
+    if (t && nv_dtype_from_name(json_string_value(json_object_get(t, "u_storage")), &d) == 0)
+        *us = d;
+    if (t && nv_dtype_from_name(json_string_value(json_object_get(t, "u_compute")), &d) == 0)
+        *uc = d;
+}
+
 static double unit_roundoff(nv_dtype dt)
 {
     return ldexp(1, -(nv_dtype_get(dt)->mant_bits + 1));
@@ -283,7 +350,7 @@ static int compare_grad(gcase *g, int i, const nv_tensor_view *gv, json_t *per)
                                             "(describe: \"gradient_dtype\": \"input\")"
                                           : "gradient rank differs"));
         json_object_set_new(json_object_get(per, name), "got_dtype", json_string(got ? got : "?"));
-        fail_check(g, "device");
+        dev_fail(g, "bad_output");
         return 0;
     }
     nv_tensor *got = nvw_tensor_from_view(gv, false);
@@ -307,7 +374,9 @@ static int compare_grad(gcase *g, int i, const nv_tensor_view *gv, json_t *per)
     nv_dtype cdt = op->kind == NV_OPK_MATMUL ? g->s->attrs.acc_dtype
                    : dt == NV_DT_FP64        ? NV_DT_FP64
                                              : NV_DT_FP32;
-    double us = unit_roundoff(dt), uc = unit_roundoff(cdt);
+    nv_dtype sdt = dt;
+    judge_dtypes(g, name, &sdt, &cdt);
+    double us = unit_roundoff(sdt), uc = unit_roundoff(cdt);
     int64_t bad = 0;
     double worst = 0, max_abs = 0;
     json_t *first = json_array();
@@ -332,7 +401,7 @@ static int compare_grad(gcase *g, int i, const nv_tensor_view *gv, json_t *per)
         "{s:b, s:s, s:I, s:I, s:o, s:o, s:{s:s, s:s, s:s, s:I, s:s, s:s}}", "passed", bad == 0,
         "dtype", nv_dtype_name(dt), "compared", (json_int_t)n, "mismatches", (json_int_t)bad,
         "max_abs_error", nvw_json_num(max_abs), "headroom", nvw_json_num(worst), "tolerance",
-        "metric", "gradient_bound", "u_storage", nv_dtype_name(dt), "u_compute", nv_dtype_name(cdt),
+        "metric", "gradient_bound", "u_storage", nv_dtype_name(sdt), "u_compute", nv_dtype_name(cdt),
         "reduction_len", (json_int_t)nred, "reason_code",
         nred > 1 ? "reduction_length" : "dtype_precision", "reason", DEVICE_REASON);
     if (o && bad)
@@ -341,7 +410,7 @@ static int compare_grad(gcase *g, int i, const nv_tensor_view *gv, json_t *per)
         json_decref(first);
     json_object_set_new(per, name, o);
     if (bad)
-        fail_check(g, "device");
+        dev_fail(g, "gradient_mismatch");
     nv_tensor_free(got);
     free(ref);
     free(mag);
@@ -385,8 +454,17 @@ static int determinism(gcase *g, const dev_run *d1, char *err)
     }
     json_object_set_new(o, "passed", json_boolean(same || g->j->nondeterministic));
     json_object_set_new(o, "bitwise_equal", json_boolean(same));
-    if (!same && !g->j->nondeterministic)
+    if (!same && !g->j->nondeterministic) {
         fail_check(g, "determinism");
+        g->det_failed = true;
+    }
+    for (int k = 0, i = 0; r == NV_OK && i < g->s->op->n_inputs; i++) {
+        if (!nv_op_grad_input(g->s->op, i))
+            continue;
+        if (d2.grads[k].data)
+            g->dgrad2[i] = nvw_tensor_from_view(&d2.grads[k], false);
+        k++;
+    }
     dev_release(g, &d2);
     return 0;
 }
@@ -398,17 +476,26 @@ static int device_checks(gcase *g)
     int r = dev_call(g, &d, err);
     json_t *per = json_object();
     json_object_set_new(g->checks, "device", per);
+    if (d.have_y && d.y.data)
+        g->dy = nvw_tensor_from_view(&d.y, false);
     if (r != NV_OK) {
         json_object_set_new(per, "error", json_sprintf("the backend returned %d: '%s'", r, err));
-        fail_check(g, "device");
+        dev_fail(g, "backend_error");
         dev_release(g, &d);
         return 0;
+    }
+    for (int k = 0, i = 0; i < g->s->op->n_inputs; i++) {
+        if (!nv_op_grad_input(g->s->op, i))
+            continue;
+        if (d.grads[k].data)
+            g->dgrad[i] = nvw_tensor_from_view(&d.grads[k], false);
+        k++;
     }
     int k = 0;
     for (int i = 0; r == 0 && i < g->s->op->n_inputs; i++)
         if (nv_op_grad_input(g->s->op, i))
             r = compare_grad(g, i, &d.grads[k++], per);
-    if (r == 0 && (g->s->repeat > 1 || g->s->deterministic))
+    if (r == 0 && (g->s->repeat > 1 || g->s->deterministic || (g->given && g->given->determinism)))
         r = determinism(g, &d, err);
     dev_release(g, &d);
     return r;
@@ -430,6 +517,8 @@ static int body(gcase *g)
     int r = make_inputs(g);
     if (r < 0)
         return r;
+    if (g->given)
+        return device_checks(g);
     if ((r = fp64_checks(g, false)) < 0)
         return r;
     if ((r = device_checks(g)) < 0)
@@ -439,30 +528,78 @@ static int body(gcase *g)
     return 0;
 }
 
+/* The failure class and the check that found it: the device check's class,
+ * else "nondeterminism" from the determinism check; NULL when the device
+ * passed both (a formula or second-order failure is the reference's, not the
+ * device's, and has no reproducer). */
+static const char *failure_class(const gcase *g, const char **ret_check)
+{
+    *ret_check = g->dev_cls ? "device" : g->det_failed ? "determinism" : NULL;
+    return g->dev_cls ? g->dev_cls : g->det_failed ? "nondeterminism" : NULL;
+}
+
+static void case_done(gcase *g)
+{
+    for (int k = 0; k < g->n_views; k++)
+        nvw_view_free(&g->views[k]);
+    if (g->have_gy_view)
+        nvw_view_free(&g->gy_view);
+    for (int k = 0; k < g->n_in; k++)
+        nv_tensor_free(g->in[k]);
+    for (int k = 0; k < NV_OP_MAX_INPUTS; k++) {
+        nv_tensor_free(g->dgrad[k]);
+        nv_tensor_free(g->dgrad2[k]);
+    }
+    nv_tensor_free(g->dy);
+    nv_tensor_free(g->gy);
+}
+
+static json_t *run_case(gcase *g, int64_t i)
+{
+    if (nv_jobspec_case(g->s, i, &g->c) < 0 || !(g->cj = header(g)))
+        return NULL;
+    g->checks = json_object();
+    g->failed = json_array();
+    json_object_set_new(g->cj, "checks", g->checks);
+    json_object_set_new(g->cj, "failed_checks", g->failed);
+    int r = body(g);
+    const char *fc = json_string_value(json_array_get(g->failed, 0)), *check = NULL;
+    const char *cls = failure_class(g, &check);
+    json_object_set_new(g->cj, "verdict", json_string(r < 0 ? "error" : fc ? "failed" : "passed"));
+    if (fc)
+        json_object_set_new(g->cj, "failed_check", json_string(fc));
+    if (r == 0 && cls)
+        json_object_set_new(g->cj, "failure_class", json_string(cls));
+    if (r < 0)
+        json_object_set_new(g->cj, "error", json_sprintf("the case could not run (%d)", r));
+    if (g->given && g->n_in > 0) /* the given tensors' shape, not the spec's */
+        json_object_set_new(g->cj, "shape", nvw_grad_shape_json(g->in[0]));
+    nvw_grad_material m = {.n_in = g->n_in,
+                           .in = g->in,
+                           .gy = g->gy,
+                           .dy = g->dy,
+                           .grad = g->dgrad,
+                           .grad2 = g->dgrad2,
+                           .cls = cls,
+                           .check = check};
+    if (r == 0 && (g->given || cls) && nvw_grad_hand_over(g->j, g->cj, &m, g->given) < 0) {
+        json_decref(g->cj);
+        g->cj = NULL;
+    }
+    case_done(g);
+    return g->cj;
+}
+
 json_t *nvw_grad_case(gjob *j, void *ctx, int64_t i)
 {
     gcase g = {.j = j, .s = j->g->base, .ctx = ctx};
-    if (nv_jobspec_case(g.s, i, &g.c) < 0 || !(g.cj = header(&g)))
-        return NULL;
-    g.checks = json_object();
-    g.failed = json_array();
-    json_object_set_new(g.cj, "checks", g.checks);
-    json_object_set_new(g.cj, "failed_checks", g.failed);
-    int r = body(&g);
-    const char *fc = json_string_value(json_array_get(g.failed, 0));
-    json_object_set_new(g.cj, "verdict", json_string(r < 0 ? "error" : fc ? "failed" : "passed"));
-    if (fc)
-        json_object_set_new(g.cj, "failed_check", json_string(fc));
-    if (r < 0)
-        json_object_set_new(g.cj, "error", json_sprintf("the case could not run (%d)", r));
-    for (int k = 0; k < g.n_views; k++)
-        nvw_view_free(&g.views[k]);
-    if (g.have_gy_view)
-        nvw_view_free(&g.gy_view);
-    for (int k = 0; k < g.n_in; k++)
-        nv_tensor_free(g.in[k]);
-    nv_tensor_free(g.gy);
-    return g.cj;
+    return run_case(&g, i);
+}
+
+json_t *nvw_grad_case_given(gjob *j, void *ctx, int64_t index, const nvw_grad_given *gv)
+{
+    gcase g = {.j = j, .s = j->g->base, .ctx = ctx, .given = gv};
+    return run_case(&g, index);
 }
 
 json_t *nvw_grad_settings(const gjob *j)
