@@ -12,14 +12,16 @@
 #define DEFAULT_GATE 5
 #define MAX_VALUE_ELEMS 64
 
+/* The engine's state (nvw_dd_minimize). */
 typedef struct mstate {
-    const nvw_probe_env *env;
+    const nvw_dd_problem *p;
     const nvw_min_opts *o;
-    nvw_min_result *res;
     double start;
     int budget;
     double deadline;
-    nv_tensor *cur[NV_JOB_MAX_TENSORS];
+    int probes;
+    const char *stop;
+    nv_tensor *cur[NVW_DD_MAX_TENSORS];
     int n_in;
 } mstate;
 
@@ -90,33 +92,37 @@ static int copy_set(nv_tensor *const *src, int n, nv_tensor **dst)
     return 0;
 }
 
-/* Run a probe on cand: 1 when it fails with the stored class, 0 when not, STOP
- * when the budget or deadline is spent, negative errno on infrastructure error. */
+/* Run a probe on cand: 1 when it fails with the stored signature, 0 when not
+ * (or the problem rejects it without a probe), STOP when the budget or deadline
+ * is spent or the run is cancelled, negative errno on infrastructure error. */
 static int test(mstate *s, nv_tensor *const *cand)
 {
-    if (s->res->probes >= s->budget) {
-        s->res->stop = "budget";
+    if (s->p->valid && !s->p->valid(s->p->ud, cand))
+        return 0;
+    if (s->probes >= s->budget) {
+        s->stop = "budget";
         return STOP;
     }
     if (now_s() - s->start >= s->deadline) {
-        s->res->stop = "deadline";
+        s->stop = "deadline";
         return STOP;
     }
     if (s->o->cancel && *s->o->cancel) {
-        s->res->stop = "cancelled";
+        s->stop = "cancelled";
         return STOP;
     }
-    nvw_probe_out p;
-    int r = nvw_probe(s->env, cand, &p);
+    int r = s->p->test(s->p->ud, cand);
     if (r < 0)
         return r;
-    s->res->probes++;
-    int same = strcmp(p.cls, s->env->rc->failure_class) == 0;
-    nvw_probe_out_done(&p);
-    if (s->o->progress && s->res->probes % 50 == 0)
-        fprintf(s->o->progress, "minimize: %d probes, %.1f s\n", s->res->probes,
-                now_s() - s->start);
-    return same;
+    s->probes++;
+    if (s->o->progress && s->probes % 50 == 0)
+        fprintf(s->o->progress, "minimize: %d probes, %.1f s\n", s->probes, now_s() - s->start);
+    return r == 1;
+}
+
+static double neutral(const mstate *s, int i)
+{
+    return s->p->neutral ? s->p->neutral(s->p->ud, i) : NAN;
 }
 
 /* ddmin keeping a subset of units (Zeller's ddmin2 on the "keep" side): a test
@@ -185,29 +191,42 @@ static bool uniform_shape(const mstate *s)
     return s->cur[0]->ndim > 0;
 }
 
-/* Inputs restricted to the indices idx[0..n) along dim d. */
+int nvw_dd_slice_tensor(const nv_tensor *src, int d, const int64_t *idx, int64_t n,
+                        nv_tensor **ret)
+{
+    int64_t sh[NV_MAX_DIMS];
+    memcpy(sh, src->shape, sizeof sh);
+    sh[d] = n;
+    nv_tensor *t = nv_tensor_new(src->dtype, src->ndim, sh);
+    if (!t)
+        return -ENOMEM;
+    int64_t inner = 1, outer = 1;
+    for (int k = d + 1; k < src->ndim; k++)
+        inner *= src->shape[k];
+    for (int k = 0; k < d; k++)
+        outer *= src->shape[k];
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t j = 0; j < n; j++)
+            memcpy(t->data + (o * n + j) * inner, src->data + (o * src->shape[d] + idx[j]) * inner,
+                   (size_t)inner * sizeof(double));
+    *ret = t;
+    return 0;
+}
+
+/* Inputs restricted to the indices idx[0..n) along dim d: the problem's own
+ * slice, or every tensor sliced along d when all share one shape. */
 static int slice(mstate *s, int d, const int64_t *idx, int64_t n, nv_tensor **out)
 {
+    if (s->p->slice)
+        return s->p->slice(s->p->ud, s->cur, d, idx, n, out);
+    if (!uniform_shape(s))
+        return -EINVAL;
     for (int i = 0; i < s->n_in; i++) {
-        const nv_tensor *src = s->cur[i];
-        int64_t sh[NV_MAX_DIMS];
-        memcpy(sh, src->shape, sizeof sh);
-        sh[d] = n;
-        out[i] = nv_tensor_new(src->dtype, src->ndim, sh);
-        if (!out[i]) {
+        int r = nvw_dd_slice_tensor(s->cur[i], d, idx, n, &out[i]);
+        if (r < 0) {
             free_set(out, i);
-            return -ENOMEM;
+            return r;
         }
-        int64_t inner = 1, outer = 1;
-        for (int k = d + 1; k < src->ndim; k++)
-            inner *= src->shape[k];
-        for (int k = 0; k < d; k++)
-            outer *= src->shape[k];
-        for (int64_t o = 0; o < outer; o++)
-            for (int64_t j = 0; j < n; j++)
-                memcpy(out[i]->data + (o * n + j) * inner,
-                       src->data + (o * src->shape[d] + idx[j]) * inner,
-                       (size_t)inner * sizeof(double));
     }
     return 0;
 }
@@ -218,8 +237,10 @@ typedef struct slice_ud {
 
 static int slice_test(mstate *s, const int64_t *u, int64_t n, void *ud)
 {
-    nv_tensor *cand[NV_JOB_MAX_TENSORS];
+    nv_tensor *cand[NVW_DD_MAX_TENSORS];
     int r = slice(s, ((slice_ud *)ud)->d, u, n, cand);
+    if (r == -EINVAL) /* no such candidate: not failing */
+        return 0;
     if (r < 0)
         return r;
     r = test(s, cand);
@@ -229,7 +250,7 @@ static int slice_test(mstate *s, const int64_t *u, int64_t n, void *ud)
 
 static int adopt_slice(mstate *s, int d, const int64_t *u, int64_t n)
 {
-    nv_tensor *cand[NV_JOB_MAX_TENSORS];
+    nv_tensor *cand[NVW_DD_MAX_TENSORS];
     int r = slice(s, d, u, n, cand);
     if (r < 0)
         return r;
@@ -304,12 +325,12 @@ static int plain_dim(mstate *s, int d)
 static int keep_test(mstate *s, const int64_t *u, int64_t n, void *ud)
 {
     (void)ud;
-    nv_tensor *cand[NV_JOB_MAX_TENSORS];
+    nv_tensor *cand[NVW_DD_MAX_TENSORS];
     int r = copy_set(s->cur, s->n_in, cand);
     if (r < 0)
         return r;
     for (int i = 0; i < s->n_in; i++) {
-        double nv = nvw_neutral_value(s->env->rc, i);
+        double nv = neutral(s, i);
         if (!isnan(nv))
             for (int64_t k = 0; k < cand[i]->numel; k++)
                 cand[i]->data[k] = nv;
@@ -328,7 +349,7 @@ static int64_t list_units(mstate *s, int64_t *u)
 {
     int64_t n = 0;
     for (int i = 0; i < s->n_in; i++) {
-        double nv = nvw_neutral_value(s->env->rc, i);
+        double nv = neutral(s, i);
         if (isnan(nv))
             continue;
         for (int64_t k = 0; k < s->cur[i]->numel; k++)
@@ -358,7 +379,7 @@ static int neutralize(mstate *s)
         r = ddmin(s, u, &keep, keep_test, NULL);
     if (r >= 0 && keep < n) {
         for (int i = 0; i < s->n_in; i++) {
-            double nv = nvw_neutral_value(s->env->rc, i);
+            double nv = neutral(s, i);
             nv_tensor *t = nv_tensor_contiguous(s->cur[i]);
             if (!t) {
                 r = -ENOMEM;
@@ -427,18 +448,106 @@ static int simplify(mstate *s)
     return 0;
 }
 
-/* ---- driver ----------------------------------------------------------------- */
+/* ---- the engine -------------------------------------------------------------- */
 
-static int verify(mstate *s)
+double nvw_dd_now(void)
 {
-    nvw_min_result *res = s->res;
+    return now_s();
+}
+
+/* Whether the window phase applies along dim d (a full-range slice exists). */
+static bool sliceable(mstate *s, int d)
+{
+    if (!s->p->slice)
+        return uniform_shape(s);
+    int64_t len = s->cur[0]->shape[d];
+    int64_t *u = malloc((size_t)(len > 0 ? len : 1) * sizeof *u);
+    nv_tensor *cand[NVW_DD_MAX_TENSORS];
+    if (!u)
+        return false;
+    for (int64_t k = 0; k < len; k++)
+        u[k] = k;
+    int r = slice(s, d, u, len, cand);
+    free(u);
+    if (r == 0)
+        free_set(cand, s->n_in);
+    return r == 0;
+}
+
+static int run_phases(mstate *s)
+{
+    int r = 0;
+    int nd = s->cur[0]->ndim;
+    if (s->o->plain_ddmin) {
+        for (int d = 0; r == 0 && d < nd && sliceable(s, d); d++)
+            r = plain_dim(s, d);
+        return r;
+    }
+    for (int d = 0; r == 0 && d < nd; d++)
+        if (sliceable(s, d))
+            r = shrink_window(s, d);
+    if (r == 0)
+        r = neutralize(s);
+    if (r == 0)
+        r = simplify(s);
+    return r;
+}
+
+int nvw_dd_minimize(const nvw_dd_problem *p, const nvw_min_opts *o, nv_tensor **cur, double start,
+                    int *ret_probes, const char **ret_stop)
+{
+    if (p->n < 1 || p->n > NVW_DD_MAX_TENSORS)
+        return -EINVAL;
+    mstate s = {.p = p, .o = o, .start = start, .n_in = p->n, .stop = "done"};
+    s.budget = o->budget > 0 ? o->budget : DEFAULT_BUDGET;
+    s.deadline = o->deadline_s > 0 ? o->deadline_s : DEFAULT_DEADLINE;
+    memcpy(s.cur, cur, sizeof(cur[0]) * (size_t)p->n);
+    int r = run_phases(&s);
+    memcpy(cur, s.cur, sizeof(cur[0]) * (size_t)p->n); /* ownership back to the caller */
+    *ret_probes = s.probes;
+    *ret_stop = s.stop;
+    return r;
+}
+
+int64_t nvw_dd_nonneutral(const nvw_dd_problem *p, nv_tensor *const *t)
+{
+    int64_t n = 0;
+    for (int i = 0; i < p->n; i++) {
+        double nv = p->neutral ? p->neutral(p->ud, i) : NAN;
+        for (int64_t k = 0; k < t[i]->numel; k++)
+            n += isnan(nv) || !is_neutral(t[i]->data[k], nv);
+    }
+    return n;
+}
+
+/* ---- op cases --------------------------------------------------------------- */
+
+static int op_test(void *ud, nv_tensor *const *cand)
+{
+    const nvw_probe_env *env = ud;
+    nvw_probe_out p;
+    int r = nvw_probe(env, cand, &p);
+    if (r < 0)
+        return r;
+    int same = strcmp(p.cls, env->rc->failure_class) == 0;
+    nvw_probe_out_done(&p);
+    return same;
+}
+
+static double op_neutral(void *ud, int i)
+{
+    return nvw_neutral_value(((const nvw_probe_env *)ud)->rc, i);
+}
+
+static int verify(const nvw_probe_env *env, nv_tensor *const *cur, nvw_min_result *res)
+{
     int ok = 0;
     for (int k = 0; k < res->gate_runs; k++) {
         nvw_probe_out p;
-        int r = nvw_probe(s->env, s->cur, &p);
+        int r = nvw_probe(env, cur, &p);
         if (r < 0)
             return r;
-        ok += strcmp(p.cls, s->env->rc->failure_class) == 0;
+        ok += strcmp(p.cls, env->rc->failure_class) == 0;
         if (k == res->gate_runs - 1) {
             nvw_probe_out_done(&res->last);
             res->last = p;
@@ -450,38 +559,22 @@ static int verify(mstate *s)
     return 0;
 }
 
-static int run_phases(mstate *s)
-{
-    int r = 0;
-    int nd = s->cur[0]->ndim;
-    if (s->o->plain_ddmin) {
-        for (int d = 0; r == 0 && d < nd && uniform_shape(s); d++)
-            r = plain_dim(s, d);
-        return r;
-    }
-    for (int d = 0; r == 0 && d < nd && uniform_shape(s); d++)
-        r = shrink_window(s, d);
-    if (r == 0)
-        r = neutralize(s);
-    if (r == 0)
-        r = simplify(s);
-    return r;
-}
-
 int nvw_minimize(const nvw_probe_env *env, const nvw_min_opts *o, nvw_min_result *ret)
 {
     memset(ret, 0, sizeof *ret);
     const nvw_repro *rc = env->rc;
-    mstate s = {.env = env, .o = o, .res = ret, .n_in = rc->n_in};
-    s.budget = o->budget > 0 ? o->budget : DEFAULT_BUDGET;
-    s.deadline = o->deadline_s > 0 ? o->deadline_s : DEFAULT_DEADLINE;
+    nvw_dd_problem p = {.n = rc->n_in,
+                        .ud = (void *)env,
+                        .test = op_test,
+                        .neutral = op_neutral};
+    nv_tensor *cur[NVW_DD_MAX_TENSORS] = {0};
     ret->gate_runs = o->gate_runs > 0 ? o->gate_runs : DEFAULT_GATE;
     ret->stop = "done";
     ret->n_in = rc->n_in;
     for (int i = 0; i < rc->n_in; i++)
         ret->numel_before += rc->in[i]->numel;
     ret->nonneutral_before = nvw_nonneutral(rc, rc->n_in, rc->in);
-    s.start = now_s();
+    double start = now_s();
     int r = nvw_repro_gate(env, ret->gate_runs, &ret->gate_failed, &ret->gate_bits, &ret->last);
     if (r < 0)
         return r;
@@ -491,19 +584,19 @@ int nvw_minimize(const nvw_probe_env *env, const nvw_min_opts *o, nvw_min_result
         fprintf(o->progress, "minimize: gate %d/%d failed as '%s' (%d bit-identical)%s\n",
                 ret->gate_failed, ret->gate_runs, rc->failure_class, ret->gate_bits,
                 ret->flaky ? ": flaky, not minimized" : "");
-    if ((r = copy_set(rc->in, rc->n_in, s.cur)) < 0)
+    if ((r = copy_set(rc->in, rc->n_in, cur)) < 0)
         return r;
     if (!ret->flaky)
-        r = run_phases(&s);
+        r = nvw_dd_minimize(&p, o, cur, start, &ret->probes, &ret->stop);
     if (r == 0 && !ret->flaky)
-        r = verify(&s);
-    ret->seconds = now_s() - s.start;
+        r = verify(env, cur, ret);
+    ret->seconds = now_s() - start;
     if (r < 0) {
-        free_set(s.cur, s.n_in);
+        free_set(cur, rc->n_in);
         nvw_probe_out_done(&ret->last);
         return r;
     }
-    memcpy(ret->in, s.cur, sizeof(s.cur[0]) * (size_t)s.n_in);
+    memcpy(ret->in, cur, sizeof(cur[0]) * (size_t)rc->n_in);
     for (int i = 0; i < rc->n_in; i++)
         ret->numel_after += ret->in[i]->numel;
     ret->nonneutral_after = nvw_nonneutral(rc, rc->n_in, ret->in);

@@ -45,6 +45,47 @@ typedef struct nvw_min_result {
     nvw_probe_out last;                /* the final verification probe */
 } nvw_min_result;
 
+/* ---- the engine, shared by op and gradient cases (minimize_grad.c) ---- */
+
+#define NVW_DD_MAX_TENSORS (NV_JOB_MAX_TENSORS + 1)
+
+/* A minimization problem: a set of tensors whose failure the caller's test
+ * decides (the signature stays the caller's business). */
+typedef struct nvw_dd_problem {
+    int n; /* tensors, 1..NVW_DD_MAX_TENSORS */
+    void *ud;
+    /* 1: cand fails with the stored signature; 0: it does not; negative errno:
+       infrastructure error (the minimization stops with it). One probe. */
+    int (*test)(void *ud, nv_tensor *const *cand);
+    /* May be NULL. false: cand is not a valid case (rejected without a probe). */
+    bool (*valid)(void *ud, nv_tensor *const *cand);
+    /* May be NULL (nothing neutralized). The value that removes an element of
+       tensor i, NAN when tensor i must not be neutralized. */
+    double (*neutral)(void *ud, int i);
+    /* May be NULL: then every tensor is sliced along d when all share one shape.
+       Else the candidate with tensor 0 restricted to idx[0..k) along dim d and
+       the other tensors to match (new tensors in out[0..n)); -EINVAL when no
+       such candidate exists. */
+    int (*slice)(void *ud, nv_tensor *const *cur, int d, const int64_t *idx, int64_t k,
+                 nv_tensor **out);
+} nvw_dd_problem;
+
+/* The phases of minimize.h's comment (window, neutral elements, values) on
+ * cur[0..p->n) (owned; replaced in place by smaller candidates that still
+ * fail). start: the monotonic time (nvw_dd_now) the deadline counts from.
+ * *ret_probes: probes run; *ret_stop: "done", "budget", "deadline" or
+ * "cancelled". Returns 0 or a negative errno. */
+int nvw_dd_minimize(const nvw_dd_problem *p, const nvw_min_opts *o, nv_tensor **cur, double start,
+                    int *ret_probes, const char **ret_stop);
+double nvw_dd_now(void); /* monotonic seconds */
+
+/* Elements of t[0..p->n) not at their tensor's neutral value. */
+int64_t nvw_dd_nonneutral(const nvw_dd_problem *p, nv_tensor *const *t);
+
+/* src restricted to the indices idx[0..n) along dim d (a new tensor). */
+int nvw_dd_slice_tensor(const nv_tensor *src, int d, const int64_t *idx, int64_t n,
+                        nv_tensor **ret);
+
 /* Gate and minimize the case of env->rc. Returns 0 with *ret filled (free with
  * nvw_min_result_done), or a negative errno for an infrastructure error (a
  * probe could not be started). A flaky case returns 0 with ret->flaky set. */
