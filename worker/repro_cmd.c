@@ -6,6 +6,7 @@
 
 #include "minimize.h"
 #include "repro_fused.h"
+#include "repro_grad.h"
 
 #define EXIT_PASSES 0
 #define EXIT_FAILS 1
@@ -111,6 +112,32 @@ static int fused(const cmd_opts *o, bool minimize, int *ret_status)
     return 1;
 }
 
+/* A gradient artifact goes to repro_grad_cmd.c: 1 when it was one (*ret_status
+ * set), 0 when the artifact is not of a gradient job. */
+static int gradient(const cmd_opts *o, bool minimize, int *ret_status)
+{
+    nvw_grepro *gr = NULL;
+    char *err = NULL;
+    int r = nvw_grepro_load(o->artifact, &gr, &err);
+    if (r == -ENOTSUP)
+        return 0;
+    if (r < 0) {
+        fprintf(stderr, "numval-worker: %s\n", err ? err : strerror(-r));
+        free(err);
+        *ret_status = EXIT_ERROR;
+        return 1;
+    }
+    nvw_min_opts mo = {.budget = (int)o->budget,
+                       .deadline_s = o->deadline,
+                       .gate_runs = (int)o->runs,
+                       .plain_ddmin = o->plain,
+                       .progress = o->quiet ? NULL : stderr};
+    *ret_status = minimize ? nvw_gminimize_cmd(gr, o->backend, &mo, (int)o->timeout_ms, o->output)
+                           : nvw_grepro_cmd(gr, o->backend, (int)o->runs, (int)o->timeout_ms);
+    nvw_grepro_free(gr);
+    return 1;
+}
+
 /* Load the artifact and the backend (the manifest's own spec unless --backend). */
 static int setup(const cmd_opts *o, nvw_repro **ret_rc, nvw_backend **ret_b, nvw_probe_env *env)
 {
@@ -161,7 +188,7 @@ int nvw_repro_main(int argc, char **argv)
     nvw_backend *b = NULL;
     nvw_probe_env env;
     int status = EXIT_ERROR;
-    if (fused(&o, false, &status))
+    if (fused(&o, false, &status) || gradient(&o, false, &status))
         return status;
     if (setup(&o, &rc, &b, &env) < 0)
         goto out;
@@ -229,7 +256,7 @@ int nvw_minimize_main(int argc, char **argv)
     nvw_probe_env env;
     nvw_min_result m = {0};
     int status = EXIT_ERROR;
-    if (fused(&o, true, &status))
+    if (fused(&o, true, &status) || gradient(&o, true, &status))
         return status;
     if (setup(&o, &rc, &b, &env) < 0)
         goto out;
