@@ -26,15 +26,18 @@ static double teacher_probs(const nvw_data *d, const double *x, double *p)
             acc += x[t * D + j];
         feat[j] = acc / sqrt((double)T);
     }
+    double hid[1024]; /* the teacher's hidden layer, once per example */
+    for (int h = 0; h < H; h++) {
+        double a = 0;
+        for (int j = 0; j < D; j++)
+            a += d->t1[h * D + j] * feat[j];
+        hid[h] = tanh(a);
+    }
     double mx = -INFINITY;
     for (int c = 0; c < C; c++) {
         double acc = 0;
-        for (int h = 0; h < H; h++) {
-            double a = 0;
-            for (int j = 0; j < D; j++)
-                a += d->t1[h * D + j] * feat[j];
-            acc += d->t2[c * H + h] * tanh(a);
-        }
+        for (int h = 0; h < H; h++)
+            acc += d->t2[c * H + h] * hid[h];
         z[c] = acc / s->temperature;
         mx = fmax(mx, z[c]);
     }

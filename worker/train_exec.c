@@ -43,30 +43,109 @@ nv_tensor *nvw_tensor_like(const nv_tensor *t, nv_dtype dt)
     return nv_tensor_new(dt, t->ndim, t->shape);
 }
 
-/* Plain fp64 2-D matmul for the host reference: C[M,N] (+)= op(A) op(B) with
- * row-major operands, transposes by index (i-k-j order keeps the inner loop
- * contiguous). The catalog's nv_op_forward_f64 / nv_op_vjp compute the same
- * values; this loop order is what makes the reference fast enough to sit next
- * to torch (bench/RESULTS.md). */
-static void mm(const double *a, bool ta, const double *b, bool tb, double *c, int64_t M, int64_t K,
-               int64_t N)
+/* ---- the host reference's fp64 2-D matmul ----
+ * C[M,N] = op(A) op(B), every element summed over k = 0 .. K-1 in that order,
+ * one product rounded then one add rounded per step, from +0: the same values,
+ * bit for bit, as the catalog's nv_op_forward_f64 / nv_op_vjp loops
+ * (worker/ops/ref_backward_rows.c). The speed comes only from the schedule:
+ * blocks of 4 rows x 8 columns of C stay in registers across the whole k loop
+ * (GCC vector extensions; the target_clones attribute adds an AVX2 build picked
+ * at load time), B is read as contiguous rows (a transposed B is copied first),
+ * and the k order of each element is untouched, so no value changes. ISO C11
+ * leaves floating-point contraction off (-ffp-contract=off), so a*b + c is never
+ * fused into an fma, in the vector code as in the scalar one. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
+    !defined(__SANITIZE_ADDRESS__)
+#define NVW_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define NVW_CLONES
+#endif
+
+typedef double v4d __attribute__((vector_size(32)));
+
+/* Rows i0 .. i0+3, columns j0 .. j0+7 of C; A(i, k) = a[i * asi + k * ask]. */
+static inline void mm_tile(const double *restrict a, int64_t asi, int64_t ask,
+                           const double *restrict b, double *restrict c, int64_t i0, int64_t j0,
+                           int64_t K, int64_t N)
+{
+    v4d acc[4][2];
+    memset(acc, 0, sizeof acc);
+    const double *a0 = a + i0 * asi;
+    for (int64_t k = 0; k < K; k++) {
+        v4d b0, b1; /* unaligned loads */
+        memcpy(&b0, b + k * N + j0, sizeof b0);
+        memcpy(&b1, b + k * N + j0 + 4, sizeof b1);
+        for (int r = 0; r < 4; r++) {
+            double av = a0[r * asi + k * ask];
+            acc[r][0] += av * b0;
+            acc[r][1] += av * b1;
+        }
+    }
+    for (int r = 0; r < 4; r++)
+        memcpy(c + (i0 + r) * N + j0, acc[r], sizeof acc[r]);
+}
+
+NVW_CLONES
+static void mm_blocked(const double *restrict a, int64_t asi, int64_t ask,
+                       const double *restrict b, double *restrict c, int64_t M, int64_t K,
+                       int64_t N)
+{
+    int64_t M4 = M - M % 4, N8 = N - N % 8;
+    for (int64_t i = 0; i < M4; i += 4)
+        for (int64_t j = 0; j < N8; j += 8)
+            mm_tile(a, asi, ask, b, c, i, j, K, N);
+    for (int64_t i = 0; i < M; i++) /* the edges, element by element */
+        for (int64_t j = i < M4 ? N8 : 0; j < N; j++) {
+            double s = 0;
+            for (int64_t k = 0; k < K; k++)
+                s += a[i * asi + k * ask] * b[k * N + j];
+            c[i * N + j] = s;
+        }
+}
+
+/* The plain i-k-j loop, skipping zero multipliers as the catalog's loops cannot
+ * tell apart (+0 start: an added +-0 product never changes a sum). Used when B
+ * holds an Inf or NaN, where 0 * Inf = NaN would make the skip visible; the
+ * blocked kernel adds every product. */
+static void mm_plain(const double *a, int64_t asi, int64_t ask, const double *b, double *c,
+                     int64_t M, int64_t K, int64_t N)
 {
     memset(c, 0, (size_t)(M * N) * sizeof *c);
     for (int64_t i = 0; i < M; i++)
         for (int64_t k = 0; k < K; k++) {
-            double av = ta ? a[k * M + i] : a[i * K + k];
+            double av = a[i * asi + k * ask];
             if (av == 0)
                 continue;
-            double *ci = c + i * N;
-            if (tb)
-                for (int64_t j = 0; j < N; j++)
-                    ci[j] += av * b[j * K + k];
-            else {
-                const double *bk = b + k * N;
-                for (int64_t j = 0; j < N; j++)
-                    ci[j] += av * bk[j];
-            }
+            for (int64_t j = 0; j < N; j++)
+                c[i * N + j] += av * b[k * N + j];
         }
+}
+
+/* C[M,N] = op(A) op(B), row-major operands, transposes by index. Returns 0 or
+ * -ENOMEM (a transposed B is copied to contiguous rows). */
+static int mm(const double *a, bool ta, const double *b, bool tb, double *c, int64_t M, int64_t K,
+              int64_t N)
+{
+    double *bt = NULL;
+    if (tb) { /* B given as [N, K]: rows of op(B) made contiguous (an exact copy) */
+        bt = malloc((size_t)(K * N > 0 ? K * N : 1) * sizeof *bt);
+        if (!bt)
+            return -ENOMEM;
+        for (int64_t j = 0; j < N; j++)
+            for (int64_t k = 0; k < K; k++)
+                bt[k * N + j] = b[j * K + k];
+        b = bt;
+    }
+    int64_t asi = ta ? 1 : K, ask = ta ? M : 1;
+    bool finite = true;
+    for (int64_t i = 0; i < K * N && finite; i++)
+        finite = isfinite(b[i]);
+    if (finite)
+        mm_blocked(a, asi, ask, b, c, M, K, N);
+    else
+        mm_plain(a, asi, ask, b, c, M, K, N);
+    free(bt);
+    return 0;
 }
 
 static bool plain_mm(const nv_op_def *op, int n, nv_tensor *const *in)
@@ -83,7 +162,10 @@ static int host_forward(nvw_exec *ex, const nv_op_def *op, const nv_op_attrs *a,
         nv_tensor *o = nv_tensor_new(NV_DT_FP64, 2, sh);
         if (!o)
             return -ENOMEM;
-        mm(in[0]->data, false, in[1]->data, false, o->data, sh[0], in[0]->shape[1], sh[1]);
+        if (mm(in[0]->data, false, in[1]->data, false, o->data, sh[0], in[0]->shape[1], sh[1])) {
+            nv_tensor_free(o);
+            return -ENOMEM;
+        }
         *ret = o;
         return 0;
     }
@@ -151,6 +233,47 @@ static int dev_forward(nvw_exec *ex, const nv_op_def *op, const char *attrs, int
     return 0;
 }
 
+/* An input of a host kernel: contiguous fp64 data. A row-major tensor at offset
+ * 0 is read in place through a header copy (dtype set to fp64: fp32 masters are
+ * evaluated in fp64, their values unchanged); any other view is copied. */
+typedef struct host_in {
+    nv_tensor hdr;
+    nv_tensor *owned;
+} host_in;
+
+static bool row_major(const nv_tensor *t)
+{
+    int64_t st = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] != 1 && t->strides[d] != st)
+            return false;
+        st *= t->shape[d];
+    }
+    return t->offset == 0;
+}
+
+static nv_tensor *host_in_get(host_in *h, const nv_tensor *t, bool as_f64)
+{
+    h->owned = NULL;
+    if (row_major(t))
+        h->hdr = *t;
+    else if ((h->owned = nv_tensor_contiguous(t)))
+        h->hdr = *h->owned;
+    else
+        return NULL;
+    if (as_f64)
+        h->hdr.dtype = NV_DT_FP64;
+    return &h->hdr;
+}
+
+static void host_in_done(host_in *h, int n)
+{
+    for (int i = 0; i < n; i++) {
+        nv_tensor_free(h[i].owned);
+        h[i].owned = NULL;
+    }
+}
+
 int nvw_exec_forward(nvw_exec *ex, const nv_op_def *op, const char *attrs, int n,
                      nv_tensor *const *in, nv_dtype out_dt, nv_tensor **ret)
 {
@@ -160,17 +283,15 @@ int nvw_exec_forward(nvw_exec *ex, const nv_op_def *op, const char *attrs, int n
     int r = parse_attrs(ex, op, attrs, &a);
     if (r < 0)
         return r;
+    host_in h[NV_OP_MAX_INPUTS];
     nv_tensor *cin[NV_OP_MAX_INPUTS] = {0};
-    for (int i = 0; i < n && r == 0; i++) {
-        if (!(cin[i] = nv_tensor_contiguous(in[i])))
+    int got = 0;
+    for (; got < n && r == 0; got++)
+        if (!(cin[got] = host_in_get(&h[got], in[got], !op->inputs[got].is_index)))
             r = -ENOMEM;
-        else if (!op->inputs[i].is_index) /* fp32 masters evaluated in fp64 */
-            cin[i]->dtype = NV_DT_FP64;
-    }
     if (r == 0)
         r = host_forward(ex, op, &a, n, cin, ret);
-    for (int i = 0; i < n; i++)
-        nv_tensor_free(cin[i]);
+    host_in_done(h, got);
     ex->calls++;
     return r;
 }
@@ -189,6 +310,20 @@ void nvw_exec_count_lowp(nvw_exec *ex, const nv_tensor *g)
     ex->lowp_grad_elems += g->numel;
 }
 
+/* gelu's VJP (erf form) on the host: gx = gy * f'(x) with f'(x) the very
+ * expression of the catalog's reference (worker/ops/ref_backward.c, d_unary),
+ * so the values are the same bit for bit; nv_op_vjp also evaluates the
+ * magnitude bound (an erf per element) that training never asks for. */
+#define INV_SQRT_2PI 0.39894228040143267794 /* 1/sqrt(2 pi) */
+
+static void gelu_vjp(const double *x, const double *gy, double *gx, int64_t n)
+{
+    for (int64_t e = 0; e < n; e++) {
+        double phi = INV_SQRT_2PI * exp(-0.5 * x[e] * x[e]);
+        gx[e] = gy[e] * (0.5 * erfc(-x[e] / M_SQRT2) + x[e] * phi);
+    }
+}
+
 static int host_backward(nvw_exec *ex, const nv_op_def *op, const char *attrs, int n,
                          nv_tensor *const *in, const nv_tensor *gy, nv_tensor **gx)
 {
@@ -196,33 +331,38 @@ static int host_backward(nvw_exec *ex, const nv_op_def *op, const char *attrs, i
     int r = parse_attrs(ex, op, attrs, &a);
     if (r < 0)
         return r;
+    host_in h[NV_OP_MAX_INPUTS + 1];
     nv_tensor *cin[NV_OP_MAX_INPUTS] = {0};
     double *gxd[NV_OP_MAX_INPUTS] = {0};
-    nv_tensor *cgy = nv_tensor_contiguous(gy);
+    int got = 0;
+    nv_tensor *cgy = host_in_get(&h[NV_OP_MAX_INPUTS], gy, false);
     if (!cgy)
         r = -ENOMEM;
-    for (int i = 0; i < n && r == 0; i++) {
-        if (!(cin[i] = nv_tensor_contiguous(in[i])))
+    for (; got < n && r == 0; got++) {
+        if (!(cin[got] = host_in_get(&h[got], in[got], !op->inputs[got].is_index)))
             r = -ENOMEM;
-        else if (nv_op_grad_input(op, i)) {
-            if (!(gx[i] = nv_tensor_new(NV_DT_FP64, in[i]->ndim, in[i]->shape)))
+        else if (nv_op_grad_input(op, got)) {
+            if (!(gx[got] = nv_tensor_new(NV_DT_FP64, in[got]->ndim, in[got]->shape)))
                 r = -ENOMEM;
             else
-                gxd[i] = gx[i]->data;
+                gxd[got] = gx[got]->data;
         }
     }
     if (r == 0 && plain_mm(op, n, cin)) { /* dA = gY B^T, dB = A^T gY */
         int64_t M = cin[0]->shape[0], K = cin[0]->shape[1], N = cin[1]->shape[1];
-        mm(cgy->data, false, cin[1]->data, true, gxd[0], M, N, K);
-        mm(cin[0]->data, true, cgy->data, false, gxd[1], K, M, N);
+        r = mm(cgy->data, false, cin[1]->data, true, gxd[0], M, N, K);
+        if (r == 0)
+            r = mm(cin[0]->data, true, cgy->data, false, gxd[1], K, M, N);
+    } else if (r == 0 && strcmp(op->name, "gelu") == 0 && !a.gelu_tanh && gxd[0]) {
+        gelu_vjp(cin[0]->data, cgy->data, gxd[0], cin[0]->numel);
     } else if (r == 0 &&
                nv_op_vjp(op, &a, n, (const nv_tensor *const *)cin, cgy->data, gxd, NULL) < 0) {
         snprintf(ex->err, sizeof ex->err, "host reference backward of '%s' failed", op->name);
         r = -EIO;
     }
-    for (int i = 0; i < n; i++)
-        nv_tensor_free(cin[i]);
-    nv_tensor_free(cgy);
+    host_in_done(h, got);
+    if (cgy)
+        host_in_done(&h[NV_OP_MAX_INPUTS], 1);
     ex->calls++;
     return r;
 }
