@@ -277,22 +277,24 @@ int nvc_cmd_suite(nvc_conn *c, int argc, char **argv)
     if (c->json || !list) {
         nvc_print_json(r);
     } else {
-        static const char *const hdr[] = {"ID",    "STATE",       "OP",   "DTYPE",
+        /* KIND: op or fused (a fused case's OP and DTYPE are its first divergent
+         * node's op and the dtype it was judged in). */
+        static const char *const hdr[] = {"ID",    "STATE",       "KIND", "OP",       "DTYPE",
                                           "CLASS", "OCCURRENCES", "LAST", "SIGNATURE"};
-        nvc_table *t = nvc_table_new(8, hdr);
+        nvc_table *t = nvc_table_new(9, hdr);
         size_t i;
         json_t *e;
         json_array_foreach(list, i, e)
         {
-            char *cells[8];
-            static const char *const keys[] = {"id",           "state",         "op",
-                                               "dtype",        "failure_class", "occurrences",
-                                               "last_verdict", "signature"};
-            for (int k = 0; k < 8; k++)
+            char *cells[9];
+            static const char *const keys[] = {"id",          "state",        "kind",
+                                               "op",          "dtype",        "failure_class",
+                                               "occurrences", "last_verdict", "signature"};
+            for (int k = 0; k < 9; k++)
                 cells[k] = nvc_json_text(json_object_get(e, keys[k]));
             if (t)
                 nvc_table_add(t, (const char *const *)cells);
-            for (int k = 0; k < 8; k++)
+            for (int k = 0; k < 9; k++)
                 free(cells[k]);
         }
         if (t)

@@ -387,12 +387,11 @@ int nvd_store_suite_active(nvd_store *s, const char *op, const char *dtype, cons
         int64_t id = sqlite3_column_int64(st, 0);
         if (ids && !id_listed(ids, id))
             continue;
-        json_array_append_new(a, json_pack("{sI so so so so so so}", "suite_case",
-                                           (json_int_t)id, "artifact", store_col_str(st, 1),
-                                           "signature", store_col_str(st, 2), "kind",
-                                           store_col_str(st, 6), "op", store_col_str(st, 3),
-                                           "dtype", store_col_str(st, 4), "failure_class",
-                                           store_col_str(st, 5)));
+        json_array_append_new(a, json_pack("{sI so so so so so so}", "suite_case", (json_int_t)id,
+                                           "artifact", store_col_str(st, 1), "signature",
+                                           store_col_str(st, 2), "kind", store_col_str(st, 6), "op",
+                                           store_col_str(st, 3), "dtype", store_col_str(st, 4),
+                                           "failure_class", store_col_str(st, 5)));
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) {

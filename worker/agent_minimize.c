@@ -148,9 +148,9 @@ static void annotate(json_t *c, json_t *sig, int runs, int failed, int bits, boo
         return;
     }
     json_object_set_new(c, "signature", sig ? sig : json_null());
-    json_object_set_new(c, "repro_rate",
-                        json_pack("{si si si}", "runs", runs, "failed", failed, "bit_identical",
-                                  bits));
+    json_object_set_new(
+        c, "repro_rate",
+        json_pack("{si si si}", "runs", runs, "failed", failed, "bit_identical", bits));
     json_object_set_new(c, "flaky", json_boolean(flaky));
 }
 
@@ -203,8 +203,8 @@ static void minimize_op(nvw_agent_job *j, const nvw_backend *b, const kept *k, d
     if (c && sha[0]) {
         json_object_set_new(c, "minimized_artifact", json_string(sha));
         json_object_set_new(c, "minimized_elements",
-                            json_pack("{sI sI}", "total", (json_int_t)m.numel_after,
-                                      "non_neutral", (json_int_t)m.nonneutral_after));
+                            json_pack("{sI sI}", "total", (json_int_t)m.numel_after, "non_neutral",
+                                      (json_int_t)m.nonneutral_after));
     }
     nv_log_info("job %s case %d: gate %d/%d%s%s%s", j->job_id, k->case_index, m.gate_failed,
                 m.gate_runs, m.flaky ? ", flaky" : "", sha[0] ? ", minimized artifact " : "", sha);
@@ -217,13 +217,13 @@ static void minimize_op(nvw_agent_job *j, const nvw_backend *b, const kept *k, d
 static void upload_fused(nvw_agent_job *j, nvw_frepro *fr, const nvw_backend *b,
                          const nvw_fmin_result *m, char sha[65])
 {
-    json_t *extra = json_pack("{sO sI}", "job_id", j->job_id_json, "attempt",
-                              (json_int_t)j->attempt);
+    json_t *extra =
+        json_pack("{sO sI}", "job_id", j->job_id_json, "attempt", (json_int_t)j->attempt);
     uint8_t *buf = NULL;
     size_t len = 0;
     nvw_fprobe last;
-    int r = extra ? nvw_fminimized_artifact(fr, b, m, 60000, NULL, extra, &buf, &len, &last)
-                  : -ENOMEM;
+    int r =
+        extra ? nvw_fminimized_artifact(fr, b, m, 60000, NULL, extra, &buf, &len, &last) : -ENOMEM;
     sha[0] = 0;
     if (r == 0) {
         nv_sha256_hex(buf, len, sha); /* the bytes read back are what is named */
@@ -238,8 +238,8 @@ static void upload_fused(nvw_agent_job *j, nvw_frepro *fr, const nvw_backend *b,
 }
 
 /* Gate + minimize one kept fused failure (repro_fused.h); annotate its case. */
-static void minimize_fused(nvw_agent_job *j, const nvw_backend *b, const kept *k,
-                           double deadline, json_t *result)
+static void minimize_fused(nvw_agent_job *j, const nvw_backend *b, const kept *k, double deadline,
+                           json_t *result)
 {
     nvw_frepro *fr = NULL;
     char *err = NULL;
@@ -268,21 +268,20 @@ static void minimize_fused(nvw_agent_job *j, const nvw_backend *b, const kept *k
     if (!m.flaky && m.verified)
         upload_fused(j, fr, b, &m, sha);
     json_t *c = find_case(result, k->case_index);
-    annotate(c, nvw_frepro_signature(fr, NULL, NULL, NULL), m.gate_runs, m.gate_failed,
-             m.gate_bits, m.flaky);
+    annotate(c, nvw_frepro_signature(fr, NULL, NULL, NULL), m.gate_runs, m.gate_failed, m.gate_bits,
+             m.flaky);
     if (c && sha[0]) {
         json_object_set_new(c, "minimized_artifact", json_string(sha));
         json_object_set_new(c, "minimized_nodes",
                             json_pack("{si si so}", "before", m.nodes_before, "after",
                                       m.nodes_after, "nodes", nvw_fsub_nodes(fr, &m.sub)));
         json_object_set_new(c, "minimized_elements",
-                            json_pack("{sI sI}", "before", (json_int_t)m.elements_before,
-                                      "total", (json_int_t)m.elements_after));
+                            json_pack("{sI sI}", "before", (json_int_t)m.elements_before, "total",
+                                      (json_int_t)m.elements_after));
     }
     nv_log_info("job %s case %d: fused gate %d/%d%s, %d of %d nodes (%s)%s%s", j->job_id,
-                k->case_index, m.gate_failed, m.gate_runs, m.flaky ? ", flaky" : "",
-                m.nodes_after, m.nodes_before, m.stop, sha[0] ? ", minimized artifact " : "",
-                sha);
+                k->case_index, m.gate_failed, m.gate_runs, m.flaky ? ", flaky" : "", m.nodes_after,
+                m.nodes_before, m.stop, sha[0] ? ", minimized artifact " : "", sha);
     nvw_frepro_free(fr);
 }
 

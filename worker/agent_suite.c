@@ -151,9 +151,9 @@ static void replay_fused(nvw_agent_job *j, const nvw_backend *b, const nv_artifa
         if (!passed && p.cls[0])
             json_object_set_new(c, "failure_class", json_string(p.cls));
         if (p.node[0])
-            json_object_set_new(c, "first_divergent",
-                                json_pack("{ss ss ss}", "node", p.node, "op", p.op, "dtype",
-                                          p.judge));
+            json_object_set_new(
+                c, "first_divergent",
+                json_pack("{ss ss ss}", "node", p.node, "op", p.op, "dtype", p.judge));
         json_object_set_new(c, "same_signature", json_boolean(nvw_fprobe_same(fr, &p)));
         if (p.msg[0])
             json_object_set_new(c, "error", json_string(p.msg));
@@ -192,8 +192,10 @@ static void replay(nvw_agent_job *j, const nvw_backend *b, const json_t *sc, jso
         replay_fused(j, b, a, sha, c);
         break;
     default:
-        snprintf(msg, sizeof msg, "artifact '%s' is of a '%s' job; suite replay handles op "
-                 "and fused cases", sha, name);
+        snprintf(msg, sizeof msg,
+                 "artifact '%s' is of a '%s' job; suite replay handles op "
+                 "and fused cases",
+                 sha, name);
         set_error(c, msg);
         break;
     }

@@ -268,7 +268,8 @@ int nvw_fminimize(nvw_frepro *fr, const nvw_backend *b, const nvw_fmin_opts *o,
         if ((r = ddmin_nodes(&m)) < 0 || (r = shrink(&m)) < 0)
             return r;
         int failed = 0, bits = 0;
-        if (!cancelled(&m) && (r = gate(&m, &ret->sub, false, runs, &failed, &bits, &ret->last)) < 0)
+        if (!cancelled(&m) &&
+            (r = gate(&m, &ret->sub, false, runs, &failed, &bits, &ret->last)) < 0)
             return r;
         ret->verified = !cancelled(&m) && failed == runs;
     }

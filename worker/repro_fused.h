@@ -93,11 +93,11 @@ int nvw_fprobe_run(const nvw_frepro *fr, const nvw_backend *b, const json_t *spe
 bool nvw_fprobe_same(const nvw_frepro *fr, const nvw_fprobe *p);
 
 typedef struct nvw_fmin_opts {
-    int budget;        /* most probes (0: 500) */
-    double deadline_s; /* 0: 300 s */
-    int gate_runs;     /* 0: 5 */
-    int timeout_ms;    /* per probe (0: 60 s) */
-    FILE *progress;    /* may be NULL */
+    int budget;           /* most probes (0: 500) */
+    double deadline_s;    /* 0: 300 s */
+    int gate_runs;        /* 0: 5 */
+    int timeout_ms;       /* per probe (0: 60 s) */
+    FILE *progress;       /* may be NULL */
     volatile int *cancel; /* stop (stop "cancelled") when it becomes non-zero; may be NULL */
 } nvw_fmin_opts;
 

@@ -101,8 +101,8 @@ static json_t *extra_keys(const nvw_frepro *fr, const nvw_fmin_result *m, const 
     json_t *o = json_pack(
         "{s:o, s:s, s:{s:i, s:i, s:i}, s:{s:s, s:i, s:f, s:s, s:i, s:i, s:o, s:I, s:I}}",
         "signature", nvw_frepro_signature(fr, NULL, NULL, NULL), "minimized_from", fr->sha,
-        "repro_rate", "runs", m->gate_runs, "failed", m->gate_failed, "bit_identical",
-        m->gate_bits, "minimized", "method",
+        "repro_rate", "runs", m->gate_runs, "failed", m->gate_failed, "bit_identical", m->gate_bits,
+        "minimized", "method",
         "fused: ddmin over nodes (placeholders fed reference values), then extents", "probes",
         m->probes, "seconds", m->seconds, "stop", m->stop, "nodes_before", m->nodes_before,
         "nodes_after", m->nodes_after, "nodes", nvw_fsub_nodes(fr, &m->sub), "elements_before",

@@ -151,6 +151,11 @@ def test(bins):
               "suite case: kind fused, matmul fp32, signature, origin job, build f1 (%s)"
               % {k: sc.get(k) for k in ("kind", "op", "dtype", "occurrences")})
 
+        p = s.ctl("suite", "list", token_scope="read")
+        row = [l.split() for l in p.stdout.splitlines()[1:] if l.strip()]
+        check(p.returncode == 0 and len(row) == 1 and row[0][2:5] == ["fused", "matmul", "fp32"],
+              "numvalctl suite list: KIND fused, OP matmul, DTYPE fp32 (%s)" % p.stdout.strip())
+
         j2 = submit(s, dict(att, seed=6), "faulty", "f2")
         check(s.wait_jobs([j2], 60)[j2]["state"] == "failed", "second job fails too")
         c2 = failed_case(s, j2)

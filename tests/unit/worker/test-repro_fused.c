@@ -46,19 +46,19 @@ static void add_bf16(nv_artifact *a, const char *name, int64_t r, int64_t c, int
  * tensor left out (NULL: none). */
 static nv_artifact *fused_artifact(const char *kind, const char *drop)
 {
-    json_t *graph = json_pack(
-        "{s:[{s:s, s:[i,i]}, {s:s, s:[i,i]}, {s:s, s:[i,i], s:f}], "
-        "s:[{s:s, s:s, s:[s,s]}, {s:s, s:s, s:[s,s]}], s:[s]}",
-        "inputs", "name", "q", "shape", 2, 64, "name", "kT", "shape", 64, 2, "name", "c", "shape",
-        2, 2, "value", 0.125, "nodes", "name", "s", "op", "matmul", "inputs", "q", "kT", "name",
-        "z", "op", "mul", "inputs", "s", "c", "outputs", "z");
+    json_t *graph =
+        json_pack("{s:[{s:s, s:[i,i]}, {s:s, s:[i,i]}, {s:s, s:[i,i], s:f}], "
+                  "s:[{s:s, s:s, s:[s,s]}, {s:s, s:s, s:[s,s]}], s:[s]}",
+                  "inputs", "name", "q", "shape", 2, 64, "name", "kT", "shape", 64, 2, "name", "c",
+                  "shape", 2, 2, "value", 0.125, "nodes", "name", "s", "op", "matmul", "inputs",
+                  "q", "kT", "name", "z", "op", "mul", "inputs", "s", "c", "outputs", "z");
     json_t *spec = json_pack("{s:s, s:o, s:[s], s:[s], s:i}", "kind", kind, "graph", graph,
                              "dtypes", "bf16", "inputs", "normal", "seed", 5);
-    json_t *m = json_pack("{s:s, s:o, s:{s:s, s:s, s:i}, s:{s:s, s:s, s:s}, s:s, s:{s:s}}",
-                          "format", "numval-artifact", "spec", spec, "case", "dtype", "bf16",
-                          "input", "normal", "index", 0, "first_divergent", "node", "s", "op",
-                          "matmul", "dtype", "fp32", "failure_class", "bound_exceeded", "mode",
-                          "fused", "test");
+    json_t *m =
+        json_pack("{s:s, s:o, s:{s:s, s:s, s:i}, s:{s:s, s:s, s:s}, s:s, s:{s:s}}", "format",
+                  "numval-artifact", "spec", spec, "case", "dtype", "bf16", "input", "normal",
+                  "index", 0, "first_divergent", "node", "s", "op", "matmul", "dtype", "fp32",
+                  "failure_class", "bound_exceeded", "mode", "fused", "test");
     nv_artifact *a = nv_artifact_new();
     nv_artifact_set_manifest(a, m);
     json_decref(m);
@@ -97,8 +97,8 @@ static void test_rebuild(void)
         tap_ok(!strcmp(fr->sha, sha), "its content id is the SHA-256 of the bytes");
         tap_ok(fr->g->n_inputs == 3 && fr->g->n_nodes == 2 && fr->dt == NV_DT_BF16,
                "graph of 3 inputs, 2 nodes, case dtype bf16");
-        tap_ok(!strcmp(fr->op, "matmul") && !strcmp(fr->judge, "fp32") &&
-                   !strcmp(fr->node, "s") && !strcmp(fr->cls, "bound_exceeded"),
+        tap_ok(!strcmp(fr->op, "matmul") && !strcmp(fr->judge, "fp32") && !strcmp(fr->node, "s") &&
+                   !strcmp(fr->cls, "bound_exceeded"),
                "stored first divergent node s (matmul, fp32, bound_exceeded)");
         tap_ok(fr->in[2]->data[3] == 0.125, "stored inputs decoded (c = 1/8)");
     }
@@ -187,8 +187,8 @@ static void test_probe_and_minimize(void)
     fclose(progress);
     tap_ok(r == 0 && !strcmp(m.stop, "cancelled") && m.gate_failed == 3 && m.probes == 0 &&
                !m.verified,
-           "cancelled after the gate (3/3 failed): stops before ddmin (stop %s, %d probes)",
-           m.stop, m.probes);
+           "cancelled after the gate (3/3 failed): stops before ddmin (stop %s, %d probes)", m.stop,
+           m.probes);
 
     g_cancel = 0;
     o.progress = NULL;
@@ -210,9 +210,9 @@ static void test_probe_and_minimize(void)
     if (r == 0 && nvw_frepro_from_buffer(buf, len, &mr, NULL) == 0) {
         json_t *s0 = nvw_frepro_signature(fr, NULL, NULL, NULL);
         json_t *s1 = json_object_get(mr->manifest, "signature");
-        tap_ok(json_equal(s0, s1) && !strcmp(json_string_value(json_object_get(
-                                                mr->manifest, "minimized_from")),
-                                            fr->sha),
+        tap_ok(json_equal(s0, s1) &&
+                   !strcmp(json_string_value(json_object_get(mr->manifest, "minimized_from")),
+                           fr->sha),
                "it carries the signature and minimized_from");
         tap_ok(!strcmp(json_string_value(json_object_get(mr->manifest, "job_id")), "42"),
                "and the extra keys (job_id)");
