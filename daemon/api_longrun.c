@@ -128,7 +128,9 @@ int api_longrun_resolve(api_ctx *x, json_t *body)
     }
     json_object_set(amp, "policy", json_object_get(got, "policy"));
     json_object_set(amp, "policy_version", json_object_get(got, "version"));
-    json_object_del(amp, "policy_name");
+    /* The name stays with the version, so readers of the job can find the
+     * version's author and reason (GET /api/v1/amp-policies?name=). */
+    json_object_set(amp, "policy_name", json_object_get(got, "name"));
     json_decref(got);
     return 0;
 }

@@ -114,3 +114,59 @@ test('zstdDecompress gives back what the reference zstd CLI compressed', async (
     }
   }
 });
+
+test('niceTicks: steps of 1, 2 or 5 x 10^k, count closest to the asked number', async () => {
+  const {niceTicks, logTicks} = await import('../../web/app/svgchart.js');
+  // 0.78..1.7 over 5 ticks: step 0.2 gives 0.8..1.6 (5 ticks); 0.5 would give 2.
+  assert.deepEqual(niceTicks(0.78, 1.7, 5), [0.8, 1, 1.2, 1.4, 1.6]);
+  assert.deepEqual(niceTicks(0, 40, 5), [0, 10, 20, 30, 40]);
+  assert.deepEqual(niceTicks(-3, 7, 5), [-2, 0, 2, 4, 6]);
+  assert.deepEqual(niceTicks(2, 2), [2]);
+  assert.deepEqual(niceTicks(NaN, 1), []);
+  // Log axis: decades over >= 2 decades, powers of two (a loss scale) below.
+  assert.deepEqual(logTicks(1e-3, 10), [1e-3, 1e-2, 1e-1, 1, 10]);
+  assert.deepEqual(logTicks(65536, 262144), [65536, 131072, 262144]);
+  assert.deepEqual(logTicks(0.4, 1.1), [0.5, 1]);
+});
+
+test('linePath: one move per unbroken piece, a non-finite value breaks the line', async () => {
+  const {linePath} = await import('../../web/app/svgchart.js');
+  const X = (x) => 10 * x, Y = (y) => (Number.isFinite(y) ? 100 - y : NaN);
+  assert.equal(linePath([[0, 1], [1, 2], [2, NaN], [3, 4]], X, Y), 'M0.0 99.0L10.0 98.0M30.0 96.0');
+  assert.equal(linePath([], X, Y), '');
+});
+
+test('long-run helpers: envelope, skipped-step marks, per-layer norms, progress', async () => {
+  const {lossSeries, scaleSeries, layerNorms, longrunProgress, bitIdentical} =
+    await import('../../web/app/views/longrun.js');
+  // Envelope (docs/JOBS.md rule 3): [min, max] widened by margin*|bound|: 2 - 0.1*2, 4 + 0.1*4.
+  const s = lossSeries({reference: [{seed: 1, points: [[0, 2]]}, {seed: 2, points: [[0, 4]]}], device: []}, 0.1);
+  assert.deepEqual(s[0].outer, [[0, 1.8, 4.4]]);
+  assert.equal(lossSeries({reference: [{seed: 1, points: [[0, 2]]}], device: []}).length, 1);
+  assert.equal(lossSeries({reference: [{seed: 1, points: [[0, 2]]}], device: []})[0].outer, undefined);
+  const recs = [{step: 0, scale: 65536, skipped: false}, {step: 5, scale: 32768, skipped: true, nonfinite: 3}];
+  const sc = scaleSeries([{seed: 4, recs}]);
+  assert.deepEqual(sc[0].points, [[0, 65536], [5, 32768]]);
+  assert.equal(sc[0].marks.length, 1);
+  assert.deepEqual(sc[0].marks[0].slice(0, 2), [5, 32768]);
+  const ln = layerNorms({
+    reference: [{seed: 1, recs: [{step: 9, layer_grad_norms: {fc1: 1, fc2: 2}}]},
+      {seed: 2, recs: [{step: 9, layer_grad_norms: {fc1: 3, fc2: 'inf'}}]}],
+    device: [{seed: 1, recs: [{step: 0, layer_grad_norms: {fc1: 9}}, {step: 9, layer_grad_norms: {fc1: 5, fc2: 6}}]}],
+  });
+  assert.deepEqual(ln.layers, ['fc1', 'fc2']);
+  assert.deepEqual(ln.reference, [2, 2]); // fc2: the non-numeric "inf" is left out of the mean
+  assert.deepEqual(ln.device, [{seed: 1, step: 9, norms: [5, 6]}]);
+  // Running: numvald's cases count training runs (3 reference + 3 device + 1 repeat).
+  assert.equal(longrunProgress({kind: 'longrun', spec: {n_seeds: 3, steps: 40}, cases_done: 2, cases_total: 7}).label,
+    '2 / 7 training runs');
+  assert.equal(longrunProgress({kind: 'longrun', spec: {seeds: [4, 5], steps: 10}, cases_total: 0}).label,
+    '2 seeds × 10 steps');
+  // Spec defaults (docs/JOBS.md): 8 seeds, 200 steps.
+  assert.equal(longrunProgress({kind: 'longrun', spec: {kind: 'longrun'}}).label, '8 seeds × 200 steps');
+  assert.equal(longrunProgress({kind: 'longrun', spec: {}, result: {steps: 60, acceptance: {seeds: [1, 2, 3]}}}).label,
+    '3 seeds × 60 steps');
+  assert.equal(bitIdentical({bit_identical: true}), 'yes');
+  assert.equal(bitIdentical({bit_identical: false}), 'no');
+  assert.equal(bitIdentical({}), 'not checked');
+});

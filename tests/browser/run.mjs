@@ -423,16 +423,6 @@ test('phone width: dashboard and case stay readable', {skip: SKIP}, async () => 
   await page.setViewportSize({width: 1280, height: 860});
 });
 
-// Pixels drawn on a canvas (not the transparent background): a chart that drew nothing is 0.
-async function inkOf(locator) {
-  return locator.evaluate((c) => {
-    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-    let n = 0;
-    for (let i = 3; i < d.length; i += 4) if (d[i]) n++;
-    return n;
-  });
-}
-
 test('fused case: the graph with the first divergent node highlighted', {skip: SKIP}, async () => {
   assert.equal(fusedJob.state, 'failed', JSON.stringify(fusedJob));
   const list = (await api(svc, 'GET', `/jobs/${fusedJob.id}/cases?verdict=failed&limit=1`)).body.cases;
@@ -477,15 +467,11 @@ test('long-run curve: loss per seed over the reference band, the verdict as the 
   const acc = job.result.acceptance;
   await page.goto(svc.url + `/#/jobs/${longJob.id}`);
   await settled();
-  const canvas = page.locator('#longrun-loss canvas');
-  await canvas.waitFor();
-  await page.waitForFunction(() => {
-    const c = document.querySelector('#longrun-loss canvas');
-    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-    for (let i = 3; i < d.length; i += 4) if (d[i]) return true;
-    return false;
-  }, null, {timeout: 5000});
-  assert.ok(await inkOf(canvas) > 500, 'the loss chart drew its curves');
+  // The charts are inline SVG (web/app/svgchart.js): one group per series, each with its line.
+  const svg = page.locator('#longrun-loss svg.line-chart');
+  await svg.waitFor();
+  assert.equal(await svg.locator('g.series path.line[d^="M"]').count(), 1 + LONGRUN_SPEC.n_seeds,
+    'the loss chart drew its curves');
   // Legend: the reference band over its seeds and one dashed line per device seed.
   const legend = await page.locator('#longrun-loss ul.legend li').allInnerTexts();
   assert.equal(legend.length, 1 + LONGRUN_SPEC.n_seeds);
@@ -502,8 +488,10 @@ test('long-run curve: loss per seed over the reference band, the verdict as the 
   const info = await page.locator('#longrun-series-info').innerText();
   assert.ok(info.startsWith(`Per-step record: ${jsonl.length} logged steps over ${LONGRUN_SPEC.n_seeds} reference ` +
     `and ${LONGRUN_SPEC.n_seeds} device runs`), info);
-  assert.ok(await inkOf(page.locator('#longrun-gradnorm canvas')) > 500, 'gradient norm chart drawn');
-  assert.ok(await inkOf(page.locator('#longrun-scale canvas')) > 500, 'loss scale chart drawn');
+  assert.equal(await page.locator('#longrun-gradnorm svg g.series path.line[d^="M"]').count(), 1 + LONGRUN_SPEC.n_seeds,
+    'gradient norm chart drawn');
+  assert.equal(await page.locator('#longrun-scale svg g.series path.line[d^="M"]').count(), LONGRUN_SPEC.n_seeds,
+    'loss scale chart drawn');
   const dev1 = jsonl.filter((r) => r.run === 'device' && r.seed === LONGRUN_SPEC.seed && r.skipped).map((r) => r.step);
   assert.match(await page.locator('#longrun-skipped-steps').innerText(),
     new RegExp(`seed ${LONGRUN_SPEC.seed}: ${dev1.length ? dev1.join(', ') : 'none'}(;|$)`));

@@ -1,5 +1,5 @@
-// Canvas charts (no library needed, works offline): a histogram and line charts
-// with an optional shaded band. Each chart also gets a text table for screen readers.
+// Canvas histogram (no library needed, works offline), with a text table for screen
+// readers. Line charts are inline SVG: svgchart.js.
 
 import {h, num} from './util.js';
 
@@ -69,80 +69,6 @@ export function histogram({labels, counts, title, markAt}) {
     });
     g.textAlign = 'left';
     g.fillText('max ULP error per case', pad.l, hgt - 4);
-  };
-  requestAnimationFrame(draw);
-  window.addEventListener('resize', draw);
-  return wrap;
-}
-
-// series: [{name, points: [[x, y]...], band?: [[x, lo, hi]...], dash?: bool}]
-export function lineChart({series, title, xLabel, yLabel, logY}) {
-  const canvas = h('canvas', {role: 'img', 'aria-label': title});
-  const legend = h('ul.legend', series.map((s, i) =>
-    h('li', h('span.swatch', {style: `background:${COLORS[i % COLORS.length]}`}), s.name)));
-  const wrap = h('figure.chart', canvas, legend, h('figcaption', title));
-  const ty = (y) => (logY ? Math.log10(Math.max(y, 1e-30)) : y);
-  const draw = () => {
-    const {g, w, hgt, fg, grid} = setup(canvas, 240);
-    const pad = {l: 56, r: 10, t: 10, b: 34};
-    const pw = w - pad.l - pad.r, ph = hgt - pad.t - pad.b;
-    let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
-    for (const s of series) {
-      for (const [x, y] of s.points || []) {
-        if (!Number.isFinite(y)) continue;
-        x0 = Math.min(x0, x); x1 = Math.max(x1, x);
-        y0 = Math.min(y0, ty(y)); y1 = Math.max(y1, ty(y));
-      }
-      for (const [x, lo, hi] of s.band || []) {
-        x0 = Math.min(x0, x); x1 = Math.max(x1, x);
-        y0 = Math.min(y0, ty(lo)); y1 = Math.max(y1, ty(hi));
-      }
-    }
-    if (!Number.isFinite(x0)) return;
-    if (x1 === x0) x1 = x0 + 1;
-    if (y1 === y0) { y1 += 1; y0 -= 1; }
-    const X = (x) => pad.l + ((x - x0) / (x1 - x0)) * pw;
-    const Y = (y) => pad.t + ph - ((ty(y) - y0) / (y1 - y0)) * ph;
-    g.font = '11px system-ui, sans-serif';
-    g.strokeStyle = grid;
-    g.fillStyle = fg;
-    for (let k = 0; k <= 4; k++) {
-      const v = y0 + ((y1 - y0) * k) / 4;
-      const y = pad.t + ph - (ph * k) / 4;
-      g.beginPath(); g.moveTo(pad.l, y); g.lineTo(pad.l + pw, y); g.stroke();
-      g.textAlign = 'right';
-      g.fillText(num(logY ? 10 ** v : v), pad.l - 4, y + 4);
-    }
-    g.textAlign = 'center';
-    for (let k = 0; k <= 4; k++) {
-      const v = x0 + ((x1 - x0) * k) / 4;
-      g.fillText(num(Math.round(v)), X(v), pad.t + ph + 14);
-    }
-    g.textAlign = 'left';
-    g.fillText(`${xLabel || ''}${yLabel ? ' · ' + yLabel : ''}`, pad.l, hgt - 4);
-    series.forEach((s, i) => {
-      const c = COLORS[i % COLORS.length];
-      if (s.band && s.band.length) {
-        g.fillStyle = c + '33';
-        g.beginPath();
-        s.band.forEach(([x, lo], j) => (j ? g.lineTo(X(x), Y(lo)) : g.moveTo(X(x), Y(lo))));
-        for (let j = s.band.length - 1; j >= 0; j--) g.lineTo(X(s.band[j][0]), Y(s.band[j][2]));
-        g.closePath();
-        g.fill();
-      }
-      g.strokeStyle = c;
-      g.lineWidth = 1.5;
-      g.setLineDash(s.dash ? [5, 3] : []);
-      g.beginPath();
-      let started = false;
-      for (const [x, y] of s.points || []) {
-        if (!Number.isFinite(y)) { started = false; continue; }
-        if (started) g.lineTo(X(x), Y(y)); else g.moveTo(X(x), Y(y));
-        started = true;
-      }
-      g.stroke();
-      g.setLineDash([]);
-    });
   };
   requestAnimationFrame(draw);
   window.addEventListener('resize', draw);

@@ -1,29 +1,45 @@
 // Pieces several views share: job tables, device names, tolerance text.
 
 import {h, badge, num, when, duration, shortId} from '../util.js';
+import {longrunProgress} from './longrun.js';
 
+function progressBar(done, total, label, what) {
+  const pct = total ? Math.round((100 * (done || 0)) / total) : 0;
+  return h('span.progress', {title: `${pct}%`},
+    h('progress', {max: total || 1, value: done || 0, 'aria-label': `${what} ${label}`}), ' ', label);
+}
+
+// A long-run job has no cases: its progress is training runs, then seeds × steps.
 export function jobProgress(j) {
+  if ((j.kind || (j.spec && j.spec.kind)) === 'longrun') {
+    const p = longrunProgress(j);
+    return progressBar(p.done, p.total, p.label, 'long-run');
+  }
   const total = j.cases_total ?? null;
   const done = j.cases_done ?? null;
   if (total === null && done === null) return '—';
-  const pct = total ? Math.round((100 * (done || 0)) / total) : 0;
   const label = `${num(done ?? 0)} / ${num(total ?? '?')}`;
-  return h('span.progress', {title: `${pct}%`},
-    h('progress', {max: total || 1, value: done || 0, 'aria-label': `cases done ${label}`}),
-    ' ', label);
+  return progressBar(done, total, label, 'cases done');
+}
+
+// Passed / failed cells: a long-run job has no case counts, its verdict says it.
+function countCell(j, n, bad) {
+  if ((j.kind || (j.spec && j.spec.kind)) === 'longrun') return h('td.num', {title: 'long-run jobs have no cases'}, '—');
+  return h('td.num', bad && n ? h('strong.bad', num(n)) : num(n));
 }
 
 export function jobWhat(j) {
   const spec = j.spec || {};
+  const amp = spec.kind === 'longrun' && spec.amp && spec.amp.dtype ? ` · ${spec.amp.dtype} AMP` : '';
   const what = j.op || spec.op || (spec.graph && spec.graph.name) || spec.model || '';
-  return `${j.kind || spec.kind || '?'}${what ? ' · ' + what : ''}`;
+  return `${j.kind || spec.kind || '?'}${what ? ' · ' + what : ''}${amp}`;
 }
 
 export function jobsTable(jobs, {caption, buildNames} = {}) {
   return h('div.table-wrap', h('table.data',
     caption ? h('caption', caption) : null,
     h('thead', h('tr',
-      ['Job', 'State', 'What', 'Device', 'Build', 'Cases', 'Passed', 'Failed', 'Created', 'Took']
+      ['Job', 'State', 'What', 'Device', 'Build', 'Progress', 'Passed', 'Failed', 'Created', 'Took']
         .map((t) => h('th', {scope: 'col'}, t)))),
     h('tbody', jobs.map((j) => h('tr', {dataset: {job: j.id, state: j.state}},
       h('td', h('a', {href: `#/jobs/${encodeURIComponent(j.id)}`}, `#${j.id}`)),
@@ -34,8 +50,8 @@ export function jobsTable(jobs, {caption, buildNames} = {}) {
       h('td', j.build_id != null ? h('span', {title: String(j.build_id)},
         (buildNames && buildNames[j.build_id]) || shortId(j.build_id, 10)) : '—'),
       h('td', jobProgress(j)),
-      h('td.num', num(j.cases_passed)),
-      h('td.num', j.cases_failed ? h('strong.bad', num(j.cases_failed)) : num(j.cases_failed)),
+      countCell(j, j.cases_passed, false),
+      countCell(j, j.cases_failed, true),
       h('td', h('time', {datetime: j.created_at || ''}, when(j.created_at))),
       h('td', duration(j.started_at, j.finished_at)))))));
 }

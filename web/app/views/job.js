@@ -28,7 +28,7 @@ function summary(j, buildName) {
     ['Build', j.build_id != null ? h('a', {href: `#/jobs?build=${encodeURIComponent(j.build_id)}`,
       title: String(j.build_id)}, buildName || shortId(j.build_id, 16)) : '—'],
     ['Progress', jobProgress(j)],
-    ['Passed / failed', h('span', num(j.cases_passed), ' / ',
+    ['Passed / failed', j.kind === 'longrun' ? undefined : h('span', num(j.cases_passed), ' / ',
       j.cases_failed ? h('strong.bad', num(j.cases_failed)) : num(j.cases_failed))],
     ['Priority', num(j.priority)],
     ['Attempt', j.attempt != null ? `${j.attempt} of ${j.max_attempts ?? '?'}` : '—'],
@@ -76,7 +76,7 @@ export async function renderJob(ctx) {
   const lrBox = h('div');
   function redraw() {
     if (!lrBox.firstChild && job.result) {
-      const lr = longrunSection(job.result);
+      const lr = longrunSection(job.result, job.spec);
       if (lr) lrBox.append(lr);
     }
     sumBox.replaceChildren(summary(job, buildName));
