@@ -69,9 +69,9 @@ static int64_t leased_job(nvd_store *s, const char *tok)
 static json_t *failed_result(void)
 {
     return json_pack("{s:s, s:s, s:s, s:[{s:i, s:s, s:s, s:s, s:s, s:{s:s, s:s}}]}", "verdict",
-                     "failed", "kind", "op", "op", "sum", "cases", "index", 0, "verdict",
-                     "failed", "op", "sum", "dtype", "fp32", "minimized_artifact", ART_A,
-                     "signature", "id", SIG_A, "failure_class", "ulp_exceeded");
+                     "failed", "kind", "op", "op", "sum", "cases", "index", 0, "verdict", "failed",
+                     "op", "sum", "dtype", "fp32", "minimized_artifact", ART_A, "signature", "id",
+                     SIG_A, "failure_class", "ulp_exceeded");
 }
 
 typedef struct upload {
@@ -186,6 +186,69 @@ static void test_promotion_error_rolls_back(nvd_store *s)
     json_decref(u.result);
 }
 
+#define SIG_F "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff"
+#define ART_F "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"
+
+/* A failed fused result: the case's own op is "fused" and its dtype the case
+ * dtype; its signature names the first divergent op and its judged dtype. */
+static json_t *fused_result(void)
+{
+    return json_pack("{s:s, s:s, s:[{s:i, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, "
+                     "s:s}}]}",
+                     "verdict", "failed", "kind", "fused", "cases", "index", 0, "verdict", "failed",
+                     "op", "fused", "dtype", "bf16", "minimized_artifact", ART_F, "signature", "id",
+                     SIG_F, "kind", "fused", "op", "matmul", "dtype", "fp32", "case_dtype", "bf16",
+                     "failure_class", "bound_exceeded");
+}
+
+/* A fused failure is promoted once, named by its signature (kind fused, op
+ * matmul, dtype fp32), and a second job with the same signature records an
+ * occurrence, never a second suite case. */
+static void test_fused(nvd_store *s)
+{
+    int before = sql_int("SELECT COUNT(*) FROM suite_cases");
+    upload u1 = {.job_id = leased_job(s, "tokf1"), .result = fused_result()};
+    upload u2 = {.job_id = leased_job(s, "tokf2"), .result = fused_result()};
+    bool dup = true;
+    int r = upload_result(s, &u1, "tokf1", &dup);
+    tap_ok(r == 0 && sql_int("SELECT COUNT(*) FROM suite_cases") == before + 1,
+           "fused failure promoted to a new suite case (r=%d)", r);
+    json_t *list = NULL;
+    json_t *fc = NULL;
+    size_t i;
+    json_t *e;
+    if (nvd_store_suite_list(s, NULL, &list) < 0)
+        list = NULL;
+    json_array_foreach(list, i, e)
+    {
+        if (!strcmp(json_string_value(json_object_get(e, "signature")), SIG_F))
+            fc = e;
+    }
+    const char *kind = json_string_value(json_object_get(fc, "kind"));
+    const char *op = json_string_value(json_object_get(fc, "op"));
+    const char *dt = json_string_value(json_object_get(fc, "dtype"));
+    tap_ok(kind && op && dt && !strcmp(kind, "fused") && !strcmp(op, "matmul") &&
+               !strcmp(dt, "fp32"),
+           "listed as kind fused, op matmul, dtype fp32 (%s %s %s)", kind ? kind : "-",
+           op ? op : "-", dt ? dt : "-");
+    json_t *first = json_array_get(list, 0);
+    tap_ok(first && !strcmp(json_string_value(json_object_get(first, "kind")), "op"),
+           "an op case is listed as kind op");
+    json_decref(list);
+    json_t *act = NULL;
+    r = nvd_store_suite_active(s, "matmul", NULL, NULL, &act);
+    tap_ok(r == 0 && json_array_size(act) == 1 &&
+               !strcmp(json_string_value(json_object_get(json_array_get(act, 0), "kind")), "fused"),
+           "a suite job filtered by op matmul selects it, with kind fused");
+    json_decref(act);
+    r = upload_result(s, &u2, "tokf2", &dup);
+    tap_ok(r == 0 && sql_int("SELECT COUNT(*) FROM suite_cases") == before + 1 &&
+               sql_int("SELECT occurrences FROM suite_cases WHERE op = 'matmul'") == 2,
+           "a second fused job with the same signature: occurrence 2, no new case");
+    json_decref(u1.result);
+    json_decref(u2.result);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir))
@@ -197,6 +260,7 @@ int main(void)
         test_crash_then_retry(s);
         test_stored_without_promotion(s);
         test_promotion_error_rolls_back(s);
+        test_fused(s);
     }
     nvd_store_free(s);
     char p[300];
