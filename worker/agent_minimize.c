@@ -1,5 +1,6 @@
 /* Gate + minimize after a failed job in agent mode (agent_minimize.h): a
- * dispatch by job kind (op: minimize.h, fused: repro_fused.h). */
+ * dispatch by job kind (op: minimize.h, fused: repro_fused.h, gradient:
+ * repro_grad.h). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -11,10 +12,11 @@
 #include "common/sha256.h"
 #include "minimize.h"
 #include "repro_fused.h"
+#include "repro_grad.h"
 
 /* The job kinds whose failures are gated and minimized (one branch each in
  * on_failure's key and in minimize_one). */
-typedef enum min_kind { MIN_OP, MIN_FUSED } min_kind;
+typedef enum min_kind { MIN_OP, MIN_FUSED, MIN_GRAD } min_kind;
 
 /* The kind of job spec, or -1 for a kind whose failures are not minimized. */
 static int kind_of(const json_t *spec)
@@ -24,6 +26,8 @@ static int kind_of(const json_t *spec)
         return MIN_OP;
     if (!strcmp(kind, "fused"))
         return MIN_FUSED;
+    if (!strcmp(kind, "gradient"))
+        return MIN_GRAD;
     return -1;
 }
 
@@ -71,6 +75,13 @@ static void fused_key(const json_t *m, char *key, size_t len)
              str(json_object_get(m, "case"), "dtype"), str(m, "failure_class"));
 }
 
+/* Gradient signature: dtype, the failing check, class. */
+static void grad_key(const json_t *m, char *key, size_t len)
+{
+    snprintf(key, len, "gradient/%s/%s/%s", str(m, "dtype"), str(m, "check"),
+             str(m, "failure_class"));
+}
+
 int nvw_agent_on_failure_min(void *ud, const nvw_failure *f, char **ret_artifact_id)
 {
     int r = nvw_agent_on_failure(ud, f, ret_artifact_id);
@@ -84,6 +95,9 @@ int nvw_agent_on_failure_min(void *ud, const nvw_failure *f, char **ret_artifact
         break;
     case MIN_FUSED:
         fused_key(f->manifest, key, sizeof key);
+        break;
+    case MIN_GRAD:
+        grad_key(f->manifest, key, sizeof key);
         break;
     default: /* kept with its artifact, without a reproducer */
         return r;
@@ -285,6 +299,58 @@ static void minimize_fused(nvw_agent_job *j, const nvw_backend *b, const kept *k
     nvw_frepro_free(fr);
 }
 
+/* Gate + minimize one kept gradient failure (repro_grad.h); annotate its case. */
+static void minimize_grad(nvw_agent_job *j, const nvw_backend *b, const kept *k, double deadline,
+                          json_t *result)
+{
+    nvw_grepro *gr = NULL;
+    char *err = NULL;
+    int r = nvw_grepro_from_buffer(k->buf, k->len, &gr, &err);
+    if (r < 0) {
+        nv_log_warn("job %s case %d: cannot rebuild its gradient artifact: %s", j->job_id,
+                    k->case_index, err ? err : strerror(-r));
+        free(err);
+        return;
+    }
+    nvw_genv env = {.gr = gr, .b = b, .backend_spec = j->backend_spec, .timeout_ms = 60000};
+    nvw_min_opts mo = {.budget = NVW_AGENT_MIN_BUDGET,
+                       .deadline_s = deadline,
+                       .progress = stderr,
+                       .cancel = &j->cancel};
+    nvw_gmin_result m;
+    if ((r = nvw_gminimize(&env, &mo, &m)) < 0) {
+        nv_log_warn("job %s case %d: gradient minimization failed: %s", j->job_id, k->case_index,
+                    strerror(-r));
+        nvw_grepro_free(gr);
+        return;
+    }
+    char sha[65] = "";
+    if (!m.flaky && m.verified) {
+        json_t *extra =
+            json_pack("{sO? sI}", "job_id", j->job_id_json, "attempt", (json_int_t)j->attempt);
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        if (!extra || nvw_gminimized_artifact(gr, &m, extra, &buf, &len, sha) < 0 ||
+            put_artifact(j, buf, len, sha) < 0)
+            sha[0] = 0;
+        free(buf);
+        json_decref(extra);
+    }
+    json_t *c = find_case(result, k->case_index);
+    annotate(c, nvw_grepro_signature(gr, NULL), m.gate_runs, m.gate_failed, m.gate_bits, m.flaky);
+    if (c && sha[0]) {
+        json_object_set_new(c, "minimized_artifact", json_string(sha));
+        json_object_set_new(c, "minimized_elements",
+                            json_pack("{sI sI}", "total", (json_int_t)m.numel_after, "non_neutral",
+                                      (json_int_t)m.nonneutral_after));
+    }
+    nv_log_info("job %s case %d: gradient gate %d/%d%s%s%s", j->job_id, k->case_index,
+                m.gate_failed, m.gate_runs, m.flaky ? ", flaky" : "",
+                sha[0] ? ", minimized artifact " : "", sha);
+    nvw_gmin_result_done(&m);
+    nvw_grepro_free(gr);
+}
+
 /* Gate + minimize one kept failure by the kind of its job. */
 static void minimize_one(nvw_agent_job *j, const nvw_backend *b, const kept *k, double deadline,
                          json_t *result)
@@ -295,6 +361,9 @@ static void minimize_one(nvw_agent_job *j, const nvw_backend *b, const kept *k, 
         break;
     case MIN_FUSED:
         minimize_fused(j, b, k, deadline, result);
+        break;
+    case MIN_GRAD:
+        minimize_grad(j, b, k, deadline, result);
         break;
     }
 }

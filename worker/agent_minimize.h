@@ -13,7 +13,8 @@
 
 /* nvw_failure_fn: nvw_agent_on_failure (build + upload), and keeps the artifact
  * of the first failure of each signature of the job (op: dtype, output dtype,
- * class; fused: first divergent op, its judged dtype, case dtype, class), at
+ * class; fused: first divergent op, its judged dtype, case dtype, class;
+ * gradient: dtype, failing check, class), at
  * most NVW_AGENT_MIN_CASES, for nvw_agent_minimize_failures. */
 int nvw_agent_on_failure_min(void *ud, const nvw_failure *f, char **ret_artifact_id);
 

@@ -9,6 +9,7 @@
 #include "common/sha256.h"
 #include "repro.h"
 #include "repro_fused.h"
+#include "repro_grad.h"
 
 bool nvw_suite_is(const json_t *spec)
 {
@@ -58,7 +59,7 @@ static void set_error(json_t *c, const char *msg)
 }
 
 /* The kinds of artifact a suite case replays (one branch each in replay). */
-typedef enum replay_kind { REPLAY_OP, REPLAY_FUSED } replay_kind;
+typedef enum replay_kind { REPLAY_OP, REPLAY_FUSED, REPLAY_GRAD } replay_kind;
 
 /* The job kind the artifact's case came from, or -1 (*ret_name: the kind). */
 static int kind_of(const nv_artifact *a, const char **ret_name)
@@ -70,6 +71,8 @@ static int kind_of(const nv_artifact *a, const char **ret_name)
         return REPLAY_OP;
     if (!strcmp(kind, "fused"))
         return REPLAY_FUSED;
+    if (!strcmp(kind, "gradient"))
+        return REPLAY_GRAD;
     return -1;
 }
 
@@ -163,6 +166,47 @@ static void replay_fused(nvw_agent_job *j, const nvw_backend *b, const nv_artifa
     nvw_frepro_free(fr);
 }
 
+/* A gradient case: the gradient probe (repro_grad.h), the device check of the
+ * stored (minimized) case on its inputs and cotangent. It fails when the case
+ * fails in any way; "same_signature" says whether it is the stored one. */
+static void replay_grad(nvw_agent_job *j, const nvw_backend *b, const nv_artifact *a,
+                        const char *sha, json_t *c)
+{
+    nvw_grepro *gr = NULL;
+    char *err = NULL;
+    int r = nvw_grepro_from_artifact(a, &gr, &err);
+    if (r < 0) {
+        set_error(c, err ? err : "the gradient artifact could not be rebuilt");
+        free(err);
+        return;
+    }
+    snprintf(gr->sha, sizeof gr->sha, "%s", sha);
+    nvw_genv env = {.gr = gr, .b = b, .backend_spec = j->backend_spec, .timeout_ms = 60000};
+    nvw_gprobe_out p;
+    r = nvw_gprobe(&env, gr->in, gr->gy, &p);
+    if (r < 0 || !strcmp(p.cls, "probe_error")) {
+        set_error(c, r < 0 ? "could not start a probe" : p.msg[0] ? p.msg : "the probe failed");
+    } else {
+        bool passed = !strcmp(p.verdict, "passed");
+        json_object_set_new(c, "verdict", json_string(passed ? "passed" : "failed"));
+        json_object_set_new(c, "kind", json_string("gradient"));
+        json_object_set_new(c, "op", json_string(gr->gs->base->op->name));
+        json_object_set_new(c, "dtype", json_string(nv_dtype_name(gr->dtype)));
+        json_object_set_new(c, "check", json_string(gr->check));
+        json_object_set_new(c, "stored_class", json_string(gr->cls));
+        if (!passed && p.cls[0])
+            json_object_set_new(c, "failure_class", json_string(p.cls));
+        json_object_set_new(c, "same_signature", json_boolean(nvw_gprobe_same(gr, &p)));
+        if (p.msg[0])
+            json_object_set_new(c, "error", json_string(p.msg));
+        json_object_set_new(c, "mismatches", json_integer(p.mismatches));
+        json_object_set_new(c, "bit_identical", json_boolean(p.bits == 1));
+    }
+    if (r == 0)
+        nvw_gprobe_out_done(&p);
+    nvw_grepro_free(gr);
+}
+
 /* Replay one suite case into case JSON c, by the kind of its artifact. */
 static void replay(nvw_agent_job *j, const nvw_backend *b, const json_t *sc, json_t *c)
 {
@@ -191,10 +235,13 @@ static void replay(nvw_agent_job *j, const nvw_backend *b, const json_t *sc, jso
     case REPLAY_FUSED:
         replay_fused(j, b, a, sha, c);
         break;
+    case REPLAY_GRAD:
+        replay_grad(j, b, a, sha, c);
+        break;
     default:
         snprintf(msg, sizeof msg,
-                 "artifact '%s' is of a '%s' job; suite replay handles op "
-                 "and fused cases",
+                 "artifact '%s' is of a '%s' job; suite replay handles op, "
+                 "fused and gradient cases",
                  sha, name);
         set_error(c, msg);
         break;

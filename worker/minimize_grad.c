@@ -251,8 +251,8 @@ static json_t *extra_keys(const nvw_grepro *gr, const nvw_gmin_result *m)
         non_neutral(gr, m));
 }
 
-int nvw_gminimized_artifact(const nvw_grepro *gr, const nvw_gmin_result *m, uint8_t **ret_buf,
-                            size_t *ret_len, char sha[65])
+int nvw_gminimized_artifact(const nvw_grepro *gr, const nvw_gmin_result *m, const json_t *extra,
+                            uint8_t **ret_buf, size_t *ret_len, char sha[65])
 {
     if (!m->last.buf)
         return -EINVAL;
@@ -260,11 +260,13 @@ int nvw_gminimized_artifact(const nvw_grepro *gr, const nvw_gmin_result *m, uint
     int r = nv_artifact_decode(m->last.buf, m->last.len, &a, NULL);
     if (r < 0)
         return r;
-    json_t *extra = extra_keys(gr, m);
-    r = extra && json_object_update(a->manifest, extra) == 0 ? 0 : -ENOMEM;
+    json_t *keys = extra_keys(gr, m);
+    r = keys && json_object_update(a->manifest, keys) == 0 ? 0 : -ENOMEM;
+    if (r == 0 && extra)
+        r = json_object_update(a->manifest, (json_t *)extra) == 0 ? 0 : -ENOMEM;
     if (r == 0)
         r = nv_artifact_encode(a, 0, ret_buf, ret_len, sha);
-    json_decref(extra);
+    json_decref(keys);
     nv_artifact_free(a);
     return r;
 }

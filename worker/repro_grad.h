@@ -130,10 +130,11 @@ int nvw_gminimize(const nvw_genv *env, const nvw_min_opts *o, nvw_gmin_result *r
 void nvw_gmin_result_done(nvw_gmin_result *r);
 
 /* The minimized artifact: the final verification probe's artifact with
- * "signature", "minimized_from", "repro_rate" and "minimized" added.
- * *ret_buf malloc'd, sha its content id. */
-int nvw_gminimized_artifact(const nvw_grepro *gr, const nvw_gmin_result *m, uint8_t **ret_buf,
-                            size_t *ret_len, char sha[65]);
+ * "signature", "minimized_from", "repro_rate", "minimized" and the keys of
+ * extra (may be NULL; the agent's job_id and attempt) added. *ret_buf
+ * malloc'd, sha its content id. */
+int nvw_gminimized_artifact(const nvw_grepro *gr, const nvw_gmin_result *m, const json_t *extra,
+                            uint8_t **ret_buf, size_t *ret_len, char sha[65]);
 
 /* `numval-worker repro|minimize` on a gradient artifact; exit codes as for op
  * artifacts (repro.h). */

@@ -124,7 +124,7 @@ int nvw_gminimize_cmd(nvw_grepro *gr, const char *backend, const nvw_min_opts *o
     if (!m.flaky && m.verified) {
         uint8_t *buf = NULL;
         size_t len = 0;
-        r = nvw_gminimized_artifact(gr, &m, &buf, &len, sha);
+        r = nvw_gminimized_artifact(gr, &m, NULL, &buf, &len, sha);
         if (r == 0 && output)
             r = write_file(output, buf, len);
         free(buf);
