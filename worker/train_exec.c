@@ -51,7 +51,8 @@ nv_tensor *nvw_tensor_like(const nv_tensor *t, nv_dtype dt)
  * blocks of 4 rows x 8 columns of C stay in registers across the whole k loop
  * (GCC vector extensions; the target_clones attribute adds an AVX2 build picked
  * at load time), B is read as contiguous rows (a transposed B is copied first),
- * and the k order of each element is untouched, so no value changes. ISO C11
+ * and the k order of each element is untouched, so no value changes (Inf and
+ * NaN included: every product is added, as there). ISO C11
  * leaves floating-point contraction off (-ffp-contract=off), so a*b + c is never
  * fused into an fma, in the vector code as in the scalar one. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
@@ -103,24 +104,6 @@ static void mm_blocked(const double *restrict a, int64_t asi, int64_t ask,
         }
 }
 
-/* The plain i-k-j loop, skipping zero multipliers as the catalog's loops cannot
- * tell apart (+0 start: an added +-0 product never changes a sum). Used when B
- * holds an Inf or NaN, where 0 * Inf = NaN would make the skip visible; the
- * blocked kernel adds every product. */
-static void mm_plain(const double *a, int64_t asi, int64_t ask, const double *b, double *c,
-                     int64_t M, int64_t K, int64_t N)
-{
-    memset(c, 0, (size_t)(M * N) * sizeof *c);
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t k = 0; k < K; k++) {
-            double av = a[i * asi + k * ask];
-            if (av == 0)
-                continue;
-            for (int64_t j = 0; j < N; j++)
-                c[i * N + j] += av * b[k * N + j];
-        }
-}
-
 /* C[M,N] = op(A) op(B), row-major operands, transposes by index. Returns 0 or
  * -ENOMEM (a transposed B is copied to contiguous rows). */
 static int mm(const double *a, bool ta, const double *b, bool tb, double *c, int64_t M, int64_t K,
@@ -136,14 +119,7 @@ static int mm(const double *a, bool ta, const double *b, bool tb, double *c, int
                 bt[k * N + j] = b[j * K + k];
         b = bt;
     }
-    int64_t asi = ta ? 1 : K, ask = ta ? M : 1;
-    bool finite = true;
-    for (int64_t i = 0; i < K * N && finite; i++)
-        finite = isfinite(b[i]);
-    if (finite)
-        mm_blocked(a, asi, ask, b, c, M, K, N);
-    else
-        mm_plain(a, asi, ask, b, c, M, K, N);
+    mm_blocked(a, ta ? 1 : K, ta ? M : 1, b, c, M, K, N);
     free(bt);
     return 0;
 }
