@@ -572,8 +572,12 @@ static json_t *run_case(gcase *g, int64_t i)
         json_object_set_new(g->cj, "failure_class", json_string(cls));
     if (r < 0)
         json_object_set_new(g->cj, "error", json_sprintf("the case could not run (%d)", r));
-    if (g->given && g->n_in > 0) /* the given tensors' shape, not the spec's */
-        json_object_set_new(g->cj, "shape", nvw_grad_shape_json(g->in[0]));
+    if (g->given) { /* "shape" stays the job case's; the given tensors' own shapes */
+        json_t *sh = json_array();
+        for (int k = 0; sh && k < g->n_in; k++)
+            json_array_append_new(sh, nvw_grad_shape_json(g->in[k]));
+        json_object_set_new(g->cj, "input_shapes", sh);
+    }
     nvw_grad_material m = {.n_in = g->n_in,
                            .in = g->in,
                            .gy = g->gy,

@@ -75,6 +75,8 @@ static json_t *manifest(const gjob *j, const json_t *cj, const nvw_grad_material
                             nvw_grad_settings(j))
                       : NULL;
     json_decref(empty);
+    if (m && json_object_get(cj, "input_shapes"))
+        json_object_set(m, "input_shapes", json_object_get(cj, "input_shapes"));
     if (m && per_input(j, cj, m) < 0) {
         json_decref(m);
         return NULL;
