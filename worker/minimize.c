@@ -191,8 +191,7 @@ static bool uniform_shape(const mstate *s)
     return s->cur[0]->ndim > 0;
 }
 
-int nvw_dd_slice_tensor(const nv_tensor *src, int d, const int64_t *idx, int64_t n,
-                        nv_tensor **ret)
+int nvw_dd_slice_tensor(const nv_tensor *src, int d, const int64_t *idx, int64_t n, nv_tensor **ret)
 {
     int64_t sh[NV_MAX_DIMS];
     memcpy(sh, src->shape, sizeof sh);
@@ -563,10 +562,7 @@ int nvw_minimize(const nvw_probe_env *env, const nvw_min_opts *o, nvw_min_result
 {
     memset(ret, 0, sizeof *ret);
     const nvw_repro *rc = env->rc;
-    nvw_dd_problem p = {.n = rc->n_in,
-                        .ud = (void *)env,
-                        .test = op_test,
-                        .neutral = op_neutral};
+    nvw_dd_problem p = {.n = rc->n_in, .ud = (void *)env, .test = op_test, .neutral = op_neutral};
     nv_tensor *cur[NVW_DD_MAX_TENSORS] = {0};
     ret->gate_runs = o->gate_runs > 0 ? o->gate_runs : DEFAULT_GATE;
     ret->stop = "done";

@@ -177,8 +177,9 @@ int nvw_gminimize(const nvw_genv *env, const nvw_min_opts *o, nvw_gmin_result *r
     /* Fewer than half the runs failing: flaky, not minimized (issue 6). */
     ret->flaky = 2 * ret->gate_failed < ret->gate_runs;
     if (r == 0 && o->progress)
-        fprintf(o->progress, "minimize: gate %d/%d failed as '%s' in check '%s' (%d "
-                             "bit-identical)%s\n",
+        fprintf(o->progress,
+                "minimize: gate %d/%d failed as '%s' in check '%s' (%d "
+                "bit-identical)%s\n",
                 ret->gate_failed, ret->gate_runs, gr->cls, gr->check, ret->gate_bits,
                 ret->flaky ? ": flaky, not minimized" : "");
     if (r == 0 && !ret->flaky)
@@ -240,8 +241,8 @@ static json_t *extra_keys(const nvw_grepro *gr, const nvw_gmin_result *m)
     return json_pack(
         "{s:o, s:s, s:{s:i, s:i, s:i}, s:{s:s, s:i, s:f, s:s, s:I, s:I, s:I, s:I, s:b, s:o}}",
         "signature", nvw_grepro_signature(gr, NULL), "minimized_from", gr->sha, "repro_rate",
-        "runs", m->gate_runs, "failed", m->gate_failed, "bit_identical", m->gate_bits,
-        "minimized", "method",
+        "runs", m->gate_runs, "failed", m->gate_failed, "bit_identical", m->gate_bits, "minimized",
+        "method",
         "gradient: ddmin over the shape window, neutral elements of the inputs and the output "
         "gradient, simple values",
         "probes", m->probes, "seconds", m->seconds, "stop", m->stop, "elements_before",

@@ -99,8 +99,9 @@ static int parse_case(nvw_grepro *gr, char **ret_err)
     snprintf(gr->cls, sizeof gr->cls, "%s", mstr(m, "failure_class"));
     snprintf(gr->check, sizeof gr->check, "%s", mstr(m, "check"));
     if (strcmp(gr->check, "device") && strcmp(gr->check, "determinism"))
-        return fail(ret_err, "artifact manifest 'check' '%s' is neither 'device' nor "
-                             "'determinism'",
+        return fail(ret_err,
+                    "artifact manifest 'check' '%s' is neither 'device' nor "
+                    "'determinism'",
                     mstr(m, "check"));
     const json_t *tol = json_object_get(m, "tolerance");
     if (!json_is_object(tol))
@@ -175,8 +176,8 @@ static int load_tensors(nvw_grepro *gr, const nv_artifact *a, char **ret_err)
                 ? -1
                 : nv_jobspec_tensors(js, c.shape, gr->dtype, -1, meta, NV_JOB_MAX_TENSORS);
     if (n < 0)
-        return fail(ret_err, "the spec's op '%s' has no input list for dtype '%s'",
-                    js->op->name, nv_dtype_name(gr->dtype));
+        return fail(ret_err, "the spec's op '%s' has no input list for dtype '%s'", js->op->name,
+                    nv_dtype_name(gr->dtype));
     for (int i = 0; i < n; i++) {
         char name[32];
         snprintf(name, sizeof name, "input:%d", i);
@@ -203,8 +204,9 @@ static int load_tensors(nvw_grepro *gr, const nv_artifact *a, char **ret_err)
     for (int d = 0; fits && d < od; d++)
         fits = at->shape[d] == os[d];
     if (!fits)
-        return fail(ret_err, "artifact tensor 'grad_output:0' is not shaped like op '%s''s "
-                             "output",
+        return fail(ret_err,
+                    "artifact tensor 'grad_output:0' is not shaped like op '%s''s "
+                    "output",
                     js->op->name);
     int r = decode(at, gr->dtype, &gr->gy, ret_err);
     return r < 0 ? r : load_grads(gr, a, ret_err);
@@ -294,12 +296,12 @@ json_t *nvw_grepro_signature(const nvw_grepro *gr, const char *cls)
     const json_t *attrs = json_object_get(json_object_get(m, "spec"), "attrs");
     const json_t *mode = json_object_get(m, "mode");
     json_t *empty = json_object();
-    json_t *s = empty ? json_pack("{ss ss sO ss sO ss ss}", "kind", "gradient", "op",
-                                  gr->gs->base->op->name, "attrs", attrs ? (json_t *)attrs : empty,
-                                  "dtype", nv_dtype_name(gr->dtype), "mode",
-                                  mode ? (json_t *)mode : json_null(), "check", gr->check,
-                                  "failure_class", cls ? cls : gr->cls)
-                      : NULL;
+    json_t *s =
+        empty ? json_pack("{ss ss sO ss sO ss ss}", "kind", "gradient", "op",
+                          gr->gs->base->op->name, "attrs", attrs ? (json_t *)attrs : empty, "dtype",
+                          nv_dtype_name(gr->dtype), "mode", mode ? (json_t *)mode : json_null(),
+                          "check", gr->check, "failure_class", cls ? cls : gr->cls)
+              : NULL;
     json_decref(empty);
     char *text = s ? json_dumps(s, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17)) : NULL;
     if (!text) {
@@ -331,9 +333,9 @@ double nvw_grad_neutral_value(const nvw_grepro *gr, int i)
     /* 0 is a kink (abs, relu), a pole (reciprocal, div's divisor) or outside
      * the domain [0.25, 8] (sqrt, rsqrt, log, log2, pow's base), and norm2
      * needs lines that are not zero. */
-    if (!strcmp(n, "abs") || !strcmp(n, "relu") || !strcmp(n, "reciprocal") ||
-        !strcmp(n, "sqrt") || !strcmp(n, "rsqrt") || !strcmp(n, "log") || !strcmp(n, "log2") ||
-        !strcmp(n, "norm2") || (!strcmp(n, "pow") && i == 0) || (!strcmp(n, "div") && i == 1))
+    if (!strcmp(n, "abs") || !strcmp(n, "relu") || !strcmp(n, "reciprocal") || !strcmp(n, "sqrt") ||
+        !strcmp(n, "rsqrt") || !strcmp(n, "log") || !strcmp(n, "log2") || !strcmp(n, "norm2") ||
+        (!strcmp(n, "pow") && i == 0) || (!strcmp(n, "div") && i == 1))
         return 1.0;
     return 0.0;
 }

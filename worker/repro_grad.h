@@ -90,8 +90,7 @@ typedef struct nvw_gprobe_out {
 /* Run the device check of the stored case on inputs in[0..gr->n_in) and output
  * gradient gy (shaped for those inputs) in a forked child. Returns 0 with *ret
  * filled (free with nvw_gprobe_out_done), -EAGAIN / -ENOMEM when no child ran. */
-int nvw_gprobe(const nvw_genv *env, nv_tensor *const *in, const nv_tensor *gy,
-               nvw_gprobe_out *ret);
+int nvw_gprobe(const nvw_genv *env, nv_tensor *const *in, const nv_tensor *gy, nvw_gprobe_out *ret);
 void nvw_gprobe_out_done(nvw_gprobe_out *p);
 
 /* Whether a probe failed with the stored signature (class and check). */
@@ -139,7 +138,7 @@ int nvw_gminimized_artifact(const nvw_grepro *gr, const nvw_gmin_result *m, cons
 /* `numval-worker repro|minimize` on a gradient artifact; exit codes as for op
  * artifacts (repro.h). */
 int nvw_grepro_cmd(nvw_grepro *gr, const char *backend, int runs, int timeout_ms);
-int nvw_gminimize_cmd(nvw_grepro *gr, const char *backend, const nvw_min_opts *o,
-                      int timeout_ms, const char *output);
+int nvw_gminimize_cmd(nvw_grepro *gr, const char *backend, const nvw_min_opts *o, int timeout_ms,
+                      const char *output);
 
 #endif

@@ -66,17 +66,16 @@ int nvw_grepro_cmd(nvw_grepro *gr, const char *backend, int runs, int timeout_ms
             "gradient case %s '%s' check '%s' %s: failed as '%s' in %d of %d runs; device "
             "gradients bit-identical to the stored ones in %d of %d runs%s%s\n",
             op, nv_dtype_name(gr->dtype), gr->check,
-            still ? "STILL FAILS" : "no longer fails as stored", gr->cls, failed, runs, bits,
-            runs, first.cls[0] ? "; first run: " : "", first.cls[0] ? first.cls : "");
-    print_json(json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:b, s:s, s:s, s:s, "
-                         "s:s, s:o, s:I, s:o}",
-                         "artifact", gr->sha, "kind", "gradient", "op", op, "dtype",
-                         nv_dtype_name(gr->dtype), "stored_class", gr->cls, "stored_check",
-                         gr->check, "runs", runs, "failed", failed, "bit_identical", bits,
-                         "still_fails", still, "verdict", first.verdict, "class", first.cls,
-                         "check", first.check, "message", first.msg, "headroom",
-                         num(first.headroom), "mismatches", (json_int_t)first.mismatches,
-                         "signature", nvw_grepro_signature(gr, NULL)));
+            still ? "STILL FAILS" : "no longer fails as stored", gr->cls, failed, runs, bits, runs,
+            first.cls[0] ? "; first run: " : "", first.cls[0] ? first.cls : "");
+    print_json(json_pack(
+        "{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:b, s:s, s:s, s:s, "
+        "s:s, s:o, s:I, s:o}",
+        "artifact", gr->sha, "kind", "gradient", "op", op, "dtype", nv_dtype_name(gr->dtype),
+        "stored_class", gr->cls, "stored_check", gr->check, "runs", runs, "failed", failed,
+        "bit_identical", bits, "still_fails", still, "verdict", first.verdict, "class", first.cls,
+        "check", first.check, "message", first.msg, "headroom", num(first.headroom), "mismatches",
+        (json_int_t)first.mismatches, "signature", nvw_grepro_signature(gr, NULL)));
     nvw_gprobe_out_done(&first);
     return still ? EXIT_FAILS : EXIT_PASSES;
 }
@@ -105,8 +104,8 @@ static json_t *shapes(const nvw_gmin_result *m)
     return a;
 }
 
-int nvw_gminimize_cmd(nvw_grepro *gr, const char *backend, const nvw_min_opts *o,
-                      int timeout_ms, const char *output)
+int nvw_gminimize_cmd(nvw_grepro *gr, const char *backend, const nvw_min_opts *o, int timeout_ms,
+                      const char *output)
 {
     nvw_backend *b = NULL;
     const char *spec = NULL;

@@ -57,8 +57,8 @@ static bool listed(const json_t *arr, const char *name)
 {
     size_t k;
     json_t *v;
-    json_array_foreach(arr, k, v) if (json_is_string(v) && !strcmp(json_string_value(v), name))
-        return true;
+    json_array_foreach(arr, k,
+                       v) if (json_is_string(v) && !strcmp(json_string_value(v), name)) return true;
     return false;
 }
 
@@ -269,8 +269,7 @@ static int collect(const nvw_genv *env, pid_t pid, int fd, nvw_gprobe_out *p)
     return 0;
 }
 
-int nvw_gprobe(const nvw_genv *env, nv_tensor *const *in, const nv_tensor *gy,
-               nvw_gprobe_out *ret)
+int nvw_gprobe(const nvw_genv *env, nv_tensor *const *in, const nv_tensor *gy, nvw_gprobe_out *ret)
 {
     memset(ret, 0, sizeof *ret);
     ret->bits = -1;

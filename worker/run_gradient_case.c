@@ -46,9 +46,9 @@ typedef struct gcase {
     nv_tensor *gy;
     nv_tensor_view gy_view;
     bool have_gy_view;
-    const nvw_grad_given *given; /* NULL in a job */
-    nv_tensor *dy;                      /* device forward output (decoded) */
-    nv_tensor *dgrad[NV_OP_MAX_INPUTS]; /* device gradients by op input index */
+    const nvw_grad_given *given;         /* NULL in a job */
+    nv_tensor *dy;                       /* device forward output (decoded) */
+    nv_tensor *dgrad[NV_OP_MAX_INPUTS];  /* device gradients by op input index */
     nv_tensor *dgrad2[NV_OP_MAX_INPUTS]; /* the determinism check's second run */
     const char *dev_cls;                 /* the device check's failure class */
     bool det_failed;
@@ -401,8 +401,8 @@ static int compare_grad(gcase *g, int i, const nv_tensor_view *gv, json_t *per)
         "{s:b, s:s, s:I, s:I, s:o, s:o, s:{s:s, s:s, s:s, s:I, s:s, s:s}}", "passed", bad == 0,
         "dtype", nv_dtype_name(dt), "compared", (json_int_t)n, "mismatches", (json_int_t)bad,
         "max_abs_error", nvw_json_num(max_abs), "headroom", nvw_json_num(worst), "tolerance",
-        "metric", "gradient_bound", "u_storage", nv_dtype_name(sdt), "u_compute", nv_dtype_name(cdt),
-        "reduction_len", (json_int_t)nred, "reason_code",
+        "metric", "gradient_bound", "u_storage", nv_dtype_name(sdt), "u_compute",
+        nv_dtype_name(cdt), "reduction_len", (json_int_t)nred, "reason_code",
         nred > 1 ? "reduction_length" : "dtype_precision", "reason", DEVICE_REASON);
     if (o && bad)
         json_object_set_new(o, "first_mismatches", first);

@@ -56,24 +56,22 @@ static json_t *manifest(const gjob *j, const json_t *cj, const nvw_grad_material
     json_t *attrs = json_object_get(spec, "attrs");
     json_t *build = json_object_get(spec, "build");
     json_t *det = json_object_get(json_object_get(cj, "checks"), "determinism");
-    json_t *m = empty ? json_pack(
-                            "{s:O, s:O, s:s, s:s, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O, "
-                            "s:O, s:O, s:O, s:O, s:O, s:O, s:s?, s:s?, s:O, s:O, s:b, s:o}",
-                            "spec", spec, "case", cj, "kind", "gradient", "backend",
-                            j->backend_spec, "device", field(d, "device"), "mode",
-                            field(d, "mode"), "contract", field(d, "contract"), "backend_build",
-                            field(d, "build"), "build", build ? build : field(d, "build"), "attrs",
-                            attrs ? attrs : empty, "index", field(cj, "index"), "op",
-                            field(cj, "op"), "dtype", field(cj, "dtype"), "shape",
-                            field(cj, "shape"), "input", field(cj, "input"), "sample",
-                            field(cj, "sample"), "seed", field(cj, "seed"), "order",
-                            field(cj, "order"), "grad_mode", field(cj, "mode"), "check",
-                            mt->check, "failure_class", mt->cls, "first_difference",
-                            field(det, "first_difference"), "saved",
-                            j->saved ? (json_t *)j->saved : json_null(),
-                            "declared_nondeterministic", j->nondeterministic, "gradient",
-                            nvw_grad_settings(j))
-                      : NULL;
+    json_t *m =
+        empty
+            ? json_pack("{s:O, s:O, s:s, s:s, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O, "
+                        "s:O, s:O, s:O, s:O, s:O, s:O, s:s?, s:s?, s:O, s:O, s:b, s:o}",
+                        "spec", spec, "case", cj, "kind", "gradient", "backend", j->backend_spec,
+                        "device", field(d, "device"), "mode", field(d, "mode"), "contract",
+                        field(d, "contract"), "backend_build", field(d, "build"), "build",
+                        build ? build : field(d, "build"), "attrs", attrs ? attrs : empty, "index",
+                        field(cj, "index"), "op", field(cj, "op"), "dtype", field(cj, "dtype"),
+                        "shape", field(cj, "shape"), "input", field(cj, "input"), "sample",
+                        field(cj, "sample"), "seed", field(cj, "seed"), "order", field(cj, "order"),
+                        "grad_mode", field(cj, "mode"), "check", mt->check, "failure_class",
+                        mt->cls, "first_difference", field(det, "first_difference"), "saved",
+                        j->saved ? (json_t *)j->saved : json_null(), "declared_nondeterministic",
+                        j->nondeterministic, "gradient", nvw_grad_settings(j))
+            : NULL;
     json_decref(empty);
     if (m && json_object_get(cj, "input_shapes"))
         json_object_set(m, "input_shapes", json_object_get(cj, "input_shapes"));

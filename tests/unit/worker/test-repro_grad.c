@@ -36,8 +36,8 @@ static nv_artifact *artifact(const char *drop_key, const char *drop_tensor, cons
     json_t *tol = json_pack("{s{ss ss ss si ss ss}}", "x", "metric", "gradient_bound", "u_storage",
                             "fp32", "u_compute", "fp32", "reduction_len", 1, "reason_code",
                             "dtype_precision", "reason", "fp32 storage and compute");
-    json_t *m = json_pack("{ss so si ss ss ss so s{ss} s{ss}}", "format", "numval-artifact",
-                          "spec", spec, "case_index", 0, "dtype", "fp32", "failure_class",
+    json_t *m = json_pack("{ss so si ss ss ss so s{ss} s{ss}}", "format", "numval-artifact", "spec",
+                          spec, "case_index", 0, "dtype", "fp32", "failure_class",
                           "gradient_mismatch", "check", "device", "tolerance", tol, "mode",
                           "transcendental", "exact", "build", "name", "b1");
     if (drop_key)
@@ -135,8 +135,8 @@ static void test_neutral(void)
         int input;
         double want; /* NAN: never neutralized */
     } cases[] = {
-        {"sigmoid", 0, 0.0}, {"log", 0, 1.0},     {"relu", 0, 1.0},    {"div", 0, 0.0},
-        {"div", 1, 1.0},     {"maximum", 0, NAN}, {"max", 0, NAN},     {"softmax", 0, 0.0},
+        {"sigmoid", 0, 0.0}, {"log", 0, 1.0},     {"relu", 0, 1.0},          {"div", 0, 0.0},
+        {"div", 1, 1.0},     {"maximum", 0, NAN}, {"max", 0, NAN},           {"softmax", 0, 0.0},
         {"pow", 1, 0.0},     {"norm2", 0, 1.0},   {"cross_entropy", 1, NAN},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
