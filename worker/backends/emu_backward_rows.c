@@ -250,13 +250,16 @@ int emu_bwd_matmul(emu_call *c, const emu_bwd_io *io)
     for (int64_t z = 0; z < batch; z++) {
         const double *a = A->data + z * M * K, *bm = B->data + z * K * N;
         const double *g = io->gy->data + z * M * N;
-        for (int64_t m = 0; m < M; m++)
+        double *ga = io->gx[0] + z * M * K, *gb = io->gx[1] + z * K * N;
+        /* emu_dot_fast: the same bits as the emu_sum loops, where it applies */
+        if (!emu_dot_fast(c, c->accum, g, N, 1, bm, 1, N, ga, M, N, K))
+            for (int64_t m = 0; m < M; m++)
+                for (int64_t k = 0; k < K; k++)
+                    ga[m * K + k] = emu_sum(c, c->accum, g + m * N, 1, bm + k * N, 1, N);
+        if (!emu_dot_fast(c, c->accum, a, 1, K, g, N, 1, gb, K, M, N))
             for (int64_t k = 0; k < K; k++)
-                io->gx[0][z * M * K + m * K + k] =
-                    emu_sum(c, c->accum, g + m * N, 1, bm + k * N, 1, N);
-        for (int64_t k = 0; k < K; k++)
-            for (int64_t n = 0; n < N; n++)
-                io->gx[1][z * K * N + k * N + n] = emu_sum(c, c->accum, a + k, K, g + n, N, M);
+                for (int64_t n = 0; n < N; n++)
+                    gb[k * N + n] = emu_sum(c, c->accum, a + k, K, g + n, N, M);
     }
     return NV_OK;
 }

@@ -155,5 +155,15 @@ int emu_matmul(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, int n_in,
  * fma=on, else rounded to dt first. n == 0 gives +0. */
 double emu_sum(emu_call *c, nv_dtype dt, const double *x, int64_t sx, const double *y, int64_t sy,
                int64_t n);
+/* out[i*N + j] = emu_sum(c, dt, A(i, .), B(., j), K) for i < M, j < N, with
+ * A(i, k) = a[i*asi + k*ask], B(k, j) = b[k*bsk + j*bsj], computed at once with
+ * the hardware's fp32 fma where that gives the same bits: the call qualifies
+ * (emu_dot_fast_applies: fp32 accumulation, RNE, no FTZ or saturation, fma=on,
+ * sequential order) and every operand is a non-NaN fp32 value. Returns 1 when
+ * out is written, 0 when the caller must take the general path. */
+bool emu_dot_fast_applies(const emu_call *c, nv_dtype dt);
+int emu_dot_fast(const emu_call *c, nv_dtype dt, const double *a, int64_t asi, int64_t ask,
+                 const double *b, int64_t bsk, int64_t bsj, double *out, int64_t M, int64_t K,
+                 int64_t N);
 
 #endif

@@ -183,6 +183,8 @@ int emu_matmul(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, int n_in,
             return NV_E_NOMEM;
         }
         double *o = out + b * g.M * g.N;
+        if (emu_dot_fast(c, c->accum, abuf, g.K, 1, bbuf, g.N, 1, o, g.M, g.K, g.N))
+            continue; /* the same bits as the loop below (emu_sum.c) */
         for (int64_t i = 0; i < g.M; i++)
             for (int64_t j = 0; j < g.N; j++)
                 o[i * g.N + j] = emu_sum(c, c->accum, abuf + i * g.K, 1, bbuf + j, g.N, g.K);

@@ -2,6 +2,7 @@
  * dtype of the stage that made it (compute, accumulate, storage) under the mode's
  * rounding direction, saturation and FTZ. */
 #include <math.h>
+#include <string.h>
 
 #include "emu_internal.h"
 
@@ -55,12 +56,19 @@ double emu_round2(emu_call *c, nv_dtype dt, double hi, double lo)
         return round2_fp64(c, hi, lo);
     if (lo == 0 || !isfinite(hi))
         return emu_round(c, dt, hi);
-    /* Every boundary of a format with at most 51 significand bits (its values and
-     * the midpoints between them) is a double. hi + lo lies strictly between hi and
-     * its neighbouring double toward lo, so hi moved one double ulp toward lo rounds
-     * like hi + lo in every direction: rounding to odd's argument (Boldo-Melquiond). */
-    double nudged = nextafter(hi, lo > 0 ? INFINITY : -INFINITY);
-    return emu_round(c, dt, nudged);
+    /* Rounding to odd (Boldo and Melquiond, "Emulation of FMA and correctly
+     * rounded sums: proved algorithms using rounding to odd", IEEE TC 2008): of hi
+     * and its neighbouring double toward lo, which bracket hi + lo, take the one
+     * with an odd last significand bit. Every boundary of a format with at most 51
+     * significand bits (its values and the midpoints between them) is an even
+     * double, so the odd one lies strictly inside the same gap between boundaries
+     * as hi + lo and rounds like it in every direction. Moving to the neighbour
+     * whatever hi's parity would be wrong when that neighbour is a boundary (fp32:
+     * fma(0x1.8p-74, 0x1.000002p0, -0x1.fffffcp-127) would round up from a tie). */
+    uint64_t u;
+    memcpy(&u, &hi, sizeof u);
+    double odd = (u & 1) ? hi : nextafter(hi, lo > 0 ? INFINITY : -INFINITY);
+    return emu_round(c, dt, odd);
 }
 
 static inline void two_sum(double a, double b, double *s, double *e)

@@ -3,8 +3,13 @@
  * The error of each order is analysed in Higham, Accuracy and Stability of
  * Numerical Algorithms, 2nd ed., ch. 4 (recursive: (n-1)u; pairwise: ceil(log2 n)u). */
 #include <math.h>
+#include <stdlib.h>
 
 #include "emu_internal.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define EMU_HAVE_AVX2_FMA 1 /* the fp32 dot-product fast path's AVX2 kernel */
+#endif
 
 typedef struct sum_seq {
     emu_call *c;
@@ -138,4 +143,121 @@ double emu_sum(emu_call *c, nv_dtype dt, const double *x, int64_t sx, const doub
         return random_order(&s, n);
     }
     return run(&s, 0, 1, n);
+}
+
+/* ---- the fp32 fused dot-product fast path ----
+ * With accumulate dtype fp32, round to nearest even, no FTZ, no saturation,
+ * fma=on and the sequential order, emu_sum's dot product is
+ *     acc = RN(x0 y0);  acc = RN(xk yk + acc) for k = 1 .. n-1,
+ * each step correctly rounded to fp32 (emu_mul, emu_fma: IEEE 754-2019 §5.4.1).
+ * When every operand is an fp32 value, that is exactly C's fmaf (C11 7.12.13.1:
+ * one rounding of the exact x y + z), and the first step is fmaf(x0, y0, -0)
+ * (x + -0 = x for every x, -0 + -0 = -0, +0 + -0 = +0 under RNE, §6.3), so the
+ * hardware's fused multiply-add gives the same bits. NaN operands are left to
+ * the general path (which NaN payload an instruction propagates is not fixed by
+ * IEEE 754, §6.2.3); NaNs that arise inside (Inf * 0, Inf - Inf) are the
+ * default NaN on both paths. The k order of every element is the declared one:
+ * the kernel only computes several elements at once. */
+#ifdef EMU_HAVE_AVX2_FMA
+#include <immintrin.h>
+#endif
+
+bool emu_dot_fast_applies(const emu_call *c, nv_dtype dt)
+{
+    return c->plain && dt == NV_DT_FP32 && c->m->fma && c->m->order == EMU_ORDER_SEQUENTIAL;
+}
+
+/* x as an fp32 value, false when it is not one (or is NaN). */
+static inline bool as_f32(double x, float *ret)
+{
+    float f = (float)x;
+    *ret = f;
+    return (double)f == x;
+}
+
+/* Rows [i0, i1), columns [j0, j1) of C with scalar fmaf. */
+static void dot_f32_scalar(const float *a, const float *b, double *out, int64_t i0, int64_t i1,
+                           int64_t j0, int64_t j1, int64_t K, int64_t N)
+{
+    for (int64_t i = i0; i < i1; i++)
+        for (int64_t j = j0; j < j1; j++) {
+            float acc = -0.0f;
+            for (int64_t k = 0; k < K; k++)
+                acc = fmaf(a[i * K + k], b[k * N + j], acc);
+            out[i * N + j] = acc;
+        }
+}
+
+#ifdef EMU_HAVE_AVX2_FMA
+/* 4 rows x 8*nv columns (nv 1 or 2) of C at (i0, j0), accumulators in registers
+ * for the whole k loop; _mm256_fmadd_ps is one correctly rounded fma per lane. */
+__attribute__((target("avx2,fma"))) static inline void
+dot_f32_tile(const float *a, const float *b, double *out, int64_t i0, int64_t j0, int64_t K,
+             int64_t N, int nv)
+{
+    __m256 acc[4][2];
+    for (int r = 0; r < 4; r++)
+        acc[r][0] = acc[r][1] = _mm256_set1_ps(-0.0f);
+    for (int64_t k = 0; k < K; k++) {
+        __m256 b0 = _mm256_loadu_ps(b + k * N + j0);
+        __m256 b1 = nv > 1 ? _mm256_loadu_ps(b + k * N + j0 + 8) : b0;
+        for (int r = 0; r < 4; r++) {
+            __m256 av = _mm256_broadcast_ss(a + (i0 + r) * K + k);
+            acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
+            if (nv > 1)
+                acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+        }
+    }
+    for (int r = 0; r < 4; r++)
+        for (int v = 0; v < nv; v++) {
+            float t[8];
+            _mm256_storeu_ps(t, acc[r][v]);
+            for (int l = 0; l < 8; l++)
+                out[(i0 + r) * N + j0 + 8 * v + l] = t[l];
+        }
+}
+
+__attribute__((target("avx2,fma"))) static void dot_f32_avx2(const float *a, const float *b,
+                                                             double *out, int64_t M, int64_t K,
+                                                             int64_t N)
+{
+    int64_t M4 = M - M % 4, N16 = N - N % 16, N8 = N - N % 8;
+    for (int64_t i = 0; i < M4; i += 4) {
+        for (int64_t j = 0; j < N16; j += 16)
+            dot_f32_tile(a, b, out, i, j, K, N, 2);
+        if (N8 > N16)
+            dot_f32_tile(a, b, out, i, N16, K, N, 1);
+    }
+    dot_f32_scalar(a, b, out, 0, M4, N8, N, K, N);
+    dot_f32_scalar(a, b, out, M4, M, 0, N, K, N);
+}
+#endif
+
+int emu_dot_fast(const emu_call *c, nv_dtype dt, const double *a, int64_t asi, int64_t ask,
+                 const double *b, int64_t bsk, int64_t bsj, double *out, int64_t M, int64_t K,
+                 int64_t N)
+{
+    if (!emu_dot_fast_applies(c, dt) || K < 1 || M < 1 || N < 1)
+        return 0;
+    float *af = malloc((size_t)(M * K + K * N) * sizeof(float));
+    if (!af)
+        return 0;
+    float *bf = af + M * K;
+    bool ok = true;
+    for (int64_t i = 0; i < M && ok; i++)
+        for (int64_t k = 0; k < K && ok; k++)
+            ok = as_f32(a[i * asi + k * ask], &af[i * K + k]);
+    for (int64_t k = 0; k < K && ok; k++)
+        for (int64_t j = 0; j < N && ok; j++)
+            ok = as_f32(b[k * bsk + j * bsj], &bf[k * N + j]);
+    if (ok) {
+#ifdef EMU_HAVE_AVX2_FMA
+        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+            dot_f32_avx2(af, bf, out, M, K, N);
+        else
+#endif
+            dot_f32_scalar(af, bf, out, 0, M, 0, N, K, N);
+    }
+    free(af);
+    return ok;
 }
