@@ -98,21 +98,21 @@ bool api_suite_is(const json_t *body)
     return k && !strcmp(k, "suite");
 }
 
-static int filter_fields(api_ctx *x, const json_t *f, const char **op, const char **dtype,
-                         const json_t **ids)
+static int filter_fields(api_ctx *x, const json_t *f, const char **kind, const char **op,
+                         const char **dtype, const json_t **ids)
 {
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)f, key, v)
     {
-        if (!strcmp(key, "op") || !strcmp(key, "dtype")) {
+        if (!strcmp(key, "op") || !strcmp(key, "dtype") || !strcmp(key, "kind")) {
             if (!json_is_string(v)) {
-                api_error(x, 400, "bad_request",
-                          !strcmp(key, "op") ? "/filter/op" : "/filter/dtype",
-                          "\"%s\" must be a string", key);
+                char ptr[32];
+                snprintf(ptr, sizeof ptr, "/filter/%s", key);
+                api_error(x, 400, "bad_request", ptr, "\"%s\" must be a string", key);
                 return -1;
             }
-            *(strcmp(key, "op") ? dtype : op) = json_string_value(v);
+            *(!strcmp(key, "op") ? op : !strcmp(key, "kind") ? kind : dtype) = json_string_value(v);
         } else if (!strcmp(key, "ids")) {
             size_t i;
             json_t *e;
@@ -124,8 +124,8 @@ static int filter_fields(api_ctx *x, const json_t *f, const char **op, const cha
             }
             *ids = v;
         } else {
-            api_error(x, 400, "bad_request", "/filter", "unknown filter key '%s' (op, dtype, ids)",
-                      key);
+            api_error(x, 400, "bad_request", "/filter",
+                      "unknown filter key '%s' (kind, op, dtype, ids)", key);
             return -1;
         }
     }
@@ -152,16 +152,16 @@ int api_suite_expand(api_ctx *x, json_t *body)
         }
     }
     const json_t *f = json_object_get(body, "filter");
-    const char *op = NULL, *dtype = NULL;
+    const char *kind = NULL, *op = NULL, *dtype = NULL;
     const json_t *ids = NULL;
     if (f && !json_is_object(f)) {
         api_error(x, 400, "bad_request", "/filter", "\"filter\" must be an object");
         return -1;
     }
-    if (f && filter_fields(x, f, &op, &dtype, &ids) < 0)
+    if (f && filter_fields(x, f, &kind, &op, &dtype, &ids) < 0)
         return -1;
     json_t *cases = NULL;
-    int r = nvd_store_suite_active(x->app->store, op, dtype, ids, &cases);
+    int r = nvd_store_suite_active(x->app->store, kind, op, dtype, ids, &cases);
     if (r < 0) {
         api_errno(x, r, "suite");
         return -1;

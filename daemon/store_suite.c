@@ -367,13 +367,14 @@ static bool id_listed(const json_t *ids, int64_t id)
     return false;
 }
 
-int nvd_store_suite_active(nvd_store *s, const char *op, const char *dtype, const json_t *ids,
-                           json_t **ret)
+int nvd_store_suite_active(nvd_store *s, const char *kind, const char *op, const char *dtype,
+                           const json_t *ids, json_t **ret)
 {
-    sqlite3_stmt *st = prep(s, "SELECT id, artifact, signature, op, dtype, failure_class, "
-                               "COALESCE(json_extract(signature_json, '$.kind'), 'op') FROM "
-                               "suite_cases WHERE state = 'active' AND (?1 IS NULL OR op = ?1) "
-                               "AND (?2 IS NULL OR dtype = ?2) ORDER BY id");
+    sqlite3_stmt *st = prep(s, "SELECT id, artifact, signature, op, dtype, failure_class, k FROM "
+                               "(SELECT *, COALESCE(json_extract(signature_json, '$.kind'), 'op') "
+                               "AS k FROM suite_cases) WHERE state = 'active' AND (?1 IS NULL OR "
+                               "op = ?1) AND (?2 IS NULL OR dtype = ?2) AND (?3 IS NULL OR k = ?3) "
+                               "ORDER BY id");
     json_t *a = json_array();
     if (!st || !a) {
         sqlite3_finalize(st);
@@ -382,6 +383,7 @@ int nvd_store_suite_active(nvd_store *s, const char *op, const char *dtype, cons
     }
     store_bind_text(st, 1, op);
     store_bind_text(st, 2, dtype);
+    store_bind_text(st, 3, kind);
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t id = sqlite3_column_int64(st, 0);

@@ -45,10 +45,11 @@ int nvd_store_suite_get(nvd_store *s, int64_t id, json_t **ret);
 /* Retire with a non-empty reason; -ENOENT, -EALREADY (already retired). */
 int nvd_store_suite_retire(nvd_store *s, int64_t id, const char *reason, const char *actor,
                            int64_t now, json_t **ret);
-/* Active cases for a suite job: [{"suite_case", "artifact", "signature", "op", "dtype"}],
- * optionally only op / dtype / the ids in ids (an array; NULL: all). */
-int nvd_store_suite_active(nvd_store *s, const char *op, const char *dtype, const json_t *ids,
-                           json_t **ret);
+/* Active cases for a suite job: [{"suite_case", "artifact", "signature", "kind", "op",
+ * "dtype", "failure_class"}], optionally only kind (the signature's: op, fused ...) / op /
+ * dtype / the ids in ids (an array; NULL: all). */
+int nvd_store_suite_active(nvd_store *s, const char *kind, const char *op, const char *dtype,
+                           const json_t *ids, json_t **ret);
 /* Record a replay verdict of suite case id by job job_id (idempotent per job). */
 int nvd_store_suite_run(nvd_store *s, int64_t id, int64_t job_id, const char *verdict, int64_t now);
 

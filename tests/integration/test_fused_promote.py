@@ -169,7 +169,7 @@ def test(bins):
         # f2 is qualified before f3 (builds follow each other): history order.
         sj_bad = submit(s, {"kind": "suite"}, "faulty", "f2")
         done = s.wait_jobs([sj_bad], 60)
-        sj_ok = submit(s, {"kind": "suite"}, "emu", "f3")
+        sj_ok = submit(s, {"kind": "suite", "filter": {"kind": "fused"}}, "emu", "f3")
         done.update(s.wait_jobs([sj_ok], 60))
         check(done[sj_bad]["state"] == "failed", "suite run on the faulty mode fails")
         check(done[sj_ok]["state"] == "passed", "suite run on emu passes")
@@ -186,6 +186,10 @@ def test(bins):
         st, one = s.api("GET", "/api/v1/suite/%d" % sc["id"], scope="read")
         hist = [(h["build_name"], h["verdict"]) for h in one["suite_case"]["history"]]
         check(hist == [("f2", "failed"), ("f3", "passed")], "history by build: %s" % hist)
+
+        st, body = s.api("POST", "/api/v1/jobs", {"kind": "suite", "device": "emu",
+                                                  "filter": {"kind": "op"}}, scope="submit")
+        check(st == 400, "a suite job filtered to kind op (none promoted) is refused")
 
         # numvalctl repro: the case's artifact downloaded and re-run by numval-worker.
         p = s.ctl("repro", str(c1["id"]), "--runs", "2", "--worker", bins["worker"],

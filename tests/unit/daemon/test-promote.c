@@ -236,11 +236,21 @@ static void test_fused(nvd_store *s)
            "an op case is listed as kind op");
     json_decref(list);
     json_t *act = NULL;
-    r = nvd_store_suite_active(s, "matmul", NULL, NULL, &act);
+    r = nvd_store_suite_active(s, NULL, "matmul", NULL, NULL, &act);
     tap_ok(r == 0 && json_array_size(act) == 1 &&
                !strcmp(json_string_value(json_object_get(json_array_get(act, 0), "kind")), "fused"),
            "a suite job filtered by op matmul selects it, with kind fused");
     json_decref(act);
+    act = NULL;
+    json_t *act_op = NULL;
+    r = nvd_store_suite_active(s, "fused", NULL, NULL, NULL, &act);
+    int r2 = nvd_store_suite_active(s, "op", NULL, NULL, NULL, &act_op);
+    tap_ok(r == 0 && r2 == 0 && json_array_size(act) == 1 && json_array_size(act_op) == 1 &&
+               !strcmp(json_string_value(json_object_get(json_array_get(act_op, 0), "signature")),
+                       SIG_A),
+           "filtered by kind: fused selects the fused case, op the op case");
+    json_decref(act);
+    json_decref(act_op);
     r = upload_result(s, &u2, "tokf2", &dup);
     tap_ok(r == 0 && sql_int("SELECT COUNT(*) FROM suite_cases") == before + 1 &&
                sql_int("SELECT occurrences FROM suite_cases WHERE op = 'matmul'") == 2,
