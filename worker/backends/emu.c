@@ -150,8 +150,13 @@ static int encode_output(emu_call *ec, bool cast, int ndim, const int64_t *shape
         float f = (float)emu_round(ec, ec->storage, vals[i]);
         memcpy(buf + i * 4, &f, 4);
     }
+    /* bf16 outputs rounded to bf16 storage: a bit copy (emu_store_exact); not
+     * under stochastic rounding, whose stream the general path draws from. */
+    bool exact = !cast && ec->storage == ec->out && ec->rm.rounding != NV_ROUND_STOCHASTIC;
     for (int64_t i = 0; !direct && i < numel; i++) {
         double v = cast ? vals[i] : emu_round(ec, ec->storage, vals[i]);
+        if (exact && emu_store_exact(ec->out, buf, i, v))
+            continue;
         uint32_t rnd = ec->rm.rounding == NV_ROUND_STOCHASTIC
                            ? (uint32_t)(emu_splitmix(&ec->sr_state) >> 32)
                            : 0;
@@ -211,7 +216,35 @@ static int decode_input(emu_ctx *ctx, int k, const nv_tensor_view *v, nv_tensor 
     t->data = scratch(ctx, k, t->numel);
     if (!t->data)
         return NV_E_NOMEM;
-    return nvw_view_decode(v, ctx->mode.daz, t->data) < 0 ? NV_E_INVALID : NV_OK;
+    return emu_view_decode(v, ctx->mode.daz, t->data) < 0 ? NV_E_INVALID : NV_OK;
+}
+
+int emu_view_decode(const nv_tensor_view *v, bool daz, double *dst)
+{
+    bool contiguous = v->dtype == NV_DT_BF16 && v->data && v->ndim >= 0 && v->ndim <= NV_MAX_DIMS;
+    int64_t n = 1;
+    for (int d = v->ndim - 1; contiguous && d >= 0; d--) {
+        contiguous = v->shape[d] >= 0 && (v->shape[d] <= 1 || v->strides[d] == n);
+        n *= v->shape[d];
+    }
+    if (!contiguous)
+        return nvw_view_decode(v, daz, dst);
+    const unsigned char *p = v->data;
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, p + 2 * i, 2);
+        if ((h & 0x7f80) == 0x7f80 && (h & 0x7f)) { /* NaN */
+            dst[i] = nv_dtype_decode(NV_DT_BF16, h, daz);
+            continue;
+        }
+        if (daz && (h & 0x7f80) == 0) /* DAZ: a subnormal reads as a signed zero */
+            h &= 0x8000;
+        uint32_t u = (uint32_t)h << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        dst[i] = f;
+    }
+    return 0;
 }
 
 static int decode_call(emu_ctx *ctx, nv_op_call *call, const nv_op_def **ret_op,

@@ -52,6 +52,19 @@ static int op_id(const nv_op_def *op)
     return (int)id;
 }
 
+/* nvw_tensor_from_view with the emu's bf16 decode fast path (emu_view_decode). */
+static nv_tensor *from_view(const nv_tensor_view *v, bool daz)
+{
+    if (v->dtype != NV_DT_BF16 || v->ndim < 0 || v->ndim > NV_MAX_DIMS)
+        return nvw_tensor_from_view(v, daz);
+    nv_tensor *t = nv_tensor_new(NV_DT_BF16, v->ndim, v->shape);
+    if (t && emu_view_decode(v, daz, t->data) < 0) {
+        nv_tensor_free(t);
+        t = NULL;
+    }
+    return t;
+}
+
 /* Decode inputs, the saved tensors (in the order of the emu's saved list) and
  * the output gradient; fill io. */
 static int decode(const emu_ctx *ctx, const nv_op_def *op, const nv_backward_call *call, bstate *s,
@@ -62,7 +75,7 @@ static int decode(const emu_ctx *ctx, const nv_op_def *op, const nv_backward_cal
         return fail(err, errlen, NV_E_INVALID, "backward of '%s' takes %d forward inputs", op->name,
                     op->n_inputs);
     for (int i = 0; i < op->n_inputs; i++) {
-        if (!(s->in[i] = nvw_tensor_from_view(&call->inputs[i], daz)))
+        if (!(s->in[i] = from_view(&call->inputs[i], daz)))
             return fail(err, errlen, NV_E_INVALID,
                         "backward of '%s': input %d is not a valid "
                         "tensor view",
@@ -77,7 +90,7 @@ static int decode(const emu_ctx *ctx, const nv_op_def *op, const nv_backward_cal
                     op->name, (long)json_array_size(want));
     io->shape0 = s->in[0];
     for (int k = 0; k < call->n_saved; k++) {
-        if (!(s->saved[k] = nvw_tensor_from_view(&call->saved[k], daz)))
+        if (!(s->saved[k] = from_view(&call->saved[k], daz)))
             return fail(err, errlen, NV_E_INVALID,
                         "backward of '%s': saved tensor %d is not "
                         "a valid tensor view",
@@ -89,7 +102,7 @@ static int decode(const emu_ctx *ctx, const nv_op_def *op, const nv_backward_cal
         else
             io->y = s->saved[k];
     }
-    if (!call->grad_output || !(s->gy = nvw_tensor_from_view(call->grad_output, daz)))
+    if (!call->grad_output || !(s->gy = from_view(call->grad_output, daz)))
         return fail(err, errlen, NV_E_INVALID,
                     "backward of '%s': grad_output is missing or "
                     "not a valid tensor view",
@@ -125,8 +138,14 @@ static int encode(emu_call *ec, const nv_tensor *like, const double *vals, nv_te
     unsigned char *buf = malloc((size_t)(n > 0 ? n : 1) * (size_t)info->storage_bytes);
     if (!buf)
         return NV_E_NOMEM;
+    /* fp32 and bf16 gradients rounded to their storage dtype: a bit copy
+     * (emu_store_exact); not under stochastic rounding, whose stream the general
+     * path draws from. */
+    bool exact = ec->storage == dt && ec->rm.rounding != NV_ROUND_STOCHASTIC;
     for (int64_t i = 0; i < n; i++) {
         double v = emu_round(ec, ec->storage, vals[i]);
+        if (exact && emu_store_exact(dt, buf, i, v))
+            continue;
         uint32_t rnd = ec->rm.rounding == NV_ROUND_STOCHASTIC
                            ? (uint32_t)(emu_splitmix(&ec->sr_state) >> 32)
                            : 0;

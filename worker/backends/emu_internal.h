@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "../numerics/dtype.h"
 #include "../numerics/refmath.h"
@@ -116,6 +117,32 @@ double emu_fma(emu_call *c, nv_dtype dt, double a, double b, double s);
 /* True when every value of b is a value of a (so rounding to b directly equals
  * rounding to a then b for a correctly rounded function). */
 bool emu_dtype_contains(nv_dtype a, nv_dtype b);
+
+/* ---- fast encode/decode of fp32 and bf16 (emu.c) ----
+ * bf16 is fp32 without its low 16 fraction bits (same sign, exponent field and
+ * bias), so a bf16 value's encoding is the upper half of its fp32 encoding and
+ * decoding is a shift. emu_store_exact stores v, a value already in dt's value
+ * set (emu_round to dt), when dt is fp32 or bf16 and v is not NaN (NaN payloads
+ * are nv_dtype_encode's business, IEEE 754-2019 §6.2.3); false: the caller
+ * encodes it the general way. The bits are nv_dtype_encode's (test-emu-bf16). */
+static inline bool emu_store_exact(nv_dtype dt, void *buf, int64_t i, double v)
+{
+    if (isnan(v) || (dt != NV_DT_FP32 && dt != NV_DT_BF16))
+        return false;
+    float f = (float)v; /* exact: v is an fp32 (or bf16) value */
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if (dt == NV_DT_FP32)
+        memcpy((char *)buf + i * 4, &u, 4);
+    else {
+        uint16_t h = (uint16_t)(u >> 16);
+        memcpy((char *)buf + i * 2, &h, 2);
+    }
+    return true;
+}
+/* nvw_view_decode (loader.h) with a fast path for contiguous bf16 views; the
+ * same values bit for bit (NaN patterns go through nv_dtype_decode). */
+int emu_view_decode(const nv_tensor_view *v, bool daz, double *dst);
 
 /* ---- emu_fn.c ---- */
 /* f(x) in dt by the mode's transcendental quality; the exact kind rounds once. */
