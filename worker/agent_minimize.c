@@ -265,9 +265,11 @@ static void minimize_fused(nvw_agent_job *j, const nvw_backend *b, const kept *k
         return;
     }
     snprintf(fr->backend, sizeof fr->backend, "%s", j->backend_spec);
+    /* A probe runs the graph three times: none may outlast the deadline. */
+    double probe_ms = deadline * 1000 < 60000 ? deadline * 1000 : 60000;
     nvw_fmin_opts mo = {.budget = NVW_AGENT_MIN_BUDGET,
                         .deadline_s = deadline,
-                        .timeout_ms = 60000,
+                        .timeout_ms = probe_ms > 1000 ? (int)probe_ms : 1000,
                         .progress = stderr,
                         .cancel = &j->cancel};
     nvw_fmin_result m;

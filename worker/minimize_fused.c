@@ -34,6 +34,15 @@ static bool cancelled(fmin *m)
     return m->o->cancel && *m->o->cancel;
 }
 
+static bool past_deadline(fmin *m)
+{
+    if (now_s() - m->t0 > m->deadline_s) {
+        m->res->stop = "deadline";
+        return true;
+    }
+    return false;
+}
+
 static bool out_of_time(fmin *m)
 {
     if (cancelled(m))
@@ -42,11 +51,7 @@ static bool out_of_time(fmin *m)
         m->res->stop = "budget";
         return true;
     }
-    if (now_s() - m->t0 > m->deadline_s) {
-        m->res->stop = "deadline";
-        return true;
-    }
-    return false;
+    return past_deadline(m);
 }
 
 /* Probe subgraph sub: 1 still fails with the signature, 0 not (or the subgraph
@@ -225,7 +230,10 @@ static int gate(fmin *m, const nvw_fsub *sub, bool stored, int runs, int *ret_fa
         r = nvw_fsub_build(m->fr, sub, &spec, &in, &n);
     }
     for (int i = 0; r == 0 && i < runs; i++) {
-        if (cancelled(m))
+        /* The stored graph may be large (each probe runs it three times): its
+         * gate honours the deadline; the re-verification of a minimized
+         * candidate always completes. */
+        if (cancelled(m) || (stored && past_deadline(m)))
             break;
         r = nvw_fprobe_run(m->fr, m->b, spec, in, n, m->o->timeout_ms, stored, NULL, NULL,
                            ret_last);
@@ -258,13 +266,15 @@ int nvw_fminimize(nvw_frepro *fr, const nvw_backend *b, const nvw_fmin_opts *o,
     int r = gate(&m, &ret->sub, true, runs, &ret->gate_failed, &ret->gate_bits, &ret->last);
     if (r < 0)
         return r;
-    /* A cancelled gate or minimization stops at once: nothing is verified. */
-    ret->flaky = !cancelled(&m) && 2 * ret->gate_failed < runs;
-    if (o->progress && !cancelled(&m))
+    /* A gate cut short (cancelled, deadline) judges nothing: neither flaky nor
+     * minimized; a cancelled minimization is not verified. */
+    bool cut = strcmp(ret->stop, "done") != 0;
+    ret->flaky = !cut && 2 * ret->gate_failed < runs;
+    if (o->progress && !cut)
         fprintf(o->progress, "minimize: gate: %d of %d runs fail as '%s' at '%s' (%s)%s\n",
                 ret->gate_failed, runs, fr->cls, fr->op, fr->judge,
                 ret->flaky ? ": flaky, not minimized" : "");
-    if (!ret->flaky && !cancelled(&m)) {
+    if (!ret->flaky && !cut) {
         if ((r = ddmin_nodes(&m)) < 0 || (r = shrink(&m)) < 0)
             return r;
         int failed = 0, bits = 0;

@@ -117,8 +117,9 @@ typedef struct nvw_fmin_result {
  * nodes, then extent shrinking, then re-verification. A flaky case (fewer than
  * half the gate runs fail with the signature) is not minimized. Cancelled
  * (*o->cancel non-zero), it stops before the next probe with stop "cancelled",
- * neither flaky nor verified. Returns 0 or a negative errno (a probe could not
- * be run). */
+ * not verified; a gate cut short by the deadline or a cancel is neither flaky
+ * nor minimized (stop "deadline" / "cancelled"). Returns 0 or a negative errno
+ * (a probe could not be run). */
 int nvw_fminimize(nvw_frepro *fr, const nvw_backend *b, const nvw_fmin_opts *o,
                   nvw_fmin_result *ret);
 

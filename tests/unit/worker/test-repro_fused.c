@@ -180,6 +180,12 @@ static void test_probe_and_minimize(void)
            "cancelled before it starts: no probe, neither verified nor flaky (stop %s)", m.stop);
 
     g_cancel = 0;
+    o.deadline_s = 1e-9;
+    r = nvw_fminimize(fr, bad, &o, &m);
+    tap_ok(r == 0 && !strcmp(m.stop, "deadline") && m.gate_failed == 0 && !m.flaky && !m.verified,
+           "deadline passed before the gate: neither flaky nor minimized (stop %s)", m.stop);
+    o.deadline_s = 0;
+
     FILE *progress = fopencookie(NULL, "w", (cookie_io_functions_t){.write = cancel_write});
     setvbuf(progress, NULL, _IONBF, 0);
     o.progress = progress;
