@@ -43,6 +43,78 @@ nv_tensor *nvw_tensor_like(const nv_tensor *t, nv_dtype dt)
     return nv_tensor_new(dt, t->ndim, t->shape);
 }
 
+/* Row-major at offset 0: element i is data[i]. */
+static bool row_major(const nv_tensor *t)
+{
+    int64_t st = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] != 1 && t->strides[d] != st)
+            return false;
+        st *= t->shape[d];
+    }
+    return t->offset == 0;
+}
+
+/* ---- tensors across the ABI ----
+ * The loader's nvw_view_from_tensor / nvw_tensor_from_view, with a fast path
+ * for contiguous bf16 (the AMP dtype): bf16 is fp32 without its low 16 fraction
+ * bits, so a bf16 value's encoding is the upper half of its fp32 encoding and
+ * decoding is a shift. Elements that are NaN (payloads are nv_dtype_encode's
+ * business, IEEE 754-2019 §6.2.3) or not exact bf16 values go through the
+ * general encoder and decoder, so the bytes and values are the loader's
+ * (test-train-exec compares them over all 65536 patterns). */
+static int to_view(const nv_tensor *t, nv_tensor_view *ret)
+{
+    if (t->dtype != NV_DT_BF16 || !row_major(t) || t->numel == 0)
+        return nvw_view_from_tensor(t, ret);
+    uint16_t *buf = malloc((size_t)t->numel * sizeof *buf);
+    if (!buf)
+        return -ENOMEM;
+    for (int64_t i = 0; i < t->numel; i++) {
+        double v = t->data[i];
+        float f = (float)v;
+        uint32_t u;
+        memcpy(&u, &f, sizeof u);
+        if ((double)f == v && !(u & 0xffff))
+            buf[i] = (uint16_t)(u >> 16);
+        else
+            buf[i] = (uint16_t)nv_dtype_encode(NV_DT_BF16, v, &NV_ROUND_DEFAULT, 0);
+    }
+    memset(ret, 0, sizeof *ret);
+    ret->dtype = (int32_t)t->dtype;
+    ret->ndim = t->ndim;
+    for (int d = 0; d < t->ndim; d++)
+        ret->shape[d] = t->shape[d], ret->strides[d] = t->strides[d];
+    ret->data = buf;
+    return 0;
+}
+
+static nv_tensor *from_view(const nv_tensor_view *v)
+{
+    bool fast = v->dtype == NV_DT_BF16 && v->data && v->ndim >= 0 && v->ndim <= NV_MAX_DIMS;
+    int64_t n = 1;
+    for (int d = v->ndim - 1; fast && d >= 0; d--) {
+        fast = v->shape[d] >= 0 && (v->shape[d] <= 1 || v->strides[d] == n);
+        n *= v->shape[d];
+    }
+    nv_tensor *t = fast ? nv_tensor_new(NV_DT_BF16, v->ndim, v->shape) : NULL;
+    if (!t)
+        return nvw_tensor_from_view(v, false);
+    const uint16_t *p = v->data;
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t h = p[i];
+        if ((h & 0x7f80) == 0x7f80 && (h & 0x7f)) { /* NaN */
+            t->data[i] = nv_dtype_decode(NV_DT_BF16, h, false);
+            continue;
+        }
+        uint32_t u = (uint32_t)h << 16;
+        float f;
+        memcpy(&f, &u, sizeof f);
+        t->data[i] = f;
+    }
+    return t;
+}
+
 /* ---- the host reference's fp64 2-D matmul ----
  * C[M,N] = op(A) op(B), every element summed over k = 0 .. K-1 in that order,
  * one product rounded then one add rounded per step, from +0: the same values,
@@ -177,7 +249,7 @@ static int dev_forward(nvw_exec *ex, const nv_op_def *op, const char *attrs, int
     nv_tensor_view iv[NV_OP_MAX_INPUTS];
     memset(iv, 0, sizeof iv);
     for (int i = 0; i < n; i++)
-        if (nvw_view_from_tensor(in[i], &iv[i]) < 0) {
+        if (to_view(in[i], &iv[i]) < 0) {
             free_views(iv, i);
             return -ENOMEM;
         }
@@ -197,7 +269,7 @@ static int dev_forward(nvw_exec *ex, const nv_op_def *op, const char *attrs, int
         prefix_err(ex, "device forward of '%s' failed: ", op->name);
         return -EIO;
     }
-    nv_tensor *t = nvw_tensor_from_view(&out, false);
+    nv_tensor *t = from_view(&out);
     if (ex->table->release_tensor)
         ex->table->release_tensor(ex->ctx, &out);
     if (!t) {
@@ -216,17 +288,6 @@ typedef struct host_in {
     nv_tensor hdr;
     nv_tensor *owned;
 } host_in;
-
-static bool row_major(const nv_tensor *t)
-{
-    int64_t st = 1;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        if (t->shape[d] != 1 && t->strides[d] != st)
-            return false;
-        st *= t->shape[d];
-    }
-    return t->offset == 0;
-}
 
 static nv_tensor *host_in_get(host_in *h, const nv_tensor *t, bool as_f64)
 {
@@ -281,8 +342,9 @@ void nvw_exec_count_lowp(nvw_exec *ex, const nv_tensor *g)
 {
     if (!is_lowp(g->dtype))
         return;
+    bool rm = row_major(g);
     for (int64_t i = 0; i < g->numel; i++)
-        ex->lowp_grad_zero += g->data[nv_tensor_offset_linear(g, i)] == 0;
+        ex->lowp_grad_zero += g->data[rm ? i : nv_tensor_offset_linear(g, i)] == 0;
     ex->lowp_grad_elems += g->numel;
 }
 
@@ -383,11 +445,11 @@ static int dev_backward(nvw_exec *ex, const nv_op_def *op, const char *attrs, in
     memset(gxv, 0, sizeof gxv);
     int r = 0, n_views = 0, n_saved = 0, n_grads = 0;
     for (; n_views < n && r == 0; n_views++)
-        r = nvw_view_from_tensor(in[n_views], &iv[n_views]);
+        r = to_view(in[n_views], &iv[n_views]);
     if (r == 0)
-        r = nvw_view_from_tensor(y, &yv);
+        r = to_view(y, &yv);
     if (r == 0)
-        r = nvw_view_from_tensor(gy, &gv);
+        r = to_view(gy, &gv);
     if (r < 0) {
         r = -ENOMEM;
         goto out;
@@ -414,7 +476,7 @@ static int dev_backward(nvw_exec *ex, const nv_op_def *op, const char *attrs, in
     for (int i = 0, k = 0; i < n; i++) {
         if (!nv_op_grad_input(op, i))
             continue;
-        gx[i] = nvw_tensor_from_view(&gxv[k], false);
+        gx[i] = from_view(&gxv[k]);
         if (!gx[i] || gx[i]->numel != in[i]->numel) {
             snprintf(ex->err, sizeof ex->err,
                      "device backward of '%s' returned an invalid "
