@@ -211,13 +211,14 @@ static int64_t elements(nvw_frepro *fr, const nvw_fsub *sub)
     return e;
 }
 
-/* Run the stored graph (stored = true) or the minimized one runs times. */
+/* Run the stored graph (stored = true) or the minimized one runs times (fewer
+ * when cut short). Returns the count of runs done, or a negative errno. */
 static int gate(fmin *m, const nvw_fsub *sub, bool stored, int runs, int *ret_failed, int *ret_bits,
                 nvw_fprobe *ret_last)
 {
     json_t *spec = NULL;
     nv_tensor **in = NULL;
-    int n = 0, failed = 0, bits = 0, r = 0;
+    int n = 0, failed = 0, bits = 0, r = 0, done = 0;
     if (stored) { /* exactly the stored job spec and inputs */
         spec = json_incref(m->fr->spec);
         n = m->fr->g->n_inputs;
@@ -239,6 +240,7 @@ static int gate(fmin *m, const nvw_fsub *sub, bool stored, int runs, int *ret_fa
                            ret_last);
         failed += r == 0 && nvw_fprobe_same(m->fr, ret_last);
         bits += r == 0 && ret_last->bits == 1;
+        done += r == 0;
     }
     for (int i = 0; in && i < n; i++)
         nv_tensor_free(in[i]);
@@ -246,7 +248,7 @@ static int gate(fmin *m, const nvw_fsub *sub, bool stored, int runs, int *ret_fa
     json_decref(spec);
     *ret_failed = failed;
     *ret_bits = bits;
-    return r;
+    return r < 0 ? r : done;
 }
 
 int nvw_fminimize(nvw_frepro *fr, const nvw_backend *b, const nvw_fmin_opts *o,
@@ -262,10 +264,10 @@ int nvw_fminimize(nvw_frepro *fr, const nvw_backend *b, const nvw_fmin_opts *o,
     for (int k = 0; k < fr->g->n_nodes; k++)
         ret->sub.keep[k] = true;
     ret->elements_before = elements(fr, &ret->sub);
-    ret->gate_runs = runs;
     int r = gate(&m, &ret->sub, true, runs, &ret->gate_failed, &ret->gate_bits, &ret->last);
     if (r < 0)
         return r;
+    ret->gate_runs = r; /* the runs done: fewer when cut short */
     /* A gate cut short (cancelled, deadline) judges nothing: neither flaky nor
      * minimized; a cancelled minimization is not verified. */
     bool cut = strcmp(ret->stop, "done") != 0;

@@ -175,14 +175,14 @@ static void test_probe_and_minimize(void)
     nvw_fmin_opts o = {.gate_runs = 3, .cancel = &g_cancel};
     nvw_fmin_result m;
     r = nvw_fminimize(fr, bad, &o, &m);
-    tap_ok(r == 0 && !strcmp(m.stop, "cancelled") && m.gate_failed == 0 && m.probes == 0 &&
+    tap_ok(r == 0 && !strcmp(m.stop, "cancelled") && m.gate_runs == 0 && m.probes == 0 &&
                !m.verified && !m.flaky,
            "cancelled before it starts: no probe, neither verified nor flaky (stop %s)", m.stop);
 
     g_cancel = 0;
     o.deadline_s = 1e-9;
     r = nvw_fminimize(fr, bad, &o, &m);
-    tap_ok(r == 0 && !strcmp(m.stop, "deadline") && m.gate_failed == 0 && !m.flaky && !m.verified,
+    tap_ok(r == 0 && !strcmp(m.stop, "deadline") && m.gate_runs == 0 && !m.flaky && !m.verified,
            "deadline passed before the gate: neither flaky nor minimized (stop %s)", m.stop);
     o.deadline_s = 0;
 
@@ -191,8 +191,8 @@ static void test_probe_and_minimize(void)
     o.progress = progress;
     r = nvw_fminimize(fr, bad, &o, &m);
     fclose(progress);
-    tap_ok(r == 0 && !strcmp(m.stop, "cancelled") && m.gate_failed == 3 && m.probes == 0 &&
-               !m.verified,
+    tap_ok(r == 0 && !strcmp(m.stop, "cancelled") && m.gate_runs == 3 && m.gate_failed == 3 &&
+               m.probes == 0 && !m.verified,
            "cancelled after the gate (3/3 failed): stops before ddmin (stop %s, %d probes)", m.stop,
            m.probes);
 
