@@ -153,20 +153,32 @@ void nvw_case_pool_backend_close(void *ctx_ud, void *ctx)
     be->table->close(ctx);
 }
 
-int nvw_case_pool_run_job(const nvw_run_opts *opts, int64_t n, const nvw_case_pool_backend *be,
-                          nvw_case_fn run_case, void *ud, char **ret_err)
+static int json_case(void *ud, void *ctx, int64_t i, char *err, size_t errlen)
 {
+    const nvw_case_pool_job *pj = ud;
+    json_t *c = pj->run(pj->job, ctx, i);
+    if (!c) {
+        snprintf(err, errlen, "out of memory while running a %s", pj->what);
+        return -ENOMEM;
+    }
+    pj->cases[i] = c;
+    return 0;
+}
+
+int nvw_case_pool_run_job(const nvw_case_pool_job *pj, char **ret_err)
+{
+    const nvw_run_opts *o = pj->opts;
     nvw_case_pool p = {
-        .threads = opts ? opts->threads : 0,
-        .n = n,
-        .run_case = run_case,
-        .ud = ud,
+        .threads = o ? o->threads : 0,
+        .n = pj->n,
+        .run_case = json_case,
+        .ud = (void *)pj,
         .open_ctx = nvw_case_pool_backend_open,
         .close_ctx = nvw_case_pool_backend_close,
-        .ctx_ud = (void *)be,
-        .progress = opts ? opts->progress : NULL,
-        .progress_ud = opts ? opts->ud : NULL,
-        .cancel = opts ? opts->cancel : NULL,
+        .ctx_ud = (void *)&pj->backend,
+        .progress = o ? o->progress : NULL,
+        .progress_ud = o ? o->ud : NULL,
+        .cancel = o ? o->cancel : NULL,
     };
     return nvw_case_pool_run(&p, ret_err);
 }

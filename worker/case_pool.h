@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "numval/backend.h"
 #include "run.h"
 
@@ -68,10 +70,23 @@ typedef struct nvw_case_pool_backend {
 int nvw_case_pool_backend_open(void *ctx_ud, void **ret_ctx, char *err, size_t errlen);
 void nvw_case_pool_backend_close(void *ctx_ud, void *ctx);
 
-/* The pool of a job: one context of be per thread, threads, progress and
- * cancel from opts (may be NULL: one thread per CPU, no progress, no cancel).
- * Returns as nvw_case_pool_run. */
-int nvw_case_pool_run_job(const nvw_run_opts *opts, int64_t n, const nvw_case_pool_backend *be,
-                          nvw_case_fn run_case, void *ud, char **ret_err);
+/* A runner's case: the case JSON (new reference), NULL on ENOMEM. */
+typedef json_t *(*nvw_case_json_fn)(void *job, void *ctx, int64_t i);
+
+/* A job whose cases are JSON placed by index (op, gradient and fused runners). */
+typedef struct nvw_case_pool_job {
+    const nvw_run_opts *opts;      /* threads, progress, cancel; NULL: one thread a CPU */
+    nvw_case_pool_backend backend; /* one context of it per thread */
+    int64_t n;                     /* the cases are 0..n-1 */
+    nvw_case_json_fn run;
+    void *job;        /* passed to run */
+    json_t **cases;   /* n slots: case i goes to cases[i], whichever thread runs it */
+    const char *what; /* the case named in the out-of-memory error: "case", "fused case" */
+} nvw_case_pool_job;
+
+/* Run the cases of pj on a pool. A NULL from run stops the pool with "out of
+ * memory while running a WHAT". Returns as nvw_case_pool_run; the slots of the
+ * cases that ran are filled (the caller frees them) whatever it returns. */
+int nvw_case_pool_run_job(const nvw_case_pool_job *pj, char **ret_err);
 
 #endif

@@ -5,10 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "case_pool.h"
 #include "run_fused.h"
-#include "numerics/refmath.h"
 #include "run_gradient.h"
 #include "run_longrun.h"
 #include "run_internal.h"
@@ -24,53 +23,11 @@ static int set_err(char **ret_err, const char *fmt, const char *a, const char *b
     return 0;
 }
 
-/* Record the first infrastructure error and stop the other threads. */
-static void infra_error(nvw_job *job, const char *msg)
+/* Case i of the pool (case_pool.h), placed by its index so that the result
+ * does not depend on the thread count. */
+static json_t *pool_case(void *job, void *ctx, int64_t i)
 {
-    pthread_mutex_lock(&job->lock);
-    if (!job->infra_err)
-        job->infra_err = strdup(msg);
-    pthread_mutex_unlock(&job->lock);
-    atomic_store(&job->abort, 1);
-}
-
-static bool cancelled(const nvw_job *job)
-{
-    return job->opts && job->opts->cancel && *job->opts->cancel;
-}
-
-static void *worker_main(void *arg)
-{
-    nvw_job *job = arg;
-    void *ctx = NULL;
-    char err[512] = "";
-    if (job->table->open(job->options, &ctx, err, sizeof err) != NV_OK) {
-        char msg[700];
-        snprintf(msg, sizeof msg, "backend '%s' failed to open a context: %s", job->backend_spec,
-                 err);
-        infra_error(job, msg);
-        return NULL;
-    }
-    int64_t total = job->spec->n_total;
-    while (!atomic_load(&job->abort) && !cancelled(job)) {
-        int64_t i = atomic_fetch_add(&job->next, 1);
-        if (i >= total)
-            break;
-        json_t *c = nvw_case_run(job, ctx, i);
-        if (!c) {
-            infra_error(job, "out of memory while running a case");
-            break;
-        }
-        job->cases[i] = c;
-        pthread_mutex_lock(&job->lock);
-        int64_t done = ++job->done;
-        if (job->opts && job->opts->progress)
-            job->opts->progress(job->opts->ud, done, total);
-        pthread_mutex_unlock(&job->lock);
-    }
-    job->table->close(ctx);
-    nv_ref_thread_done(); /* MPFR caches this thread filled */
-    return NULL;
+    return nvw_case_run(job, ctx, i);
 }
 
 /* Open one context to read describe(); note whether the op is declared
@@ -100,49 +57,6 @@ static int read_describe(nvw_job *job, char **ret_err)
     {
         if (json_is_string(v) && strcmp(json_string_value(v), job->spec->op->name) == 0)
             job->op_nondeterministic = true;
-    }
-    return 0;
-}
-
-static int thread_count(const nvw_run_opts *o, int64_t total)
-{
-    long n = o && o->threads > 0 ? o->threads : sysconf(_SC_NPROCESSORS_ONLN);
-    if (n < 1)
-        n = 1;
-    if (n > 256)
-        n = 256;
-    if (n > total)
-        n = (long)total;
-    return (int)n;
-}
-
-static int run_pool(nvw_job *job, char **ret_err)
-{
-    int n = thread_count(job->opts, job->spec->n_total);
-    pthread_t *th = calloc((size_t)n, sizeof *th);
-    if (!th)
-        return -ENOMEM;
-    int started = 0;
-    for (; started < n; started++)
-        if (pthread_create(&th[started], NULL, worker_main, job) != 0)
-            break;
-    for (int i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
-    free(th);
-    if (started == 0) {
-        set_err(ret_err, "could not start a runner thread%s%s", "", "");
-        return -EAGAIN;
-    }
-    if (job->infra_err) {
-        set_err(ret_err, "%s%s", job->infra_err, "");
-        return -EIO;
-    }
-    if (job->done < job->spec->n_total) {
-        char *s = NULL;
-        if (ret_err && asprintf(&s, "job cancelled after %lld of %lld cases", (long long)job->done,
-                                (long long)job->spec->n_total) >= 0)
-            *ret_err = s;
-        return -ECANCELED;
     }
     return 0;
 }
@@ -188,7 +102,14 @@ int nvw_run_job(const json_t *spec, const char *backend_spec, const nvw_run_opts
         r = -ENOMEM;
         goto out;
     }
-    r = run_pool(&job, &e);
+    nvw_case_pool_job pj = {.opts = opts,
+                            .backend = {job.table, job.options, backend_spec},
+                            .n = job.spec->n_total,
+                            .run = pool_case,
+                            .job = &job,
+                            .cases = job.cases,
+                            .what = "case"};
+    r = nvw_case_pool_run_job(&pj, &e);
     if (r < 0)
         goto out;
     json_t *result = nvw_job_result(&job);
@@ -209,7 +130,6 @@ out:
             json_decref(job.cases[i]);
     free(job.cases);
     json_decref(job.describe);
-    free(job.infra_err);
     nv_jobspec_free(job.spec);
     nvw_backend_free(b);
     free(ptr);

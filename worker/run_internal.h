@@ -4,7 +4,6 @@
 
 #include <jansson.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "backends/loader.h"
@@ -23,11 +22,7 @@ typedef struct nvw_job {
     bool op_nondeterministic; /* the op is listed in describe's "nondeterministic_ops" */
     const nvw_run_opts *opts;
     json_t **cases;       /* by case index; each slot written by one thread */
-    atomic_llong next;    /* next case index to claim */
-    atomic_int abort;     /* an infrastructure error stops the job */
-    pthread_mutex_t lock; /* guards done, progress, on_failure, infra_err */
-    int64_t done;
-    char *infra_err;
+    pthread_mutex_t lock; /* serializes on_failure */
 } nvw_job;
 
 /* Run case i on the backend context ctx. Returns the case JSON (new reference),

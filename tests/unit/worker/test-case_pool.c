@@ -17,7 +17,7 @@
 
 /* What one pool run did, as seen by the callbacks. */
 typedef struct probe {
-    atomic_int runs[MAX_N + 1]; /* times each index ran */
+    atomic_int runs[MAX_N + 1];             /* times each index ran */
     atomic_int opens, closes, open_fail_at; /* open_fail_at: 1-based open that fails; 0 none */
     atomic_int ctx_missing;                 /* cases that needed a context and had none */
     atomic_int ctx_unneeded;                /* cases that needed none and got one */
@@ -133,7 +133,8 @@ static void test_every_index_once(void)
             int want_threads = n < threads ? (int)n : threads;
             bool ok = r == 0 && !err && each_once(&pr, n) && pr.progress_steps_ok &&
                       pr.last_done == n && pr.progress_calls == n && pr.bad_total == n &&
-                      pr.opens == pr.closes && pr.opens <= want_threads && (n == 0 || pr.opens >= 1);
+                      pr.opens == pr.closes && pr.opens <= want_threads &&
+                      (n == 0 || pr.opens >= 1);
             if (!ok && bad++ == 0)
                 tap_diag("threads %d n %lld: r %d opens %d closes %d last progress %lld", threads,
                          (long long)n, r, pr.opens, pr.closes, (long long)pr.last_done);
@@ -300,28 +301,60 @@ static void fake_close(void *ctx)
         atomic_fetch_add(&fake_closes, 1);
 }
 
-static int count_case(void *ud, void *ctx, int64_t i, char *err, size_t errlen)
+/* Case i as JSON: the integer i, made on an opened fake context; NULL for
+ * case 7 when the job says so (an out-of-memory case). */
+static json_t *json_case(void *job, void *ctx, int64_t i)
 {
-    (void)err, (void)errlen, (void)i;
-    if (ctx == &fake_opens)
-        atomic_fetch_add((atomic_int *)ud, 1);
-    return 0;
+    const bool *fail7 = job;
+    if (ctx != &fake_opens || (*fail7 && i == 7))
+        return NULL;
+    return json_integer((json_int_t)i);
 }
 
 static void test_backend_job(void)
 {
     nv_backend table = {.name = "fake", .open = fake_open, .close = fake_close};
-    nvw_case_pool_backend be = {.table = &table, .options = "", .spec = "fake:"};
-    atomic_int ran = 0;
+    json_t *cases[40] = {NULL};
+    bool fail7 = false;
     nvw_run_opts opts = {.threads = 3};
-    int r = nvw_case_pool_run_job(&opts, 40, &be, count_case, &ran, NULL);
-    tap_ok(r == 0 && ran == 40 && fake_opens == fake_closes && fake_opens >= 1 && fake_opens <= 3,
-           "run_job: 40 cases on backend contexts, each closed (%d opened)", fake_opens);
+    nvw_case_pool_job pj = {.opts = &opts,
+                            .backend = {&table, "", "fake:"},
+                            .n = 40,
+                            .run = json_case,
+                            .job = &fail7,
+                            .cases = cases,
+                            .what = "widget case"};
+    int r = nvw_case_pool_run_job(&pj, NULL);
+    int placed = 0;
+    for (int i = 0; i < 40; i++) {
+        placed += json_integer_value(cases[i]) == i && cases[i];
+        json_decref(cases[i]);
+        cases[i] = NULL;
+    }
+    tap_ok(
+        r == 0 && placed == 40 && fake_opens == fake_closes && fake_opens >= 1 && fake_opens <= 3,
+        "run_job: case i's JSON in slot i for 40 cases, contexts closed (%d opened)", fake_opens);
 
-    be.options = "broken";
-    be.spec = "fake:broken";
+    fail7 = true;
+    opts.threads = 1;
     char *err = NULL;
-    r = nvw_case_pool_run_job(NULL, 5, &be, count_case, &ran, &err);
+    r = nvw_case_pool_run_job(&pj, &err);
+    placed = 0;
+    for (int i = 0; i < 40; i++) {
+        placed += cases[i] != NULL;
+        json_decref(cases[i]);
+    }
+    tap_ok(r == -EIO && err && !strcmp(err, "out of memory while running a widget case") &&
+               placed == 7,
+           "run_job: a NULL case stops the job, named by what ('%s'), 7 cases placed",
+           err ? err : "");
+    free(err);
+
+    pj.opts = NULL;
+    pj.backend.options = "broken";
+    pj.backend.spec = "fake:broken";
+    err = NULL;
+    r = nvw_case_pool_run_job(&pj, &err);
     tap_ok(r == -EIO && err &&
                !strcmp(err, "backend 'fake:broken' failed to open a context: option 'broken' "
                             "is not known"),
