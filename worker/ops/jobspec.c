@@ -1,5 +1,6 @@
 /* Job spec validation and parsing: see jobspec.h and docs/JOBS.md. Every error
- * names the field by JSON pointer and the offending value in quotes. */
+ * names the field by JSON pointer and the offending value in quotes (the field
+ * checkers and the error record: jobspec_util.h). */
 #include "jobspec.h"
 
 #include <errno.h>
@@ -11,57 +12,8 @@
 #include "../../include/numval/backend.h"
 #include "fusedspec.h"
 #include "gradspec.h"
+#include "jobspec_util.h"
 #include "longrunspec.h"
-
-typedef struct perr {
-    char *ptr;
-    char *msg;
-    bool oom;
-} perr;
-
-/* Record the first error; returns -EINVAL (or -ENOMEM when even that failed). */
-static int fail(perr *e, const char *ptr, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(perr *e, const char *ptr, const char *fmt, ...)
-{
-    if (e->msg || e->oom)
-        return e->oom ? -ENOMEM : -EINVAL;
-    va_list ap;
-    va_start(ap, fmt);
-    int r = vasprintf(&e->msg, fmt, ap);
-    va_end(ap);
-    e->ptr = strdup(ptr);
-    if (r < 0 || !e->ptr) {
-        if (r >= 0)
-            free(e->msg);
-        free(e->ptr);
-        e->msg = e->ptr = NULL;
-        e->oom = true;
-        return -ENOMEM;
-    }
-    return -EINVAL;
-}
-
-char *nv_json_pointer_escape(const char *token)
-{
-    size_t n = 0;
-    for (const char *p = token; *p; p++)
-        n += (*p == '~' || *p == '/') ? 2 : 1;
-    char *out = malloc(n + 1);
-    if (!out)
-        return NULL;
-    char *o = out;
-    for (const char *p = token; *p; p++) {
-        if (*p == '~' || *p == '/') {
-            *o++ = '~';
-            *o++ = *p == '~' ? '0' : '1';
-        } else {
-            *o++ = *p;
-        }
-    }
-    *o = 0;
-    return out;
-}
 
 static const char *const layout_names[NV_LAYOUT_COUNT] = {"contiguous", "transposed", "strided"};
 static const char *const expect_names[NV_EXPECT_COUNT] = {"shape_mismatch", "wrong_dtype"};
@@ -85,23 +37,6 @@ int nv_layout_from_name(const char *name, nv_layout *ret)
 const char *nv_expect_kind_name(nv_expect_kind k)
 {
     return ((int)k >= 0 && k < NV_EXPECT_COUNT) ? expect_names[k] : NULL;
-}
-
-/* A JSON value as short text for messages ("1.5", "\"x\"", "[...]"). */
-static char *show(const json_t *v)
-{
-    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-    if (s && strlen(s) > 60)
-        strcpy(s + 56, "...");
-    return s;
-}
-
-static int fail_value(perr *e, const char *ptr, const json_t *v, const char *what)
-{
-    char *s = show(v);
-    int r = fail(e, ptr, "'%s' %s", s ? s : "?", what);
-    free(s);
-    return r;
 }
 
 static const char *const known_keys[] = {
@@ -130,56 +65,47 @@ static const char *const known_keys[] = {
 
 static const char *const later_kinds[] = {"gradient", "fused", "longrun", "suite", NULL};
 
-static int check_kind_and_keys(const json_t *spec, perr *e)
+static int check_kind_and_keys(const json_t *spec, nv_spec_err *e)
 {
     if (!json_is_object(spec))
-        return fail(e, "", "a job spec must be a JSON object");
+        return nv_spec_fail(e, "", "a job spec must be a JSON object");
     const json_t *kind = json_object_get(spec, "kind");
     if (!kind)
-        return fail(e, "/kind", "missing \"kind\"; set \"kind\": \"op\"");
+        return nv_spec_fail(e, "/kind", "missing \"kind\"; set \"kind\": \"op\"");
     if (!json_is_string(kind))
-        return fail_value(e, "/kind", kind, "must be a string such as \"op\"");
+        return nv_spec_fail_value(e, "/kind", kind, "must be a string such as \"op\"");
     const char *k = json_string_value(kind);
     for (int i = 0; later_kinds[i]; i++)
         if (strcmp(k, later_kinds[i]) == 0)
-            return fail(e, "/kind", "kind '%s' is not supported by this build", k);
+            return nv_spec_fail(e, "/kind", "kind '%s' is not supported by this build", k);
     if (strcmp(k, "op") != 0)
-        return fail(e, "/kind", "unknown kind '%s'; known kinds: op", k);
-    const char *key;
-    const json_t *v;
-    json_object_foreach((json_t *)spec, key, v)
-    {
-        bool known = false;
-        for (int i = 0; known_keys[i]; i++)
-            known = known || strcmp(key, known_keys[i]) == 0;
-        if (!known) {
-            char *tok = nv_json_pointer_escape(key);
-            char ptr[300];
-            snprintf(ptr, sizeof ptr, "/%s", tok ? tok : key);
-            free(tok);
-            return fail(e, ptr, "unknown key '%s' (docs/JOBS.md lists the fields)", key);
-        }
+        return nv_spec_fail(e, "/kind", "unknown kind '%s'; known kinds: op", k);
+    const char *key = nv_spec_unknown_key(spec, known_keys);
+    if (key) {
+        char ptr[300];
+        nv_spec_pointer(ptr, sizeof ptr, "", key);
+        return nv_spec_fail(e, ptr, "unknown key '%s' (docs/JOBS.md lists the fields)", key);
     }
     return 0;
 }
 
-static int parse_op(const json_t *spec, nv_jobspec *s, perr *e)
+static int parse_op(const json_t *spec, nv_jobspec *s, nv_spec_err *e)
 {
     const json_t *op = json_object_get(spec, "op");
     if (!op)
-        return fail(e, "/op", "missing \"op\" (an operator of the catalog, e.g. \"exp\")");
+        return nv_spec_fail(e, "/op", "missing \"op\" (an operator of the catalog, e.g. \"exp\")");
     if (!json_is_string(op))
-        return fail_value(e, "/op", op, "must be a string naming a catalog op");
+        return nv_spec_fail_value(e, "/op", op, "must be a string naming a catalog op");
     s->op = nv_op_find(json_string_value(op));
     if (!s->op)
-        return fail(e, "/op", "unknown op '%s'", json_string_value(op));
+        return nv_spec_fail(e, "/op", "unknown op '%s'", json_string_value(op));
     const json_t *attrs = json_object_get(spec, "attrs");
     if (attrs && !json_is_object(attrs))
-        return fail_value(e, "/attrs", attrs, "must be an object");
+        return nv_spec_fail_value(e, "/attrs", attrs, "must be an object");
     char *msg = NULL;
     int r = nv_op_parse_attrs(s->op, attrs, &s->attrs, &msg);
     if (r < 0) {
-        r = fail(e, "/attrs", "%s", msg ? msg : "invalid attributes");
+        r = nv_spec_fail(e, "/attrs", "%s", msg ? msg : "invalid attributes");
         free(msg);
         return r;
     }
@@ -215,19 +141,20 @@ static int parse_class_name(const char *n, int *ret)
 }
 
 static int parse_names(const json_t *spec, const char *key, const char *what, const char *dflt,
-                       name_fn fn, int *out, int max, int *ret_n, perr *e)
+                       name_fn fn, int *out, int max, int *ret_n, nv_spec_err *e)
 {
     char ptr[64];
     snprintf(ptr, sizeof ptr, "/%s", key);
     const json_t *arr = json_object_get(spec, key);
     if (!arr) {
         if (!dflt)
-            return fail(e, ptr, "missing \"%s\" (a non-empty array of %s names)", key, what);
+            return nv_spec_fail(e, ptr, "missing \"%s\" (a non-empty array of %s names)", key,
+                                what);
         *ret_n = 1;
         return fn(dflt, &out[0]) < 0 ? -EINVAL : 0;
     }
     if (!json_is_array(arr) || json_array_size(arr) == 0)
-        return fail_value(e, ptr, arr, "must be a non-empty array of names");
+        return nv_spec_fail_value(e, ptr, arr, "must be a non-empty array of names");
     size_t i;
     const json_t *v;
     int n = 0;
@@ -235,15 +162,15 @@ static int parse_names(const json_t *spec, const char *key, const char *what, co
     {
         snprintf(ptr, sizeof ptr, "/%s/%zu", key, i);
         if (!json_is_string(v))
-            return fail_value(e, ptr, v, "must be a string");
+            return nv_spec_fail_value(e, ptr, v, "must be a string");
         int id;
         if (fn(json_string_value(v), &id) < 0)
-            return fail(e, ptr, "unknown %s '%s'", what, json_string_value(v));
+            return nv_spec_fail(e, ptr, "unknown %s '%s'", what, json_string_value(v));
         for (int k = 0; k < n; k++)
             if (out[k] == id)
-                return fail(e, ptr, "duplicate %s '%s'", what, json_string_value(v));
+                return nv_spec_fail(e, ptr, "duplicate %s '%s'", what, json_string_value(v));
         if (n == max)
-            return fail(e, ptr, "too many %s names", what);
+            return nv_spec_fail(e, ptr, "too many %s names", what);
         out[n++] = id;
     }
     *ret_n = n;
@@ -251,11 +178,11 @@ static int parse_names(const json_t *spec, const char *key, const char *what, co
 }
 
 static int parse_one_shape(const json_t *arr, const char *ptr, int *ret_ndim, int64_t *dims,
-                           perr *e)
+                           nv_spec_err *e)
 {
     if (json_array_size(arr) > NV_MAX_DIMS)
-        return fail(e, ptr, "rank %zu exceeds the maximum of %d", json_array_size(arr),
-                    NV_MAX_DIMS);
+        return nv_spec_fail(e, ptr, "rank %zu exceeds the maximum of %d", json_array_size(arr),
+                            NV_MAX_DIMS);
     size_t i;
     const json_t *v;
     json_array_foreach(arr, i, v)
@@ -263,25 +190,25 @@ static int parse_one_shape(const json_t *arr, const char *ptr, int *ret_ndim, in
         char p[160];
         snprintf(p, sizeof p, "%s/%zu", ptr, i);
         if (!json_is_integer(v) || json_integer_value(v) <= 0)
-            return fail_value(e, p, v, "must be a positive integer extent");
+            return nv_spec_fail_value(e, p, v, "must be a positive integer extent");
         if (json_integer_value(v) > NV_JOB_MAX_ELEMENTS)
-            return fail_value(e, p, v, "exceeds the per-tensor element limit of 134217728");
+            return nv_spec_fail_value(e, p, v, "exceeds the per-tensor element limit of 134217728");
         dims[i] = json_integer_value(v);
     }
     *ret_ndim = (int)json_array_size(arr);
     return 0;
 }
 
-static int parse_shapes(const json_t *spec, nv_jobspec *s, perr *e)
+static int parse_shapes(const json_t *spec, nv_jobspec *s, nv_spec_err *e)
 {
     const json_t *arr = json_object_get(spec, "shapes");
     if (!arr)
-        return fail(e, "/shapes",
-                    "missing \"shapes\" (a non-empty array of shapes, e.g. [[4096]])");
+        return nv_spec_fail(e, "/shapes",
+                            "missing \"shapes\" (a non-empty array of shapes, e.g. [[4096]])");
     if (!json_is_array(arr) || json_array_size(arr) == 0)
-        return fail_value(e, "/shapes", arr, "must be a non-empty array of shapes");
+        return nv_spec_fail_value(e, "/shapes", arr, "must be a non-empty array of shapes");
     if (json_array_size(arr) > 1024)
-        return fail(e, "/shapes", "more than 1024 shapes");
+        return nv_spec_fail(e, "/shapes", "more than 1024 shapes");
     s->shapes = calloc(json_array_size(arr), sizeof *s->shapes);
     if (!s->shapes)
         return -ENOMEM;
@@ -293,12 +220,13 @@ static int parse_shapes(const json_t *spec, nv_jobspec *s, perr *e)
         snprintf(ptr, sizeof ptr, "/shapes/%zu", i);
         nv_job_shape *sh = &s->shapes[i];
         if (!json_is_array(v))
-            return fail_value(e, ptr, v, "must be an array of extents (or of per-input shapes)");
+            return nv_spec_fail_value(e, ptr, v,
+                                      "must be an array of extents (or of per-input shapes)");
         int r;
         if (json_array_size(v) > 0 && json_is_array(json_array_get(v, 0))) {
             if ((int)json_array_size(v) != s->op->n_inputs)
-                return fail(e, ptr, "op '%s' takes %d inputs, the shape lists %zu", s->op->name,
-                            s->op->n_inputs, json_array_size(v));
+                return nv_spec_fail(e, ptr, "op '%s' takes %d inputs, the shape lists %zu",
+                                    s->op->name, s->op->n_inputs, json_array_size(v));
             size_t k;
             const json_t *t;
             json_array_foreach(v, k, t)
@@ -306,7 +234,7 @@ static int parse_shapes(const json_t *spec, nv_jobspec *s, perr *e)
                 char p[128];
                 snprintf(p, sizeof p, "%s/%zu", ptr, k);
                 if (!json_is_array(t))
-                    return fail_value(e, p, t, "must be an array of extents");
+                    return nv_spec_fail_value(e, p, t, "must be an array of extents");
                 r = parse_one_shape(t, p, &sh->ndim[k], sh->dims[k], e);
                 if (r < 0)
                     return r;
@@ -322,44 +250,14 @@ static int parse_shapes(const json_t *spec, nv_jobspec *s, perr *e)
     return 0;
 }
 
-static int parse_int(const json_t *spec, const char *key, json_int_t lo, json_int_t hi,
-                     json_int_t dflt, json_int_t *ret, perr *e)
-{
-    char ptr[64];
-    snprintf(ptr, sizeof ptr, "/%s", key);
-    const json_t *v = json_object_get(spec, key);
-    if (!v) {
-        *ret = dflt;
-        return 0;
-    }
-    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
-        char what[96];
-        snprintf(what, sizeof what, "must be an integer in %lld..%lld", (long long)lo,
-                 (long long)hi);
-        return fail_value(e, ptr, v, what);
-    }
-    *ret = json_integer_value(v);
-    return 0;
-}
-
-static int parse_bool(const json_t *spec, const char *key, bool *ret, perr *e)
-{
-    const json_t *v = json_object_get(spec, key);
-    char ptr[64];
-    snprintf(ptr, sizeof ptr, "/%s", key);
-    if (v && !json_is_boolean(v))
-        return fail_value(e, ptr, v, "must be true or false");
-    *ret = v && json_is_true(v);
-    return 0;
-}
-
 /* A tolerance object at ptr; store: strip "version"/"source" first and record
  * them (set by numvald from its tolerance store). */
 static int parse_tolerance(const json_t *obj, const char *ptr, bool store, nv_tolerance *ret,
-                           perr *e)
+                           nv_spec_err *e)
 {
     if (!json_is_object(obj))
-        return fail_value(e, ptr, obj, "must be a tolerance object (metric, reason_code, reason)");
+        return nv_spec_fail_value(e, ptr, obj,
+                                  "must be a tolerance object (metric, reason_code, reason)");
     json_t *copy = json_copy((json_t *)obj);
     if (!copy)
         return -ENOMEM;
@@ -371,7 +269,7 @@ static int parse_tolerance(const json_t *obj, const char *ptr, bool store, nv_to
             json_decref(copy);
             char p[160];
             snprintf(p, sizeof p, "%s/version", ptr);
-            return fail_value(e, p, ver, "must be a non-negative integer");
+            return nv_spec_fail_value(e, p, ver, "must be a non-negative integer");
         }
         version = ver ? (int)json_integer_value(ver) : 0;
         json_object_del(copy, "version");
@@ -383,7 +281,7 @@ static int parse_tolerance(const json_t *obj, const char *ptr, bool store, nv_to
     if (r < 0) {
         char p[300];
         snprintf(p, sizeof p, "%s%s", ptr, field ? field : "");
-        r = fail(e, p, "%s", msg ? msg : "invalid tolerance");
+        r = nv_spec_fail(e, p, "%s", msg ? msg : "invalid tolerance");
         free(field);
         free(msg);
         return r;
@@ -393,7 +291,7 @@ static int parse_tolerance(const json_t *obj, const char *ptr, bool store, nv_to
     return 0;
 }
 
-static int parse_tolerances(const json_t *spec, nv_jobspec *s, perr *e)
+static int parse_tolerances(const json_t *spec, nv_jobspec *s, nv_spec_err *e)
 {
     const json_t *tol = json_object_get(spec, "tolerance");
     if (tol) {
@@ -406,20 +304,17 @@ static int parse_tolerances(const json_t *spec, nv_jobspec *s, perr *e)
     if (!by)
         return 0;
     if (!json_is_object(by))
-        return fail_value(e, "/tolerance_by_dtype", by, "must be an object keyed by dtype name");
+        return nv_spec_fail_value(e, "/tolerance_by_dtype", by,
+                                  "must be an object keyed by dtype name");
     const char *key;
     const json_t *v;
     json_object_foreach((json_t *)by, key, v)
     {
-        char *tok = nv_json_pointer_escape(key);
-        if (!tok)
-            return -ENOMEM;
         char ptr[200];
-        snprintf(ptr, sizeof ptr, "/tolerance_by_dtype/%s", tok);
-        free(tok);
+        nv_spec_pointer(ptr, sizeof ptr, "/tolerance_by_dtype", key);
         nv_dtype dt;
         if (nv_dtype_from_name(key, &dt) < 0)
-            return fail(e, ptr, "unknown dtype '%s'", key);
+            return nv_spec_fail(e, ptr, "unknown dtype '%s'", key);
         int r = parse_tolerance(v, ptr, true, &s->by_dtype[dt], e);
         if (r < 0)
             return r;
@@ -428,13 +323,13 @@ static int parse_tolerances(const json_t *spec, nv_jobspec *s, perr *e)
     return 0;
 }
 
-static int parse_build(const json_t *spec, perr *e)
+static int parse_build(const json_t *spec, nv_spec_err *e)
 {
     const json_t *b = json_object_get(spec, "build");
     if (!b)
         return 0;
     if (!json_is_object(b))
-        return fail_value(
+        return nv_spec_fail_value(
             e, "/build", b,
             "must be an object such as {\"name\": ..., \"version\": ..., \"commit\": ...}");
     const char *key;
@@ -442,49 +337,47 @@ static int parse_build(const json_t *spec, perr *e)
     json_object_foreach((json_t *)b, key, v)
     {
         if (!json_is_string(v)) {
-            char *tok = nv_json_pointer_escape(key);
             char ptr[200];
-            snprintf(ptr, sizeof ptr, "/build/%s", tok ? tok : key);
-            free(tok);
-            return fail_value(e, ptr, v, "must be a string");
+            nv_spec_pointer(ptr, sizeof ptr, "/build", key);
+            return nv_spec_fail_value(e, ptr, v, "must be a string");
         }
     }
     return 0;
 }
 
-static int parse_misc(const json_t *spec, nv_jobspec *s, perr *e)
+static int parse_misc(const json_t *spec, nv_jobspec *s, nv_spec_err *e)
 {
     static const char *const strs[] = {"name", "description", "device", NULL};
     for (int i = 0; strs[i]; i++) {
         const json_t *v = json_object_get(spec, strs[i]);
         char ptr[32];
-        snprintf(ptr, sizeof ptr, "/%s", strs[i]);
+        nv_spec_pointer(ptr, sizeof ptr, "", strs[i]);
         if (v && !json_is_string(v))
-            return fail_value(e, ptr, v, "must be a string");
+            return nv_spec_fail_value(e, ptr, v, "must be a string");
     }
-    json_int_t x;
-    int r = parse_int(spec, "priority", -1000000, 1000000, 0, &x, e);
+    int64_t x;
+    int r = nv_spec_int(e, spec, "", "priority", 0, -1000000, 1000000, &x);
     if (r < 0)
         return r;
-    r = parse_int(spec, "samples", 1, NV_JOB_MAX_SAMPLES, 1, &x, e);
+    r = nv_spec_int(e, spec, "", "samples", 1, 1, NV_JOB_MAX_SAMPLES, &x);
     if (r < 0)
         return r;
     s->samples = (int)x;
-    r = parse_int(spec, "repeat", 1, NV_JOB_MAX_REPEAT, 1, &x, e);
+    r = nv_spec_int(e, spec, "", "repeat", 1, 1, NV_JOB_MAX_REPEAT, &x);
     if (r < 0)
         return r;
     s->repeat = (int)x;
-    r = parse_int(spec, "seed", 0, INT64_MAX, 0, &x, e);
+    r = nv_spec_int(e, spec, "", "seed", 0, 0, INT64_MAX, &x);
     if (r < 0)
         return r;
     s->seed = (uint64_t)x;
-    r = parse_bool(spec, "deterministic", &s->deterministic, e);
+    r = nv_spec_bool(e, spec, "", "deterministic", false, &s->deterministic);
     if (r < 0)
         return r;
     const json_t *od = json_object_get(spec, "out_dtype");
     if (od) {
         if (!json_is_string(od) || nv_dtype_from_name(json_string_value(od), &s->out_dtype) < 0)
-            return fail_value(e, "/out_dtype", od, "is not a dtype name");
+            return nv_spec_fail_value(e, "/out_dtype", od, "is not a dtype name");
         s->has_out_dtype = true;
     }
     r = parse_build(spec, e);
@@ -493,31 +386,31 @@ static int parse_misc(const json_t *spec, nv_jobspec *s, perr *e)
     return parse_tolerances(spec, s, e);
 }
 
-static int parse_expect(const json_t *spec, nv_jobspec *s, perr *e)
+static int parse_expect(const json_t *spec, nv_jobspec *s, nv_spec_err *e)
 {
     const json_t *ex = json_object_get(spec, "expect_error");
     if (!ex)
         return 0;
     if (!json_is_object(ex))
-        return fail_value(e, "/expect_error", ex,
-                          "must be an object {\"case\": \"shape_mismatch\"}");
+        return nv_spec_fail_value(e, "/expect_error", ex,
+                                  "must be an object {\"case\": \"shape_mismatch\"}");
     const char *key;
     const json_t *v;
     json_object_foreach((json_t *)ex, key, v)
     {
         if (strcmp(key, "case") != 0)
-            return fail(e, "/expect_error", "unknown key '%s'; expected \"case\"", key);
+            return nv_spec_fail(e, "/expect_error", "unknown key '%s'; expected \"case\"", key);
     }
     const json_t *c = json_object_get(ex, "case");
     if (!c)
-        return fail(e, "/expect_error/case",
-                    "missing \"case\" (\"shape_mismatch\" or \"wrong_dtype\")");
+        return nv_spec_fail(e, "/expect_error/case",
+                            "missing \"case\" (\"shape_mismatch\" or \"wrong_dtype\")");
     json_t *one = json_is_string(c) ? json_pack("[O]", c) : json_incref((json_t *)c);
     if (!one)
         return -ENOMEM;
     int r = 0;
     if (!json_is_array(one) || json_array_size(one) == 0) {
-        r = fail_value(e, "/expect_error/case", c, "must be a name or an array of names");
+        r = nv_spec_fail_value(e, "/expect_error/case", c, "must be a name or an array of names");
         goto out;
     }
     size_t i;
@@ -533,13 +426,13 @@ static int parse_expect(const json_t *spec, nv_jobspec *s, perr *e)
             if (strcmp(json_string_value(v), expect_names[j]) == 0)
                 k = j;
         if (k < 0) {
-            r = fail_value(e, ptr, v,
-                           "is not an expected error; use \"shape_mismatch\" or \"wrong_dtype\"");
+            r = nv_spec_fail_value(
+                e, ptr, v, "is not an expected error; use \"shape_mismatch\" or \"wrong_dtype\"");
             goto out;
         }
         for (int j = 0; j < s->n_expect; j++) {
             if ((int)s->expect[j] == k) {
-                r = fail_value(e, ptr, v, "is listed twice");
+                r = nv_spec_fail_value(e, ptr, v, "is listed twice");
                 goto out;
             }
         }
@@ -552,7 +445,7 @@ out:
 
 /* Every (dtype, shape) must make inputs the catalog accepts, within the element
  * limit; every expect_error kind must make inputs it refuses with its code. */
-static int check_cases(nv_jobspec *s, perr *e)
+static int check_cases(nv_jobspec *s, nv_spec_err *e)
 {
     nv_tensor t[NV_JOB_MAX_TENSORS];
     char err[512];
@@ -562,14 +455,15 @@ static int check_cases(nv_jobspec *s, perr *e)
             snprintf(ptr, sizeof ptr, "/shapes/%d", j);
             int n = nv_jobspec_tensors(s, &s->shapes[j], s->dtypes[d], -1, t, NV_JOB_MAX_TENSORS);
             if (n < 0)
-                return fail(e, ptr, "%s shapes are [..batch, M, K, N] or [[..,M,K], [..,K,N]]",
-                            s->op->name);
+                return nv_spec_fail(e, ptr,
+                                    "%s shapes are [..batch, M, K, N] or [[..,M,K], [..,K,N]]",
+                                    s->op->name);
             for (int i = 0; i < n; i++)
                 if (t[i].numel > NV_JOB_MAX_ELEMENTS)
-                    return fail(e, ptr,
-                                "input %d would hold %lld elements, more than the limit "
-                                "of %lld per tensor",
-                                i, (long long)t[i].numel, (long long)NV_JOB_MAX_ELEMENTS);
+                    return nv_spec_fail(e, ptr,
+                                        "input %d would hold %lld elements, more than the limit "
+                                        "of %lld per tensor",
+                                        i, (long long)t[i].numel, (long long)NV_JOB_MAX_ELEMENTS);
             const nv_tensor *in[NV_JOB_MAX_TENSORS];
             for (int i = 0; i < n; i++)
                 in[i] = &t[i];
@@ -579,11 +473,12 @@ static int check_cases(nv_jobspec *s, perr *e)
             int r = nv_op_infer(s->op, &s->attrs, n, in, &ndim, shape, err, sizeof err);
             if (r == NV_E_DTYPE) {
                 snprintf(ptr, sizeof ptr, "/dtypes/%d", d);
-                return fail(e, ptr, "op '%s' does not take dtype '%s': %s", s->op->name,
-                            nv_dtype_name(s->dtypes[d]), err);
+                return nv_spec_fail(e, ptr, "op '%s' does not take dtype '%s': %s", s->op->name,
+                                    nv_dtype_name(s->dtypes[d]), err);
             }
             if (r != 0)
-                return fail(e, ptr, "op '%s' does not take this shape: %s", s->op->name, err);
+                return nv_spec_fail(e, ptr, "op '%s' does not take this shape: %s", s->op->name,
+                                    err);
         }
     }
     for (int x = 0; x < s->n_expect; x++) {
@@ -598,17 +493,17 @@ static int check_cases(nv_jobspec *s, perr *e)
             int want = s->expect[x] == NV_EXPECT_SHAPE_MISMATCH ? NV_E_SHAPE : NV_E_DTYPE;
             if (n < 0 ||
                 nv_op_infer(s->op, &s->attrs, n, in, &ndim, shape, err, sizeof err) != want)
-                return fail(e, "/expect_error/case",
-                            "'%s' does not apply to op '%s' with dtype "
-                            "'%s': the catalog has no such invalid input for it",
-                            nv_expect_kind_name(s->expect[x]), s->op->name,
-                            nv_dtype_name(s->dtypes[d]));
+                return nv_spec_fail(e, "/expect_error/case",
+                                    "'%s' does not apply to op '%s' with dtype "
+                                    "'%s': the catalog has no such invalid input for it",
+                                    nv_expect_kind_name(s->expect[x]), s->op->name,
+                                    nv_dtype_name(s->dtypes[d]));
         }
     }
     return 0;
 }
 
-static int parse_all(const json_t *spec, nv_jobspec *s, perr *e)
+static int parse_all(const json_t *spec, nv_jobspec *s, nv_spec_err *e)
 {
     int r = check_kind_and_keys(spec, e);
     if (r < 0)
@@ -646,37 +541,24 @@ static int parse_all(const json_t *spec, nv_jobspec *s, perr *e)
         return r;
     s->n_cases = (int64_t)s->n_dtypes * s->n_shapes * s->n_layouts * s->n_classes * s->samples;
     if (s->n_cases > NV_JOB_MAX_CASES)
-        return fail(e, "",
-                    "the job expands to %lld cases (dtypes x shapes x layouts x inputs x "
-                    "samples), more than the limit of %d; split it",
-                    (long long)s->n_cases, NV_JOB_MAX_CASES);
+        return nv_spec_fail(e, "",
+                            "the job expands to %lld cases (dtypes x shapes x layouts x inputs x "
+                            "samples), more than the limit of %d; split it",
+                            (long long)s->n_cases, NV_JOB_MAX_CASES);
     s->n_total = s->n_cases + (int64_t)s->n_dtypes * s->n_expect;
     return check_cases(s, e);
 }
 
 int nv_jobspec_parse(const json_t *spec, nv_jobspec **ret, char **ret_pointer, char **ret_msg)
 {
-    perr e = {0};
+    nv_spec_err e = {.style = NV_SPEC_SHOW_VALUE};
     nv_jobspec *s = calloc(1, sizeof *s);
     if (!s)
         return -ENOMEM;
-    int r = parse_all(spec, s, &e);
-    if (r < 0 || e.msg) {
+    int r = nv_spec_err_finish(&e, parse_all(spec, s, &e), ret_pointer, ret_msg);
+    if (r < 0) {
         nv_jobspec_free(s);
-        if (e.oom || r == -ENOMEM) {
-            free(e.ptr);
-            free(e.msg);
-            return -ENOMEM;
-        }
-        if (ret_pointer)
-            *ret_pointer = e.ptr;
-        else
-            free(e.ptr);
-        if (ret_msg)
-            *ret_msg = e.msg;
-        else
-            free(e.msg);
-        return -EINVAL;
+        return r;
     }
     *ret = s;
     return 0;

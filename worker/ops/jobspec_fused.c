@@ -1,15 +1,16 @@
 /* Fused job validation (fusedspec.h, docs/JOBS.md "Fused jobs"): the graph
  * (graph.c) plus the case axes, seed and tolerances. Every error names the
- * field by JSON pointer and the value in quotes. */
+ * field by JSON pointer and the value in quotes (field checkers and the error
+ * record: jobspec_util.h, worded in its NV_SPEC_QUOTED_KEY style). */
 #include "fusedspec.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "jobspec.h"
+#include "jobspec_util.h"
 
 static const char *const fused_keys[] = {"kind",
                                          "graph",
@@ -28,60 +29,27 @@ static const char *const fused_keys[] = {"kind",
                                          "tolerance_by_dtype",
                                          NULL};
 
-typedef struct ferr {
-    char *ptr, *msg;
-} ferr;
-
-static int fail(ferr *e, const char *ptr, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(ferr *e, const char *ptr, const char *fmt, ...)
-{
-    if (e->msg)
-        return -EINVAL;
-    va_list ap;
-    va_start(ap, fmt);
-    int r = vasprintf(&e->msg, fmt, ap);
-    va_end(ap);
-    e->ptr = strdup(ptr);
-    if (r < 0 || !e->ptr) {
-        if (r >= 0)
-            free(e->msg);
-        free(e->ptr);
-        e->msg = e->ptr = NULL;
-        return -ENOMEM;
-    }
-    return -EINVAL;
-}
-
 bool nv_fusedspec_is(const json_t *spec)
 {
     const json_t *k = json_is_object(spec) ? json_object_get(spec, "kind") : NULL;
     return json_is_string(k) && strcmp(json_string_value(k), "fused") == 0;
 }
 
-static int check_keys(const json_t *spec, ferr *e)
+static int check_keys(const json_t *spec, nv_spec_err *e)
 {
-    const char *key;
-    const json_t *v;
-    json_object_foreach((json_t *)spec, key, v)
-    {
-        bool known = false;
-        for (int i = 0; fused_keys[i]; i++)
-            known = known || strcmp(key, fused_keys[i]) == 0;
-        if (!known) {
-            char *tok = nv_json_pointer_escape(key);
-            char ptr[300];
-            snprintf(ptr, sizeof ptr, "/%s", tok ? tok : key);
-            free(tok);
-            return fail(e, ptr, "unknown key '%s' for a fused job (docs/JOBS.md \"Fused jobs\")",
-                        key);
-        }
+    const char *key = nv_spec_unknown_key(spec, fused_keys);
+    if (key) {
+        char ptr[300];
+        nv_spec_pointer(ptr, sizeof ptr, "", key);
+        return nv_spec_fail(e, ptr,
+                            "unknown key '%s' for a fused job (docs/JOBS.md \"Fused jobs\")", key);
     }
     return 0;
 }
 
 /* "dtypes" (names into dts) or "inputs" (class names into cls). */
-static int parse_list(const json_t *spec, const char *key, int *out, int max, int *ret_n, ferr *e)
+static int parse_list(const json_t *spec, const char *key, int *out, int max, int *ret_n,
+                      nv_spec_err *e)
 {
     const json_t *arr = json_object_get(spec, key);
     char ptr[64];
@@ -90,7 +58,7 @@ static int parse_list(const json_t *spec, const char *key, int *out, int max, in
     if (!arr)
         return 0;
     if (!json_is_array(arr) || json_array_size(arr) == 0)
-        return fail(e, ptr, "\"%s\" must be a non-empty array of names", key);
+        return nv_spec_fail(e, ptr, "\"%s\" must be a non-empty array of names", key);
     size_t i;
     const json_t *v;
     json_array_foreach(arr, i, v)
@@ -108,26 +76,26 @@ static int parse_list(const json_t *spec, const char *key, int *out, int max, in
             id = (int)c;
         }
         if (r < 0)
-            return fail(e, ptr, "unknown %s '%s'", key[0] == 'd' ? "dtype" : "input class",
-                        s ? s : "(not a string)");
+            return nv_spec_fail(e, ptr, "unknown %s '%s'", key[0] == 'd' ? "dtype" : "input class",
+                                s ? s : "(not a string)");
         for (int k = 0; k < *ret_n; k++)
             if (out[k] == id)
-                return fail(e, ptr, "duplicate name '%s'", s);
+                return nv_spec_fail(e, ptr, "duplicate name '%s'", s);
         if (*ret_n == max)
-            return fail(e, ptr, "too many names in \"%s\"", key);
+            return nv_spec_fail(e, ptr, "too many names in \"%s\"", key);
         out[(*ret_n)++] = id;
     }
     return 0;
 }
 
-static int parse_tol(const json_t *obj, const char *ptr, nv_tolerance *ret, ferr *e)
+static int parse_tol(const json_t *obj, const char *ptr, nv_tolerance *ret, nv_spec_err *e)
 {
     char *field = NULL, *msg = NULL;
     int r = nv_tolerance_from_json(obj, ret, &field, &msg);
     if (r < 0) {
         char p[300];
         snprintf(p, sizeof p, "%s%s", ptr, field ? field : "");
-        r = fail(e, p, "%s", msg ? msg : "invalid tolerance");
+        r = nv_spec_fail(e, p, "%s", msg ? msg : "invalid tolerance");
         free(field);
         free(msg);
         return r;
@@ -136,7 +104,7 @@ static int parse_tol(const json_t *obj, const char *ptr, nv_tolerance *ret, ferr
     return 0;
 }
 
-static int parse_tolerances(const json_t *spec, nv_fusedspec *s, ferr *e)
+static int parse_tolerances(const json_t *spec, nv_fusedspec *s, nv_spec_err *e)
 {
     const json_t *t = json_object_get(spec, "tolerance");
     if (t) {
@@ -149,9 +117,9 @@ static int parse_tolerances(const json_t *spec, nv_fusedspec *s, ferr *e)
     if (!nt)
         return 0;
     if (!json_is_object(nt))
-        return fail(e, "/node_tolerances",
-                    "\"node_tolerances\" must be an object keyed by node "
-                    "name");
+        return nv_spec_fail(e, "/node_tolerances",
+                            "\"node_tolerances\" must be an object keyed by node "
+                            "name");
     s->node_tols = calloc(json_object_size(nt) + 1, sizeof *s->node_tols);
     if (!s->node_tols)
         return -ENOMEM;
@@ -159,13 +127,11 @@ static int parse_tolerances(const json_t *spec, nv_fusedspec *s, ferr *e)
     const json_t *v;
     json_object_foreach((json_t *)nt, key, v)
     {
-        char *tok = nv_json_pointer_escape(key);
         char ptr[300];
-        snprintf(ptr, sizeof ptr, "/node_tolerances/%s", tok ? tok : key);
-        free(tok);
+        nv_spec_pointer(ptr, sizeof ptr, "/node_tolerances", key);
         int id = nv_graph_lookup(s->graph, key);
         if (id < 0)
-            return fail(e, ptr, "'%s' is not a node of the graph", key);
+            return nv_spec_fail(e, ptr, "'%s' is not a node of the graph", key);
         nv_fused_node_tol *nt1 = &s->node_tols[s->n_node_tols];
         snprintf(nt1->name, sizeof nt1->name, "%s", key);
         int r = parse_tol(v, ptr, &nt1->tol, e);
@@ -176,19 +142,16 @@ static int parse_tolerances(const json_t *spec, nv_fusedspec *s, ferr *e)
     return 0;
 }
 
-static int parse_misc(const json_t *spec, nv_fusedspec *s, ferr *e)
+static int parse_misc(const json_t *spec, nv_fusedspec *s, nv_spec_err *e)
 {
-    const json_t *v = json_object_get(spec, "samples");
-    s->samples = 1;
-    if (v && (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 1000))
-        return fail(e, "/samples", "\"samples\" must be an integer in 1..1000");
-    if (v)
-        s->samples = (int)json_integer_value(v);
-    v = json_object_get(spec, "seed");
-    if (v && (!json_is_integer(v) || json_integer_value(v) < 0))
-        return fail(e, "/seed", "\"seed\" must be a non-negative integer");
-    s->seed = v ? (uint64_t)json_integer_value(v) : 0;
-    v = json_object_get(spec, "intermediate_dtype");
+    int64_t samples = 1, seed = 0;
+    int r = nv_spec_int(e, spec, "", "samples", 1, 1, 1000, &samples);
+    r = r ? r : nv_spec_int(e, spec, "", "seed", 0, 0, INT64_MAX, &seed);
+    if (r < 0)
+        return r;
+    s->samples = (int)samples;
+    s->seed = (uint64_t)seed;
+    const json_t *v = json_object_get(spec, "intermediate_dtype");
     s->intermediate = NV_DT_FP32;
     if (v) {
         const char *n = json_string_value(v);
@@ -196,22 +159,24 @@ static int parse_misc(const json_t *spec, nv_fusedspec *s, ferr *e)
         if (n && nv_dtype_from_name(n, &s->intermediate) == 0)
             di = nv_dtype_get(s->intermediate);
         if (!di || !di->is_float || s->intermediate == NV_DT_E8M0)
-            return fail(e, "/intermediate_dtype", "'%s' is not a float dtype (fp32, bf16 ...)",
-                        n ? n : "(not a string)");
+            return nv_spec_fail(e, "/intermediate_dtype",
+                                "'%s' is not a float dtype (fp32, bf16 ...)",
+                                n ? n : "(not a string)");
     }
     return 0;
 }
 
-static int parse_all(const json_t *spec, nv_fusedspec *s, ferr *e)
+static int parse_all(const json_t *spec, nv_fusedspec *s, nv_spec_err *e)
 {
     if (!json_is_object(spec))
-        return fail(e, "", "a job spec must be a JSON object");
+        return nv_spec_fail(e, "", "a job spec must be a JSON object");
     int r = check_keys(spec, e);
     if (r < 0)
         return r;
     const json_t *g = json_object_get(spec, "graph");
     if (!g)
-        return fail(e, "/graph", "missing \"graph\" ({\"inputs\", \"nodes\", \"outputs\"})");
+        return nv_spec_fail(e, "/graph",
+                            "missing \"graph\" ({\"inputs\", \"nodes\", \"outputs\"})");
     r = nv_graph_parse(g, "/graph", &s->graph, &e->ptr, &e->msg);
     if (r < 0)
         return r;
@@ -224,13 +189,13 @@ static int parse_all(const json_t *spec, nv_fusedspec *s, ferr *e)
     for (int i = 0; i < s->n_dtypes; i++)
         s->dtypes[i] = (nv_dtype)ids[i];
     if (s->n_dtypes == 0 && s->graph->any_dtype_unset)
-        return fail(e, "/dtypes",
-                    "some graph inputs have no \"dtype\": give them one or list "
-                    "the case dtypes in \"dtypes\"");
+        return nv_spec_fail(e, "/dtypes",
+                            "some graph inputs have no \"dtype\": give them one or list "
+                            "the case dtypes in \"dtypes\"");
     if (s->n_dtypes > 0 && !s->graph->any_dtype_unset)
-        return fail(e, "/dtypes",
-                    "every graph input has its own \"dtype\": \"dtypes\" would "
-                    "change nothing; remove it");
+        return nv_spec_fail(e, "/dtypes",
+                            "every graph input has its own \"dtype\": \"dtypes\" would "
+                            "change nothing; remove it");
     if ((r = parse_list(spec, "inputs", ids, NV_IN_COUNT, &s->n_classes, e)) < 0)
         return r;
     for (int i = 0; i < s->n_classes; i++)
@@ -250,36 +215,23 @@ static int parse_all(const json_t *spec, nv_fusedspec *s, ferr *e)
     }
     s->n_cases = (int64_t)nd * s->n_classes * s->samples;
     if (s->n_cases > NV_FUSED_MAX_CASES)
-        return fail(e, "",
-                    "the job expands to %lld cases (dtypes x inputs x samples), more than "
-                    "the limit of %d; split it",
-                    (long long)s->n_cases, NV_FUSED_MAX_CASES);
+        return nv_spec_fail(e, "",
+                            "the job expands to %lld cases (dtypes x inputs x samples), more than "
+                            "the limit of %d; split it",
+                            (long long)s->n_cases, NV_FUSED_MAX_CASES);
     return 0;
 }
 
 int nv_fusedspec_parse(const json_t *spec, nv_fusedspec **ret, char **ret_pointer, char **ret_msg)
 {
-    ferr e = {0};
+    nv_spec_err e = {.style = NV_SPEC_QUOTED_KEY};
     nv_fusedspec *s = calloc(1, sizeof *s);
     if (!s)
         return -ENOMEM;
-    int r = parse_all(spec, s, &e);
-    if (r < 0 || e.msg) {
+    int r = nv_spec_err_finish(&e, parse_all(spec, s, &e), ret_pointer, ret_msg);
+    if (r < 0) {
         nv_fusedspec_free(s);
-        if (r == -ENOMEM || !e.msg) {
-            free(e.ptr);
-            free(e.msg);
-            return -ENOMEM;
-        }
-        if (ret_pointer)
-            *ret_pointer = e.ptr;
-        else
-            free(e.ptr);
-        if (ret_msg)
-            *ret_msg = e.msg;
-        else
-            free(e.msg);
-        return -EINVAL;
+        return r;
     }
     *ret = s;
     return 0;

@@ -6,12 +6,12 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backward.h"
+#include "jobspec_util.h"
 
 /* Defaults and their reasons (torch.autograd.gradcheck uses the same values). */
 #define EPS_REASON                                                                                 \
@@ -29,29 +29,6 @@ static const char *const grad_keys[] = {"order", "mode", "eps", "atol", "rtol", 
 static const char *const refused_keys[] = {"layouts", "expect_error", "out_dtype", "tolerance",
                                            NULL};
 
-typedef struct gerr {
-    char *ptr, *msg;
-} gerr;
-
-static int fail(gerr *e, const char *ptr, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(gerr *e, const char *ptr, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int r = vasprintf(&e->msg, fmt, ap);
-    va_end(ap);
-    e->ptr = strdup(ptr);
-    if (r < 0 || !e->ptr) {
-        if (r >= 0)
-            free(e->msg);
-        free(e->ptr);
-        e->msg = e->ptr = NULL;
-        return -ENOMEM;
-    }
-    return -EINVAL;
-}
-
 bool nv_gradspec_is(const json_t *spec)
 {
     const json_t *k = json_is_object(spec) ? json_object_get(spec, "kind") : NULL;
@@ -59,18 +36,18 @@ bool nv_gradspec_is(const json_t *spec)
 }
 
 /* The op-job spec the shared fields are parsed from. */
-static json_t *derived_spec(const json_t *spec, gerr *e, int *ret)
+static json_t *derived_spec(const json_t *spec, nv_spec_err *e, int *ret)
 {
     for (int i = 0; refused_keys[i]; i++) {
         if (!json_object_get(spec, refused_keys[i]))
             continue;
         char ptr[64];
         snprintf(ptr, sizeof ptr, "/%s", refused_keys[i]);
-        *ret = fail(e, ptr,
-                    "'%s' does not apply to gradient jobs (inputs are contiguous, "
-                    "gradients are in the input dtype; the device check's override is "
-                    "\"device_tolerance\")",
-                    refused_keys[i]);
+        *ret = nv_spec_fail(e, ptr,
+                            "'%s' does not apply to gradient jobs (inputs are contiguous, "
+                            "gradients are in the input dtype; the device check's override is "
+                            "\"device_tolerance\")",
+                            refused_keys[i]);
         return NULL;
     }
     json_t *d = json_deep_copy(spec);
@@ -90,7 +67,7 @@ static json_t *derived_spec(const json_t *spec, gerr *e, int *ret)
 
 /* An override {"value": x, "reason": "..."} of a formula-check parameter. */
 static int parse_param(const json_t *spec, const char *key, double dflt, const char *why, double lo,
-                       double hi, nv_grad_param *ret, gerr *e)
+                       double hi, nv_grad_param *ret, nv_spec_err *e)
 {
     char ptr[64];
     snprintf(ptr, sizeof ptr, "/%s", key);
@@ -102,28 +79,30 @@ static int parse_param(const json_t *spec, const char *key, double dflt, const c
         return 0;
     const json_t *val = json_object_get(v, "value"), *reason = json_object_get(v, "reason");
     if (!json_is_object(v) || !json_is_number(val))
-        return fail(e, ptr, "\"%s\" must be an object {\"value\": number, \"reason\": text}", key);
+        return nv_spec_fail(e, ptr,
+                            "\"%s\" must be an object {\"value\": number, \"reason\": text}", key);
     double x = json_number_value(val);
     snprintf(ptr, sizeof ptr, "/%s/value", key);
     if (!(x > lo && x < hi))
-        return fail(e, ptr, "'%g' is outside (%g, %g)", x, lo, hi);
+        return nv_spec_fail(e, ptr, "'%g' is outside (%g, %g)", x, lo, hi);
     snprintf(ptr, sizeof ptr, "/%s/reason", key);
     if (!json_is_string(reason) || !json_string_value(reason)[0])
-        return fail(e, ptr, "an override of \"%s\" needs a non-empty \"reason\"", key);
+        return nv_spec_fail(e, ptr, "an override of \"%s\" needs a non-empty \"reason\"", key);
     ret->value = x;
     snprintf(ret->reason, sizeof ret->reason, "%s", json_string_value(reason));
     ret->set = true;
     return 0;
 }
 
-static int parse_order_mode(const json_t *spec, nv_gradspec *g, gerr *e)
+static int parse_order_mode(const json_t *spec, nv_gradspec *g, nv_spec_err *e)
 {
     const json_t *o = json_object_get(spec, "order");
     g->order = 1;
     if (o) {
         if (!json_is_integer(o) || (json_integer_value(o) != 1 && json_integer_value(o) != 2)) {
             char *s = json_dumps(o, JSON_ENCODE_ANY);
-            int r = fail(e, "/order", "'%s' is not a derivative order: use 1 or 2", s ? s : "?");
+            int r = nv_spec_fail(e, "/order", "'%s' is not a derivative order: use 1 or 2",
+                                 s ? s : "?");
             free(s);
             return r;
         }
@@ -132,8 +111,8 @@ static int parse_order_mode(const json_t *spec, nv_gradspec *g, gerr *e)
     const json_t *m = json_object_get(spec, "mode");
     if (m && (!json_is_string(m) ||
               (strcmp(json_string_value(m), "full") && strcmp(json_string_value(m), "fast"))))
-        return fail(e, "/mode", "'%s' is not a mode: use \"full\" or \"fast\"",
-                    json_is_string(m) ? json_string_value(m) : "(not a string)");
+        return nv_spec_fail(e, "/mode", "'%s' is not a mode: use \"full\" or \"fast\"",
+                            json_is_string(m) ? json_string_value(m) : "(not a string)");
     g->fast = m && strcmp(json_string_value(m), "fast") == 0;
     return 0;
 }
@@ -142,42 +121,43 @@ static int parse_order_mode(const json_t *spec, nv_gradspec *g, gerr *e)
  * moved into the differentiable domain (nv_op_grad_domain). Specials (NaN,
  * Inf), near_zero (crosses relu/abs kinks at the step size), large (overflow),
  * midpoints and edges (chosen for rounding, not smoothness) are refused. */
-static int check_classes(const nv_jobspec *b, gerr *e)
+static int check_classes(const nv_jobspec *b, nv_spec_err *e)
 {
     for (int i = 0; i < b->n_classes; i++) {
         if (b->classes[i] == NV_IN_NORMAL || b->classes[i] == NV_IN_UNIFORM)
             continue;
         char ptr[32];
         snprintf(ptr, sizeof ptr, "/inputs/%d", i);
-        return fail(e, ptr,
-                    "input class '%s' is not usable for gradients (finite differences "
-                    "need a smooth neighbourhood): use \"normal\" or \"uniform\"",
-                    nv_input_class_name(b->classes[i]));
+        return nv_spec_fail(e, ptr,
+                            "input class '%s' is not usable for gradients (finite differences "
+                            "need a smooth neighbourhood): use \"normal\" or \"uniform\"",
+                            nv_input_class_name(b->classes[i]));
     }
     return 0;
 }
 
-static int check_op_dtypes(const nv_jobspec *b, gerr *e)
+static int check_op_dtypes(const nv_jobspec *b, nv_spec_err *e)
 {
     if (!nv_op_has_backward(b->op, &b->attrs))
-        return fail(e, b->op->kind == NV_OPK_MATMUL ? "/attrs/scale" : "/op",
-                    "op '%s' has no backward the gradient job checks%s", b->op->name,
-                    b->op->kind == NV_OPK_MATMUL ? " with scales (use \"scale\": \"none\")"
-                                                 : " (not differentiable)");
+        return nv_spec_fail(e, b->op->kind == NV_OPK_MATMUL ? "/attrs/scale" : "/op",
+                            "op '%s' has no backward the gradient job checks%s", b->op->name,
+                            b->op->kind == NV_OPK_MATMUL ? " with scales (use \"scale\": \"none\")"
+                                                         : " (not differentiable)");
     for (int i = 0; i < b->n_dtypes; i++) {
         nv_dtype d = b->dtypes[i];
         if (d == NV_DT_FP64 || d == NV_DT_FP32 || d == NV_DT_BF16 || d == NV_DT_FP16)
             continue;
         char ptr[32];
         snprintf(ptr, sizeof ptr, "/dtypes/%d", i);
-        return fail(e, ptr, "dtype '%s' is not a gradient dtype: use fp64, fp32, bf16 or fp16",
-                    nv_dtype_name(d));
+        return nv_spec_fail(e, ptr,
+                            "dtype '%s' is not a gradient dtype: use fp64, fp32, bf16 or fp16",
+                            nv_dtype_name(d));
     }
     return 0;
 }
 
 /* Full mode stores n_out x n_pos entries per input (nv_jac_map). */
-static int check_sizes(const nv_gradspec *g, gerr *e)
+static int check_sizes(const nv_gradspec *g, nv_spec_err *e)
 {
     const nv_jobspec *b = g->base;
     nv_tensor t[NV_JOB_MAX_TENSORS];
@@ -195,18 +175,18 @@ static int check_sizes(const nv_gradspec *g, gerr *e)
             char ptr[32];
             snprintf(ptr, sizeof ptr, "/shapes/%d", j);
             if (!g->fast && entries > NV_GRAD_MAX_JACOBIAN)
-                return fail(e, ptr,
-                            "the structured Jacobian of input '%s' has %lld entries, "
-                            "more than %lld for \"mode\": \"full\"; use \"mode\": \"fast\" or "
-                            "a smaller shape",
-                            b->op->inputs[i].name, (long long)entries,
-                            (long long)NV_GRAD_MAX_JACOBIAN);
+                return nv_spec_fail(
+                    e, ptr,
+                    "the structured Jacobian of input '%s' has %lld entries, "
+                    "more than %lld for \"mode\": \"full\"; use \"mode\": \"fast\" or "
+                    "a smaller shape",
+                    b->op->inputs[i].name, (long long)entries, (long long)NV_GRAD_MAX_JACOBIAN);
         }
     }
     return 0;
 }
 
-static int parse_all(const json_t *spec, nv_gradspec *g, gerr *e)
+static int parse_all(const json_t *spec, nv_gradspec *g, nv_spec_err *e)
 {
     int r;
     json_t *d = derived_spec(spec, e, &r);
@@ -240,24 +220,17 @@ static int parse_all(const json_t *spec, nv_gradspec *g, gerr *e)
 
 int nv_gradspec_parse(const json_t *spec, nv_gradspec **ret, char **ret_pointer, char **ret_msg)
 {
-    gerr e = {0};
+    nv_spec_err e = {.style = NV_SPEC_SHOW_VALUE};
     nv_gradspec *g = calloc(1, sizeof *g);
     if (!g)
         return -ENOMEM;
     int r = nv_gradspec_is(spec) ? parse_all(spec, g, &e)
-                                 : fail(&e, "/kind",
-                                        "not a gradient job: \"kind\" must be "
-                                        "\"gradient\"");
+                                 : nv_spec_fail(&e, "/kind",
+                                                "not a gradient job: \"kind\" must be "
+                                                "\"gradient\"");
+    r = nv_spec_err_finish(&e, r, ret_pointer, ret_msg);
     if (r < 0) {
         nv_gradspec_free(g);
-        if (r == -EINVAL) {
-            if (ret_pointer)
-                *ret_pointer = e.ptr, e.ptr = NULL;
-            if (ret_msg)
-                *ret_msg = e.msg, e.msg = NULL;
-        }
-        free(e.ptr);
-        free(e.msg);
         return r;
     }
     *ret = g;
