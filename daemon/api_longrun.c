@@ -59,6 +59,14 @@ static int check_policy(api_ctx *x, const json_t *p)
             }
         }
     }
+    const json_t *mwj = json_object_get(p, "master_weights");
+    const char *mw = json_string_value(mwj);
+    if (mwj && (!mw || (strcmp(mw, "fp32") && strcmp(mw, "bf16") && strcmp(mw, "fp16")))) {
+        api_error(x, 400, "bad_request", "/policy/master_weights",
+                  "'%s' is not fp32, bf16 or fp16 (the dtype the device keeps weights in)",
+                  mw ? mw : "(not a string)");
+        return -1;
+    }
     return 0;
 }
 

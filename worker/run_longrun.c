@@ -139,9 +139,10 @@ static json_t *amp_json(const nv_longrun_spec *s, const json_t *policy)
 {
     if (!s->amp)
         return json_pack("{s:b}", "enabled", 0);
+    const char *mw = json_string_value(json_object_get(policy, "master_weights"));
     return json_pack("{s:b, s:s, s:I, s:O, s:s}", "enabled", 1, "dtype",
                      nv_dtype_name(s->amp_dtype), "policy_version", (json_int_t)s->policy_version,
-                     "policy", policy, "master_weights", "fp32");
+                     "policy", policy, "master_weights", mw ? mw : "fp32");
 }
 
 static json_t *result_json(lr_ctx *c, const char *backend_spec, const json_t *spec,

@@ -86,8 +86,21 @@ static json_t *final_tests(const nvw_lr_job *j, bool *ret_welch, bool *ret_trim,
         "trim", s->trim, "reference", num(tr), "device", num(td), "sd_reference",
         num(nvw_sd(rf, n)), "band", num(band), "band_k", s->band_k, "band_floor", s->band_floor,
         "passed", *ret_trim);
-    return json_pack("{s:o, s:o, s:o, s:o}", "welch", welch, "trimmed_mean", trim,
-                     "reference_final", darr(rf, n), "device_final", darr(df, n));
+    /* Drift, reported and not judged: device and reference seed i share their
+     * initial weights and data, so the paired differences cancel the seed
+     * variation the band allows for, and show a systematic shift far smaller
+     * than the band (the small, real cost of a low-precision mode included). */
+    nvw_paired pd;
+    nvw_paired_test(df, rf, n, &pd);
+    json_t *drift = json_pack(
+        "{s:s, s:o, s:o, s:o, s:o, s:i, s:i, s:i, s:b, s:o}", "rule",
+        "paired by seed (device and reference run i share initial weights and data): "
+        "Student's paired t-test of device_i - reference_i; reported, not judged",
+        "mean_gap", num(pd.mean), "sd", num(pd.sd), "t", num(pd.t), "p", num(pd.p),
+        "device_worse", pd.positive, "device_better", pd.negative, "of", n, "significant",
+        finite && pd.p < s->alpha, "fraction_of_band", num(band > 0 ? fabs(pd.mean) / band : 0));
+    return json_pack("{s:o, s:o, s:o, s:o, s:o}", "welch", welch, "trimmed_mean", trim, "drift",
+                     drift, "reference_final", darr(rf, n), "device_final", darr(df, n));
 }
 
 static bool same_curve(const nvw_run *a, const nvw_run *b)
@@ -157,12 +170,26 @@ json_t *nvw_lr_judge(const nvw_lr_job *j, const char **ret_verdict)
     for (int i = 0; i < s->n_seeds; i++)
         json_array_append_new(seeds, json_integer((json_int_t)s->seeds[i]));
     char reason[512];
+    const json_t *drift = json_object_get(fin, "drift");
+    char drift_text[200] = "";
+    if (json_is_true(json_object_get(drift, "significant")))
+        snprintf(drift_text, sizeof drift_text,
+                 "; drift: device %s on %lld of %d seeds by %.3g on average (paired t p = %.3g, "
+                 "%.0f%% of the band)",
+                 json_number_value(json_object_get(drift, "mean_gap")) > 0 ? "worse" : "better",
+                 (long long)json_integer_value(json_object_get(
+                     drift, json_number_value(json_object_get(drift, "mean_gap")) > 0
+                                ? "device_worse"
+                                : "device_better")),
+                 s->n_seeds, fabs(json_number_value(json_object_get(drift, "mean_gap"))),
+                 json_number_value(json_object_get(drift, "p")),
+                 100 * json_number_value(json_object_get(drift, "fraction_of_band")));
     if (pass)
         snprintf(reason, sizeof reason,
                  "passed over %d seeds: Welch p = %.3g >= alpha %g; trimmed-mean gap %.4g "
-                 "within the band; loss curves inside the reference envelope%s",
+                 "within the band; loss curves inside the reference envelope%s%s",
                  s->n_seeds, json_number_value(json_object_get(json_object_get(fin, "welch"), "p")),
-                 s->alpha, gap, s->deterministic ? "; bit-identical on repeat" : "");
+                 s->alpha, gap, s->deterministic ? "; bit-identical on repeat" : "", drift_text);
     else if (strcmp(why, "gradient_underflow") == 0)
         snprintf(reason, sizeof reason,
                  "gradient underflow: %.1f%% of the device's low-precision gradient elements "

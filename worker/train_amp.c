@@ -53,6 +53,20 @@ int nvw_amp_parse(const json_t *policy, nv_dtype low, nvw_amp *ret, char **ret_m
     int r = take_list(policy, "low_precision", a.low_ops, &a.n_low, ret_msg);
     r = r ? r : take_list(policy, "fp32", a.fp32_ops, &a.n_fp32, ret_msg);
     r = r ? r : take_list(policy, "promote", a.promote_ops, &a.n_promote, ret_msg);
+    /* fp32 masters are what PyTorch AMP keeps; bf16 and fp16 masters accumulate
+     * every update into the low-precision weight, where an update below half
+     * an ulp of the weight is lost (round to nearest, IEEE 754-2019 4.3.1). */
+    const json_t *mw = json_object_get(policy, "master_weights");
+    const char *mws = mw ? json_string_value(mw) : "fp32";
+    bool known = mws && (!strcmp(mws, "fp32") || !strcmp(mws, "bf16") || !strcmp(mws, "fp16"));
+    if (known)
+        nv_dtype_from_name(mws, &a.master);
+    if (r == 0 && !known) {
+        if (asprintf(ret_msg, "AMP policy 'master_weights': '%s' is not fp32, bf16 or fp16",
+                     mws ? mws : "(not a string)") < 0)
+            *ret_msg = NULL;
+        r = -EINVAL;
+    }
     if (r == 0)
         *ret = a;
     return r;

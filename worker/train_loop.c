@@ -11,10 +11,21 @@
 
 #include "train_internal.h"
 
-/* Master-precision rounding: fp32 masters round every stored value. */
+/* Master-precision rounding: fp32 masters round every stored value; fp64 (the
+ * host reference) keeps it. */
 static double mround(nv_dtype master, double x)
 {
     return master == NV_DT_FP32 ? (double)(float)x : x;
+}
+
+/* The stored weight: in the master dtype, or in the policy's "master_weights"
+ * dtype when the device keeps weights in bf16 or fp16 (round to nearest even,
+ * IEEE 754-2019 4.3.1; the optimizer state stays in the master dtype). */
+static double wround(nv_dtype master, nv_dtype weights, double x)
+{
+    if (weights == NV_DT_BF16 || weights == NV_DT_FP16)
+        return nv_dtype_round(weights, x, &NV_ROUND_DEFAULT, 0);
+    return mround(master, x);
 }
 
 /* The eval loss of the current weights, computed by the host fp64 reference for
@@ -67,7 +78,8 @@ static int64_t collect(nvw_model *m, nvw_tape *tp, double inv_scale)
     return bad;
 }
 
-static void optimizer_step(nvw_model *m, const nv_longrun_spec *s, double lr, int64_t t)
+static void optimizer_step(nvw_model *m, const nv_longrun_spec *s, nv_dtype wdt, double lr,
+                           int64_t t)
 {
     double b1t = 1 - pow(s->beta1, (double)t), b2t = 1 - pow(s->beta2, (double)t);
     for (int i = 0; i < m->n_params; i++) {
@@ -86,7 +98,7 @@ static void optimizer_step(nvw_model *m, const nv_longrun_spec *s, double lr, in
                 double b = p->m[k] = mround(m->master, s->momentum * p->m[k] + g);
                 w -= lr * b;
             }
-            p->w->data[k] = mround(m->master, w);
+            p->w->data[k] = wround(m->master, wdt, w);
         }
     }
 }
@@ -111,6 +123,12 @@ static void norms(const nvw_model *m, nvw_run *run, nvw_point *pt)
     for (int l = 0; l < run->n_layers; l++)
         pt->layer_norms[l] = sqrt(pt->layer_norms[l]);
     pt->grad_norm = sqrt(total);
+}
+
+/* The dtype the run keeps its weights in (wround). */
+static nv_dtype weights_dtype(const nvw_exec *ex)
+{
+    return !ex->host && ex->amp.enabled ? ex->amp.master : NV_DT_FP64;
 }
 
 /* One step: forward, backward with the scaled seed, unscale, check, update. */
@@ -138,7 +156,7 @@ static int step(nvw_model *m, const nv_longrun_spec *s, const nvw_data *d, nvw_e
     if (!pt->skipped) {
         double lr = nvw_lr_at(s->cosine ? NVW_LR_COSINE : NVW_LR_CONSTANT, s->lr, s->warmup,
                               s->min_lr_ratio, t, s->steps);
-        optimizer_step(m, s, lr, ++*applied);
+        optimizer_step(m, s, weights_dtype(ex), lr, ++*applied);
     }
 out:
     nvw_tape_done(&tp);
@@ -159,6 +177,10 @@ int nvw_train_run(const nv_longrun_spec *s, const nvw_data *d, nvw_exec *ex, uin
     int r = run->pts ? nvw_model_init(&m, s, seed, ex->host ? NV_DT_FP64 : NV_DT_FP32) : -ENOMEM;
     if (r < 0)
         return r;
+    nv_dtype wdt = weights_dtype(ex);
+    for (int i = 0; i < m.n_params && wdt != NV_DT_FP64; i++) /* bf16/fp16 weights from step 0 */
+        for (int64_t k = 0; k < m.p[i].w->numel; k++)
+            m.p[i].w->data[k] = wround(m.master, wdt, m.p[i].w->data[k]);
     nvw_scaler sc;
     nvw_scaler_init(&sc, s->scaler && !ex->host, s->init_scale, s->growth, s->backoff,
                     s->growth_interval);

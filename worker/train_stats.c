@@ -118,6 +118,27 @@ void nvw_welch_test(const double *a, int na, const double *b, int nb, nvw_welch 
     ret->p = nvw_t_two_sided(ret->t, ret->df);
 }
 
+void nvw_paired_test(const double *a, const double *b, int n, nvw_paired *ret)
+{
+    memset(ret, 0, sizeof *ret);
+    double d[n > 0 ? n : 1];
+    for (int i = 0; i < n; i++) {
+        d[i] = a[i] - b[i];
+        ret->positive += d[i] > 0;
+        ret->negative += d[i] < 0;
+    }
+    ret->mean = nvw_mean(d, n);
+    ret->sd = nvw_sd(d, n);
+    ret->df = n - 1;
+    if (ret->sd == 0) {
+        ret->t = ret->mean == 0 ? 0 : copysign(INFINITY, ret->mean);
+        ret->p = ret->mean == 0 ? 1 : 0;
+        return;
+    }
+    ret->t = ret->mean / (ret->sd / sqrt((double)n));
+    ret->p = nvw_t_two_sided(ret->t, ret->df);
+}
+
 void nvw_scaler_init(nvw_scaler *s, bool enabled, double init_scale, double growth, double backoff,
                      int interval)
 {

@@ -34,6 +34,16 @@ typedef struct nvw_welch {
  * means are equal, else 0. Needs na, nb >= 2. */
 void nvw_welch_test(const double *a, int na, const double *b, int nb, nvw_welch *ret);
 
+typedef struct nvw_paired {
+    double mean, sd, t, df, p; /* of the differences a_i - b_i; p: two-sided */
+    int positive, negative;    /* differences above and below zero */
+} nvw_paired;
+
+/* Paired t-test (Student 1908) of a_i - b_i against a zero mean: t = mean /
+ * (sd / sqrt(n)) with n - 1 degrees of freedom. Constant differences: p = 1 when
+ * they are all zero, else 0. Needs n >= 2. */
+void nvw_paired_test(const double *a, const double *b, int n, nvw_paired *ret);
+
 /* Dynamic loss scaling as PyTorch's torch.cuda.amp.GradScaler: the loss is
  * multiplied by scale before backward; a step whose unscaled gradients hold a
  * non-finite value is skipped and the scale multiplied by backoff; after

@@ -25,7 +25,8 @@ typedef enum nvw_amp_cat {
 
 typedef struct nvw_amp {
     bool enabled;
-    nv_dtype low; /* bf16, fp16 ... */
+    nv_dtype low;    /* bf16, fp16 ... */
+    nv_dtype master; /* "master_weights": the dtype the device keeps weights in */
     int n_low, n_fp32, n_promote;
     char low_ops[NVW_AMP_MAX_OPS][24], fp32_ops[NVW_AMP_MAX_OPS][24],
         promote_ops[NVW_AMP_MAX_OPS][24];

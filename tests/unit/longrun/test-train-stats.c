@@ -46,6 +46,39 @@ static void welch_cases(void)
     tap_ok(w.p == 0, "constant different samples: p = 0");
 }
 
+static void paired_cases(void)
+{
+    /* Hand-computed: differences 1, 2, 3, 4 (mean 2.5, sd sqrt(5/3)), so
+     * t = 2.5 / sqrt(5/12) = 3.872983346, df 3. */
+    double a[] = {2, 4, 6, 8}, b[] = {1, 2, 3, 4};
+    nvw_paired pt;
+    nvw_paired_test(a, b, 4, &pt);
+    /* 1e-12: a few double operations from the same exact value. */
+    tap_ok(fabs(pt.t - 2.5 / sqrt(5.0 / 12)) < 1e-12 && pt.df == 3 && pt.positive == 4 &&
+               pt.negative == 0,
+           "paired t %.12g df %g, 4 positive", pt.t, pt.df);
+    /* Table: the two-sided 5% critical value of t with 3 df is 3.182 and 2% is
+     * 4.541, so p lies between them. */
+    tap_ok(pt.p < 0.05 && pt.p > 0.02, "paired p %.5f between the 5%% and 2%% points", pt.p);
+    /* The pairing matters: unpaired, the samples overlap (Welch t = 2.5 /
+     * sqrt(20/12 / 4 + 5/12 / 4) = 1.549, not significant at 5%), the differences
+     * do not. */
+    nvw_welch w;
+    nvw_welch_test(a, 4, b, 4, &w);
+    tap_ok(w.p > 0.05, "same data unpaired: Welch p %.3f", w.p);
+    /* Symmetric differences: no evidence, t = 0, p = 1. */
+    double c[] = {1, 3, 5, 7}, d[] = {2, 2, 6, 6};
+    nvw_paired_test(c, d, 4, &pt);
+    /* 1e-12: I_1(a, b) = 1 up to the continued fraction's rounding. */
+    tap_ok(pt.t == 0 && fabs(pt.p - 1) < 1e-12 && pt.positive == 2 && pt.negative == 2,
+           "differences -1, 1, -1, 1: t %g p %g", pt.t, pt.p);
+    double e[] = {1, 1, 1}, f[] = {0, 0, 0};
+    nvw_paired_test(e, f, 3, &pt);
+    tap_ok(pt.p == 0 && isinf(pt.t), "constant non-zero differences: p = 0");
+    nvw_paired_test(e, e, 3, &pt);
+    tap_ok(pt.p == 1 && pt.t == 0, "equal pairs: p = 1");
+}
+
 static void t_dist_cases(void)
 {
     /* df = 1 is the Cauchy distribution: P(|T| > t) = 1 - (2/pi) atan t. */
@@ -106,6 +139,7 @@ static void lr_cases(void)
 int main(void)
 {
     welch_cases();
+    paired_cases();
     t_dist_cases();
     trimmed_cases();
     scaler_cases();
