@@ -8,7 +8,6 @@
 
 #include <jansson.h>
 #include <pthread.h>
-#include <stdatomic.h>
 
 #include "backends/loader.h"
 #include "ops/fusedspec.h"
@@ -30,12 +29,8 @@ typedef struct fjob {
     const char *options;
     json_t *describe;
     const nvw_run_opts *opts;
-    json_t **cases;
-    atomic_llong next;
-    atomic_int abort;
-    pthread_mutex_t lock;
-    int64_t done;
-    char *infra_err;
+    json_t **cases;       /* by case index; each slot written by one thread */
+    pthread_mutex_t lock; /* serializes on_failure */
     /* NULL, or the exact graph inputs (graph order, contiguous, the case's dtypes
      * and shapes) used instead of generated ones (run_fused_sub.c). */
     nv_tensor *const *given;
