@@ -4,63 +4,25 @@
  * determinism check and second order; the result names the failing check, the
  * input, the gradient elements that are off and their values. */
 #include "run_gradient.h"
-#include "numerics/refmath.h"
 
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "case_pool.h"
 #include "numerics/inputs.h"
 #include "numerics/rng.h"
 #include "ops/backward.h"
 #include "run_gradient_internal.h"
 
-static void infra(gjob *j, const char *msg)
+/* Case i of the pool (case_pool.h), placed by its index so that the result
+ * does not depend on the thread count. */
+static json_t *pool_case(void *job, void *ctx, int64_t i)
 {
-    pthread_mutex_lock(&j->lock);
-    if (!j->infra_err)
-        j->infra_err = strdup(msg);
-    pthread_mutex_unlock(&j->lock);
-    atomic_store(&j->abort, 1);
-}
-
-static void *worker(void *arg)
-{
-    gjob *j = arg;
-    void *ctx = NULL;
-    char err[512] = "";
-    if (j->table->open(j->options, &ctx, err, sizeof err) != NV_OK) {
-        char msg[700];
-        snprintf(msg, sizeof msg, "backend '%s' failed to open a context: %s", j->backend_spec,
-                 err);
-        infra(j, msg);
-        return NULL;
-    }
-    int64_t total = j->g->base->n_cases;
-    while (!atomic_load(&j->abort) && !(j->opts && j->opts->cancel && *j->opts->cancel)) {
-        int64_t i = atomic_fetch_add(&j->next, 1);
-        if (i >= total)
-            break;
-        json_t *c = nvw_grad_case(j, ctx, i);
-        if (!c) {
-            infra(j, "out of memory while running a gradient case");
-            break;
-        }
-        j->cases[i] = c;
-        pthread_mutex_lock(&j->lock);
-        int64_t done = ++j->done;
-        if (j->opts && j->opts->progress)
-            j->opts->progress(j->opts->ud, done, total);
-        pthread_mutex_unlock(&j->lock);
-    }
-    j->table->close(ctx);
-    nv_ref_thread_done(); /* MPFR caches this thread filled */
-    return NULL;
+    return nvw_grad_case(job, ctx, i);
 }
 
 static int set_err(char **ret, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -129,36 +91,6 @@ static int read_describe(gjob *j, char **ret_err)
     return 0;
 }
 
-static int run_pool(gjob *j, char **ret_err)
-{
-    int64_t total = j->g->base->n_cases;
-    long n = j->opts && j->opts->threads > 0 ? j->opts->threads : sysconf(_SC_NPROCESSORS_ONLN);
-    n = n < 1 ? 1 : n > 64 ? 64 : n;
-    if (n > total)
-        n = (long)total;
-    pthread_t th[64];
-    int started = 0;
-    for (; started < n; started++)
-        if (pthread_create(&th[started], NULL, worker, j) != 0)
-            break;
-    for (int i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
-    if (started == 0 && total > 0) {
-        set_err(ret_err, "could not start a runner thread");
-        return -EAGAIN;
-    }
-    if (j->infra_err) {
-        set_err(ret_err, "%s", j->infra_err);
-        return -EIO;
-    }
-    if (j->done < total) {
-        set_err(ret_err, "job cancelled after %lld of %lld cases", (long long)j->done,
-                (long long)total);
-        return -ECANCELED;
-    }
-    return 0;
-}
-
 static json_t *result(const gjob *j)
 {
     int64_t n = j->g->base->n_cases, passed = 0, failed = 0, errors = 0;
@@ -221,7 +153,14 @@ int nvw_run_gradient(const json_t *spec, const char *backend_spec, const nvw_run
         r = -ENOMEM;
         goto out;
     }
-    if ((r = run_pool(&j, &e)) < 0)
+    nvw_case_pool_job pj = {.opts = opts,
+                            .backend = {j.table, j.options, backend_spec},
+                            .n = j.g->base->n_cases,
+                            .run = pool_case,
+                            .job = &j,
+                            .cases = j.cases,
+                            .what = "gradient case"};
+    if ((r = nvw_case_pool_run_job(&pj, &e)) < 0)
         goto out;
     json_t *res = result(&j);
     if (!res) {
@@ -240,7 +179,6 @@ out:
         json_decref(j.cases[i]);
     free(j.cases);
     json_decref(j.describe);
-    free(j.infra_err);
     nv_gradspec_free(j.g);
     nvw_backend_free(b);
     free(ptr);
