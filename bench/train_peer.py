@@ -8,6 +8,7 @@ Run with /usr/bin/python3 (Debian's python3-torch):
     /usr/bin/python3 bench/train_peer.py BUILD/bench/train_bench [IN HIDDEN CLASSES BATCH STEPS]
 """
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -50,8 +51,10 @@ def main():
     rows.append({"impl": "torch %s" % torch.__version__, "mode": "fp32 cpu 1 thread",
                  "cpu_s": t, "steps_per_s": args[4] / t})
     ts = args[4] / t
-    print("machine: %s, %s, %s" % (platform.node(), platform.processor() or platform.machine(),
-                                    platform.python_version()))
+    print("machine: %s, %s, %s; %s UTC, load average %.1f %.1f %.1f"
+          % (platform.node(), platform.processor() or platform.machine(),
+             platform.python_version(), time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+             *os.getloadavg()))
     print("MLP %d -> %d (gelu) -> %d, batch %d, %d AdamW steps, best of 3, process CPU time"
           % tuple(args))
     print("| implementation | mode | steps/s | vs torch |")
