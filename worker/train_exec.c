@@ -100,9 +100,10 @@ static nv_tensor *from_view(const nv_tensor_view *v)
     nv_tensor *t = fast ? nv_tensor_new(NV_DT_BF16, v->ndim, v->shape) : NULL;
     if (!t)
         return nvw_tensor_from_view(v, false);
-    const uint16_t *p = v->data;
+    const unsigned char *p = v->data;
     for (int64_t i = 0; i < n; i++) {
-        uint16_t h = p[i];
+        uint16_t h;
+        memcpy(&h, p + 2 * i, sizeof h); /* a device's buffer need not be aligned */
         if ((h & 0x7f80) == 0x7f80 && (h & 0x7f)) { /* NaN */
             t->data[i] = nv_dtype_decode(NV_DT_BF16, h, false);
             continue;
