@@ -43,6 +43,7 @@ static int bench(const char *mode, const char *backend, const char *amp_dtype, i
     nvw_exec ex;
     memset(&ex, 0, sizeof ex);
     nvw_backend *b = NULL;
+    json_t *desc = NULL; /* describe(): ex.saved points into it */
     char err[512];
     if (!backend)
         ex.host = true;
@@ -52,7 +53,7 @@ static int bench(const char *mode, const char *backend, const char *amp_dtype, i
         ex.table = nvw_backend_table(b);
         if (ex.table->open(nvw_backend_options(b), &ex.ctx, err, sizeof err) != 0)
             return 1;
-        json_t *desc = json_loads(ex.table->describe(ex.ctx), 0, NULL);
+        desc = json_loads(ex.table->describe(ex.ctx), 0, NULL);
         ex.saved = json_object_get(desc, "saved");
         if (amp_dtype) {
             json_t *pol = json_loads(nvw_amp_default_json(), 0, NULL);
@@ -80,6 +81,7 @@ static int bench(const char *mode, const char *backend, const char *amp_dtype, i
     if (ex.ctx)
         ex.table->close(ex.ctx);
     nvw_backend_free(b);
+    json_decref(desc);
     nvw_data_done(&d);
     nv_longrun_free(s);
     json_decref(j);
