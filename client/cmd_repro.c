@@ -164,15 +164,24 @@ int nvc_cmd_repro(nvc_conn *c, int argc, char **argv)
 static void print_side(const json_t *e, const char *title)
 {
     const json_t *m = json_object_get(e, "match");
+    const char *kind = json_string_value(json_object_get(m, "kind"));
+    const char *metric = json_object_get(json_object_get(e, "head"), "headroom") ? "headroom"
+                                                                                  : "max_ulp";
     char *shape = nvc_json_text(json_object_get(m, "shape"));
     char *attrs = nvc_json_text(json_object_get(m, "attrs"));
-    char *bu = nvc_json_text(json_object_get(json_object_get(e, "base"), "max_ulp"));
-    char *hu = nvc_json_text(json_object_get(json_object_get(e, "head"), "max_ulp"));
-    printf("  %-14s %s %s %s %s %s %s  max_ulp %s -> %s\n", title,
-           json_string_value(json_object_get(m, "op")),
-           json_string_value(json_object_get(m, "dtype")), shape,
-           json_string_value(json_object_get(m, "layout")),
-           json_string_value(json_object_get(m, "input")), attrs, bu, hu);
+    char *bu = nvc_json_text(json_object_get(json_object_get(e, "base"), metric));
+    char *hu = nvc_json_text(json_object_get(json_object_get(e, "head"), metric));
+    if (kind && !strcmp(kind, "fused"))
+        printf("  %-14s fused %s %s %s  %s %s -> %s\n", title,
+               json_string_value(json_object_get(m, "graph")),
+               json_string_value(json_object_get(m, "dtype")),
+               json_string_value(json_object_get(m, "input")), metric, bu, hu);
+    else
+        printf("  %-14s %s %s %s %s %s %s %s  %s %s -> %s\n", title, kind ? kind : "op",
+               json_string_value(json_object_get(m, "op")),
+               json_string_value(json_object_get(m, "dtype")), shape,
+               json_string_value(json_object_get(m, "layout")),
+               json_string_value(json_object_get(m, "input")), attrs, metric, bu, hu);
     free(shape);
     free(attrs);
     free(bu);
@@ -181,20 +190,28 @@ static void print_side(const json_t *e, const char *title)
 
 int nvc_cmd_compare(nvc_conn *c, int argc, char **argv)
 {
-    nvc_opt opts[] = {NVC_GLOBAL_OPTS(c), {NULL, NULL, NULL}};
+    const char *kind = NULL, *op = NULL;
+    nvc_opt opts[] = {NVC_GLOBAL_OPTS(c), {"kind", &kind, NULL}, {"op", &op, NULL},
+                      {NULL, NULL, NULL}};
     const char *pos[2];
     int npos = 0;
     char *err = NULL;
     if (nvc_parse(argc, argv, opts, pos, 2, &npos, &err) < 0 || npos != 2) {
-        nvc_error("%s", err ? err : "usage: numvalctl compare BASE_BUILD HEAD_BUILD");
+        nvc_error("%s", err ? err
+                            : "usage: numvalctl compare BASE_BUILD HEAD_BUILD "
+                              "[--kind op|gradient|fused] [--op OP]");
         free(err);
         return NVC_EXIT_ERROR;
     }
     char *b = nvc_escape(pos[0]), *h = nvc_escape(pos[1]);
-    char path[600];
-    snprintf(path, sizeof path, "/api/v1/compare?base=%s&head=%s", b ? b : "", h ? h : "");
+    char *k = kind ? nvc_escape(kind) : NULL, *o = op ? nvc_escape(op) : NULL;
+    char path[1200];
+    snprintf(path, sizeof path, "/api/v1/compare?base=%s&head=%s%s%s%s%s", b ? b : "",
+             h ? h : "", k ? "&kind=" : "", k ? k : "", o ? "&op=" : "", o ? o : "");
     free(b);
     free(h);
+    free(k);
+    free(o);
     json_t *r = NULL;
     if (nvc_api(c, "GET", path, NULL, &r, &err) < 0) {
         nvc_error("%s", err ? err : "request failed");

@@ -32,7 +32,7 @@ static const char USAGE[] =
     "  repro CASE_ID [--backend SPEC] [--minimized] [--runs N] [--worker PATH] [--keep FILE]\n"
     "                      re-run a stored failure locally from its artifact alone; exits 1\n"
     "                      if it still fails, 0 if it no longer does\n"
-    "  compare BASE_BUILD HEAD_BUILD\n"
+    "  compare BASE_BUILD HEAD_BUILD [--kind op|gradient|fused] [--op OP]\n"
     "                      newly failing, newly passing and drifting cases between builds\n"
     "  suite list [--state active|retired] | suite show ID | suite retire ID --reason TEXT\n"
     "\n"

@@ -76,8 +76,22 @@ void api_compare(api_ctx *x)
                   "compare needs ?base=BUILD&head=BUILD (a build hash, name or version)");
         return;
     }
+    const char *kind = api_query(x, "kind"), *op = api_query(x, "op");
+    if (kind && strcmp(kind, "op") && strcmp(kind, "gradient") && strcmp(kind, "fused")) {
+        api_error(x, 400, "bad_request", "/kind", "kind '%s' is not op, gradient or fused",
+                  kind);
+        return;
+    }
     json_t *o = NULL;
-    int r = nvd_store_compare(x->app->store, base, head, &o);
+    int r = nvd_store_compare(x->app->store, base, head, kind && *kind ? kind : NULL,
+                              op && *op ? op : NULL, &o);
+    if (r == -E2BIG) {
+        api_error(x, 413, "too_large", NULL,
+                  "a build has more than %d cases to compare; narrow it with ?kind= "
+                  "(op, gradient, fused) or ?op=",
+                  NVD_COMPARE_MAX_CASES);
+        return;
+    }
     if (r == -ENOENT) {
         api_error(x, 404, "not_found", NULL,
                   "no build '%s' or '%s' is known (see GET "

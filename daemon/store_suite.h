@@ -53,10 +53,16 @@ int nvd_store_suite_active(nvd_store *s, const char *kind, const char *op, const
 /* Record a replay verdict of suite case id by job job_id (idempotent per job). */
 int nvd_store_suite_run(nvd_store *s, int64_t id, int64_t job_id, const char *verdict, int64_t now);
 
-/* Build compare (docs/API.md "Compare"): cases of jobs of build base vs head
- * (hash, or a build name: its newest hash), matched by (op, dtype, shape, layout,
- * input, attrs); newly_failing, newly_passing, drift (both passed, max ULP at
- * least doubled and grown by >= 0.5 ULP). -ENOENT for an unknown build. */
-int nvd_store_compare(nvd_store *s, const char *base, const char *head, json_t **ret);
+/* Build compare (docs/API.md "Compare"): the op, gradient and fused cases of
+ * jobs of build base vs head (hash, or a build name or version: its newest
+ * hash), of kind and op when given (NULL: all), each matched by its test
+ * (store_compare.c match_of); newly_failing, newly_passing and drift, each list
+ * at most NVD_COMPARE_MAX_LISTED long (counts give the totals). -ENOENT for an
+ * unknown build, -E2BIG when a build has more than NVD_COMPARE_MAX_CASES
+ * cases to compare. */
+#define NVD_COMPARE_MAX_CASES 200000
+#define NVD_COMPARE_MAX_LISTED 1000
+int nvd_store_compare(nvd_store *s, const char *base, const char *head, const char *kind,
+                      const char *op, json_t **ret);
 
 #endif

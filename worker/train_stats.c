@@ -121,14 +121,17 @@ void nvw_welch_test(const double *a, int na, const double *b, int nb, nvw_welch 
 void nvw_paired_test(const double *a, const double *b, int n, nvw_paired *ret)
 {
     memset(ret, 0, sizeof *ret);
-    double d[n > 0 ? n : 1];
+    double sum = 0, ss = 0;
     for (int i = 0; i < n; i++) {
-        d[i] = a[i] - b[i];
-        ret->positive += d[i] > 0;
-        ret->negative += d[i] < 0;
+        double d = a[i] - b[i];
+        sum += d;
+        ret->positive += d > 0;
+        ret->negative += d < 0;
     }
-    ret->mean = nvw_mean(d, n);
-    ret->sd = nvw_sd(d, n);
+    ret->mean = n > 0 ? sum / n : 0;
+    for (int i = 0; i < n; i++)
+        ss += (a[i] - b[i] - ret->mean) * (a[i] - b[i] - ret->mean);
+    ret->sd = n > 1 ? sqrt(ss / (n - 1)) : 0;
     ret->df = n - 1;
     if (ret->sd == 0) {
         ret->t = ret->mean == 0 ? 0 : copysign(INFINITY, ret->mean);

@@ -191,6 +191,22 @@ def test(bins):
                                                   "filter": {"kind": "op"}}, scope="submit")
         check(st == 400, "a suite job filtered to kind op (none promoted) is refused")
 
+        # Build compare covers fused cases: the same attention job passes on emu
+        # (build f0) and fails on the faulty mode (f1); matched by graph name and
+        # hash, dtype and input class, with the output's max ULP on both sides.
+        j0 = submit(s, att, "emu", "f0")
+        check(s.wait_jobs([j0], 60)[j0]["state"] == "passed", "attention passes on emu (f0)")
+        st, cmp = s.api("GET", "/api/v1/compare?base=f0&head=f1&kind=fused", scope="read")
+        nf = cmp.get("newly_failing", []) if st == 200 else []
+        check(len(nf) == 1 and nf[0]["match"]["kind"] == "fused"
+              and nf[0]["match"]["graph"] == att.get("name")
+              and nf[0]["match"]["graph_hash"] == c1.get("graph_hash")
+              and nf[0]["base"]["verdict"] == "passed" and nf[0]["head"]["verdict"] == "failed",
+              "compare f0 -> f1: the fused case newly fails (%s)" % json.dumps(nf)[:400])
+        p = s.ctl("compare", "f0", "f1", "--kind", "fused", token_scope="read")
+        check(p.returncode == 1 and "fused " + str(att.get("name")) in p.stdout,
+              "numvalctl compare --kind fused names the graph, exits 1: %s" % p.stdout[-300:])
+
         # numvalctl repro: the case's artifact downloaded and re-run by numval-worker.
         p = s.ctl("repro", str(c1["id"]), "--runs", "2", "--worker", bins["worker"],
                   token_scope="read")

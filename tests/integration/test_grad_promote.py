@@ -130,6 +130,24 @@ def test(bins):
         ok = s.cases(sj_ok)[0]
         check(ok["verdict"] == "passed" and "failure_class" not in ok, "replay on emu passes")
 
+        # Build compare covers gradient cases: the same sigmoid job passes on emu
+        # (build g0) and fails on the plugin (g1); matched by op, dtype, shape,
+        # input, attrs and check mode, judged on the device check's headroom.
+        j0 = submit(s, SIGMOID, "emu", "g0")
+        check(s.wait_jobs([j0], 90)[j0]["state"] == "passed", "sigmoid on emu passes (g0)")
+        st, cmp = s.api("GET", "/api/v1/compare?base=g0&head=g1&kind=gradient", scope="read")
+        nf = cmp.get("newly_failing", []) if st == 200 else []
+        check(len(nf) == 1 and nf[0]["match"]["kind"] == "gradient"
+              and nf[0]["match"]["op"] == "sigmoid" and nf[0]["match"]["mode"] == "full"
+              and nf[0]["base"]["headroom"] <= 1 < nf[0]["head"]["headroom"]
+              and cmp["counts"]["newly_failing"] == 1,
+              "compare g0 -> g1: the gradient case newly fails, headroom %s -> %s"
+              % ([e["base"].get("headroom") for e in nf], [e["head"].get("headroom") for e in nf]))
+        st, cmp = s.api("GET", "/api/v1/compare?base=g0&head=g1&kind=op", scope="read")
+        check(st == 200 and cmp["counts"]["matched"] == 0, "?kind=op leaves the gradient cases out")
+        st, err = s.api("GET", "/api/v1/compare?base=g0&head=g1&kind=graph", scope="read")
+        check(st == 400 and "'graph'" in err["error"]["message"], "an unknown kind is refused")
+
         p = s.ctl("repro", str(c1["id"]), "--runs", "2", "--worker", bins["worker"],
                   token_scope="read")
         out = json.loads(p.stdout) if p.stdout.strip() else {}
