@@ -29,7 +29,7 @@ static void on_signal(int sig)
 typedef struct agent_opts {
     const char *server, *token, *device, *backend;
     int threads, max_artifacts;
-    long claim_wait_ms;
+    long claim_wait_ms, minimize_deadline_s;
     int once;
 } agent_opts;
 
@@ -46,6 +46,7 @@ void nvw_agent_sleep(long ms, volatile int *stop)
 static const char USAGE[] =
     "usage: numval-worker --server URL --token T --device NAME --backend SPEC\n"
     "                     [--threads N] [--once] [--claim-wait-ms MS] [--max-artifacts N]\n"
+    "                     [--minimize-deadline S]\n"
     "       numval-worker run JOB.json --backend SPEC\n"
     "Server and token also from NUMVAL_SERVER and NUMVAL_TOKEN.\n";
 
@@ -68,6 +69,7 @@ static int parse_opts(int argc, char **argv, agent_opts *o)
     o->token = getenv("NUMVAL_TOKEN");
     o->claim_wait_ms = 20000;
     o->max_artifacts = 256;
+    o->minimize_deadline_s = (long)NVW_AGENT_MIN_DEADLINE_S;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long n;
@@ -99,9 +101,11 @@ static int parse_opts(int argc, char **argv, agent_opts *o)
             o->claim_wait_ms = n;
         else if (!strcmp(a, "--max-artifacts") && parse_int(v, a, 0, 100000, &n) == 0)
             o->max_artifacts = (int)n;
+        else if (!strcmp(a, "--minimize-deadline") && parse_int(v, a, 0, 86400, &n) == 0)
+            o->minimize_deadline_s = n;
         else {
             if (strcmp(a, "--threads") && strcmp(a, "--claim-wait-ms") &&
-                strcmp(a, "--max-artifacts"))
+                strcmp(a, "--max-artifacts") && strcmp(a, "--minimize-deadline"))
                 nv_log_err("unknown option '%s'\n%s", a, USAGE);
             return -EINVAL;
         }
@@ -351,7 +355,8 @@ static int run_claimed(nvw_http *http, const agent_opts *o, json_t *claimed)
                        .lease_token = token,
                        .attempt = json_integer_value(json_object_get(claimed, "attempt")),
                        .spec = spec,
-                       .max_artifacts = o->max_artifacts};
+                       .max_artifacts = o->max_artifacts,
+                       .minimize_deadline_s = (double)o->minimize_deadline_s};
     runner_thread t = {.job = &j, .threads = o->threads};
     pthread_mutex_init(&t.lock, NULL);
     pthread_cond_init(&t.cond, NULL);

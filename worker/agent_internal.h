@@ -21,6 +21,7 @@ typedef struct nvw_agent_job {
     volatile int cancel;      /* polled by the runner between cases */
     atomic_int n_artifacts;   /* uploaded so far */
     int max_artifacts;
+    double minimize_deadline_s; /* gate + minimization of the job's failures, in all */
 } nvw_agent_job;
 
 /* nvw_failure_fn for the runner (ud: nvw_agent_job): builds the failure

@@ -392,7 +392,7 @@ void nvw_agent_minimize_failures(nvw_agent_job *j, json_t *result)
         nv_log_warn("job %s: cannot load the backend to minimize: %s", j->job_id, err);
     double start = now_s();
     for (int i = 0; i < n; i++) {
-        double left = NVW_AGENT_MIN_DEADLINE_S - (now_s() - start);
+        double left = j->minimize_deadline_s - (now_s() - start);
         if (b && left > 1 && !j->cancel)
             minimize_one(j, b, &ks[i], left / (n - i), result);
         free(ks[i].buf);

@@ -18,8 +18,8 @@
  * most NVW_AGENT_MIN_CASES, for nvw_agent_minimize_failures. */
 int nvw_agent_on_failure_min(void *ud, const nvw_failure *f, char **ret_artifact_id);
 
-/* Gate and minimize the kept failures of job j (within a deadline of
- * NVW_AGENT_MIN_DEADLINE_S in all), upload each verified minimized artifact and
+/* Gate and minimize the kept failures of job j (within j->minimize_deadline_s
+ * in all: `--minimize-deadline S`, default NVW_AGENT_MIN_DEADLINE_S, 0 none), upload each verified minimized artifact and
  * annotate its case in result (cases[]). Frees what was kept. Errors are logged:
  * the job's result stands without the annotations. */
 void nvw_agent_minimize_failures(nvw_agent_job *j, json_t *result);
