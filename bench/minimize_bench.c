@@ -1,19 +1,36 @@
 /* Minimization cost (issue 6): for each injected fault, the failing case is
- * built in memory (inputs from the project's generator, class from a first
- * probe), then minimized twice on the same input with the same probe budget
- * and deadline: numval's minimizer (window bisection + ddmin over non-neutral
- * elements + value simplification) and a plain ddmin (Zeller's ddmin2 deleting
- * slices along each dim, no neutral values) as the baseline. Every probe forks,
- * as in production. Prints one Markdown table row per (fault, method).
+ * minimized twice on the same input with the same probe budget and deadline,
+ * by numval's minimizer and by a plain ddmin (Zeller's ddmin2 deleting slices)
+ * as the baseline; the signature is fixed, every probe forks (as in
+ * production), both results are re-verified. Prints one Markdown table row per
+ * (fault, method).
+ * - op faults: built in memory (inputs from the project's generator, class
+ *   from a first probe); numval = window bisection + ddmin over non-neutral
+ *   elements + value simplification; baseline = slices along each dim.
+ * - fused faults (--fused, minimize_bench_fused.c) and gradient faults
+ *   (--grad, minimize_bench_grad.c): stored failure artifacts written by
+ *   `numval-worker run --artifacts` (bench/minimize_bench.sh writes them).
  *
- * usage: minimize_bench PLUGIN_DROPSUM_SO [BUDGET] [DEADLINE_S] */
+ * usage: minimize_bench PLUGIN_DROPSUM_SO [BUDGET] [DEADLINE_S] [--no-op]
+ *          [--fused LABEL ARTIFACT BACKEND]... [--grad LABEL ARTIFACT BACKEND]... */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "minimize.h"
+#include "minimize_bench.h"
 #include "numerics/inputs.h"
+
+/* agent.c's pause between upload retries, which agent_artifact.c (linked for
+ * nvw_agent_build_artifact, the probes' artifacts) refers to; the bench
+ * uploads nothing. */
+void nvw_agent_sleep(long ms, volatile int *stop);
+void nvw_agent_sleep(long ms, volatile int *stop)
+{
+    (void)ms;
+    (void)stop;
+}
 
 typedef struct fault {
     const char *name, *backend, *op;
@@ -91,7 +108,7 @@ static void run_method(const fault *f, const nvw_probe_env *env, bool plain, int
         printf("| %s | %s | probe failed |\n", f->name, plain ? "plain ddmin" : "numval");
         return;
     }
-    printf("| %s | %s | %s | %d | %.2f s | %s | %lld -> %lld | %lld -> %lld | %s |\n", f->name,
+    printf("| %s | %s | %s | %d | %.2f s | %s | - | %lld -> %lld | %lld -> %lld | %s |\n", f->name,
            plain ? "plain ddmin" : "numval", env->rc->failure_class, m.probes, m.seconds, m.stop,
            (long long)m.numel_before, (long long)m.numel_after, (long long)m.nonneutral_before,
            (long long)m.nonneutral_after, m.verified ? "yes" : "no");
@@ -134,14 +151,44 @@ static void bench_fault(const fault *f, int budget, double deadline)
     nvw_repro_free(rc);
 }
 
+#define MAX_STORED 16
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: minimize_bench PLUGIN_DROPSUM_SO [BUDGET] [DEADLINE_S]\n");
+        fprintf(stderr, "usage: minimize_bench PLUGIN_DROPSUM_SO [BUDGET] [DEADLINE_S] [--no-op] "
+                        "[--fused LABEL ARTIFACT BACKEND]... [--grad LABEL ARTIFACT BACKEND]...\n");
         return 2;
     }
-    int budget = argc > 2 ? atoi(argv[2]) : 1000;
-    double deadline = argc > 3 ? atof(argv[3]) : 120;
+    int budget = 1000, n_pos = 0, n_fused = 0, n_grad = 0;
+    double deadline = 120;
+    bool op_faults = true;
+    mb_case fused[MAX_STORED], grad[MAX_STORED];
+    for (int i = 2; i < argc; i++) {
+        bool f = !strcmp(argv[i], "--fused"), g = !strcmp(argv[i], "--grad");
+        if (f || g) {
+            if (i + 3 >= argc || (f ? n_fused : n_grad) == MAX_STORED) {
+                fprintf(stderr, "minimize_bench: '%s' needs LABEL ARTIFACT BACKEND\n", argv[i]);
+                return 2;
+            }
+            mb_case c = {argv[i + 1], argv[i + 2], argv[i + 3]};
+            if (f)
+                fused[n_fused++] = c;
+            else
+                grad[n_grad++] = c;
+            i += 3;
+        } else if (!strcmp(argv[i], "--no-op")) {
+            op_faults = false;
+        } else if (n_pos < 2) {
+            if (n_pos++ == 0)
+                budget = atoi(argv[i]);
+            else
+                deadline = atof(argv[i]);
+        } else {
+            fprintf(stderr, "minimize_bench: unexpected argument '%s'\n", argv[i]);
+            return 2;
+        }
+    }
     char drop[4200];
     snprintf(drop, sizeof drop, "plugin:%s?fault=drop", argv[1]);
     static const char *bound =
@@ -154,9 +201,14 @@ int main(int argc, char **argv)
         {"emu accum=bf16 sum (Higham bound)", "emu:accum=bf16", "sum", 2, {16, 4096}, NULL},
         {"emu transcendental=fast exp (1 ulp)", "emu:transcendental=fast", "exp", 1, {65536}, ulp1},
     };
-    printf("| fault | method | class | probes | time | stop | elements | non-neutral | "
-           "re-verified |\n|---|---|---|---|---|---|---|---|---|\n");
-    for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++)
+    printf("| fault | method | class | probes | time | stop | nodes | elements | non-neutral | "
+           "re-verified |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    for (size_t i = 0; op_faults && i < sizeof faults / sizeof faults[0]; i++)
         bench_fault(&faults[i], budget, deadline);
-    return 0;
+    int bad = 0;
+    for (int i = 0; i < n_fused; i++)
+        bad += mb_fused(&fused[i], budget, deadline) < 0;
+    for (int i = 0; i < n_grad; i++)
+        bad += mb_grad(&grad[i], budget, deadline) < 0;
+    return bad ? 1 : 0;
 }
