@@ -73,6 +73,7 @@ static nvd_device_conf *device(nvd_config *c, const char *name)
     d = &c->devices[c->n_devices];
     memset(d, 0, sizeof(*d));
     d->slots = 1;
+    d->minimize_deadline_s = -1;
     d->name = strdup(name);
     if (!d->name)
         return NULL;
@@ -173,6 +174,13 @@ static int device_key(load_ctx *x, const char *name, const char *k, const char *
         if (parse_num(v, 0, 256, &n) < 0)
             return -EINVAL;
         d->slots = (int)n;
+        return 0;
+    }
+    if (!strcmp(k, "minimize_deadline")) {
+        int64_t n;
+        if (parse_num(v, 0, 86400, &n) < 0)
+            return -EINVAL;
+        d->minimize_deadline_s = (int)n;
         return 0;
     }
     return -ENOENT;

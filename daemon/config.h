@@ -14,6 +14,7 @@ typedef enum { NVD_ANON_LOOPBACK, NVD_ANON_YES, NVD_ANON_NO } nvd_anon;
 typedef struct nvd_device_conf {
     char *name, *backend, *worker; /* worker: NULL = the configured default */
     int slots;
+    int minimize_deadline_s; /* the agent's --minimize-deadline; -1: its default */
 } nvd_device_conf;
 
 typedef struct nvd_config {

@@ -187,8 +187,13 @@ static void spawn(slot *s)
     if (sv->stopping || d->quarantined)
         return;
     const char *worker = d->conf->worker ? d->conf->worker : sv->worker;
+    char mdl[16];
+    snprintf(mdl, sizeof mdl, "%d", d->conf->minimize_deadline_s);
     char *args[] = {(char *)worker, "--server",    sv->url,     "--token",        sv->token,
-                    "--device",     d->conf->name, "--backend", d->conf->backend, NULL};
+                    "--device",     d->conf->name, "--backend", d->conf->backend, NULL,
+                    NULL,           NULL};
+    if (d->conf->minimize_deadline_s >= 0)
+        args[9] = "--minimize-deadline", args[10] = mdl;
     uv_pipe_init(sv->app->loop, &s->err, 0);
     s->err.data = s;
     sv->open_handles++;
