@@ -261,11 +261,12 @@ static void plain_row(const mb_case *c, nvw_frepro *fr, const nvw_backend *b, in
         printf("| %s | plain ddmin | %s | %s |\n", c->label,
                failed >= 0 && 2 * failed < MB_GATE_RUNS ? "flaky" : "probe failed", fr->cls);
     else
-        printf("| %s | plain ddmin | %s at %s (%s) | %d | %.2f s | %s | %d -> %d | %lld -> %lld | - | "
-               "%s |\n",
-               c->label, fr->cls, fr->node, fr->op, s.probes, secs, s.stop, fr->g->n_nodes, fr->g->n_nodes,
-               (long long)before, (long long)total(s.in, s.n),
-               verified == MB_GATE_RUNS ? "yes" : "no");
+        printf(
+            "| %s | plain ddmin | %s at %s (%s) | %d | %.2f s | %s | %d -> %d | %lld -> %lld | - | "
+            "%s |\n",
+            c->label, fr->cls, fr->node, fr->op, s.probes, secs, s.stop, fr->g->n_nodes,
+            fr->g->n_nodes, (long long)before, (long long)total(s.in, s.n),
+            verified == MB_GATE_RUNS ? "yes" : "no");
     fflush(stdout);
     free_inputs(s.in, s.n);
     json_decref(s.spec);
@@ -285,10 +286,11 @@ static void numval_row(const mb_case *c, nvw_frepro *fr, const nvw_backend *b, i
     }
     json_t *names = nvw_fsub_nodes(fr, &m.sub);
     char *kept = names ? json_dumps(names, JSON_COMPACT) : NULL;
-    printf("| %s | numval | %s at %s (%s) | %d | %.2f s | %s | %d -> %d %s | %lld -> %lld | - | %s |\n",
-           c->label, fr->cls, fr->node, fr->op, m.probes, m.seconds, m.stop, m.nodes_before, m.nodes_after,
-           kept ? kept : "", (long long)m.elements_before, (long long)m.elements_after,
-           m.verified ? "yes" : "no");
+    printf("| %s | numval | %s at %s (%s) | %d | %.2f s | %s | %d -> %d %s | %lld -> %lld | - | %s "
+           "|\n",
+           c->label, fr->cls, fr->node, fr->op, m.probes, m.seconds, m.stop, m.nodes_before,
+           m.nodes_after, kept ? kept : "", (long long)m.elements_before,
+           (long long)m.elements_after, m.verified ? "yes" : "no");
     fflush(stdout);
     free(kept);
     json_decref(names);

@@ -13,10 +13,8 @@
 
 static void row(const mb_case *c, const nvw_genv *env, bool plain, int budget, double deadline)
 {
-    nvw_min_opts o = {.budget = budget,
-                      .deadline_s = deadline,
-                      .gate_runs = MB_GATE_RUNS,
-                      .plain_ddmin = plain};
+    nvw_min_opts o = {
+        .budget = budget, .deadline_s = deadline, .gate_runs = MB_GATE_RUNS, .plain_ddmin = plain};
     nvw_gmin_result m;
     const char *method = plain ? "plain ddmin" : "numval";
     if (nvw_gminimize(env, &o, &m) < 0) {
@@ -24,8 +22,8 @@ static void row(const mb_case *c, const nvw_genv *env, bool plain, int budget, d
         return;
     }
     if (m.flaky)
-        printf("| %s | %s | flaky (%d of %d gate runs failed) |\n", c->label, method,
-               m.gate_failed, m.gate_runs);
+        printf("| %s | %s | flaky (%d of %d gate runs failed) |\n", c->label, method, m.gate_failed,
+               m.gate_runs);
     else
         printf("| %s | %s | %s (%s check) | %d | %.2f s | %s | - | %lld -> %lld | %lld -> %lld | "
                "%s |\n",
