@@ -218,6 +218,23 @@ static int gate(plain *s, const json_t *spec, nv_tensor *const *in, int n, bool 
     return failed;
 }
 
+/* The shapes of spec's graph inputs on stderr (what the table's element
+ * counts are made of). */
+static void print_shapes(const mb_case *c, const char *method, const json_t *spec)
+{
+    fprintf(stderr, "minimize_bench: %s: %s: inputs", c->label, method);
+    size_t i, d;
+    json_t *in, *e;
+    json_array_foreach(json_object_get(json_object_get(spec, "graph"), "inputs"), i, in)
+    {
+        fprintf(stderr, " %s[", json_string_value(json_object_get(in, "name")));
+        json_array_foreach(json_object_get(in, "shape"), d, e)
+            fprintf(stderr, "%s%lld", d ? "," : "", (long long)json_integer_value(e));
+        fprintf(stderr, "]");
+    }
+    fprintf(stderr, "\n");
+}
+
 static void plain_row(const mb_case *c, nvw_frepro *fr, const nvw_backend *b, int budget,
                       double deadline)
 {
@@ -268,6 +285,7 @@ static void plain_row(const mb_case *c, nvw_frepro *fr, const nvw_backend *b, in
             fr->g->n_nodes, (long long)before, (long long)total(s.in, s.n),
             verified == MB_GATE_RUNS ? "yes" : "no");
     fflush(stdout);
+    print_shapes(c, "plain ddmin", s.spec);
     free_inputs(s.in, s.n);
     json_decref(s.spec);
 }
@@ -292,6 +310,14 @@ static void numval_row(const mb_case *c, nvw_frepro *fr, const nvw_backend *b, i
            m.nodes_after, kept ? kept : "", (long long)m.elements_before,
            (long long)m.elements_after, m.verified ? "yes" : "no");
     fflush(stdout);
+    json_t *spec = NULL;
+    nv_tensor **in = NULL;
+    int n = 0;
+    if (nvw_fsub_build(fr, &m.sub, &spec, &in, &n) == 0) {
+        print_shapes(c, "numval", spec);
+        free_inputs(in, n);
+        json_decref(spec);
+    }
     free(kept);
     json_decref(names);
 }
