@@ -2,15 +2,13 @@
  * the device (one backend context per thread), then judge (run_longrun_judge.c)
  * and assemble the result. */
 #include <errno.h>
-#include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "case_pool.h"
 #include "run_internal.h"
-#include "numerics/refmath.h"
 #include "run_longrun.h"
 #include "run_longrun_internal.h"
 
@@ -22,11 +20,6 @@ typedef struct lr_ctx {
     const json_t *saved;
     nvw_amp amp;
     nvw_data data;
-    int n_tasks;
-    atomic_int next;
-    pthread_mutex_t lock;
-    int64_t done;
-    char *err;
 } lr_ctx;
 
 static void set_err(char **ret, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -41,9 +34,17 @@ static void set_err(char **ret, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Task k: 0..n-1 reference seeds, n..2n-1 device seeds, 2n the repeat. */
-static int run_task(lr_ctx *c, int k, void **dev_ctx)
+/* Task k of the pool: 0..n-1 reference seeds, n..2n-1 device seeds, 2n the
+ * repeat. Only device tasks use the backend context. */
+static bool task_needs_ctx(void *ud, int64_t k)
 {
+    const lr_ctx *c = ud;
+    return k >= c->job.s->n_seeds;
+}
+
+static int run_task(void *ud, void *dev_ctx, int64_t k, char *err, size_t errlen)
+{
+    lr_ctx *c = ud;
     const nv_longrun_spec *s = c->job.s;
     int n = s->n_seeds;
     nvw_exec ex;
@@ -51,68 +52,35 @@ static int run_task(lr_ctx *c, int k, void **dev_ctx)
     ex.host = k < n;
     nvw_run *out = k < n ? &c->job.ref[k] : k < 2 * n ? &c->job.dev[k - n] : &c->job.repeat;
     uint64_t seed = s->seeds[k < n ? k : k < 2 * n ? k - n : 0];
-    if (!ex.host) {
-        if (!*dev_ctx && c->table->open(c->options, dev_ctx, ex.err, sizeof ex.err) != NV_OK) {
-            pthread_mutex_lock(&c->lock);
-            set_err(&c->err, "backend failed to open: %s", ex.err);
-            pthread_mutex_unlock(&c->lock);
-            return -ENODEV;
-        }
-        ex.table = c->table, ex.ctx = *dev_ctx, ex.saved = c->saved, ex.amp = c->amp;
-    }
+    if (!ex.host)
+        ex.table = c->table, ex.ctx = dev_ctx, ex.saved = c->saved, ex.amp = c->amp;
     int r = nvw_train_run(s, &c->data, &ex, seed, out);
-    pthread_mutex_lock(&c->lock);
     if (r < 0)
-        set_err(&c->err, "%s run of seed %llu failed at step %lld: %s",
-                ex.host ? "reference" : "device", (unsigned long long)seed,
-                (long long)out->steps_done, out->err);
-    c->done++;
-    if (c->opts && c->opts->progress)
-        c->opts->progress(c->opts->ud, c->done, c->n_tasks);
-    pthread_mutex_unlock(&c->lock);
+        snprintf(err, errlen, "%s run of seed %llu failed at step %lld: %s",
+                 ex.host ? "reference" : "device", (unsigned long long)seed,
+                 (long long)out->steps_done, out->err);
     return r;
 }
 
-static void *thread_main(void *arg)
+/* The seeds on a pool (case_pool.h), one thread unless opts ask for more. */
+static int run_tasks(lr_ctx *c, const char *backend_spec, char **ret_err)
 {
-    lr_ctx *c = arg;
-    void *dev_ctx = NULL;
-    for (;;) {
-        int k = atomic_fetch_add(&c->next, 1);
-        if (k >= c->n_tasks || (c->opts && c->opts->cancel && *c->opts->cancel))
-            break;
-        if (run_task(c, k, &dev_ctx) < 0) {
-            atomic_store(&c->next, c->n_tasks);
-            break;
-        }
-    }
-    if (dev_ctx)
-        c->table->close(dev_ctx);
-    nv_ref_thread_done(); /* MPFR caches this thread filled */
-    return NULL;
-}
-
-static int run_threads(lr_ctx *c)
-{
-    int n = c->opts && c->opts->threads > 0 ? c->opts->threads : 1;
-    if (n > c->n_tasks)
-        n = c->n_tasks;
-    pthread_t th[64];
-    if (n > 64)
-        n = 64;
-    int started = 0;
-    for (; started < n; started++)
-        if (pthread_create(&th[started], NULL, thread_main, c) != 0)
-            break;
-    if (started == 0)
-        thread_main(c);
-    for (int i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
-    if (c->err)
-        return -EIO;
-    if (c->done < c->n_tasks)
-        return -ECANCELED;
-    return 0;
+    const nv_longrun_spec *s = c->job.s;
+    nvw_case_pool_backend be = {c->table, c->options, backend_spec};
+    nvw_case_pool p = {
+        .threads = c->opts && c->opts->threads > 0 ? c->opts->threads : 1,
+        .n = 2 * s->n_seeds + (s->deterministic ? 1 : 0),
+        .run_case = run_task,
+        .ud = c,
+        .needs_ctx = task_needs_ctx,
+        .open_ctx = nvw_case_pool_backend_open,
+        .close_ctx = nvw_case_pool_backend_close,
+        .ctx_ud = &be,
+        .progress = c->opts ? c->opts->progress : NULL,
+        .progress_ud = c->opts ? c->opts->ud : NULL,
+        .cancel = c->opts ? c->opts->cancel : NULL,
+    };
+    return nvw_case_pool_run(&p, ret_err);
 }
 
 static int read_describe(lr_ctx *c, json_t **ret, char **ret_err)
@@ -230,7 +198,6 @@ int nvw_run_longrun(const json_t *spec, const char *backend_spec, const nvw_run_
 {
     lr_ctx c;
     memset(&c, 0, sizeof c);
-    pthread_mutex_init(&c.lock, NULL);
     c.opts = opts;
     nv_longrun_spec *s = NULL;
     nvw_backend *b = NULL;
@@ -246,13 +213,9 @@ int nvw_run_longrun(const json_t *spec, const char *backend_spec, const nvw_run_
     c.job.s = s;
     if ((r = setup(&c, &b, backend_spec, &desc, &policy, &e)) < 0)
         goto out;
-    c.n_tasks = 2 * s->n_seeds + (s->deterministic ? 1 : 0);
     c.job.has_repeat = s->deterministic;
-    r = run_threads(&c);
-    if (r < 0) {
-        set_err(&e, "%s", c.err ? c.err : "job cancelled");
+    if ((r = run_tasks(&c, backend_spec, &e)) < 0)
         goto out;
-    }
     json_t *res = result_json(&c, backend_spec, spec, desc, policy);
     if (!res) {
         r = -ENOMEM;
@@ -268,7 +231,6 @@ out:
         free(e);
     free(ptr);
     free(msg);
-    free(c.err);
     if (s) {
         for (int i = 0; i < s->n_seeds; i++) {
             nvw_run_done(&c.job.ref[i]);
@@ -281,6 +243,5 @@ out:
     json_decref(policy);
     nvw_backend_free(b);
     nv_longrun_free(s);
-    pthread_mutex_destroy(&c.lock);
     return r;
 }
