@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "app.h"
@@ -341,6 +342,57 @@ static int start(daemon_state *d, nvd_config *cfg, const cli *c)
     return 0;
 }
 
+/* Run `WORKER check-backend SPEC` (worker/check_backend.c: the worker owns the
+ * backend loader) and wait at most 60 s. Returns its exit status, or -1 when it
+ * could not be run or was killed. */
+static int run_check(const char *worker, const char *spec)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0)
+            dup2(devnull, STDOUT_FILENO); /* its "OK" line; errors stay on stderr */
+        execlp(worker, worker, "check-backend", spec, (char *)NULL);
+        fprintf(stderr, "numvald: cannot run worker '%s': %s\n", worker, strerror(errno));
+        _exit(127);
+    }
+    int status = 0;
+    for (int waited = 0; waited < 600; waited++) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        if (r < 0)
+            return -1;
+        usleep(100000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    fprintf(stderr, "numvald: '%s check-backend %s' took longer than 60 s\n", worker, spec);
+    return -1;
+}
+
+/* --check-config: every device's backend spec must load (and open, for emu and
+ * plugin) in the worker that will run it. Returns the count of bad devices. */
+static int check_backends(const nvd_config *cfg)
+{
+    char *dflt = cfg->worker ? strdup(cfg->worker) : nvd_supervisor_default_worker();
+    int bad = 0;
+    for (int i = 0; i < cfg->n_devices && dflt; i++) {
+        const nvd_device_conf *d = &cfg->devices[i];
+        const char *w = d->worker ? d->worker : dflt;
+        int st = run_check(w, d->backend);
+        if (st != 0) {
+            fprintf(stderr, "numvald: device '%s': backend '%s' is not usable%s\n", d->name,
+                    d->backend, st == 127 ? " (the worker could not be run)" : " (see above)");
+            bad++;
+        }
+    }
+    free(dflt);
+    return dflt ? bad : 1;
+}
+
 int main(int argc, char **argv)
 {
     nv_log_set_program("numvald");
@@ -365,10 +417,12 @@ int main(int argc, char **argv)
         return 2;
     }
     if (c.check_config) {
-        printf("numvald: configuration OK: listen %s, data %s, %d device(s)\n", cfg.listen,
-               cfg.data_dir, cfg.n_devices);
+        int bad = check_backends(&cfg);
+        if (bad == 0)
+            printf("numvald: configuration OK: listen %s, data %s, %d device(s)\n", cfg.listen,
+                   cfg.data_dir, cfg.n_devices);
         nvd_config_done(&cfg);
-        return 0;
+        return bad ? 2 : 0;
     }
     static daemon_state d;
     int r = start(&d, &cfg, &c);

@@ -228,9 +228,7 @@ static void spawn(slot *s)
                 d->conf->backend);
 }
 
-/* numval-worker next to this program in the build tree, or installed beside it,
- * else from PATH. */
-static char *default_worker(void)
+char *nvd_supervisor_default_worker(void)
 {
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -270,7 +268,7 @@ int nvd_supervisor_new(nvd_app *app, nvd_supervisor **ret)
     int r = mint_token(sv);
     if (r < 0)
         return r;
-    sv->worker = cfg->worker ? strdup(cfg->worker) : default_worker();
+    sv->worker = cfg->worker ? strdup(cfg->worker) : nvd_supervisor_default_worker();
     if (!sv->worker)
         return -ENOMEM;
     /* Local workers reach numvald where it listens; a wildcard address means loopback. */

@@ -13,5 +13,8 @@ int nvd_supervisor_new(nvd_app *app, nvd_supervisor **ret);
  * s NULL: done is called at once. */
 void nvd_supervisor_stop(nvd_supervisor *s, void (*done)(void *ud), void *ud);
 void nvd_supervisor_free(nvd_supervisor *s); /* after the loop ran; NULL is a no-op */
+/* numval-worker next to this program in the build tree, or installed beside it,
+ * else "numval-worker" (from PATH). malloc'd, NULL on ENOMEM. */
+char *nvd_supervisor_default_worker(void);
 
 #endif

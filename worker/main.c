@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "ops/jobspec.h"
+#include "check_backend.h"
 #include "repro.h"
 #include "run.h"
 #ifdef HAVE_AGENT
@@ -30,13 +31,16 @@ static void usage(FILE *f)
             "       numval-worker repro ARTIFACT.nvart [--backend SPEC] [--runs N]\n"
             "       numval-worker minimize ARTIFACT.nvart [--backend SPEC] [-o OUT] [--budget N]\n"
             "                     [--deadline S] [--runs N] [--plain-ddmin] [--quiet]\n"
+            "       numval-worker check-backend SPEC\n"
             "       numval-worker --help | --version\n"
             "\n"
             "run      run one job spec, or a suite file ({\"name\": ..., \"jobs\": [...]} or an\n"
             "         array of job specs), on the backend and print the result JSON.\n"
             "         Exit status: 0 all cases passed, 1 some case failed, 2 bad input or\n"
             "         infrastructure error (a case with verdict \"error\" counts as 2).\n"
-            "SPEC     emu | emu:key=value,... | plugin:/path/lib.so[?options]\n"
+            "check-backend  load SPEC and open one context (exec: find its program);\n"
+            "         exit 0 when it can be used, 2 with a message naming what is wrong.\n"
+            "SPEC     emu | emu:key=value,... | plugin:/path/lib.so[?options] | exec:COMMAND\n"
             "agent    without \"run\": claim jobs for one device from numvald (docs/JOBS.md).\n");
 }
 
@@ -266,6 +270,8 @@ int main(int argc, char **argv)
         return nvw_repro_main(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "minimize") == 0)
         return nvw_minimize_main(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "check-backend") == 0)
+        return nvw_check_backend_main(argc - 2, argv + 2);
 #ifdef HAVE_AGENT
     return nvw_agent_main(argc - 1, argv + 1);
 #else
