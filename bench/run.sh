@@ -1,10 +1,16 @@
 #!/bin/bash
-# Runs every benchmark present in bench/, one after another; each is optional
-# and skipped with a message when missing. Benchmarks are never run by tests.
-#   bench/*.sh               run-numerics.sh (numerics vs numpy/torch), http_bench.sh
-#                            (numvald vs nginx with wrk, durable POSTs), and any other
-#   store_bench              1,000,000 stored cases: list query times and plans
-#   bench/gradcheck_peers.py gradient checks vs torch
+# Runs every benchmark in bench/ against its peer, one after another, from one
+# release build; each is optional and skipped with a message when missing or
+# when its target does not build. Benchmarks are never run by tests (timings
+# on shared machines are noise); their figures go to bench/RESULTS.md.
+#   run-numerics.sh        compare kernel vs numpy/torch, refmath vs MPFR (issue 2)
+#   http_bench.sh          numvald vs nginx with wrk, durable POSTs (issue 3)
+#   store_bench            1,000,000 stored cases: list query times and plans (issue 3)
+#   gradcheck_peers.py     gradient checks vs torch.autograd.gradcheck (issue 4)
+#   fused_bench            fused jobs: three executions plus capture vs the reference (issue 5)
+#   minimize_bench.sh      minimizer vs a plain ddmin on injected faults (issue 6)
+#   train_peer.py          long-run training steps/s vs torch on the CPU (issue 7)
+#   exec_bench.sh          exec protocol vs the in-process emu (issue 9)
 # Usage: bench/run.sh [BUILD_DIR]   (default: build-bench-svc, a release build)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,36 +23,42 @@ run() { # name command...
     "$@" || { echo "==== failed (exit $?): $*"; status=1; }
 }
 
-# Every bench/*.sh but this one, numerics first; each keeps its own default
-# build dir except http_bench.sh, which gets $BUILD.
-scripts=$(cd "$ROOT/bench" && ls run-numerics.sh http_bench.sh *.sh 2>/dev/null | awk '!seen[$0]++')
-for s in run-numerics.sh http_bench.sh; do
-    [ -f "$ROOT/bench/$s" ] || echo "==== $s: not present, skipped"
-done
-for s in $scripts; do
-    [ "$s" = run.sh ] && continue
-    [ -f "$ROOT/bench/$s" ] || continue
-    if [ "$s" = http_bench.sh ]; then
-        run "$s" env BUILD="$BUILD" bash "$ROOT/bench/$s"
-    else
-        run "$s" bash "$ROOT/bench/$s"
-    fi
-done
-
 if [ ! -f "$BUILD/build.ninja" ]; then
     meson setup "$BUILD" "$ROOT" --buildtype=release >/dev/null || exit 2
 fi
-# Built targets that a bench needs; a missing one skips that bench only.
+ninja -C "$BUILD" >/dev/null || echo "==== note: part of $BUILD does not build; its benches are skipped"
 built() { [ -f "$ROOT/bench/$1.c" ] && ninja -C "$BUILD" "bench/$1" >/dev/null 2>&1; }
+
+run run-numerics.sh env BUILD="$BUILD" bash "$ROOT/bench/run-numerics.sh"
+run http_bench.sh env BUILD="$BUILD" bash "$ROOT/bench/http_bench.sh"
 if built store_bench; then
     run store_bench "$BUILD/bench/store_bench"
 else
-    echo "==== store_bench: not present or does not build in $BUILD, skipped"
+    echo "==== store_bench: does not build in $BUILD, skipped"
 fi
-if [ -f "$ROOT/bench/gradcheck_peers.py" ] && built gradcheck_bench; then
+if built gradcheck_bench; then
     run gradcheck_peers.py /usr/bin/python3 "$ROOT/bench/gradcheck_peers.py" \
         "$BUILD/bench/gradcheck_bench"
 else
-    echo "==== gradcheck_peers.py: not present or gradcheck_bench does not build, skipped"
+    echo "==== gradcheck_peers.py: gradcheck_bench does not build, skipped"
 fi
+if built fused_bench; then
+    run fused_bench "$BUILD/bench/fused_bench" -L 512,4096
+else
+    echo "==== fused_bench: does not build, skipped"
+fi
+if built minimize_bench; then
+    run minimize_bench.sh sh "$ROOT/bench/minimize_bench.sh" "$BUILD"
+else
+    echo "==== minimize_bench.sh: minimize_bench does not build, skipped"
+fi
+if built train_bench; then
+    # The sizes the long-run tests use, and a larger MLP (bench/RESULTS.md).
+    run train_peer.py /usr/bin/python3 "$ROOT/bench/train_peer.py" "$BUILD/bench/train_bench"
+    run train_peer.py /usr/bin/python3 "$ROOT/bench/train_peer.py" "$BUILD/bench/train_bench" \
+        64 256 8 256 50
+else
+    echo "==== train_peer.py: train_bench does not build, skipped"
+fi
+run exec_bench.sh sh "$ROOT/bench/exec_bench.sh" "$BUILD"
 exit $status
