@@ -129,6 +129,12 @@ test('niceTicks: steps of 1, 2 or 5 x 10^k, count closest to the asked number', 
   assert.deepEqual(logTicks(0.4, 1.1), [0.5, 1]);
 });
 
+test('tickText: 3 significant digits, short exponents for tiny and huge values', async () => {
+  const {tickText} = await import('../../web/app/svgchart.js');
+  assert.deepEqual([1.2e-6, 8e-7, 1234567, 262144, 0.30000000000000004, 0, -2].map(tickText),
+    ['1.2e-6', '8e-7', '1.23e6', '262144', '0.3', '0', '-2']);
+});
+
 test('linePath: one move per unbroken piece, a non-finite value breaks the line', async () => {
   const {linePath} = await import('../../web/app/svgchart.js');
   const X = (x) => 10 * x, Y = (y) => (Number.isFinite(y) ? 100 - y : NaN);

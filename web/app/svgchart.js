@@ -64,6 +64,14 @@ export function logTicks(lo, hi) {
   return niceTicks(lo, hi, 4).filter((v) => v > 0);
 }
 
+// Tick label: at most 3 significant digits, exponent form without padding zeros
+// ("1.2e-6", "8e-7") for tiny or huge values, so labels fit the margin.
+export function tickText(v) {
+  const a = Math.abs(v);
+  if (a !== 0 && (a < 1e-3 || a >= 1e6)) return Number(v.toPrecision(3)).toExponential().replace('e+', 'e');
+  return num(Number(v.toPrecision(6)));
+}
+
 // Extent of every finite value the chart will draw (points, bands, marks).
 export function extent(series, logY) {
   let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
@@ -162,9 +170,9 @@ function draw(svg, titleEl, descEl, series, o, w) {
     const axes = s('g', {class: 'axes'},
       yt.map((v) => s('g', {class: 'tick y'},
         s('line', {x1: pad.l, x2: pad.l + pw, y1: Y(v).toFixed(1), y2: Y(v).toFixed(1), class: 'grid'}),
-        s('text', {x: pad.l - 5, y: (Y(v) + 4).toFixed(1), 'text-anchor': 'end'}, num(v)))),
+        s('text', {x: pad.l - 5, y: (Y(v) + 4).toFixed(1), 'text-anchor': 'end'}, tickText(v)))),
       niceTicks(x0, x1, 6).map((v) => s('text', {class: 'tick x', x: X(v).toFixed(1), y: pad.t + ph + 15,
-        'text-anchor': 'middle'}, num(v))),
+        'text-anchor': 'middle'}, tickText(v))),
       s('line', {x1: pad.l, x2: pad.l + pw, y1: pad.t + ph, y2: pad.t + ph, class: 'axis'}),
       s('line', {x1: pad.l, x2: pad.l, y1: pad.t, y2: pad.t + ph, class: 'axis'}),
       s('text', {class: 'label', x: pad.l + pw / 2, y: hgt - 4, 'text-anchor': 'middle'}, o.xLabel || ''),
