@@ -17,38 +17,11 @@ import os from 'node:os';
 import crypto from 'node:crypto';
 import {execFileSync} from 'node:child_process';
 import {fileURLToPath} from 'node:url';
-import {startService, stopService, api, waitJob} from './service.mjs';
+import {startService, stopService, api, waitJob, prerequisites} from './service.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
-const ROOT = path.resolve(HERE, '../..');
 const SHOTS = path.join(HERE, 'screenshots');
-const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
-
-function buildDir() {
-  const cands = [process.env.NUMVAL_BUILD_DIR, path.join(ROOT, 'build-web'), path.join(ROOT, 'build')];
-  return cands.find((d) => d && fs.existsSync(path.join(d, 'daemon', 'numvald'))) || cands.find(Boolean);
-}
-const BUILD_DIR = buildDir();
-const BINS = {
-  numvald: process.env.NUMVALD || path.join(BUILD_DIR, 'daemon', 'numvald'),
-  worker: process.env.NUMVAL_WORKER || path.join(BUILD_DIR, 'worker', 'numval-worker'),
-  ctl: process.env.NUMVALCTL || path.join(BUILD_DIR, 'client', 'numvalctl'),
-};
-
-const missing = [];
-if (!fs.existsSync(CHROMIUM)) missing.push(`chromium at "${CHROMIUM}" (apt-get install chromium)`);
-if (!fs.existsSync(path.join(HERE, 'node_modules', 'playwright-core'))) {
-  missing.push('playwright-core (run "npm ci" in tests/browser)');
-}
-for (const [k, p] of Object.entries(BINS)) if (!fs.existsSync(p)) missing.push(`${k} at "${p}"`);
-if (missing.length) {
-  const why = `missing: ${missing.join('; ')}`;
-  if (!process.env.NODE_TEST_CONTEXT) {
-    console.log(`1..0 # SKIP ${why}`);
-    process.exit(77);
-  }
-}
-const SKIP = missing.length ? `missing: ${missing.join('; ')}` : false;
+const {root: ROOT, chromium: CHROMIUM, bins: BINS, skip: SKIP} = prerequisites(HERE);
 
 // The failing job's tolerance: exp on a device whose transcendentals are a fast
 // approximation, judged at 0.5 ULP (correct rounding, IEEE 754-2019 §9.2

@@ -137,3 +137,32 @@ export async function stopService(svc) {
   killGroup(child, 'SIGKILL');
   started.delete(child);
 }
+
+// What every browser test file needs, found one way: the binaries
+// ($NUMVAL_BUILD_DIR, which meson sets, else build-web/, else build/), Debian's
+// chromium ($CHROMIUM, else /usr/bin/chromium) and playwright-core. When one is
+// missing the file exits 77 (meson's "skipped"); under `node --test` it gets the
+// reason to skip its tests with instead. here: the test file's directory.
+export function prerequisites(here) {
+  const root = path.resolve(here, '../..');
+  const chromium = process.env.CHROMIUM || '/usr/bin/chromium';
+  const cands = [process.env.NUMVAL_BUILD_DIR, path.join(root, 'build-web'), path.join(root, 'build')];
+  const buildDir = cands.find((d) => d && fs.existsSync(path.join(d, 'daemon', 'numvald'))) || cands.find(Boolean);
+  const bins = {
+    numvald: process.env.NUMVALD || path.join(buildDir, 'daemon', 'numvald'),
+    worker: process.env.NUMVAL_WORKER || path.join(buildDir, 'worker', 'numval-worker'),
+    ctl: process.env.NUMVALCTL || path.join(buildDir, 'client', 'numvalctl'),
+  };
+  const missing = [];
+  if (!fs.existsSync(chromium)) missing.push(`chromium at "${chromium}" (apt-get install chromium)`);
+  if (!fs.existsSync(path.join(here, 'node_modules', 'playwright-core'))) {
+    missing.push('playwright-core (run "npm ci" in tests/browser)');
+  }
+  for (const [k, p] of Object.entries(bins)) if (!fs.existsSync(p)) missing.push(`${k} at "${p}"`);
+  const skip = missing.length ? `missing: ${missing.join('; ')}` : false;
+  if (skip && !process.env.NODE_TEST_CONTEXT) {
+    console.log(`1..0 # SKIP ${skip}`);
+    process.exit(77);
+  }
+  return {root, chromium, bins, skip};
+}
