@@ -8,10 +8,15 @@
 #include "store_internal.h"
 #include "util.h"
 
-#define JOB_COLS                                                                                   \
+#define JOB_COLS_BASE                                                                              \
     "id, state, kind, op, device, build_hash, priority, attempt, max_attempts, cases_total, "      \
     "cases_done, cases_passed, cases_failed, created_at, started_at, finished_at, error, spec, "   \
-    "leased_by, result"
+    "leased_by, "
+#define JOB_COLS JOB_COLS_BASE "result"
+/* Lists leave out a long-run result's per-step record and curves (up to
+ * max_artifact_body each): a page of nightly jobs stays small; GET
+ * /api/v1/jobs/{id} has them. */
+#define JOB_COLS_LIST JOB_COLS_BASE "json_remove(result, '$.series', '$.curves')"
 
 static json_t *job_from_row(sqlite3_stmt *st)
 {
@@ -100,7 +105,7 @@ static const char *list_sql(unsigned mask)
                                         "build_hash = ?4"};
     char *t = texts[mask & 15];
     if (!t[0]) {
-        int n = snprintf(t, 512, "SELECT " JOB_COLS " FROM jobs WHERE id < ?5");
+        int n = snprintf(t, 512, "SELECT " JOB_COLS_LIST " FROM jobs WHERE id < ?5");
         for (int i = 0; i < 4; i++)
             if (mask & (1u << i))
                 n += snprintf(t + n, (size_t)(512 - n), " AND %s", cond[i]);

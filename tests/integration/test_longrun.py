@@ -196,6 +196,12 @@ def daemon_suite_checks(bins, tmp):
         check(done["state"] == "passed" and res.get("amp", {}).get("policy_version") == 1
               and res["amp"]["policy"] == pol,
               "the supervised emu worker ran it under policy version 1: %s" % done["state"])
+        st, lst = s.api("GET", "/api/v1/jobs?kind=longrun&limit=50", scope="read")
+        lr = [j for j in lst.get("jobs", []) if j["id"] == jid]
+        check(st == 200 and len(lr) == 1 and "series" in res and "curves" in res
+              and "series" not in lr[0]["result"] and "curves" not in lr[0]["result"]
+              and lr[0]["result"]["acceptance"]["verdict"] == "passed",
+              "job lists leave out the per-step record and curves; the job keeps them")
         st, body = s.api("POST", "/api/v1/jobs", dict(job, amp={"dtype": "bf16",
                                                                  "policy_version": 9}),
                          scope="submit")
