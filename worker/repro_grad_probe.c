@@ -128,7 +128,7 @@ static void child(const nvw_genv *env, nv_tensor *const *in, const nv_tensor *gy
     void *ctx = NULL;
     char err[256] = "";
     if (t->open(nvw_backend_options(env->b), &ctx, err, sizeof err) != NV_OK) {
-        snprintf(w.msg, sizeof w.msg, "the backend failed to open: %s", err);
+        snprintf(w.msg, sizeof w.msg, "the backend failed to open: %.200s", err);
     } else {
         run_on(env, ctx, in, gy, &cx, &w);
         t->close(ctx);
