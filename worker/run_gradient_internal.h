@@ -4,7 +4,6 @@
 
 #include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 
 #include "backends/loader.h"
 #include "run_gradient.h"
@@ -20,11 +19,7 @@ typedef struct gjob {
     bool nondeterministic;
     const nvw_run_opts *opts;
     json_t **cases;
-    atomic_llong next;
-    atomic_int abort;
-    pthread_mutex_t lock;
-    int64_t done;
-    char *infra_err;
+    pthread_mutex_t lock; /* serializes on_failure */
 } gjob;
 
 /* Case i on context ctx: new reference, NULL on ENOMEM (run_gradient_case.c).
