@@ -127,6 +127,11 @@ test('passing long-run job: verdict, rule, numbers, seeds, determinism, AMP poli
   assert.ok(tm.includes(`reference ${num(t.reference)}, device ${num(t.device)}`) && tm.includes(`band ${num(t.band)}`), tm);
   const env = await page.locator('#longrun-rules tr[data-rule=envelope] td').first().innerText();
   assert.ok(env.startsWith(`margin ${num(acc.envelope.margin)}, 0 violation(s)`), env);
+  // Drift, paired by seed (reported, not judged): the worker's numbers as shown.
+  const d = acc.final_loss.drift;
+  const drift = await page.locator('#longrun-rules tr[data-rule=drift] td').first().innerText();
+  assert.ok(drift.startsWith(`mean device − reference ${num(d.mean_gap)} (sd ${num(d.sd)}), t = ${num(d.t)}`), drift);
+  assert.ok(drift.includes(`of ${d.of} seeds`) && drift.includes(d.rule), drift);
   // The seeds: n_seeds consecutive from "seed" (docs/JOBS.md).
   assert.equal(await page.locator('#longrun-seeds').innerText(), '1, 2, 3');
   assert.deepEqual(acc.seeds, [1, 2, 3]);

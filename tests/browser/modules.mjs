@@ -176,3 +176,24 @@ test('long-run helpers: envelope, skipped-step marks, per-layer norms, progress'
   assert.equal(bitIdentical({bit_identical: false}), 'no');
   assert.equal(bitIdentical({}), 'not checked');
 });
+
+test('long-run drift text: direction, seed count, share of the band', async () => {
+  const {driftText} = await import('../../web/app/views/longrun.js');
+  // The bf16-master-weights run of tests/integration/test_longrun.py.
+  const t = driftText({mean_gap: 0.0028, sd: 0.0015, t: 5.3, p: 0.0011, device_worse: 8, device_better: 0,
+    of: 8, fraction_of_band: 0.06});
+  assert.match(t, /device worse on 8 of 8 seeds/);
+  assert.match(t, /6% of the band/);
+  assert.match(driftText({mean_gap: -1e-5, device_worse: 3, device_better: 5, of: 8, fraction_of_band: 0}),
+    /device better on 5 of 8 seeds/);
+});
+
+test('build compare rows name each kind of case', async () => {
+  const {matchText} = await import('../../web/app/views/builds.js');
+  assert.equal(matchText({kind: 'op', op: 'exp', dtype: 'fp32', shape: [2048], layout: 'contiguous', input: 'normal',
+    attrs: {}}), 'exp · fp32 · [2048] · contiguous · normal');
+  assert.equal(matchText({kind: 'gradient', op: 'sigmoid', dtype: 'fp32', shape: [4, 32], layout: 'contiguous',
+    input: 'normal', attrs: {}, mode: 'full'}), 'gradient (full) · sigmoid · fp32 · [4×32] · contiguous · normal');
+  assert.equal(matchText({kind: 'fused', graph: 'attention', graph_hash: '756d9988aef76d820115', dtype: 'bf16',
+    input: 'normal'}), 'fused · attention · bf16 · normal · graph 756d9988aef7…');
+});

@@ -43,22 +43,34 @@ export async function renderBuilds(ctx) {
         h('td', h('a', {href: `#/jobs?build=${encodeURIComponent(b.id)}`}, 'jobs')))))))));
 }
 
-function matchText(m) {
+export function matchText(m) {
   if (!m) return '—';
+  if (m.kind === 'fused') {
+    return `fused · ${m.graph || '?'} · ${m.dtype || '?'} · ${m.input || '?'} · graph ${shortId(m.graph_hash || '', 12)}`;
+  }
   const attrs = m.attrs && Object.keys(m.attrs).length ? ` ${JSON.stringify(m.attrs)}` : '';
-  return `${m.op || '?'} · ${m.dtype || '?'} · [${(m.shape || []).join('×')}] · ${m.layout || '?'} · ${m.input || '?'}${attrs}`;
+  const kind = m.kind && m.kind !== 'op' ? `${m.kind}${m.mode ? ' (' + m.mode + ')' : ''} · ` : '';
+  return `${kind}${m.op || '?'} · ${m.dtype || '?'} · [${(m.shape || []).join('×')}] · ${m.layout || '?'} · ${m.input || '?'}${attrs}`;
+}
+
+// Op and fused cases carry max ULP; gradient cases the device check's headroom
+// (largest error over its allowance, <= 1 passes).
+function metricText(x) {
+  if (x.headroom !== undefined) return ` headroom ${num(x.headroom)}`;
+  return ` ${num(x.max_ulp)} ULP`;
 }
 
 function sideCell(x) {
   if (!x) return h('td', '—');
   return h('td', x.case_id != null ? h('a', {href: `#/cases/${encodeURIComponent(x.case_id)}`}, `case ${x.case_id}`) : '',
-    ' ', badge(x.verdict || 'unknown'), ` ${num(x.max_ulp)} ULP`,
+    ' ', badge(x.verdict || 'unknown'), metricText(x),
     x.failure_class ? h('span.muted', ` ${x.failure_class}`) : null);
 }
 
-function caseList(title, list, id, growth, note) {
-  return section(`${title} (${list.length})`, note || null, list.length ? h('div.table-wrap', h('table.data', {id},
-    h('thead', h('tr', ['Case (op · dtype · shape · layout · input)', 'Base', 'Head', growth ? 'Growth' : null]
+function caseList(title, list, id, growth, note, total) {
+  const shown = total != null && total > list.length ? `${list.length} of ${total}` : `${list.length}`;
+  return section(`${title} (${shown})`, note || null, list.length ? h('div.table-wrap', h('table.data', {id},
+    h('thead', h('tr', ['Case (kind · op or graph · dtype · shape · layout · input)', 'Base', 'Head', growth ? 'Growth' : null]
       .filter(Boolean).map((t) => h('th', {scope: 'col'}, t)))),
     h('tbody', list.map((c) => h('tr',
       h('td', matchText(c.match)), sideCell(c.base), sideCell(c.head),
@@ -90,11 +102,14 @@ export async function renderCompare(ctx) {
     section('Summary', h('div', {id: 'cmp-summary'}, kv([
       ['Base', label(r.base)], ['Head', label(r.head)],
       ['Matched cases', num(cnt.matched)], ['Only in base', num(cnt.only_in_base)], ['Only in head', num(cnt.only_in_head)],
-      ['Newly failing', num(arr('newly_failing').length)], ['Fixed', num(arr('newly_passing').length)],
-      ['Error growth', num(arr('drift').length)],
-    ])), h('p.muted', 'Cases match by op, dtype, shape, layout, input class and attributes; the newest case of a key counts.')),
-    caseList('Newly failing', arr('newly_failing'), 'cmp-failing'),
-    caseList('Fixed (newly passing)', arr('newly_passing'), 'cmp-fixed'),
+      ['Newly failing', num(cnt.newly_failing ?? arr('newly_failing').length)],
+      ['Fixed', num(cnt.newly_passing ?? arr('newly_passing').length)],
+      ['Error growth', num(cnt.drift ?? arr('drift').length)],
+    ])), h('p.muted', 'Op cases match by op, dtype, shape, layout, input class and attributes; gradient cases also by check mode; '
+      + 'fused cases by graph name and hash, dtype and input class. The newest case of a match counts.'),
+    r.truncated ? h('p.muted', {id: 'cmp-truncated'}, 'Each list shows its first 1000 entries; the counts above are the totals.') : null),
+    caseList('Newly failing', arr('newly_failing'), 'cmp-failing', false, null, cnt.newly_failing),
+    caseList('Fixed (newly passing)', arr('newly_passing'), 'cmp-fixed', false, null, cnt.newly_passing),
     caseList('Error growth within tolerance', arr('drift'), 'cmp-growth', true,
-      r.drift_rule ? h('p.muted', `Rule: ${r.drift_rule}.`) : null));
+      r.drift_rule ? h('p.muted', `Rule: ${r.drift_rule}.`) : null, cnt.drift));
 }

@@ -169,7 +169,22 @@ function rulesTable(acc) {
       h('tr', {dataset: {rule: 'determinism'}}, h('th', {scope: 'row'}, 'Determinism'),
         h('td', det.seed !== undefined ? `seed ${det.seed} repeated: bit-identical ${bitIdentical(det)}` : 'not checked',
           ruleText(det)),
-        h('td', det.bit_identical === undefined ? 'not checked' : passed(det.bit_identical))))));
+        h('td', det.bit_identical === undefined ? 'not checked' : passed(det.bit_identical))),
+      fin.drift ? driftRow(fin.drift) : null)));
+}
+
+// Drift, paired by seed: reported with the rules, never judged.
+export function driftText(d) {
+  const dir = d.mean_gap > 0 ? 'worse' : d.mean_gap < 0 ? 'better' : 'equal';
+  const k = d.mean_gap > 0 ? d.device_worse : d.device_better;
+  return `mean device − reference ${num(d.mean_gap)} (sd ${num(d.sd)}), t = ${num(d.t)}, p = ${num(d.p)}; ` +
+    `device ${dir} on ${num(k)} of ${num(d.of)} seeds; ${num(100 * d.fraction_of_band)}% of the band`;
+}
+
+function driftRow(d) {
+  return h('tr', {dataset: {rule: 'drift'}}, h('th', {scope: 'row'}, 'Drift (paired by seed)'),
+    h('td', driftText(d), ruleText(d)),
+    h('td', d.significant ? h('span', {title: 'significant at alpha; not a verdict'}, 'drift (reported)') : 'none'));
 }
 
 function finals(acc) {
