@@ -164,25 +164,64 @@ static int extents(fmin *m, int64_t *ext)
     return ne;
 }
 
-/* Each extent e: the smallest power of two below e (1, 2, 4 ...) that keeps
- * the failure replaces it everywhere (prefixes of the stored tensors). */
+/* Halve window w of the current subgraph while one half still fails: the
+ * first half, else the second (a fault at one position is found in about
+ * 2 log2(length) probes; prefixes alone cannot drop the elements before it).
+ * Every input dim of that extent takes the same window, as with prefixes. */
+static int bisect(fmin *m, int w)
+{
+    nvw_fsub *cur = &m->res->sub;
+    while (cur->to[w] > 1) {
+        int64_t len = cur->to[w], half = len / 2;
+        int64_t offs[2] = {cur->off[w], cur->off[w] + half}, lens[2] = {half, len - half};
+        bool took = false;
+        for (int h = 0; h < 2 && !took; h++) {
+            if (out_of_time(m))
+                return 0;
+            nvw_fsub t = *cur;
+            t.off[w] = offs[h];
+            t.to[w] = lens[h];
+            int r = test(m, &t, NULL);
+            if (r < 0)
+                return r;
+            if (r == 1) {
+                *cur = t;
+                took = true;
+                if (m->o->progress)
+                    fprintf(m->o->progress,
+                            "minimize: extent %lld -> [%lld, %lld) still fails (probe %d)\n",
+                            (long long)cur->from[w], (long long)cur->off[w],
+                            (long long)(cur->off[w] + cur->to[w]), m->res->probes);
+            }
+        }
+        if (!took)
+            break;
+    }
+    return 0;
+}
+
+/* Each extent e: the smallest power of two below e (1, 2, 4 ...) whose prefix
+ * keeps the failure replaces it everywhere, then its window is bisected. */
 static int shrink(fmin *m)
 {
     int64_t ext[2 * NV_MAX_DIMS * NV_GRAPH_MAX_INPUTS];
     int ne = extents(m, ext);
     nvw_fsub *cur = &m->res->sub;
     for (int i = 0; i < ne; i++) {
+        bool mapped = false;
         for (int64_t x = 1; x < ext[i]; x *= 2) {
             if (out_of_time(m))
                 return 0;
             nvw_fsub t = *cur;
             t.from[t.n_map] = ext[i];
+            t.off[t.n_map] = 0;
             t.to[t.n_map++] = x;
             int r = test(m, &t, NULL);
             if (r < 0)
                 return r;
             if (r == 1) {
                 *cur = t;
+                mapped = true;
                 if (m->o->progress)
                     fprintf(m->o->progress,
                             "minimize: extent %lld -> %lld still fails (probe %d)\n",
@@ -190,6 +229,14 @@ static int shrink(fmin *m)
                 break;
             }
         }
+        if (!mapped) { /* no prefix fails: bisect the whole extent */
+            cur->from[cur->n_map] = ext[i];
+            cur->off[cur->n_map] = 0;
+            cur->to[cur->n_map++] = ext[i];
+        }
+        int r = bisect(m, cur->n_map - 1);
+        if (r < 0)
+            return r;
     }
     return 0;
 }

@@ -54,11 +54,13 @@ json_t *nvw_frepro_signature(const nvw_frepro *fr, const char *op, const char *j
                              const char *cls);
 
 /* A subgraph: the nodes kept (by topological index of fr->g) and input extents
- * mapped (every extent from[i] of a graph input becomes to[i], a prefix). */
+ * mapped (every extent from[i] of a graph input becomes the window
+ * [off[i], off[i] + to[i]) of its indices: a prefix when off[i] is 0). */
 typedef struct nvw_fsub {
     bool keep[NV_GRAPH_MAX_NODES];
     int n_map;
     int64_t from[2 * NV_MAX_DIMS * NV_GRAPH_MAX_INPUTS], to[2 * NV_MAX_DIMS * NV_GRAPH_MAX_INPUTS];
+    int64_t off[2 * NV_MAX_DIMS * NV_GRAPH_MAX_INPUTS];
 } nvw_fsub;
 
 /* The probe spec and inputs of subgraph sub: kept nodes as in the graph, each

@@ -103,10 +103,25 @@ static json_t *extra_keys(const nvw_frepro *fr, const nvw_fmin_result *m, const 
         "signature", nvw_frepro_signature(fr, NULL, NULL, NULL), "minimized_from", fr->sha,
         "repro_rate", "runs", m->gate_runs, "failed", m->gate_failed, "bit_identical", m->gate_bits,
         "minimized", "method",
-        "fused: ddmin over nodes (placeholders fed reference values), then extents", "probes",
+        "fused: ddmin over nodes (placeholders fed reference values), then extents "
+        "(power-of-two prefixes, then window bisection)",
+        "probes",
         m->probes, "seconds", m->seconds, "stop", m->stop, "nodes_before", m->nodes_before,
         "nodes_after", m->nodes_after, "nodes", nvw_fsub_nodes(fr, &m->sub), "elements_before",
         (json_int_t)m->elements_before, "elements_after", (json_int_t)m->elements_after);
+    /* Where each shrunk extent's window lies in the stored tensors: every dim
+     * of that extent, in every input, keeps indices [offset, offset + length). */
+    json_t *win = json_array();
+    for (int i = 0; o && win && i < m->sub.n_map; i++)
+        json_array_append_new(win, json_pack("{s:I, s:I, s:I}", "extent",
+                                             (json_int_t)m->sub.from[i], "offset",
+                                             (json_int_t)m->sub.off[i], "length",
+                                             (json_int_t)m->sub.to[i]));
+    if (!o || !win ||
+        json_object_set_new(json_object_get(o, "minimized"), "windows", win) < 0) {
+        json_decref(o);
+        return NULL;
+    }
     if (o && extra && json_object_update(o, (json_t *)extra) < 0) {
         json_decref(o);
         return NULL;

@@ -47,16 +47,21 @@ static int ensure_ref(nvw_frepro *fr)
     return r < 0 ? (r == -ENOMEM || r == NV_E_NOMEM ? -ENOMEM : -EINVAL) : 0;
 }
 
-static int64_t map_extent(const nvw_fsub *sub, int64_t e)
+/* The window extent e maps to: its length (e when unmapped) and *ret_off. */
+static int64_t map_extent(const nvw_fsub *sub, int64_t e, int64_t *ret_off)
 {
+    *ret_off = 0;
     for (int i = 0; i < sub->n_map; i++)
-        if (sub->from[i] == e)
+        if (sub->from[i] == e) {
+            *ret_off = sub->off[i];
             return sub->to[i];
+        }
     return e;
 }
 
-/* The prefix of contiguous t of shape sh (every sh[d] <= t->shape[d]). */
-static nv_tensor *prefix(const nv_tensor *t, const int64_t *sh)
+/* The window [off[d], off[d] + sh[d]) of contiguous t along every dim (each
+ * within t->shape[d]). */
+static nv_tensor *window(const nv_tensor *t, const int64_t *sh, const int64_t *off)
 {
     nv_tensor *o = nv_tensor_new(t->dtype, t->ndim, sh);
     if (!o)
@@ -65,7 +70,7 @@ static nv_tensor *prefix(const nv_tensor *t, const int64_t *sh)
     for (int64_t k = 0; k < o->numel; k++) {
         int64_t src = 0;
         for (int d = 0; d < t->ndim; d++)
-            src = src * t->shape[d] + idx[d];
+            src = src * t->shape[d] + off[d] + idx[d];
         o->data[k] = t->data[src];
         for (int d = t->ndim - 1; d >= 0; d--) {
             if (++idx[d] < sh[d])
@@ -89,14 +94,19 @@ static json_t *shape_json(int nd, const int64_t *sh)
 static int add_input(const nvw_fsub *sub, json_t *inputs, json_t *ij, const nv_tensor *t,
                      nv_tensor **ins, int *n)
 {
-    int64_t sh[NV_MAX_DIMS];
-    for (int d = 0; d < t->ndim; d++)
-        sh[d] = map_extent(sub, t->shape[d]);
+    int64_t sh[NV_MAX_DIMS], off[NV_MAX_DIMS];
+    for (int d = 0; d < t->ndim; d++) {
+        sh[d] = map_extent(sub, t->shape[d], &off[d]);
+        if (off[d] < 0 || sh[d] < 1 || off[d] + sh[d] > t->shape[d]) {
+            json_decref(ij); /* not handed to inputs */
+            return -EINVAL;
+        }
+    }
     json_t *shape = shape_json(t->ndim, sh);
     if (!ij || !shape || json_object_set_new(ij, "shape", shape) ||
         json_array_append_new(inputs, ij))
         return -ENOMEM;
-    if (!(ins[*n] = prefix(t, sh)))
+    if (!(ins[*n] = window(t, sh, off)))
         return -ENOMEM;
     (*n)++;
     return 0;
