@@ -11,22 +11,10 @@
 #include "common/sha256.h"
 #include "numerics/dtype.h"
 #include "repro_fused.h"
+#include "repro_util.h"
 
-static int fail(char **ret_err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(char **ret_err, const char *fmt, ...)
-{
-    if (ret_err) {
-        va_list ap;
-        va_start(ap, fmt);
-        char *s = NULL;
-        if (vasprintf(&s, fmt, ap) < 0)
-            s = NULL;
-        va_end(ap);
-        free(*ret_err);
-        *ret_err = s;
-    }
-    return -EINVAL;
-}
+/* An -EINVAL with its message in *ret_err. */
+#define fail(ret_err, ...) nvw_set_err((ret_err), -EINVAL, __VA_ARGS__)
 
 void nvw_frepro_free(nvw_frepro *fr)
 {

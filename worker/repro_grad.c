@@ -11,22 +11,10 @@
 #include "common/sha256.h"
 #include "ops/backward.h"
 #include "repro_grad.h"
+#include "repro_util.h"
 
-static int fail(char **ret_err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(char **ret_err, const char *fmt, ...)
-{
-    if (ret_err) {
-        va_list ap;
-        va_start(ap, fmt);
-        char *s = NULL;
-        if (vasprintf(&s, fmt, ap) < 0)
-            s = NULL;
-        va_end(ap);
-        free(*ret_err);
-        *ret_err = s;
-    }
-    return -EINVAL;
-}
+/* An -EINVAL with its message in *ret_err. */
+#define fail(ret_err, ...) nvw_set_err((ret_err), -EINVAL, __VA_ARGS__)
 
 void nvw_grepro_free(nvw_grepro *gr)
 {
@@ -303,19 +291,7 @@ json_t *nvw_grepro_signature(const nvw_grepro *gr, const char *cls)
                           "check", gr->check, "failure_class", cls ? cls : gr->cls)
               : NULL;
     json_decref(empty);
-    char *text = s ? json_dumps(s, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17)) : NULL;
-    if (!text) {
-        json_decref(s);
-        return NULL;
-    }
-    char hex[65];
-    nv_sha256_hex(text, strlen(text), hex);
-    free(text);
-    if (json_object_set_new(s, "id", json_string(hex)) < 0) {
-        json_decref(s);
-        return NULL;
-    }
-    return s;
+    return nvw_signature_id(s);
 }
 
 double nvw_grad_neutral_value(const nvw_grepro *gr, int i)

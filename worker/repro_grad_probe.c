@@ -18,6 +18,7 @@
 #include "agent_internal.h"
 #include "common/sha256.h"
 #include "ops/backward.h"
+#include "repro_util.h"
 #include "repro_grad.h"
 #include "run_gradient_internal.h"
 
@@ -104,21 +105,6 @@ static void run_on(const nvw_genv *env, void *ctx, nv_tensor *const *in, const n
     json_decref(d);
 }
 
-static int write_all(int fd, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    while (n > 0) {
-        ssize_t k = write(fd, b, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -EIO;
-        b += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
 static void child(const nvw_genv *env, nv_tensor *const *in, const nv_tensor *gy, int fd)
 {
     wire w;
@@ -135,42 +121,11 @@ static void child(const nvw_genv *env, nv_tensor *const *in, const nv_tensor *gy
     }
     w.status = cx.buf ? 0 : 1;
     w.len = cx.buf ? cx.len : 0;
-    int r = write_all(fd, &w, sizeof w);
+    int r = nvw_write_all(fd, &w, sizeof w);
     if (r == 0 && w.len)
-        r = write_all(fd, cx.buf, w.len);
+        r = nvw_write_all(fd, cx.buf, w.len);
     free(cx.buf);
     _exit(r == 0 ? 0 : 3);
-}
-
-static double mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int read_all(int fd, void *p, size_t n, double end)
-{
-    uint8_t *b = p;
-    while (n > 0) {
-        int left = (int)(end - mono_ms());
-        if (left <= 0)
-            return -ETIMEDOUT;
-        struct pollfd pf = {.fd = fd, .events = POLLIN};
-        int pr = poll(&pf, 1, left);
-        if (pr < 0 && errno == EINTR)
-            continue;
-        if (pr == 0)
-            return -ETIMEDOUT;
-        ssize_t k = read(fd, b, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -EIO;
-        b += k;
-        n -= (size_t)k;
-    }
-    return 0;
 }
 
 /* Every stored device gradient equal, bit for bit, to the probe's. */
@@ -229,12 +184,12 @@ static int parse_answer(const nvw_grepro *gr, nvw_gprobe_out *p)
 static int collect(const nvw_genv *env, pid_t pid, int fd, nvw_gprobe_out *p)
 {
     int tmo = env->timeout_ms > 0 ? env->timeout_ms : 60000;
-    double end = mono_ms() + tmo;
+    int64_t end = nvw_mono_ms() + tmo;
     wire w;
-    int r = read_all(fd, &w, sizeof w, end);
+    int r = nvw_read_all(fd, &w, sizeof w, end);
     if (r == 0 && w.status == 0 && w.len > 0 && w.len < ((uint64_t)1 << 34)) {
         p->buf = malloc(w.len);
-        r = p->buf ? read_all(fd, p->buf, w.len, end) : -ENOMEM;
+        r = p->buf ? nvw_read_all(fd, p->buf, w.len, end) : -ENOMEM;
         p->len = (size_t)w.len;
     }
     if (r == -ETIMEDOUT)
@@ -254,18 +209,7 @@ static int collect(const nvw_genv *env, pid_t pid, int fd, nvw_gprobe_out *p)
         return parse_answer(env->gr, p);
     }
     nvw_gprobe_out_done(p);
-    if (r == -ETIMEDOUT) {
-        snprintf(p->cls, sizeof p->cls, "timeout");
-        snprintf(p->msg, sizeof p->msg, "the probe ran past %d ms and was killed", tmo);
-    } else if (WIFSIGNALED(st)) {
-        snprintf(p->cls, sizeof p->cls, "crash");
-        snprintf(p->msg, sizeof p->msg, "the backend died of signal %d (%s)", WTERMSIG(st),
-                 strsignal(WTERMSIG(st)));
-    } else {
-        snprintf(p->cls, sizeof p->cls, "crash");
-        snprintf(p->msg, sizeof p->msg, "the probe exited with status %d",
-                 WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-    }
+    nvw_probe_failed(r, st, tmo, p->cls, sizeof p->cls, p->msg, sizeof p->msg);
     return 0;
 }
 

@@ -10,22 +10,10 @@
 #include "common/sha256.h"
 #include "numerics/dtype.h"
 #include "repro.h"
+#include "repro_util.h"
 
-static int fail(char **ret_err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(char **ret_err, const char *fmt, ...)
-{
-    if (ret_err) {
-        va_list ap;
-        va_start(ap, fmt);
-        char *s = NULL;
-        if (vasprintf(&s, fmt, ap) < 0)
-            s = NULL;
-        va_end(ap);
-        free(*ret_err);
-        *ret_err = s;
-    }
-    return -EINVAL;
-}
+/* An -EINVAL with its message in *ret_err. */
+#define fail(ret_err, ...) nvw_set_err((ret_err), -EINVAL, __VA_ARGS__)
 
 void nvw_repro_free(nvw_repro *rc)
 {
@@ -283,19 +271,5 @@ json_t *nvw_repro_signature(const nvw_repro *rc, const char *cls)
                   nv_dtype_name(rc->out_dt), "mode", mode ? (json_t *)mode : json_null(),
                   "failure_class", cls ? cls : rc->failure_class);
     json_decref(empty);
-    if (!s)
-        return NULL;
-    char *text = json_dumps(s, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
-    if (!text) {
-        json_decref(s);
-        return NULL;
-    }
-    char hex[65];
-    nv_sha256_hex(text, strlen(text), hex);
-    free(text);
-    if (json_object_set_new(s, "id", json_string(hex)) < 0) {
-        json_decref(s);
-        return NULL;
-    }
-    return s;
+    return nvw_signature_id(s);
 }

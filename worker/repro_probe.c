@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "numerics/compare.h"
+#include "repro_util.h"
 #include "repro.h"
 
 #define ERRLEN 256
@@ -263,48 +264,6 @@ out:
     return r;
 }
 
-static int write_all(int fd, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    while (n > 0) {
-        ssize_t k = write(fd, b, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -EIO;
-        b += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
-/* Read exactly n bytes before the deadline (monotonic ms); -ETIMEDOUT, -EIO. */
-static int read_all(int fd, void *p, size_t n, int64_t deadline)
-{
-    uint8_t *b = p;
-    while (n > 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-        if (now >= deadline)
-            return -ETIMEDOUT;
-        struct pollfd pf = {.fd = fd, .events = POLLIN};
-        int pr = poll(&pf, 1, (int)(deadline - now));
-        if (pr < 0 && errno == EINTR)
-            continue;
-        if (pr == 0)
-            return -ETIMEDOUT;
-        ssize_t k = read(fd, b, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -EIO;
-        b += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
 static void child(const nvw_probe_env *env, nv_tensor *const *in, int fd)
 {
     wire w;
@@ -314,9 +273,9 @@ static void child(const nvw_probe_env *env, nv_tensor *const *in, int fd)
         set_cls(&w, "probe_error", "out of memory in the probe");
     if (!bytes)
         w.nbytes = 0;
-    int r = write_all(fd, &w, sizeof w);
+    int r = nvw_write_all(fd, &w, sizeof w);
     if (r == 0 && w.nbytes)
-        r = write_all(fd, bytes, w.nbytes);
+        r = nvw_write_all(fd, bytes, w.nbytes);
     _exit(r == 0 ? 0 : 3);
 }
 
@@ -344,10 +303,10 @@ static int collect(pid_t pid, int fd, int timeout_ms, nvw_probe_out *ret)
     int64_t deadline = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + timeout_ms;
     wire w;
     uint8_t *bytes = NULL;
-    int r = read_all(fd, &w, sizeof w, deadline);
+    int r = nvw_read_all(fd, &w, sizeof w, deadline);
     if (r == 0 && w.nbytes > 0 && w.nbytes < ((uint64_t)1 << 34)) {
         bytes = malloc(w.nbytes);
-        r = bytes ? read_all(fd, bytes, w.nbytes, deadline) : -ENOMEM;
+        r = bytes ? nvw_read_all(fd, bytes, w.nbytes, deadline) : -ENOMEM;
     }
     if (r == -ETIMEDOUT)
         kill(pid, SIGKILL);
@@ -364,18 +323,7 @@ static int collect(pid_t pid, int fd, int timeout_ms, nvw_probe_out *ret)
     }
     free(bytes);
     memset(ret, 0, sizeof *ret);
-    if (r == -ETIMEDOUT) {
-        snprintf(ret->cls, sizeof ret->cls, "timeout");
-        snprintf(ret->msg, sizeof ret->msg, "the probe ran past %d ms and was killed", timeout_ms);
-    } else if (WIFSIGNALED(status)) {
-        snprintf(ret->cls, sizeof ret->cls, "crash");
-        snprintf(ret->msg, sizeof ret->msg, "the backend died of signal %d (%s)", WTERMSIG(status),
-                 strsignal(WTERMSIG(status)));
-    } else {
-        snprintf(ret->cls, sizeof ret->cls, "crash");
-        snprintf(ret->msg, sizeof ret->msg, "the probe exited with status %d",
-                 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-    }
+    nvw_probe_failed(r, status, timeout_ms, ret->cls, sizeof ret->cls, ret->msg, sizeof ret->msg);
     return 0;
 }
 

@@ -9,30 +9,15 @@
 #include <string.h>
 
 #include "common/sha256.h"
+#include "repro_util.h"
 #include "run_fused.h"
-
-static int err_set(char **ret, int r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int err_set(char **ret, int r, const char *fmt, ...)
-{
-    if (ret) {
-        va_list ap;
-        va_start(ap, fmt);
-        char *s = NULL;
-        if (vasprintf(&s, fmt, ap) < 0)
-            s = NULL;
-        va_end(ap);
-        free(*ret);
-        *ret = s;
-    }
-    return r;
-}
 
 /* The given inputs must match the graph's inputs for the case dtype. */
 static int check_given(const nv_fusedspec *s, nv_tensor *const *given, int n, char **ret_err)
 {
     const nv_graph *g = s->graph;
     if (n != g->n_inputs)
-        return err_set(ret_err, -EINVAL, "%d input tensors given, the graph has %d inputs", n,
+        return nvw_set_err(ret_err, -EINVAL, "%d input tensors given, the graph has %d inputs", n,
                        g->n_inputs);
     for (int i = 0; i < n; i++) {
         const nv_graph_input *gi = &g->inputs[i];
@@ -45,7 +30,7 @@ static int check_given(const nv_fusedspec *s, nv_tensor *const *given, int n, ch
         if (fits && !gi->dtype_set)
             fits = s->n_dtypes == 1 && t->dtype == s->dtypes[0];
         if (!fits)
-            return err_set(ret_err, -EINVAL,
+            return nvw_set_err(ret_err, -EINVAL,
                            "input tensor '%s' does not fit the graph input (dtype or shape)",
                            gi->name);
     }
@@ -57,12 +42,12 @@ static int describe(fjob *j, json_t **ret_mode, char **ret_err)
     void *ctx = NULL;
     char err[512] = "";
     if (j->table->open(j->options, &ctx, err, sizeof err) != NV_OK)
-        return err_set(ret_err, -ENODEV, "backend '%s' failed to open: %s", j->backend_spec, err);
+        return nvw_set_err(ret_err, -ENODEV, "backend '%s' failed to open: %s", j->backend_spec, err);
     const char *text = j->table->describe ? j->table->describe(ctx) : NULL;
     j->describe = text ? json_loads(text, 0, NULL) : json_object();
     j->table->close(ctx);
     if (!json_is_object(j->describe))
-        return err_set(ret_err, -EINVAL, "backend '%s' returned an invalid describe() JSON",
+        return nvw_set_err(ret_err, -EINVAL, "backend '%s' returned an invalid describe() JSON",
                        j->backend_spec);
     if (ret_mode)
         *ret_mode = json_incref(json_object_get(j->describe, "mode"));
@@ -75,7 +60,7 @@ int nvw_fused_run_given(const json_t *spec, const char *backend_spec, const nv_b
                         char **ret_err)
 {
     if (!table->graph)
-        return err_set(ret_err, -ENOTSUP, "backend '%s' has no graph entry", backend_spec);
+        return nvw_set_err(ret_err, -ENOTSUP, "backend '%s' has no graph entry", backend_spec);
     fjob j;
     memset(&j, 0, sizeof j);
     pthread_mutex_init(&j.lock, NULL);
@@ -91,12 +76,12 @@ int nvw_fused_run_given(const json_t *spec, const char *backend_spec, const nv_b
     void *ctx = NULL;
     int r = nv_fusedspec_parse(spec, &j.s, &ptr, &msg);
     if (r < 0) {
-        err_set(ret_err, r, "the fused spec is refused: %s: %s", ptr ? ptr : "",
+        nvw_set_err(ret_err, r, "the fused spec is refused: %s: %s", ptr ? ptr : "",
                 msg ? msg : "out of memory");
         goto out;
     }
     if (j.s->n_cases != 1) {
-        r = err_set(ret_err, -EINVAL, "the spec has %lld cases, one is needed",
+        r = nvw_set_err(ret_err, -EINVAL, "the spec has %lld cases, one is needed",
                     (long long)j.s->n_cases);
         goto out;
     }
@@ -106,7 +91,7 @@ int nvw_fused_run_given(const json_t *spec, const char *backend_spec, const nv_b
         goto out;
     char err[512] = "";
     if (table->open(options, &ctx, err, sizeof err) != NV_OK) {
-        r = err_set(ret_err, -ENODEV, "backend '%s' failed to open: %s", backend_spec, err);
+        r = nvw_set_err(ret_err, -ENODEV, "backend '%s' failed to open: %s", backend_spec, err);
         goto out;
     }
     json_t *c = nvw_fused_case(&j, ctx, 0);

@@ -1,0 +1,109 @@
+/* Shared helpers of the reproduction code (repro_util.h). */
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/sha256.h"
+#include "repro_util.h"
+
+int nvw_write_all(int fd, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    while (n > 0) {
+        ssize_t k = write(fd, b, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -EIO;
+        b += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+int64_t nvw_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int nvw_read_all(int fd, void *p, size_t n, int64_t deadline_ms)
+{
+    uint8_t *b = p;
+    while (n > 0) {
+        int64_t now = nvw_mono_ms();
+        if (now >= deadline_ms)
+            return -ETIMEDOUT;
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        int64_t left = deadline_ms - now;
+        int pr = poll(&pf, 1, left > 1 << 30 ? 1 << 30 : (int)left);
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr == 0)
+            return -ETIMEDOUT;
+        ssize_t k = read(fd, b, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -EIO;
+        b += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+int nvw_set_err(char **ret_err, int r, const char *fmt, ...)
+{
+    if (ret_err) {
+        va_list ap;
+        va_start(ap, fmt);
+        char *s = NULL;
+        if (vasprintf(&s, fmt, ap) < 0)
+            s = NULL;
+        va_end(ap);
+        free(*ret_err);
+        *ret_err = s;
+    }
+    return r;
+}
+
+void nvw_probe_failed(int r, int status, int timeout_ms, char *cls, size_t cls_len, char *msg,
+                      size_t msg_len)
+{
+    if (r == -ETIMEDOUT) {
+        snprintf(cls, cls_len, "timeout");
+        snprintf(msg, msg_len, "the probe ran past %d ms and was killed", timeout_ms);
+    } else if (WIFSIGNALED(status)) {
+        snprintf(cls, cls_len, "crash");
+        snprintf(msg, msg_len, "the backend died of signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    } else {
+        snprintf(cls, cls_len, "crash");
+        snprintf(msg, msg_len, "the probe exited with status %d",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    }
+}
+
+json_t *nvw_signature_id(json_t *s)
+{
+    char *text = s ? json_dumps(s, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17)) : NULL;
+    if (!text) {
+        json_decref(s);
+        return NULL;
+    }
+    char hex[65];
+    nv_sha256_hex(text, strlen(text), hex);
+    free(text);
+    if (json_object_set_new(s, "id", json_string(hex)) < 0) {
+        json_decref(s);
+        return NULL;
+    }
+    return s;
+}
