@@ -12,6 +12,7 @@
 
 #include "case_pool.h"
 #include "common/sha256.h"
+#include "repro_util.h"
 
 /* Case i of the pool (case_pool.h), placed by its index so that the result
  * does not depend on the thread count. */
@@ -20,22 +21,8 @@ static json_t *pool_case(void *job, void *ctx, int64_t i)
     return nvw_fused_case(job, ctx, i);
 }
 
-static int set_err(char **ret, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int set_err(char **ret, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = NULL;
-    int r = vasprintf(&s, fmt, ap);
-    va_end(ap);
-    if (r >= 0 && ret) {
-        free(*ret);
-        *ret = s;
-    } else if (r >= 0) {
-        free(s);
-    }
-    return 0;
-}
+/* Sets *ret to the message (repro_util.h) and returns 0. */
+#define set_err(ret, ...) nvw_set_err((ret), 0, __VA_ARGS__)
 
 static int read_describe(fjob *j, char **ret_err)
 {
