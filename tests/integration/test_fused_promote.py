@@ -29,11 +29,10 @@ usage: test_fused_promote.py NUMVALD NUMVAL-WORKER NUMVALCTL SOURCE_ROOT"""
 import hashlib
 import json
 import os
-import struct
-import subprocess
 import sys
 import urllib.request
 
+from nvartifact import MAGIC, parse, signature_id, unzstd
 from nvservice import Service, check, main
 
 ROOT = sys.argv.pop(4) if len(sys.argv) > 4 else ""
@@ -50,32 +49,11 @@ def attention():
 
 
 def decode(blob):
-    """Independent container reader (docs/ARTIFACTS.md v1) through the zstd CLI."""
-    raw = subprocess.run(["zstd", "-dc"], input=blob, capture_output=True, check=True,
-                         timeout=60).stdout
-    check(raw[:8] == b"NVARTF01", "artifact magic NVARTF01")
-    (mlen,) = struct.unpack_from("<I", raw, 8)
-    man = json.loads(raw[12:12 + mlen])
-    off = 12 + mlen
-    (n,) = struct.unpack_from("<I", raw, off)
-    off += 4
-    names = []
-    for _ in range(n):
-        (nl,) = struct.unpack_from("<H", raw, off)
-        names.append(raw[off + 2:off + 2 + nl].decode())
-        off += 2 + nl
-        _, nd = struct.unpack_from("<ii", raw, off)
-        off += 8 + 8 * nd
-        (nb,) = struct.unpack_from("<Q", raw, off)
-        off += 8 + nb
-    return man, names
-
-
-def signature_id(sig):
-    """SHA-256 of the canonical JSON (sorted keys, compact) of all keys but id."""
-    body = {k: v for k, v in sig.items() if k != "id"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+    """(manifest, tensor names) of a container (nvartifact.py)."""
+    raw = unzstd(blob=blob, timeout=60)
+    check(raw[:8] == MAGIC, "artifact magic NVARTF01")
+    man, records = parse(raw)
+    return man, [r[0] for r in records]
 
 
 def artifact(s, sha):

@@ -20,11 +20,10 @@ belongs. Through numvald and a worker in agent mode:
 usage: test_grad_promote.py NUMVALD NUMVAL-WORKER NUMVALCTL BADGRAD_PLUGIN_SO"""
 import hashlib
 import json
-import subprocess
-import struct
 import sys
 import urllib.request
 
+from nvartifact import MAGIC, parse, signature_id, unzstd
 from nvservice import Service, check, main
 
 PLUGIN = sys.argv.pop(4) if len(sys.argv) > 4 else ""
@@ -33,19 +32,10 @@ SIGMOID = {"kind": "gradient", "op": "sigmoid", "dtypes": ["fp32"], "shapes": [[
 
 
 def manifest(blob):
-    """The manifest of a container (docs/ARTIFACTS.md v1) through the zstd CLI."""
-    raw = subprocess.run(["zstd", "-dc"], input=blob, capture_output=True, check=True,
-                         timeout=60).stdout
-    check(raw[:8] == b"NVARTF01", "artifact magic NVARTF01")
-    (mlen,) = struct.unpack_from("<I", raw, 8)
-    return json.loads(raw[12:12 + mlen])
-
-
-def signature_id(sig):
-    """SHA-256 of the canonical JSON (sorted keys, compact) of all keys but id."""
-    body = {k: v for k, v in sig.items() if k != "id"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+    """The manifest of a container (nvartifact.py)."""
+    raw = unzstd(blob=blob, timeout=60)
+    check(raw[:8] == MAGIC, "artifact magic NVARTF01")
+    return parse(raw)[0]
 
 
 def artifact(s, sha):

@@ -27,7 +27,6 @@ every extent 2048 replaced by 128 (same nodes, ops, attributes and dtypes).
 
 usage: test_minimize_fused.py NUMVAL_WORKER SOURCE_ROOT"""
 import glob
-import hashlib
 import json
 import os
 import shutil
@@ -35,6 +34,8 @@ import struct
 import subprocess
 import sys
 import tempfile
+
+from nvartifact import parse, signature_id, unzstd
 
 WORKER, ROOT = sys.argv[1], sys.argv[2]
 FAULTY = "emu:fused_intermediate=bf16"
@@ -60,37 +61,13 @@ def run(args, timeout=300):
 
 
 def raw_of(path):
-    return subprocess.run(["zstd", "-dc", path], capture_output=True, check=True,
-                          timeout=120).stdout
+    return unzstd(path=path)
 
 
 def decode(raw):
-    """Independent reader of the container (docs/ARTIFACTS.md v1)."""
-    assert raw[:8] == b"NVARTF01"
-    (mlen,) = struct.unpack_from("<I", raw, 8)
-    man = json.loads(raw[12:12 + mlen])
-    off = 12 + mlen
-    (n,) = struct.unpack_from("<I", raw, off)
-    off += 4
-    tensors = []
-    for _ in range(n):
-        start = off
-        (nl,) = struct.unpack_from("<H", raw, off)
-        name = raw[off + 2:off + 2 + nl].decode()
-        off += 2 + nl
-        dt, nd = struct.unpack_from("<ii", raw, off)
-        shape = list(struct.unpack_from("<%dq" % nd, raw, off + 8))
-        (nb,) = struct.unpack_from("<Q", raw, off + 8 + 8 * nd)
-        off += 16 + 8 * nd + nb
-        tensors.append((name, dt, shape, raw[start:off]))
-    return man, tensors
-
-
-def signature_id(sig):
-    """SHA-256 of the canonical JSON (sorted keys, compact) of all keys but id."""
-    body = {k: v for k, v in sig.items() if k != "id"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+    """(manifest, [(name, dtype id, shape, record bytes)]) (nvartifact.py)."""
+    man, records = parse(raw)
+    return man, [(r[0], r[1], r[2], r[4]) for r in records]
 
 
 def main():

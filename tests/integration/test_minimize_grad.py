@@ -31,8 +31,14 @@ import subprocess
 import sys
 import tempfile
 
+from nvartifact import decode as decode_artifact, encode
+
 WORKER, PLUGIN = sys.argv[1], sys.argv[2]
 FAILS = 0
+
+
+def decode(path):
+    return decode_artifact(path=path)
 
 
 def ok(cond, what):
@@ -45,45 +51,6 @@ def ok(cond, what):
 def run(args, timeout=120):
     p = subprocess.run([WORKER] + args, capture_output=True, text=True, timeout=timeout)
     return p.returncode, p.stdout, p.stderr
-
-
-def decode(path):
-    """Independent reader of the container (docs/ARTIFACTS.md) via the zstd CLI."""
-    raw = subprocess.run(["zstd", "-dc", path], capture_output=True, check=True).stdout
-    assert raw[:8] == b"NVARTF01"
-    (mlen,) = struct.unpack_from("<I", raw, 8)
-    man = json.loads(raw[12:12 + mlen])
-    off = 12 + mlen
-    (n,) = struct.unpack_from("<I", raw, off)
-    off += 4
-    tensors = {}
-    for _ in range(n):
-        (nl,) = struct.unpack_from("<H", raw, off)
-        name = raw[off + 2:off + 2 + nl].decode()
-        off += 2 + nl
-        dt, nd = struct.unpack_from("<ii", raw, off)
-        off += 8
-        shape = list(struct.unpack_from("<%dq" % nd, raw, off))
-        off += 8 * nd
-        (nb,) = struct.unpack_from("<Q", raw, off)
-        off += 8
-        tensors[name] = (dt, shape, raw[off:off + nb])
-        off += nb
-    return man, tensors
-
-
-def encode(man, tensors, path, tmp):
-    """Write a container (zstd frame with content size and checksum)."""
-    mj = json.dumps(man).encode()
-    raw = b"NVARTF01" + struct.pack("<I", len(mj)) + mj + struct.pack("<I", len(tensors))
-    for name, (dt, shape, data) in tensors.items():
-        nb = name.encode()
-        raw += struct.pack("<H", len(nb)) + nb + struct.pack("<ii", dt, len(shape))
-        raw += struct.pack("<%dq" % len(shape), *shape) + struct.pack("<Q", len(data)) + data
-    rawp = os.path.join(tmp, "raw.bin")
-    with open(rawp, "wb") as f:
-        f.write(raw)
-    subprocess.run(["zstd", "-q", "-f", "--check", rawp, "-o", path], check=True)
 
 
 def f32(data):

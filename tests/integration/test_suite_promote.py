@@ -20,11 +20,10 @@ reproducer is its count of non-neutral elements, asserted <= 64 (it is 1).
 usage: test_suite_promote.py NUMVALD NUMVAL-WORKER NUMVALCTL PLUGIN_DROPSUM_SO"""
 import hashlib
 import json
-import os
 import struct
-import subprocess
 import sys
 
+from nvartifact import decode as decode_artifact
 from nvservice import Service, check, main
 
 PLUGIN = sys.argv.pop(4) if len(sys.argv) > 4 else ""
@@ -40,27 +39,7 @@ SUM = {"kind": "op", "op": "sum", "dtypes": ["fp32"], "shapes": [[128, 8192]],
 
 
 def decode(blob):
-    """Independent container reader (docs/ARTIFACTS.md) through the zstd CLI."""
-    raw = subprocess.run(["zstd", "-dc"], input=blob, capture_output=True, check=True).stdout
-    (mlen,) = struct.unpack_from("<I", raw, 8)
-    man = json.loads(raw[12:12 + mlen])
-    off = 12 + mlen
-    (n,) = struct.unpack_from("<I", raw, off)
-    off += 4
-    tensors = {}
-    for _ in range(n):
-        (nl,) = struct.unpack_from("<H", raw, off)
-        name = raw[off + 2:off + 2 + nl].decode()
-        off += 2 + nl
-        dt, nd = struct.unpack_from("<ii", raw, off)
-        off += 8
-        shape = list(struct.unpack_from("<%dq" % nd, raw, off))
-        off += 8 * nd
-        (nb,) = struct.unpack_from("<Q", raw, off)
-        off += 8
-        tensors[name] = (dt, shape, raw[off:off + nb])
-        off += nb
-    return man, tensors
+    return decode_artifact(blob=blob)
 
 
 def artifact(s, sha):
