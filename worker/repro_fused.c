@@ -85,12 +85,9 @@ static int tensor_of(const nv_artifact *a, const char *name, nv_dtype want, int 
     if (!fits)
         return fail(ret_err, "artifact tensor '%s' does not have the graph's dtype and shape",
                     name);
-    nv_dtype dt = (nv_dtype)at->dtype;
-    nv_tensor *t = nv_tensor_new(dt, nd, sh);
+    nv_tensor *t = nvw_artifact_values(at);
     if (!t)
         return -ENOMEM;
-    for (int64_t k = 0; k < at->numel; k++)
-        t->data[k] = nv_dtype_decode(dt, nv_dtype_load_bits(dt, at->data, k), false);
     *ret = t;
     return 0;
 }

@@ -35,21 +35,6 @@ static const char *mstr(const json_t *m, const char *key)
     return json_string_value(json_object_get(m, key));
 }
 
-static int decode(const nv_artifact_tensor *at, nv_dtype want, nv_tensor **ret, char **ret_err)
-{
-    if (at->dtype != (int32_t)want)
-        return fail(ret_err, "artifact tensor '%s' has dtype '%s', the case needs '%s'", at->name,
-                    nv_dtype_name((nv_dtype)at->dtype) ? nv_dtype_name((nv_dtype)at->dtype) : "?",
-                    nv_dtype_name(want));
-    nv_tensor *t = nv_tensor_new(want, at->ndim, at->shape);
-    if (!t)
-        return -ENOMEM;
-    for (int64_t k = 0; k < at->numel; k++)
-        t->data[k] = nv_dtype_decode(want, nv_dtype_load_bits(want, at->data, k), false);
-    *ret = t;
-    return 0;
-}
-
 /* Whether the device returned gradients in this class (so they are stored). */
 static bool has_grads(const char *cls)
 {
@@ -173,7 +158,7 @@ static int load_tensors(nvw_grepro *gr, const nv_artifact *a, char **ret_err)
         if (!at)
             return fail(ret_err, "artifact has no tensor '%s' (op '%s' takes %d input tensors)",
                         name, js->op->name, n);
-        int r = decode(at, meta[i].dtype, &gr->in[i], ret_err);
+        int r = nvw_artifact_tensor(at, meta[i].dtype, &gr->in[i], ret_err);
         if (r < 0)
             return r;
         gr->n_in = i + 1;
@@ -196,7 +181,7 @@ static int load_tensors(nvw_grepro *gr, const nv_artifact *a, char **ret_err)
                     "artifact tensor 'grad_output:0' is not shaped like op '%s''s "
                     "output",
                     js->op->name);
-    int r = decode(at, gr->dtype, &gr->gy, ret_err);
+    int r = nvw_artifact_tensor(at, gr->dtype, &gr->gy, ret_err);
     return r < 0 ? r : load_grads(gr, a, ret_err);
 }
 

@@ -32,23 +32,6 @@ static const char *mstr(const json_t *m, const char *key)
     return json_string_value(json_object_get(m, key));
 }
 
-/* The decoded tensor of an artifact tensor, which must have dtype want. */
-static int decode_tensor(const nv_artifact_tensor *at, nv_dtype want, nv_tensor **ret,
-                         char **ret_err)
-{
-    if (at->dtype != (int32_t)want)
-        return fail(ret_err, "artifact tensor '%s' has dtype '%s', the case needs '%s'", at->name,
-                    nv_dtype_name((nv_dtype)at->dtype) ? nv_dtype_name((nv_dtype)at->dtype) : "?",
-                    nv_dtype_name(want));
-    nv_tensor *t = nv_tensor_new(want, at->ndim, at->shape);
-    if (!t)
-        return -ENOMEM;
-    for (int64_t k = 0; k < at->numel; k++)
-        t->data[k] = nv_dtype_decode(want, nv_dtype_load_bits(want, at->data, k), false);
-    *ret = t;
-    return 0;
-}
-
 /* The case's tolerance: the one stored with the case (its version and reason). */
 static int parse_tolerance(nvw_repro *rc, char **ret_err)
 {
@@ -129,7 +112,7 @@ static int load_tensors(nvw_repro *rc, const nv_artifact *a, char **ret_err)
         if (!at)
             return fail(ret_err, "artifact has no tensor '%s' (op '%s' takes %d input tensors)",
                         name, rc->js->op->name, n);
-        int r = decode_tensor(at, meta[i].dtype, &rc->in[i], ret_err);
+        int r = nvw_artifact_tensor(at, meta[i].dtype, &rc->in[i], ret_err);
         if (r < 0)
             return r;
         rc->n_in = i + 1;

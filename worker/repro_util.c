@@ -107,3 +107,30 @@ json_t *nvw_signature_id(json_t *s)
     }
     return s;
 }
+
+nv_tensor *nvw_artifact_values(const nv_artifact_tensor *at)
+{
+    nv_dtype dt = (nv_dtype)at->dtype;
+    if (!nv_dtype_get(dt))
+        return NULL;
+    nv_tensor *t = nv_tensor_new(dt, at->ndim, at->shape);
+    for (int64_t k = 0; t && k < at->numel; k++)
+        t->data[k] = nv_dtype_decode(dt, nv_dtype_load_bits(dt, at->data, k), false);
+    return t;
+}
+
+int nvw_artifact_tensor(const nv_artifact_tensor *at, nv_dtype want, nv_tensor **ret,
+                        char **ret_err)
+{
+    if (at->dtype != (int32_t)want)
+        return nvw_set_err(ret_err, -EINVAL,
+                           "artifact tensor '%s' has dtype '%s', the case needs '%s'", at->name,
+                           nv_dtype_name((nv_dtype)at->dtype) ? nv_dtype_name((nv_dtype)at->dtype)
+                                                              : "?",
+                           nv_dtype_name(want));
+    nv_tensor *t = nvw_artifact_values(at);
+    if (!t)
+        return -ENOMEM;
+    *ret = t;
+    return 0;
+}

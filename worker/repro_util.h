@@ -9,6 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/artifact.h"
+#include "numerics/tensor.h"
+
 /* Write all n bytes (EINTR retried). 0 or -EIO. */
 int nvw_write_all(int fd, const void *p, size_t n);
 /* Read exactly n bytes before deadline_ms (CLOCK_MONOTONIC milliseconds).
@@ -31,5 +34,13 @@ void nvw_probe_failed(int r, int status, int timeout_ms, char *cls, size_t cls_l
  * other keys (compact, sorted keys, 17 significant digits) and returns s;
  * NULL (s released) when out of memory. s NULL gives NULL. */
 json_t *nvw_signature_id(json_t *s);
+
+/* The values of an artifact tensor, decoded exactly in its own dtype (shape and
+ * row-major order as stored). NULL when out of memory or the dtype is unknown. */
+nv_tensor *nvw_artifact_values(const nv_artifact_tensor *at);
+/* The same for a tensor that must have dtype want: -EINVAL with a message
+ * naming the tensor and both dtypes otherwise; -ENOMEM. */
+int nvw_artifact_tensor(const nv_artifact_tensor *at, nv_dtype want, nv_tensor **ret,
+                        char **ret_err);
 
 #endif
