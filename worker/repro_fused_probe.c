@@ -16,6 +16,7 @@
 #include "agent_internal.h"
 #include "repro_fused.h"
 #include "run_fused_sub.h"
+#include "repro_util.h"
 
 typedef struct child_ctx {
     const nvw_frepro *fr;
@@ -201,26 +202,18 @@ int nvw_fprobe_run(const nvw_frepro *fr, const nvw_backend *b, const json_t *spe
 {
     memset(ret, 0, sizeof *ret);
     ret->bits = -1;
-    int fds[2];
-    if (pipe(fds) < 0)
-        return -EAGAIN;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        return -EAGAIN;
-    }
-    if (pid == 0) {
-        close(fds[0]);
-        child(fr, b, spec, in, n, stored, artifact_path, extra, fds[1]);
-    }
-    close(fds[1]);
+    pid_t pid;
+    int fd;
+    int r = nvw_probe_fork(&pid, &fd);
+    if (r < 0)
+        return r;
+    if (pid == 0)
+        child(fr, b, spec, in, n, stored, artifact_path, extra, fd);
     char *text = NULL;
     size_t len = 0;
     bool timed_out = false;
-    int r = read_answer(fds[0], timeout_ms > 0 ? timeout_ms : 60000, &text, &len, &timed_out);
-    close(fds[0]);
+    r = read_answer(fd, timeout_ms > 0 ? timeout_ms : 60000, &text, &len, &timed_out);
+    close(fd);
     if (timed_out || r < 0)
         kill(pid, SIGKILL);
     int st = 0;

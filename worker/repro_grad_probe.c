@@ -217,24 +217,15 @@ int nvw_gprobe(const nvw_genv *env, nv_tensor *const *in, const nv_tensor *gy, n
 {
     memset(ret, 0, sizeof *ret);
     ret->bits = -1;
-    int fds[2];
-    if (pipe(fds) < 0)
-        return -EAGAIN;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        int e = errno;
-        close(fds[0]);
-        close(fds[1]);
-        return e == ENOMEM ? -ENOMEM : -EAGAIN;
-    }
-    if (pid == 0) {
-        close(fds[0]);
-        child(env, in, gy, fds[1]);
-    }
-    close(fds[1]);
-    int r = collect(env, pid, fds[0], ret);
-    close(fds[0]);
+    pid_t pid;
+    int fd;
+    int r = nvw_probe_fork(&pid, &fd);
+    if (r < 0)
+        return r;
+    if (pid == 0)
+        child(env, in, gy, fd);
+    r = collect(env, pid, fd, ret);
+    close(fd);
     return r;
 }
 

@@ -341,24 +341,15 @@ int nvw_probe(const nvw_probe_env *env, nv_tensor *const *in, nvw_probe_out *ret
         from_wire(&w, bytes, ret);
         return 0;
     }
-    int fds[2];
-    if (pipe(fds) < 0)
-        return -errno;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        int e = errno;
-        close(fds[0]);
-        close(fds[1]);
-        return e == ENOMEM ? -ENOMEM : -EAGAIN;
-    }
-    if (pid == 0) {
-        close(fds[0]);
-        child(env, in, fds[1]);
-    }
-    close(fds[1]);
-    int r = collect(pid, fds[0], env->timeout_ms > 0 ? env->timeout_ms : 60000, ret);
-    close(fds[0]);
+    pid_t pid;
+    int fd;
+    int r = nvw_probe_fork(&pid, &fd);
+    if (r < 0)
+        return r;
+    if (pid == 0)
+        child(env, in, fd);
+    r = collect(pid, fd, env->timeout_ms > 0 ? env->timeout_ms : 60000, ret);
+    close(fd);
     return r;
 }
 

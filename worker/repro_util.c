@@ -12,6 +12,25 @@
 #include "common/sha256.h"
 #include "repro_util.h"
 
+int nvw_probe_fork(pid_t *ret_pid, int *ret_fd)
+{
+    int fds[2];
+    if (pipe(fds) < 0)
+        return -EAGAIN;
+    fflush(NULL); /* a child must not flush the parent's buffered output again */
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(fds[0]);
+        close(fds[1]);
+        return e == ENOMEM ? -ENOMEM : -EAGAIN;
+    }
+    close(fds[pid == 0 ? 0 : 1]);
+    *ret_fd = fds[pid == 0 ? 1 : 0];
+    *ret_pid = pid;
+    return 0;
+}
+
 int nvw_write_all(int fd, const void *p, size_t n)
 {
     const uint8_t *b = p;

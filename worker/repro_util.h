@@ -8,9 +8,16 @@
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "common/artifact.h"
 #include "numerics/tensor.h"
+
+/* Fork a probe child with a pipe to its parent. Returns 0: in the child
+ * *ret_pid is 0 and *ret_fd the pipe's write end; in the parent *ret_pid is the
+ * child and *ret_fd the read end (the caller closes it and reaps the child).
+ * -ENOMEM or -EAGAIN when no child could be started. */
+int nvw_probe_fork(pid_t *ret_pid, int *ret_fd);
 
 /* Write all n bytes (EINTR retried). 0 or -EIO. */
 int nvw_write_all(int fd, const void *p, size_t n);
