@@ -3,8 +3,17 @@
 # tests' npm packages), builds with -Werror, runs all meson test suites, then
 # rebuilds with AddressSanitizer + UndefinedBehaviorSanitizer and runs the unit and
 # integration suites again. Ends with "N passed, N failed" over every test run.
+#
+#   scripts/test.sh --repeat N [--busy K] SUITE...
+#       proves a suite is not flaky: builds build-test, runs the meson suites N times
+#       in a row and names every failure (run number, test, log file); with --busy K,
+#       K CPU-heavy numval-worker jobs run on the side the whole time. Same last line.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = --repeat ]; then
+    exec scripts/test-repeat.sh "${@:2}"
+fi
 
 scripts/deps.sh test || { echo "0 passed, 1 failed"; exit 1; }
 if [ -f tests/browser/package.json ]; then

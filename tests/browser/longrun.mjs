@@ -21,7 +21,7 @@ import path from 'node:path';
 import os from 'node:os';
 import {execFileSync} from 'node:child_process';
 import {fileURLToPath} from 'node:url';
-import {startService, stopService, api, waitJob, prerequisites} from './service.mjs';
+import {startService, stopService, api, waitJob, prerequisites, visit} from './service.mjs';
 import {num} from '../../web/app/util.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -54,8 +54,7 @@ async function shot(name) {
 }
 
 async function openJob(id) {
-  await page.goto(svc.url + `/#/jobs/${id}`);
-  await page.waitForSelector('main:not([aria-busy])', {timeout: 10000});
+  await visit(page, svc.url + `/#/jobs/${id}`);
   await page.locator('#longrun-loss svg.line-chart').waitFor();
 }
 
@@ -96,8 +95,7 @@ test('the worker ran both long-run jobs with the verdicts their construction giv
 });
 
 test('jobs list: seeds × steps for long-run jobs, not "0 / 0" cases', {skip: SKIP}, async () => {
-  await page.goto(svc.url + '/#/jobs?kind=longrun');
-  await page.waitForSelector('main:not([aria-busy])', {timeout: 10000});
+  await visit(page, svc.url + '/#/jobs?kind=longrun');
   const row = (j) => page.locator(`#main table.data tbody tr[data-job="${j.id}"]`);
   const progress = async (j) => (await row(j).locator('td').nth(5).innerText()).trim();
   assert.equal(await progress(passJob), `${PASS_SPEC.n_seeds} seeds × ${PASS_SPEC.steps} steps`);

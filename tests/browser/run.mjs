@@ -17,7 +17,7 @@ import os from 'node:os';
 import crypto from 'node:crypto';
 import {execFileSync} from 'node:child_process';
 import {fileURLToPath} from 'node:url';
-import {startService, stopService, api, waitJob, prerequisites} from './service.mjs';
+import {startService, stopService, api, waitJob, prerequisites, shown, visit} from './service.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const SHOTS = path.join(HERE, 'screenshots');
@@ -90,11 +90,6 @@ async function shot(name) {
   await page.screenshot({path: path.join(SHOTS, `${name}.png`), fullPage: true});
 }
 
-// Waits until the view finished loading (the app clears aria-busy when done).
-async function settled() {
-  await page.waitForSelector('main:not([aria-busy])', {timeout: 10000});
-}
-
 before(async () => {
   if (SKIP) return;
   fs.rmSync(SHOTS, {recursive: true, force: true}); // this run's views only
@@ -142,7 +137,7 @@ test('a large job opens with one page of cases and pages with a cursor', {skip: 
   const seen = [];
   const onReq = (r) => { if (/\/cases\?/.test(r.url())) seen.push(new URL(r.url()).searchParams); };
   page.on('request', onReq);
-  await page.goto(svc.url + `/#/jobs/${manyJob.id}`);
+  await visit(page, svc.url + `/#/jobs/${manyJob.id}`);
   await page.locator('#cases-table').waitFor();
   // Server-side paging: what the table needed was one request for the first 100 cases.
   assert.equal(seen[0].get('limit'), '100');
@@ -154,16 +149,14 @@ test('a large job opens with one page of cases and pages with a cursor', {skip: 
   await page.locator('figcaption', {hasText: `all ${MANY_CASES} cases`}).waitFor({timeout: 20000});
   assert.ok(seen.slice(1).every((q) => Number(q.get('limit')) <= 1000));
   page.off('request', onReq);
-  await page.getByRole('link', {name: 'Next cases ›'}).click();
-  await page.waitForURL(/cursor=/);
+  await shown(page, /[?&]cursor=/, () => page.getByRole('link', {name: 'Next cases ›'}).click());
   await page.locator('#cases-table tbody tr td', {hasText: /^#100$/}).waitFor();
   assert.equal(await rows.first().locator('td').first().innerText(), '#100');
   await shot('00-large-job');
 });
 
 test('dashboard shows devices, builds and the failing job', {skip: SKIP}, async () => {
-  await page.goto(svc.url + '/');
-  await settled();
+  await visit(page, svc.url + '/');
   assert.equal(await page.locator('h1').innerText(), 'Dashboard');
   const devices = page.locator('#dash-devices');
   await devices.waitFor();
@@ -187,8 +180,7 @@ test('dashboard shows devices, builds and the failing job', {skip: SKIP}, async 
 });
 
 test('dashboard updates live; a queued job is cancelled with a token', {skip: SKIP}, async () => {
-  await page.goto(svc.url + '/');
-  await settled();
+  await visit(page, svc.url + '/');
   const depth = page.locator('#queue-depth');
   await depth.waitFor();
   const before = Number(await depth.innerText());
@@ -199,8 +191,7 @@ test('dashboard updates live; a queued job is cancelled with a token', {skip: SK
   // No reload: the poll must pick the new job up.
   await page.waitForFunction((n) => Number(document.querySelector('#queue-depth')?.textContent) === n,
     before + 1, {timeout: 10000});
-  await page.goto(svc.url + `/#/jobs/${id}`);
-  await settled();
+  await visit(page, svc.url + `/#/jobs/${id}`);
   assert.match(await page.locator('h1').innerText(), /queued/);
   await page.click('#cancel-job');
   await page.locator('#token-dialog').waitFor({state: 'visible'});
@@ -214,32 +205,27 @@ test('dashboard updates live; a queued job is cancelled with a token', {skip: SK
 });
 
 test('jobs list filters by state', {skip: SKIP}, async () => {
-  await page.goto(svc.url + '/#/jobs');
-  await settled();
+  await visit(page, svc.url + '/#/jobs');
   const rows = page.locator('#main table.data tbody tr');
   // base, pass, fail, many, fused, longrun and the cancelled one.
   assert.equal(await rows.count(), 7);
-  await page.selectOption('#f-state', 'failed');
-  await page.waitForURL(/state=failed/);
-  await settled();
+  await shown(page, /^\/jobs\?(.*&)?state=failed/, () => page.selectOption('#f-state', 'failed'));
   const failed = (await api(svc, 'GET', '/jobs?state=failed')).body.jobs.map((j) => String(j.id)).sort();
   const ours = [baseJob, passJob, failJob, manyJob, fusedJob, longJob];
   assert.deepEqual(failed, ours.filter((j) => j.state === 'failed').map((j) => String(j.id)).sort());
   assert.ok(failed.includes(String(failJob.id)) && failed.includes(String(fusedJob.id)));
-  const shown = [];
-  for (let i = 0; i < await rows.count(); i++) shown.push(await rows.nth(i).getAttribute('data-job'));
-  assert.deepEqual(shown.sort(), failed);
+  const listed = [];
+  for (let i = 0; i < await rows.count(); i++) listed.push(await rows.nth(i).getAttribute('data-job'));
+  assert.deepEqual(listed.sort(), failed);
   await shot('03-jobs-failed');
 });
 
 let caseId = null;
 
 test('failing job -> its failed case, with metrics and histogram', {skip: SKIP}, async () => {
-  await page.goto(svc.url + '/');
-  await settled();
-  await page.getByRole('link', {name: `#${failJob.id}`, exact: true}).first().click();
-  await page.waitForURL(new RegExp(`#/jobs/${failJob.id}$`));
-  await settled();
+  await visit(page, svc.url + '/');
+  await shown(page, `/jobs/${failJob.id}`,
+    () => page.getByRole('link', {name: `#${failJob.id}`, exact: true}).first().click());
   const h1 = await page.locator('h1').innerText();
   assert.match(h1, new RegExp(`Job #${failJob.id}`));
   assert.match(h1, /failed/);
@@ -250,17 +236,14 @@ test('failing job -> its failed case, with metrics and histogram', {skip: SKIP},
   await page.locator('figure.chart canvas').waitFor();
   await shot('04-job');
 
-  await page.getByRole('link', {name: 'failed', exact: true}).click();
-  await page.waitForURL(/verdict=failed/);
-  await settled();
+  await shown(page, new RegExp(`^/jobs/${failJob.id}\\?(.*&)?verdict=failed`),
+    () => page.getByRole('link', {name: 'failed', exact: true}).click());
   const failedRows = page.locator('#cases-table tbody tr');
   assert.equal(await failedRows.count(), failJob.cases_failed);
   const first = failedRows.first().locator('td a');
   const href = await first.getAttribute('href');
   caseId = /#\/cases\/(\d+)/.exec(href)[1];
-  await first.click();
-  await page.waitForURL(new RegExp(`#/cases/${caseId}$`));
-  await settled();
+  await shown(page, `/cases/${caseId}`, () => first.click());
 });
 
 test('case shows the first mismatch, the tolerance reason and the repro command', {skip: SKIP}, async () => {
@@ -305,8 +288,7 @@ test('artifact download is the stored, content-addressed zstd container', {skip:
 });
 
 test('write actions ask for a token and show the server refusal', {skip: SKIP}, async () => {
-  await page.goto(svc.url + '/#/tolerances?op=exp&dtype=fp32');
-  await settled();
+  await visit(page, svc.url + '/#/tolerances?op=exp&dtype=fp32');
   await page.fill('#t-op', 'exp');
   await page.fill('#t-dtype', 'fp32');
   await page.fill('#t-max-ulp', '4');
@@ -331,7 +313,6 @@ test('write actions ask for a token and show the server refusal', {skip: SKIP}, 
   await page.fill('#t-reason', 'browser test: fast exp accepted on this device at 4 ULP');
   await page.click('#tol-form button[type=submit]');
   await page.locator('#tol-history').filter({hasText: 'fast exp accepted'}).waitFor();
-  await settled();
   // Headroom: the failing exp cases used more than their 0.5 ULP (worst case first).
   const worst = page.locator('#tol-headroom tbody tr').first();
   await worst.waitFor();
@@ -343,55 +324,55 @@ test('write actions ask for a token and show the server refusal', {skip: SKIP}, 
 });
 
 test('devices, builds and suite views render', {skip: SKIP}, async () => {
-  await page.goto(svc.url + '/#/devices');
-  await settled();
+  await visit(page, svc.url + '/#/devices');
   assert.match(await page.locator('#device-emufast').innerText(), /transcendental=fast/);
   await shot('08-devices');
-  await page.goto(svc.url + '/#/builds');
-  await settled();
+  await visit(page, svc.url + '/#/builds');
   assert.match(await page.locator('#builds').innerText(), new RegExp(`${BUILD.name}\\s+${BUILD.version}`));
   await shot('09-builds');
 });
 
 test('keyboard: the nav is reachable with Tab and follows with Enter', {skip: SKIP}, async () => {
-  await page.goto(svc.url + '/');
-  await settled();
+  await visit(page, svc.url + '/');
   await page.keyboard.press('Tab'); // skip link
   await page.keyboard.press('Tab'); // brand
   await page.keyboard.press('Tab'); // Dashboard
   await page.keyboard.press('Tab'); // Jobs
   assert.equal(await page.evaluate(() => document.activeElement.textContent), 'Jobs');
-  await page.keyboard.press('Enter');
-  await page.waitForURL(/#\/jobs$/);
-  await settled();
+  await shown(page, '/jobs', () => page.keyboard.press('Enter'));
   assert.equal(await page.locator('h1').innerText(), 'Jobs');
   // Live polling must not redraw unchanged data under a keyboard user's focus.
-  await page.goto(svc.url + '/');
-  await settled();
+  await visit(page, svc.url + '/');
   const link = page.locator('section', {has: page.locator('h2', {hasText: 'Recent failures'})})
     .getByRole('link', {name: `#${failJob.id}`, exact: true});
   await link.focus();
-  // Polling sends If-None-Match; numvald answers 304 while nothing changed.
+  // Polling sends If-None-Match; numvald answers 304 while nothing changed. Wait for
+  // two such answers (two poll rounds that found nothing new), not for a fixed time.
   const notModified = [];
-  const onRes = (r) => { if (r.url().includes('/api/v1/') && r.status() === 304) notModified.push(r.url()); };
+  let seenTwo;
+  const two = new Promise((r) => { seenTwo = r; });
+  const onRes = (r) => {
+    if (r.url().includes('/api/v1/') && r.status() === 304 && notModified.push(r.url()) >= 2) seenTwo();
+  };
   page.on('response', onRes);
-  await page.waitForTimeout(4500); // two poll periods
-  page.off('response', onRes);
-  assert.ok(notModified.length > 0, 'unchanged polls answered 304 Not Modified');
+  const timer = new Promise((_, rej) => setTimeout(() => rej(new Error('fewer than two 304 polls in 20 s')), 20000));
+  try {
+    await Promise.race([two, timer]);
+  } finally {
+    page.off('response', onRes);
+  }
+  assert.ok(notModified.length >= 2, 'unchanged polls answered 304 Not Modified');
   assert.equal(await page.evaluate(() => document.activeElement.textContent), `#${failJob.id}`);
-  await page.keyboard.press('Enter');
-  await page.waitForURL(new RegExp(`#/jobs/${failJob.id}$`));
+  await shown(page, `/jobs/${failJob.id}`, () => page.keyboard.press('Enter'));
 });
 
 test('phone width: dashboard and case stay readable', {skip: SKIP}, async () => {
   await page.setViewportSize({width: 390, height: 844});
-  await page.goto(svc.url + '/');
-  await settled();
+  await visit(page, svc.url + '/');
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - innerWidth);
   assert.ok(overflow <= 1, `page scrolls sideways by ${overflow}px at phone width`);
   await shot('11-dashboard-phone');
-  await page.goto(svc.url + `/#/cases/${caseId}`);
-  await settled();
+  await visit(page, svc.url + `/#/cases/${caseId}`);
   await shot('12-case-phone');
   await page.setViewportSize({width: 1280, height: 860});
 });
@@ -403,11 +384,8 @@ test('fused case: the graph with the first divergent node highlighted', {skip: S
   const c = (await api(svc, 'GET', `/cases/${list[0].id}`)).body.case;
   // What the worker judged (docs/JOBS.md "emu's fused mode"): 's' first, 'p' after it.
   assert.equal(c.first_divergent.node, 's');
-  await page.goto(svc.url + `/#/jobs/${fusedJob.id}`);
-  await settled();
-  await page.locator('#cases-table tbody tr a').first().click();
-  await page.waitForURL(new RegExp(`#/cases/${list[0].id}$`));
-  await settled();
+  await visit(page, svc.url + `/#/jobs/${fusedJob.id}`);
+  await shown(page, `/cases/${list[0].id}`, () => page.locator('#cases-table tbody tr a').first().click());
   const graph = page.locator('#fused-graph');
   await graph.waitFor();
   // One highlighted node in the diagram and in the table: the first divergent one.
@@ -438,8 +416,7 @@ test('long-run curve: loss per seed over the reference band, the verdict as the 
   assert.ok(['passed', 'failed'].includes(longJob.state), JSON.stringify(longJob));
   const job = (await api(svc, 'GET', `/jobs/${longJob.id}`)).body.job;
   const acc = job.result.acceptance;
-  await page.goto(svc.url + `/#/jobs/${longJob.id}`);
-  await settled();
+  await visit(page, svc.url + `/#/jobs/${longJob.id}`);
   // The charts are inline SVG (web/app/svgchart.js): one group per series, each with its line.
   const svg = page.locator('#longrun-loss svg.line-chart');
   await svg.waitFor();
@@ -481,8 +458,7 @@ test('build compare: newly failing exp cases between the two builds', {skip: SKI
   const id = (b) => builds.find((x) => x.identity && x.identity.name === b.name).id;
   const r = (await api(svc, 'GET', `/compare?base=${id(BASE_BUILD)}&head=${id(BUILD)}`)).body;
   assert.equal(r.newly_failing.length, failJob.cases_failed);
-  await page.goto(svc.url + `/#/compare?base=${id(BASE_BUILD)}&head=${id(BUILD)}`);
-  await settled();
+  await visit(page, svc.url + `/#/compare?base=${id(BASE_BUILD)}&head=${id(BUILD)}`);
   const rows = page.locator('#cmp-failing tbody tr');
   assert.equal(await rows.count(), r.newly_failing.length);
   const cells = await rows.first().locator('td').allInnerTexts();
@@ -495,8 +471,7 @@ test('build compare: newly failing exp cases between the two builds', {skip: SKI
 
 test('permanent suite: promoted cases, retire asks for a token and a reason', {skip: SKIP}, async (t) => {
   const list = (await api(svc, 'GET', '/suite')).body.suite;
-  await page.goto(svc.url + '/#/suite');
-  await settled();
+  await visit(page, svc.url + '/#/suite');
   await shot('10-suite');
   if (!list.length) {
     t.skip('no failure was promoted to the suite in this run');
@@ -523,8 +498,7 @@ test('permanent suite: promoted cases, retire asks for a token and a reason', {s
   const after = (await api(svc, 'GET', `/suite/${sc.id}`)).body.suite_case;
   assert.equal(after.state, 'retired');
   assert.equal(after.retire_reason, 'browser test: retired with a reason');
-  await page.goto(svc.url + '/#/suite?state=retired');
-  await settled();
+  await visit(page, svc.url + '/#/suite?state=retired');
   assert.match(await page.locator(`#suite tr[data-suite-case="${sc.id}"]`).innerText(), /browser test: retired with a reason/);
   await shot('16-suite-retired');
   await page.evaluate(() => sessionStorage.clear());

@@ -138,6 +138,42 @@ export async function stopService(svc) {
   started.delete(child);
 }
 
+// Runs `action` (a goto, a click, a select) and waits until the web UI has rendered
+// the view of `route` because of it: #main's data-route (set by web/app/app.js once
+// a view has rendered) equals route (the hash without '#'; a RegExp is tested against
+// it), its data-render differs from before the action, and aria-busy is cleared.
+// Waiting for the URL alone is not enough: the URL changes before the new view renders.
+export async function shown(page, route, action, timeout = 15000) {
+  const before = await page.evaluate(() => document.getElementById('main')?.dataset.render ?? null)
+    .catch(() => null);
+  await action();
+  const want = route instanceof RegExp ? {re: route.source, flags: route.flags} : {eq: route};
+  try {
+    await page.waitForFunction(([w, prev]) => {
+      const m = document.getElementById('main');
+      if (!m || m.hasAttribute('aria-busy') || !m.dataset.render || m.dataset.render === prev) return false;
+      const got = m.dataset.route;
+      return w.eq !== undefined ? got === w.eq : new RegExp(w.re, w.flags).test(got);
+    }, [want, before], {timeout});
+  } catch (e) {
+    const now = await page.evaluate(() => {
+      const m = document.getElementById('main');
+      return {url: location.href, route: m?.dataset.route, busy: m?.hasAttribute('aria-busy'),
+        h1: document.querySelector('h1')?.textContent};
+    }).catch(() => ({}));
+    throw new Error(`view ${route} not rendered in ${timeout} ms: ${JSON.stringify(now)}`);
+  }
+}
+
+// Opens url (the service's URL with a hash route) and waits for its view. The same
+// URL again is a reload: a fragment navigation to the current hash renders nothing.
+export async function visit(page, url, timeout = 15000) {
+  const hash = new URL(url).hash;
+  const route = hash.replace(/^#/, '') || '/';
+  const same = page.url() === url;
+  await shown(page, route, () => (same ? page.reload() : page.goto(url)), timeout);
+}
+
 // What every browser test file needs, found one way: the binaries
 // ($NUMVAL_BUILD_DIR, which meson sets, else build-web/, else build/), Debian's
 // chromium ($CHROMIUM, else /usr/bin/chromium) and playwright-core. When one is

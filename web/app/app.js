@@ -38,10 +38,19 @@ function setNav(path) {
   }
 }
 
+// Once a view has rendered, #main carries data-route (the hash it rendered, without
+// '#') and data-render (unique per render, across page loads too), so a test or a
+// script waits for the view it asked for, not for whatever view is on screen.
+function markRendered(gen) {
+  main.dataset.route = (location.hash || '#/').replace(/^#/, '') || '/';
+  main.dataset.render = `${performance.timeOrigin}:${gen}`;
+}
+
 async function render() {
   for (const f of cleanups) f();
   cleanups = [];
   const gen = ++generation;
+  delete main.dataset.route;
   const {path, query} = parseHash(location.hash);
   setNav(path);
   clear(main);
@@ -50,6 +59,7 @@ async function render() {
     document.title = 'Not found · numval';
     main.append(h('h1', 'Not found'), h('p', 'No page at ', h('code', path), '. ',
       h('a', {href: '#/'}, 'Go to the dashboard')));
+    markRendered(gen);
     return;
   }
   main.setAttribute('aria-busy', 'true');
@@ -72,7 +82,10 @@ async function render() {
       }
     }
   } finally {
-    if (gen === generation) main.removeAttribute('aria-busy');
+    if (gen === generation) {
+      main.removeAttribute('aria-busy');
+      markRendered(gen);
+    }
   }
   // Move focus to the new page's heading for keyboard and screen-reader users,
   // but not on the first load (the page starts at the top anyway).
