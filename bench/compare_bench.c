@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "worker/numerics/compare.h"
+#include "core/numerics/compare.h"
 
 /* Process CPU time, here and in the peers (time.process_time): the machine is
  * shared, and wall time would charge each side for the others' processes. */

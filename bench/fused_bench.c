@@ -15,8 +15,8 @@
 #include <time.h>
 
 #include "worker/backends/loader.h"
-#include "worker/numerics/inputs.h"
-#include "worker/run_fused.h"
+#include "core/numerics/inputs.h"
+#include "worker/kinds/fused/fused.h"
 
 static double cpu_ms(void)
 {

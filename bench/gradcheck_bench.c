@@ -16,9 +16,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "numerics/rng.h"
-#include "ops/backward.h"
-#include "run_gradient.h"
+#include "core/numerics/rng.h"
+#include "core/ref/backward.h"
+#include "worker/kinds/gradient/gradient.h"
 
 static double now(void)
 {

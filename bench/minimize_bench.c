@@ -18,11 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "minimize.h"
+#include "worker/kinds/op/minimize.h"
 #include "minimize_bench.h"
-#include "numerics/inputs.h"
+#include "core/numerics/inputs.h"
 
-/* agent.c's pause between upload retries, which agent_artifact.c (linked for
+/* agent.c's pause between upload retries, which worker/repro/artifact.c (linked for
  * nvw_agent_build_artifact, the probes' artifacts) refers to; the bench
  * uploads nothing. */
 void nvw_agent_sleep(long ms, volatile int *stop);

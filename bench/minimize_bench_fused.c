@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "minimize.h"
+#include "worker/kinds/op/minimize.h"
 #include "minimize_bench.h"
-#include "repro_fused.h"
+#include "worker/kinds/fused/repro_fused.h"
 
 #define MAX_MEMBERS (NV_GRAPH_MAX_INPUTS * NV_MAX_DIMS)
 #define STOP 2

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "minimize_bench.h"
-#include "repro_grad.h"
+#include "worker/kinds/gradient/repro_grad.h"
 
 static void row(const mb_case *c, const nvw_genv *env, bool plain, int budget, double deadline)
 {

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "worker/numerics/refmath.h"
+#include "core/ref/refmath.h"
 
 /* Thread CPU time: the machine is shared, and both sides run on this thread, so
  * CPU time compares them without the time other processes took. */

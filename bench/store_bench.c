@@ -14,7 +14,7 @@
  * connection, as the daemon's threadpool runs them, including json_dumps of
  * the page (the body the HTTP layer sends). Prints p50/p99/max per query and
  * EXPLAIN QUERY PLAN for the SQL text the store uses (copied from
- * daemon/store_jobs.c and daemon/store_cases.c; the bench fails if a plan
+ * daemon/store/store_jobs.c and daemon/store/store_cases.c; the bench fails if a plan
  * scans a table where an index is expected).
  *
  * Usage: store_bench [DB_PATH] (default: a temp file under /var/tmp, removed;
@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "store.h"
+#include "daemon/store/store.h"
 
 #define BIG_CASES_TEXT "100000" /* BIG_CASES, for SQL */
 enum { N_JOBS = 9000, CASES_PER_JOB = 100, BIG_CASES = 100000, N_DEV = 8, N_BUILD = 20,

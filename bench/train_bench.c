@@ -11,8 +11,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "backends/loader.h"
-#include "train_internal.h"
+#include "worker/backends/loader.h"
+#include "worker/kinds/longrun/train/train_internal.h"
 
 static double cpu_now(void)
 {

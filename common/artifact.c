@@ -18,7 +18,7 @@ size_t nv_artifact_dtype_size(int32_t dt)
 {
     /* include/numval/backend.h: fp64 8 bytes; fp32, tf32, int32 4; bf16, fp16 2;
      * every 8-bit and sub-byte format one byte. Ids are fixed by the plugin ABI
-     * (worker/numerics/dtype.h). */
+     * (core/numerics/dtype.h). */
     static const uint8_t size[] = {8, 4, 4, 2, 2, 1, 1, 1, 1, 1, 1, 1, 4};
     if (dt < 0 || (size_t)dt >= sizeof(size))
         return 0;

@@ -7,9 +7,9 @@
 #include <uv.h>
 
 #include "config.h"
-#include "http.h"
+#include "daemon/http/http.h"
 #include "queue.h"
-#include "store.h"
+#include "daemon/store/store.h"
 
 typedef struct nvd_supervisor nvd_supervisor;
 typedef struct api_pending api_pending;

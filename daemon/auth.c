@@ -7,7 +7,7 @@
 #include <strings.h>
 
 #include "common/sha256.h"
-#include "util.h"
+#include "daemon/util/util.h"
 
 static const struct {
     const char *name;

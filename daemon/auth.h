@@ -4,7 +4,7 @@
 
 #include <stdbool.h>
 
-#include "store.h"
+#include "daemon/store/store.h"
 
 enum {
     NVD_SCOPE_READ = 1,

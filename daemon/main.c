@@ -15,7 +15,7 @@
 #include "common/log.h"
 #include "scheduler.h"
 #include "supervisor.h"
-#include "util.h"
+#include "daemon/util/util.h"
 
 #ifndef NVD_DATADIR
 #define NVD_DATADIR "/usr/share/numval"

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api_suite.h"
+#include "daemon/api/api_suite.h"
 #include "common/log.h"
-#include "store_suite.h"
+#include "daemon/store/store_suite.h"
 
 static bool hex64(const char *s)
 {

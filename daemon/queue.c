@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "util.h"
+#include "daemon/util/util.h"
 
 struct nvd_waiter {
     uv_timer_t timer;

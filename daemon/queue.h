@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "store.h"
+#include "daemon/store/store.h"
 
 typedef struct nvd_queue nvd_queue;
 typedef struct nvd_waiter nvd_waiter;

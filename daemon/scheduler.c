@@ -8,9 +8,9 @@
 #include "app.h"
 #include "common/log.h"
 #include "scheduler.h"
-#include "store_longrun.h"
-#include "util.h"
-#include "worker/ops/jobspec.h"
+#include "daemon/store/store_longrun.h"
+#include "daemon/util/util.h"
+#include "core/spec/jobspec.h"
 
 static nvd_schedule_conf *find(nvd_config *c, const char *name)
 {

@@ -10,7 +10,7 @@
 
 #include "auth.h"
 #include "common/log.h"
-#include "util.h"
+#include "daemon/util/util.h"
 
 #define MAX_CRASHES 64
 

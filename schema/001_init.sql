@@ -1,4 +1,4 @@
--- numval store, version 1. Applied by numvald at start (daemon/store.c) in one
+-- numval store, version 1. Applied by numvald at start (daemon/store/store.c) in one
 -- transaction and recorded in PRAGMA user_version. Never edit a released
 -- migration: add schema/NNN_*.sql instead.
 --

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backends/loader.h"
+#include "worker/backends/loader.h"
 #include "check_backend.h"
 
 /* The first word of an exec command line, as its argv[0]. */

@@ -9,12 +9,12 @@
 
 #include <jansson.h>
 
-#include "ops/jobspec.h"
+#include "core/spec/jobspec.h"
 #include "check_backend.h"
-#include "repro.h"
-#include "run.h"
+#include "worker/kinds/op/repro.h"
+#include "worker/runner/run.h"
 #ifdef HAVE_AGENT
-#include "agent.h"
+#include "worker/agent/agent.h"
 #endif
 
 #define EXIT_PASSED 0
@@ -193,7 +193,7 @@ static int cmd_run(int argc, char **argv)
             backend = argv[++i];
         } else if (strcmp(a, "--output") == 0) {
             output = argv[++i];
-        } else if (strcmp(a, "--artifacts") == 0) { /* repro_save.c (issue 6) */
+        } else if (strcmp(a, "--artifacts") == 0) { /* worker/repro/save.c (issue 6) */
             o.on_failure = nvw_save_failure;
             o.ud = argv[++i];
         } else if (strcmp(a, "--threads") == 0) {

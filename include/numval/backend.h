@@ -43,7 +43,7 @@ enum {
 };
 
 typedef struct nv_tensor_view {
-    int32_t dtype; /* nv_dtype value (worker/numerics/dtype.h; fixed numbers) */
+    int32_t dtype; /* nv_dtype value (core/numerics/dtype.h; fixed numbers) */
     int32_t ndim;
     int64_t shape[NV_BACKEND_MAX_DIMS];
     int64_t strides[NV_BACKEND_MAX_DIMS]; /* elements */

@@ -130,7 +130,7 @@ if res:
         check(man.get("graph") == att["graph"] and man.get("graph_hash") == res["graph_hash"]
               and set(ts) == want,
               "artifact holds the graph, its hash, the inputs and every node: %s" % sorted(ts))
-        # dtype ids are the ABI's (worker/numerics/dtype.h): bf16 = 3.
+        # dtype ids are the ABI's (core/numerics/dtype.h): bf16 = 3.
         check(ts.get("fused:s") == (3, [L, L]) and ts.get("fused:o") == (3, [L, 64]),
               "fused capture of s is the bf16 value the region held, [L, L]")
     else:

@@ -122,7 +122,7 @@ def test_fast(tmp):
 
 
 # Accepted-fast tolerances, each derived from the emu's documented fast
-# algorithms (worker/backends/emu_fast.c) for inputs with |x| <= 4.
+# algorithms (worker/backends/emu/emu_fast.c) for inputs with |x| <= 4.
 FAST_ACCEPTED = {
     "exp": {"metric": "ulp", "max_ulp": 128, "reason": "emu fast exp bound: |x|/2 + 3 ulp, "
             "stated as 128 ulp over all fp32 with normal results"},

@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../numerics/dtype.h"
+#include "core/numerics/dtype.h"
 
 #define LINE_MAX_BYTES (1 << 20)
 #define STDERR_TAIL 4096

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "emu.h"
+#include "worker/backends/emu/emu.h"
 #include "exec.h"
 
 struct nvw_backend {

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../numerics/tensor.h"
+#include "core/numerics/tensor.h"
 #include "numval/backend.h"
 
 typedef struct nvw_backend nvw_backend; /* a loaded backend: table + dl handle + options */

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "numval/backend.h"
-#include "worker/backends/emu.h"
+#include "worker/backends/emu/emu.h"
 #include "worker/backends/loader.h"
 
 static nv_backend table;

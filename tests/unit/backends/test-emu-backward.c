@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tap.h"
+#include "tests/unit/tap.h"
 #include "test-emu.h"
 #include "worker/backends/loader.h"
 

@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "tests/unit/tap.h"
-#include "worker/backends/emu_internal.h"
+#include "worker/backends/emu/emu_internal.h"
 #include "worker/backends/loader.h"
-#include "worker/numerics/rng.h"
+#include "core/numerics/rng.h"
 
 static bool same(double x, double y)
 {

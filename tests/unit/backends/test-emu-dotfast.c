@@ -19,8 +19,8 @@
 #include <string.h>
 
 #include "tests/unit/tap.h"
-#include "worker/backends/emu_internal.h"
-#include "worker/numerics/rng.h"
+#include "worker/backends/emu/emu_internal.h"
+#include "core/numerics/rng.h"
 
 static emu_mode mode;
 

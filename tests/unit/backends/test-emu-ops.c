@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tests/unit/backends/test-emu.h"
+#include "test-emu.h"
 #include "tests/unit/tap.h"
-#include "worker/numerics/refmath.h"
-#include "worker/numerics/rng.h"
+#include "core/ref/refmath.h"
+#include "core/numerics/rng.h"
 
 static double *normals(int n, uint64_t seed, double scale)
 {

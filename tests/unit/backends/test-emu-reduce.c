@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tests/unit/backends/test-emu.h"
+#include "test-emu.h"
 #include "tests/unit/tap.h"
 
 static void test_small_reductions(void)

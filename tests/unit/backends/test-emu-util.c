@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tests/unit/backends/test-emu.h"
+#include "test-emu.h"
 #include "worker/backends/loader.h"
 
 bool emu_start(emu_t *e, const char *mode, char *err)

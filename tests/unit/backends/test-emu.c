@@ -7,11 +7,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "tests/unit/backends/test-emu.h"
+#include "test-emu.h"
 #include "tests/unit/tap.h"
-#include "worker/backends/emu_internal.h"
+#include "worker/backends/emu/emu_internal.h"
 #include "worker/backends/loader.h"
-#include "worker/numerics/rng.h"
+#include "core/numerics/rng.h"
 
 static void test_mode_parsing(void)
 {

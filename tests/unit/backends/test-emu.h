@@ -5,8 +5,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "worker/backends/emu.h"
-#include "worker/numerics/tensor.h"
+#include "worker/backends/emu/emu.h"
+#include "core/numerics/tensor.h"
 
 #define ERRLEN 512
 

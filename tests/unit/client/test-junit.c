@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "client/client.h"
-#include "tap.h"
+#include "tests/unit/tap.h"
 
 static const char WANT[] =
     "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"

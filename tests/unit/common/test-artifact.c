@@ -7,7 +7,7 @@
 
 #include "common/artifact.h"
 #include "common/sha256.h"
-#include "tap.h"
+#include "tests/unit/tap.h"
 
 /* Compress raw bytes the way a foreign writer would (zstd default API, which
  * records the content size), so layout tests do not depend on our encoder. */

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "common/buildid.h"
-#include "tap.h"
+#include "tests/unit/tap.h"
 
 static const char canon[] = "{\"commit\":\"abc\",\"flags\":{\"a\":1,\"b\":[2,{\"c\":3,\"d\":4}]},"
                             "\"mode\":{\"fma\":true,\"ftz\":false},\"name\":\"kern\","

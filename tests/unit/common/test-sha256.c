@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "common/sha256.h"
-#include "tap.h"
+#include "tests/unit/tap.h"
 
 int main(void)
 {

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "auth.h"
-#include "tap.h"
+#include "daemon/auth.h"
+#include "tests/unit/tap.h"
 
 static char dir[] = "/tmp/nvd-test-auth-XXXXXX";
 

@@ -4,8 +4,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "cron.h"
-#include "tap.h"
+#include "daemon/cron.h"
+#include "tests/unit/tap.h"
 
 static int64_t at(int y, int mo, int d, int h, int mi, int s)
 {

@@ -11,8 +11,8 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "http.h"
-#include "tap.h"
+#include "daemon/http/http.h"
+#include "tests/unit/tap.h"
 
 static int port;
 static uv_async_t done_async;

@@ -12,10 +12,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "api_suite.h"
-#include "store.h"
-#include "store_suite.h"
-#include "tap.h"
+#include "daemon/api/api_suite.h"
+#include "daemon/store/store.h"
+#include "daemon/store/store_suite.h"
+#include "tests/unit/tap.h"
 
 static char dir[] = "/tmp/nvd-test-promote-XXXXXX";
 static char path[256];

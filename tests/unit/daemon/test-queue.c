@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "queue.h"
-#include "store.h"
-#include "tap.h"
+#include "daemon/queue.h"
+#include "daemon/store/store.h"
+#include "tests/unit/tap.h"
 
 static char dir[] = "/tmp/nvd-test-queue-XXXXXX";
 

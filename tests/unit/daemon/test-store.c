@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "store.h"
-#include "tap.h"
+#include "daemon/store/store.h"
+#include "tests/unit/tap.h"
 
 static char dir[] = "/tmp/nvd-test-store-XXXXXX";
 static char path[256];

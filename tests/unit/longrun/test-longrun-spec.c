@@ -1,13 +1,13 @@
-/* Long-run job spec validation (worker/ops/jobspec_longrun.c): defaults, and
+/* Long-run job spec validation (core/spec/jobspec_longrun.c): defaults, and
  * each refusal names the JSON pointer and the offending value. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/jobspec.h"
-#include "ops/longrunspec.h"
-#include "tap.h"
+#include "core/spec/jobspec.h"
+#include "core/spec/longrunspec.h"
+#include "tests/unit/tap.h"
 
 static void refused(const char *text, const char *ptr, const char *needle)
 {

@@ -1,4 +1,4 @@
-/* The long-run host reference executor (worker/train_exec.c): its blocked fp64
+/* The long-run host reference executor (worker/kinds/longrun/train/exec.c): its blocked fp64
  * matmul (forward and both backward products) and its gelu VJP must give the
  * catalog reference's values bit for bit (worker/ops: nv_op_forward_f64 and
  * nv_op_vjp are the independent oracle, a plain k-ordered loop and the closed
@@ -10,11 +10,11 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "numerics/rng.h"
-#include "ops/backward.h"
-#include "tap.h"
-#include "backends/loader.h"
-#include "train_exec.c"
+#include "core/numerics/rng.h"
+#include "core/ref/backward.h"
+#include "tests/unit/tap.h"
+#include "worker/backends/loader.h"
+#include "worker/kinds/longrun/train/exec.c"
 
 static nv_tensor *rnd(int64_t r, int64_t c, nv_rng *g, int special)
 {

@@ -1,9 +1,9 @@
 /* Long-run statistics, gradient scaler and learning-rate schedule
- * (worker/train_stats.c) against hand-computed and published values. */
+ * (worker/kinds/longrun/train/stats.c) against hand-computed and published values. */
 #include <math.h>
 
-#include "tap.h"
-#include "train_stats.h"
+#include "tests/unit/tap.h"
+#include "worker/kinds/longrun/train/stats.h"
 
 static void welch_cases(void)
 {

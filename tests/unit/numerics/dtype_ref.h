@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "worker/numerics/dtype.h"
+#include "core/numerics/dtype.h"
 
 /* Binary floating-point formats as their specs state them.
  * IEEE 754-2019 Table 3.5 (binary16/32), bf16 = binary32 with 8 significant bits,

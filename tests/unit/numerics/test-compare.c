@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tap.h"
-#include "worker/numerics/compare.h"
+#include "tests/unit/tap.h"
+#include "core/numerics/compare.h"
 
 static nv_tolerance ulp_tol(double k)
 {

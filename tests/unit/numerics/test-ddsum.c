@@ -4,8 +4,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "tap.h"
-#include "worker/numerics/ddsum.h"
+#include "tests/unit/tap.h"
+#include "core/ref/ddsum.h"
 
 static uint64_t lcg = 88172645463325252ULL;
 static uint64_t next_u64(void)

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "dtype_ref.h"
-#include "tap.h"
+#include "tests/unit/tap.h"
 
 static const ref_fmt *const small_fmts[] = {&REF_BF16, &REF_FP16, &REF_E4M3, &REF_E5M2,
                                             &REF_E2M3, &REF_E3M2, &REF_E2M1};

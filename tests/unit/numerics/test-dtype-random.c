@@ -18,7 +18,7 @@
 #include <stdlib.h>
 
 #include "dtype_ref.h"
-#include "tap.h"
+#include "tests/unit/tap.h"
 
 static uint64_t xs_state = 0x853c49e6748fea9bull;
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "dtype_ref.h"
-#include "tap.h"
+#include "tests/unit/tap.h"
 
 static const nv_round_mode RNE = {NV_ROUND_NEAREST_EVEN, false, false};
 static const nv_round_mode RNE_SAT = {NV_ROUND_NEAREST_EVEN, true, false};

@@ -6,9 +6,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../tap.h"
-#include "worker/numerics/inputs.h"
-#include "worker/ops/catalog.h"
+#include "tests/unit/tap.h"
+#include "core/numerics/inputs.h"
+#include "core/ops/catalog.h"
 
 #define N 4096
 

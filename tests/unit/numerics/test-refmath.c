@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "tap.h"
-#include "worker/numerics/refmath.h"
+#include "tests/unit/tap.h"
+#include "core/ref/refmath.h"
 
 static uint64_t lcg = 0x9e3779b97f4a7c15ULL;
 static uint64_t next_u64(void)

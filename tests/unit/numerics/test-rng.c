@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tap.h"
-#include "worker/numerics/rng.h"
+#include "tests/unit/tap.h"
+#include "core/numerics/rng.h"
 
 /* Random123 v1.14 tests/kat_vectors, the three "philox4x32 10" lines:
  * counter[4] key[2] -> output[4]. */

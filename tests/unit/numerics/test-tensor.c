@@ -2,8 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tap.h"
-#include "worker/numerics/tensor.h"
+#include "tests/unit/tap.h"
+#include "core/numerics/tensor.h"
 
 static void test_new(void)
 {

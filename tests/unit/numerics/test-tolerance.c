@@ -2,8 +2,8 @@
  * field by JSON pointer and the offending value; serialisation round-trips. */
 #include <string.h>
 
-#include "tap.h"
-#include "worker/numerics/tolerance.h"
+#include "tests/unit/tap.h"
+#include "core/numerics/tolerance.h"
 
 /* Parses text; returns the error field (malloc'd) or NULL on success. */
 static char *parse(const char *text, nv_tolerance *t, char **msg)

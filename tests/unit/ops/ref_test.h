@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "numval/backend.h"
-#include "tap.h"
-#include "worker/ops/catalog.h"
+#include "tests/unit/tap.h"
+#include "core/ops/catalog.h"
 
 #define OP 400 /* oracle precision in bits */
 

@@ -1,10 +1,10 @@
-/* Reference backward (worker/ops/backward.h) against independent oracles:
+/* Reference backward (core/ref/backward.h) against independent oracles:
  * the complex-step derivative f'(x) = Im f(x + ih) / h (Squire & Trapp, SIAM
  * Review 40, 1998; Martins, Sturdza & Alonso, ACM TOMS 29, 2003), which has no
  * subtractive cancellation, so with h = 1e-30 it is exact to a few fp64 ulps,
  * computed here with complex forwards written independently of the reference;
  * hand-computed matmul and erf values; the structure maps and domains; and the
- * gradient job validation (gradspec.h). Also the fp64 checks (run_gradient.h)
+ * gradient job validation (gradspec.h). Also the fp64 checks (worker/kinds/gradient/gradient.h)
  * on every differentiable op. */
 #include <complex.h>
 #include <errno.h>
@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/backward.h"
-#include "ops/gradspec.h"
-#include "run_gradient.h"
-#include "tap.h"
+#include "core/ref/backward.h"
+#include "core/spec/gradspec.h"
+#include "worker/kinds/gradient/gradient.h"
+#include "tests/unit/tap.h"
 
 #define H 1e-30
 

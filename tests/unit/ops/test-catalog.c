@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "numval/backend.h"
-#include "tap.h"
-#include "worker/ops/catalog.h"
+#include "tests/unit/tap.h"
+#include "core/ops/catalog.h"
 
 static const char *const v1_names[] = {
     "neg",         "abs",        "add",        "sub",           "mul",     "div",       "fma",

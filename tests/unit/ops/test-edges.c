@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "numval/backend.h"
-#include "tap.h"
-#include "worker/ops/catalog.h"
+#include "tests/unit/tap.h"
+#include "core/ops/catalog.h"
 
 typedef int (*mp_fn)(mpfr_ptr, mpfr_srcptr, mpfr_rnd_t);
 

@@ -1,4 +1,4 @@
-/* Graph specs (worker/ops/graph.h) and fused job specs (fusedspec.h): parse and
+/* Graph specs (core/ops/graph.h) and fused job specs (fusedspec.h): parse and
  * validation errors name the node and the JSON pointer, topological order,
  * cycle detection, shape and dtype inference, and the graph reference on
  * hand-computed values. */
@@ -6,10 +6,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "../tap.h"
-#include "worker/ops/fusedspec.h"
-#include "worker/ops/graph.h"
-#include "worker/ops/jobspec.h"
+#include "tests/unit/tap.h"
+#include "core/spec/fusedspec.h"
+#include "core/ops/graph.h"
+#include "core/spec/jobspec.h"
 
 /* Attention with the nodes listed out of order (o, p, s, z). */
 static const char *attention =

@@ -3,8 +3,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../tap.h"
-#include "worker/ops/jobspec.h"
+#include "tests/unit/tap.h"
+#include "core/spec/jobspec.h"
 
 /* The example of issue 2 "The contract users script against". */
 static const char *contract =

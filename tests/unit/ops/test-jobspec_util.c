@@ -1,4 +1,4 @@
-/* The job-spec field checkers (worker/ops/jobspec_util.h): ranges inclusive at
+/* The job-spec field checkers (core/spec/spec_internal.h): ranges inclusive at
  * both ends, defaults for a missing key or object, wrong types, the three
  * message styles word for word, JSON-pointer text (RFC 6901 §3 escaping), the
  * first error winning and how a parse hands its error out. Expected texts are
@@ -7,9 +7,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../tap.h"
-#include "worker/ops/jobspec.h"
-#include "worker/ops/jobspec_util.h"
+#include "tests/unit/tap.h"
+#include "core/spec/jobspec.h"
+#include "core/spec/spec_internal.h"
 
 static json_t *obj(const char *text)
 {

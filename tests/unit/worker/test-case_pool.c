@@ -1,4 +1,4 @@
-/* Unit tests of the case pool (worker/case_pool.c): every index runs exactly
+/* Unit tests of the case pool (worker/runner/case_pool.c): every index runs exactly
  * once for any thread count, cancel stops the claiming, a failing open or case
  * is reported with its message, progress rises by one up to n, contexts are
  * opened only where needed and always closed. */
@@ -10,8 +10,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "case_pool.h"
-#include "tap.h"
+#include "worker/runner/case_pool.h"
+#include "tests/unit/tap.h"
 
 #define MAX_N 1000
 

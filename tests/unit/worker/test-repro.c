@@ -11,8 +11,8 @@
 #include <errno.h>
 
 #include "common/sha256.h"
-#include "minimize.h"
-#include "tap.h"
+#include "worker/kinds/op/minimize.h"
+#include "tests/unit/tap.h"
 
 /* An exp fp32 case over n values spread over [-10, 10] (the fast approximation
  * is wrong by more than 1 ulp somewhere among them; the test checks that the

@@ -1,5 +1,5 @@
 /* Unit tests of fused reproducers in memory (worker/repro_fused*.c,
- * worker/minimize_fused.c), as agent mode uses them: a fused artifact rebuilt
+ * worker/kinds/fused/minimize.c), as agent mode uses them: a fused artifact rebuilt
  * from its bytes (nvw_frepro_from_buffer) or a decoded container
  * (nvw_frepro_from_artifact), op artifacts and broken bytes refused, the fused
  * probe on emu's faulty fused mode (fused_intermediate=bf16: the QK^T matmul
@@ -12,11 +12,11 @@
 #include <string.h>
 
 #include "common/sha256.h"
-#include "numerics/dtype.h"
-#include "repro_fused.h"
-#include "tap.h"
+#include "core/numerics/dtype.h"
+#include "worker/kinds/fused/repro_fused.h"
+#include "tests/unit/tap.h"
 
-/* agent.c's pause between upload retries, which agent_artifact.c (linked for
+/* agent.c's pause between upload retries, which worker/repro/artifact.c (linked for
  * nvw_agent_build_artifact) refers to; no upload runs in this test. */
 void nvw_agent_sleep(long ms, volatile int *stop)
 {

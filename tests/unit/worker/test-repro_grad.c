@@ -1,5 +1,5 @@
 /* Unit tests of the gradient reproducers (worker/repro_grad*.c,
- * worker/minimize_grad.c): broken gradient artifacts are refused naming the
+ * worker/kinds/gradient/minimize.c): broken gradient artifacts are refused naming the
  * missing piece, op artifacts are not taken, the signature is the SHA-256 of
  * its canonical JSON and ignores the build, neutral values keep inputs in the
  * differentiable domain, a probe on the correct emu passes and compares the
@@ -12,12 +12,12 @@
 #include <string.h>
 
 #include "common/sha256.h"
-#include "repro_grad.h"
-#include "tap.h"
+#include "worker/kinds/gradient/repro_grad.h"
+#include "tests/unit/tap.h"
 
 #define N 4
 
-/* agent_artifact.c's upload retry pause (agent.c); the probe never uploads. */
+/* worker/repro/artifact.c's upload retry pause (agent.c); the probe never uploads. */
 void nvw_agent_sleep(long ms, volatile int *stop)
 {
     (void)ms;

@@ -1,0 +1,109 @@
+/* The operator catalog: each op's inputs and domains, attributes, shape rules,
+ * exact reference, backward reference and shipped default tolerances. */
+#ifndef NUMVAL_CATALOG_H
+#define NUMVAL_CATALOG_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/numerics/tensor.h"
+#include "core/numerics/tolerance.h"
+
+typedef enum nv_op_kind {
+    NV_OPK_UNARY,   /* elementwise, one input */
+    NV_OPK_BINARY,  /* elementwise, two inputs of the same shape */
+    NV_OPK_TERNARY, /* fma */
+    NV_OPK_CAST,    /* attrs.cast_to */
+    NV_OPK_REDUCE,  /* along attrs.axis: sum, mean, max, var, norm2, logsumexp (axis removed);
+                       softmax, log_softmax, layer_norm, rms_norm (shape kept);
+                       cross_entropy (logits [N, C], target int32 [N] -> [N]) */
+    NV_OPK_MATMUL,  /* matmul / bmm */
+} nv_op_kind;
+
+typedef enum nv_scale_granularity {
+    NV_SCALE_NONE,    /* plain inputs */
+    NV_SCALE_TENSOR,  /* one fp32 scale per operand */
+    NV_SCALE_CHANNEL, /* fp32 scale per row of A and per column of B */
+    NV_SCALE_BLOCK,   /* MX: e8m0 scale per block of attrs.block along K (OCP MX v1.0 §5) */
+    NV_SCALE_TILE,    /* fp32 scale per tile_r x tile_c tile */
+} nv_scale_granularity;
+
+typedef struct nv_op_attrs {
+    int axis;             /* reductions: default -1 (last) */
+    bool gelu_tanh;       /* gelu "approximate": "none" | "tanh" */
+    bool welford;         /* var "algorithm": "two_pass" | "welford" */
+    int correction;       /* var: 0 population (default), 1 sample */
+    double eps;           /* layer_norm / rms_norm: default 1e-5 */
+    nv_dtype cast_to;     /* cast */
+    nv_dtype acc_dtype;   /* matmul accumulate dtype: default fp32 */
+    nv_scale_granularity scale;
+    int block;            /* block:n, default 32 */
+    int tile_r, tile_c;   /* tile:RxC */
+    bool reduction_mean;  /* cross_entropy "reduction": "none" (default) | "mean" */
+} nv_op_attrs;
+
+/* Matmul operands by granularity: NONE: A [..,M,K], B [..,K,N]; TENSOR adds
+ * sa [1], sb [1]; CHANNEL adds sa [..,M], sb [..,N]; BLOCK adds sa [..,M,K/block]
+ * and sb [..,K/block,N] in e8m0; TILE adds sa [..,M/tile_r,K/tile_c] and sb
+ * [..,K/tile_r,N/tile_c]. The product is sum_k (A[m,k] sa(m,k)) (B[k,n] sb(k,n)). */
+
+typedef struct nv_op_input_desc {
+    const char *name; /* "x", "y", "weight", "target" ... */
+    double lo, hi;    /* real domain for the random classes (may be +-INFINITY) */
+    bool is_index;    /* class indices (int32) in [0, C) */
+} nv_op_input_desc;
+
+#define NV_OP_MAX_INPUTS 6
+
+typedef struct nv_op_def {
+    const char *name;
+    nv_op_kind kind;
+    int n_inputs; /* for matmul: the count without scales */
+    nv_op_input_desc inputs[NV_OP_MAX_INPUTS];
+    bool transcendental; /* judged against a correctly rounded reference */
+    bool differentiable;
+
+    /* Domain edges of input 0 for the "domain_edges" class in dtype dt (exp's
+     * overflow threshold, log near 0 and 1, tanh saturation ...): up to max values
+     * written to out, count returned. */
+    int (*edges)(nv_dtype dt, double *out, int max);
+} nv_op_def;
+
+/* Lookup by catalog name; NULL when unknown. */
+const nv_op_def *nv_op_find(const char *name);
+/* All ops, for iteration: *ret_n set to the count. */
+const nv_op_def *nv_op_all(size_t *ret_n);
+
+/* Attributes from a JSON object (NULL = all defaults). Unknown keys are refused.
+ * On error returns -EINVAL and a malloc'd message naming the key in *ret_msg. */
+int nv_op_parse_attrs(const nv_op_def *op, const json_t *obj, nv_op_attrs *ret, char **ret_msg);
+json_t *nv_op_attrs_to_json(const nv_op_def *op, const nv_op_attrs *a);
+
+/* Output shape for the given inputs (counting matmul scales). Returns 0,
+ * NV_E_SHAPE or NV_E_DTYPE (include/numval/backend.h) with a message in err. */
+int nv_op_infer(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
+                int *ret_ndim, int64_t *ret_shape, char *err, size_t errlen);
+
+/* Exact reference. out_hi (and out_lo when non-NULL) are preallocated with the
+ * inferred shape and the output dtype, which selects the precision the exact value
+ * must decide (refmath.h). abs_sum (may be NULL) receives sum |terms| for ops whose
+ * error bound depends on it (reductions, matmul), else |exact|.
+ * An exact value that overflows the output dtype under round to nearest (IEEE
+ * 754-2019 §7.4) is stored as the overflow result a correct device returns:
+ * +-Inf, NaN for fp8_e4m3 (OFP8), +-max_finite for the MX formats (lo = 0).
+ * Returns 0 or a negative NV_E_* code. */
+int nv_op_reference(const nv_op_def *op, const nv_op_attrs *a, int n_in,
+                    const nv_tensor *const *in, nv_tensor *out_hi, nv_tensor *out_lo,
+                    nv_tensor *abs_sum);
+
+/* The reduction length n of the output's reduction (1 for elementwise, K for
+ * matmul) for the bound metric. */
+int64_t nv_op_reduction_len(const nv_op_def *op, const nv_op_attrs *a, int n_in,
+                            const nv_tensor *const *in);
+
+/* The shipped default tolerance for (op, output dtype), with reason. */
+int nv_op_default_tolerance(const nv_op_def *op, const nv_op_attrs *a, nv_dtype dt,
+                            nv_tolerance *ret);
+
+#endif

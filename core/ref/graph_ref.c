@@ -1,0 +1,131 @@
+/* Reference execution of a graph (graph.h): every node through nv_op_reference
+ * in topological order. A node's inputs are the graph inputs as given and, for
+ * node inputs, the hi part of the upstream reference: intermediate references
+ * are therefore exact functions of the exact upstream values up to one rounding
+ * of each upstream value to a double (refmath.h: within 2^-45 relative where a
+ * transcendental's fp64 fast path decided, the double nearest the exact value
+ * for sums and products), far below the ULPs of any dtype a graph is judged in. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/ops/graph.h"
+#include "core/ops/ops_internal.h"
+
+/* The dtype a node's reference is computed for: the cast's target for cast
+ * nodes (a cast's exact value is its rounded value), fp64 for fp64 nodes, else
+ * fp32. Deciding fp32 rounding is enough for every narrower node dtype and keeps
+ * transcendentals on the fp64 fast path (refmath.h) instead of MPFR. */
+static nv_dtype ref_dtype(const nv_graph_node *n)
+{
+    if (n->op->kind == NV_OPK_CAST)
+        return n->attrs.cast_to;
+    return n->dtype == NV_DT_FP64 ? NV_DT_FP64 : NV_DT_FP32;
+}
+
+/* Whether input i of node n carries data values (not a class index or a scale). */
+static bool data_input(const nv_graph_node *n, int i)
+{
+    return i < n->op->n_inputs && !n->op->inputs[i].is_index;
+}
+
+int64_t nv_graph_reduction_len(const nv_graph *g, int k)
+{
+    const nv_graph_node *n = &g->nodes[k];
+    nv_tensor meta[NV_GRAPH_NODE_INPUTS];
+    const nv_tensor *in[NV_GRAPH_NODE_INPUTS];
+    for (int i = 0; i < n->n_in; i++) {
+        int id = n->in[i];
+        memset(&meta[i], 0, sizeof meta[i]);
+        if (id < 0) {
+            const nv_graph_input *gi = &g->inputs[-1 - id];
+            meta[i].dtype = gi->dtype;
+            meta[i].ndim = gi->ndim;
+            memcpy(meta[i].shape, gi->shape, sizeof meta[i].shape);
+        } else {
+            meta[i].dtype = g->nodes[id].dtype;
+            meta[i].ndim = g->nodes[id].ndim;
+            memcpy(meta[i].shape, g->nodes[id].shape, sizeof meta[i].shape);
+        }
+        in[i] = &meta[i];
+    }
+    return nv_op_reduction_len(n->op, &n->attrs, n->n_in, in);
+}
+
+static bool needs_abs(const nv_graph_node *n)
+{
+    return n->op->kind == NV_OPK_REDUCE || n->op->kind == NV_OPK_MATMUL;
+}
+
+/* Views of the node's inputs for the reference: shallow copies of the graph
+ * inputs and upstream hi tensors; when a node input is among the data inputs,
+ * every data input is tagged with the widest reference dtype so the catalog's
+ * same-dtype rules hold (values are doubles, exact in fp64). */
+static void node_inputs(const nv_graph *g, int k, const nv_tensor *const *gin, nv_tensor *const *hi,
+                        nv_tensor *views)
+{
+    const nv_graph_node *n = &g->nodes[k];
+    bool from_node = false, wide = false;
+    for (int i = 0; i < n->n_in; i++) {
+        int id = n->in[i];
+        views[i] = id < 0 ? *gin[-1 - id] : *hi[id];
+        if (data_input(n, i)) {
+            from_node = from_node || id >= 0;
+            wide = wide || views[i].dtype == NV_DT_FP64;
+        }
+    }
+    for (int i = 0; from_node && i < n->n_in; i++)
+        if (data_input(n, i))
+            views[i].dtype = wide ? NV_DT_FP64 : NV_DT_FP32;
+}
+
+int nv_graph_node_reference(const nv_graph *g, int k, const nv_tensor *const *in,
+                            nv_tensor *const *vals, nv_tensor **ret_hi, nv_tensor **ret_abs,
+                            char *err, size_t errlen)
+{
+    const nv_graph_node *n = &g->nodes[k];
+    nv_tensor views[NV_GRAPH_NODE_INPUTS];
+    const nv_tensor *vp[NV_GRAPH_NODE_INPUTS];
+    node_inputs(g, k, in, vals, views);
+    for (int i = 0; i < n->n_in; i++)
+        vp[i] = &views[i];
+    nv_tensor *hi = nv_tensor_new(ref_dtype(n), n->ndim, n->shape);
+    nv_tensor *abs = needs_abs(n) ? nv_tensor_new(NV_DT_FP64, n->ndim, n->shape) : NULL;
+    if (!hi || (needs_abs(n) && !abs)) {
+        nv_tensor_free(hi);
+        nv_tensor_free(abs);
+        snprintf(err, errlen, "out of memory for the reference of node '%s'", n->name);
+        return -ENOMEM;
+    }
+    int r = nv_op_reference(n->op, &n->attrs, n->n_in, vp, hi, NULL, abs);
+    if (r < 0) {
+        snprintf(err, errlen, "the reference of node '%s' (op '%s') failed (code %d)", n->name,
+                 n->op->name, r);
+        nv_tensor_free(hi);
+        nv_tensor_free(abs);
+        return r;
+    }
+    hi->dtype = n->dtype;
+    *ret_hi = hi;
+    *ret_abs = abs;
+    return 0;
+}
+
+int nv_graph_reference(const nv_graph *g, const nv_tensor *const *in, nv_tensor **ret_hi,
+                       nv_tensor **ret_abs, char *err, size_t errlen)
+{
+    int r = 0;
+    for (int k = 0; k < g->n_nodes; k++)
+        ret_hi[k] = ret_abs[k] = NULL;
+    for (int k = 0; k < g->n_nodes && r == 0; k++)
+        r = nv_graph_node_reference(g, k, in, ret_hi, &ret_hi[k], &ret_abs[k], err, errlen);
+    if (r < 0) {
+        for (int k = 0; k < g->n_nodes; k++) {
+            nv_tensor_free(ret_hi[k]);
+            nv_tensor_free(ret_abs[k]);
+            ret_hi[k] = ret_abs[k] = NULL;
+        }
+    }
+    return r;
+}

@@ -1,0 +1,64 @@
+/* Exact sums for the references (DESIGN.md "Reductions use an exact or
+ * double-double sum"): nvo_sum_exact uses the exact long accumulator of
+ * numerics/ddsum.h (Kulisch), so hi + lo is the exact sum rounded to about 128
+ * bits, whatever the cancellation; nvo_mp_moments gives S = sum x and
+ * Q = sum x^2 exactly in MPFR for the variance-based references. */
+#include <math.h>
+#include <mpfr.h>
+#include <stdlib.h>
+
+#include "ddsum.h"
+#include "numval/backend.h"
+#include "core/ops/ops_internal.h"
+
+int nvo_sum_exact(const double *v, int64_t n, double *ret_hi, double *ret_lo, double *ret_abs)
+{
+    double abs;
+    nv_dd_sum(v, n, 1, ret_hi, ret_lo, &abs);
+    if (ret_abs)
+        *ret_abs = abs;
+    return 0;
+}
+
+void nvo_mp_moments(const double *x, int64_t n, mpfr_ptr S, mpfr_ptr Q)
+{
+    int emax = INT32_MIN, emin = INT32_MAX;
+    for (int64_t i = 0; i < n; i++) {
+        if (x[i] == 0 || !isfinite(x[i]))
+            continue;
+        int e;
+        frexp(x[i], &e);
+        emax = e > emax ? e : emax;
+        emin = e - 53 < emin ? e - 53 : emin;
+    }
+    /* Terms of S are multiples of 2^emin below 2^emax, terms of Q multiples of
+     * 2^(2 emin) below 2^(2 emax); 64 bits of carry room each. */
+    mpfr_prec_t ps = emax == INT32_MIN ? 64 : (mpfr_prec_t)(emax - emin) + 66;
+    mpfr_set_prec(S, ps);
+    mpfr_set_prec(Q, 2 * ps);
+    mpfr_set_zero(S, 1);
+    mpfr_set_zero(Q, 1);
+    mpfr_t sq;
+    mpfr_init2(sq, 2 * 53);
+    for (int64_t i = 0; i < n; i++) {
+        if (x[i] == 0)
+            continue;
+        mpfr_add_d(S, S, x[i], MPFR_RNDN);
+        mpfr_set_d(sq, x[i], MPFR_RNDN);
+        mpfr_sqr(sq, sq, MPFR_RNDN); /* exact at 106 bits */
+        mpfr_add(Q, Q, sq, MPFR_RNDN);
+    }
+    mpfr_clear(sq);
+}
+
+void nvo_mp_split(mpfr_srcptr v, mpfr_ptr tmp, double *hi, double *lo)
+{
+    *hi = mpfr_get_d(v, MPFR_RNDN);
+    *lo = 0;
+    if (isfinite(*hi)) {
+        mpfr_sub_d(tmp, v, *hi, MPFR_RNDN);
+        *lo = mpfr_get_d(tmp, MPFR_RNDN);
+        if (!isfinite(*lo))
+            *lo = 0;
+    }
+}

@@ -1,0 +1,239 @@
+/* Field checkers shared by the job-spec parsers (core/spec/spec_internal.h). */
+#include "spec_internal.h"
+
+#include "jobspec.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int nv_spec_fail(nv_spec_err *e, const char *ptr, const char *fmt, ...)
+{
+    if (e->msg || e->oom)
+        return e->oom ? -ENOMEM : -EINVAL;
+    va_list ap;
+    va_start(ap, fmt);
+    int r = vasprintf(&e->msg, fmt, ap);
+    va_end(ap);
+    e->ptr = strdup(ptr);
+    if (r < 0 || !e->ptr) {
+        if (r >= 0)
+            free(e->msg);
+        free(e->ptr);
+        e->msg = e->ptr = NULL;
+        e->oom = true;
+        return -ENOMEM;
+    }
+    return -EINVAL;
+}
+
+char *nv_spec_show(const json_t *v)
+{
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    if (s && strlen(s) > 60)
+        strcpy(s + 56, "...");
+    return s;
+}
+
+int nv_spec_fail_value(nv_spec_err *e, const char *ptr, const json_t *v, const char *what)
+{
+    char *s = nv_spec_show(v);
+    int r = nv_spec_fail(e, ptr, "'%s' %s", s ? s : "?", what);
+    free(s);
+    return r;
+}
+
+/* The RFC 6901 §3 escape of token written into buf from offset o, stopping
+ * before a character that would not fit with the terminator; returns the end. */
+static size_t put_token(char *buf, size_t n, size_t o, const char *token)
+{
+    for (const char *p = token; *p; p++) {
+        bool esc = *p == '~' || *p == '/';
+        if (o + (esc ? 2 : 1) >= n)
+            break;
+        if (esc) {
+            buf[o++] = '~';
+            buf[o++] = *p == '~' ? '0' : '1';
+        } else {
+            buf[o++] = *p;
+        }
+    }
+    return o;
+}
+
+char *nv_json_pointer_escape(const char *token)
+{
+    size_t len = 0;
+    for (const char *p = token; *p; p++)
+        len += (*p == '~' || *p == '/') ? 2 : 1;
+    char *out = malloc(len + 1);
+    if (!out)
+        return NULL;
+    out[put_token(out, len + 1, 0, token)] = 0;
+    return out;
+}
+
+void nv_spec_pointer(char *buf, size_t n, const char *base, const char *key)
+{
+    if (n == 0)
+        return;
+    int w = snprintf(buf, n, "%s/", base);
+    if (w < 0 || (size_t)w >= n)
+        return; /* base alone fills buf: snprintf cut and terminated it */
+    buf[put_token(buf, n, (size_t)w, key)] = 0;
+}
+
+const char *nv_spec_unknown_key(const json_t *obj, const char *const *keys)
+{
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)obj, k, v)
+    {
+        bool known = false;
+        for (int i = 0; keys[i] && !known; i++)
+            known = strcmp(keys[i], k) == 0;
+        if (!known)
+            return k;
+    }
+    return NULL;
+}
+
+/* The field's value (NULL when absent) and its pointer in ptr. */
+static const json_t *field(const json_t *obj, const char *base, const char *key, char *ptr,
+                           size_t n)
+{
+    nv_spec_pointer(ptr, n, base, key);
+    return obj ? json_object_get(obj, key) : NULL;
+}
+
+int nv_spec_int(nv_spec_err *e, const json_t *obj, const char *base, const char *key, int64_t dflt,
+                int64_t lo, int64_t hi, int64_t *ret)
+{
+    char ptr[160];
+    const json_t *v = field(obj, base, key, ptr, sizeof ptr);
+    if (!v) {
+        *ret = dflt;
+        return 0;
+    }
+    bool is_int = json_is_integer(v);
+    int64_t x = is_int ? json_integer_value(v) : 0;
+    if (is_int && x >= lo && x <= hi) {
+        *ret = x;
+        return 0;
+    }
+    switch (e->style) {
+    case NV_SPEC_KEY_RANGE:
+        if (!is_int)
+            return nv_spec_fail(e, ptr, "'%s' must be an integer", key);
+        return nv_spec_fail(e, ptr, "'%lld' is out of range: '%s' must be in [%lld, %lld]",
+                            (long long)x, key, (long long)lo, (long long)hi);
+    case NV_SPEC_QUOTED_KEY:
+        if (lo == 0 && hi == INT64_MAX)
+            return nv_spec_fail(e, ptr, "\"%s\" must be a non-negative integer", key);
+        return nv_spec_fail(e, ptr, "\"%s\" must be an integer in %lld..%lld", key, (long long)lo,
+                            (long long)hi);
+    case NV_SPEC_SHOW_VALUE:
+    default: {
+        char what[96];
+        snprintf(what, sizeof what, "must be an integer in %lld..%lld", (long long)lo,
+                 (long long)hi);
+        return nv_spec_fail_value(e, ptr, v, what);
+    }
+    }
+}
+
+int nv_spec_number(nv_spec_err *e, const json_t *obj, const char *base, const char *key,
+                   double dflt, double lo, double hi, double *ret)
+{
+    char ptr[160];
+    const json_t *v = field(obj, base, key, ptr, sizeof ptr);
+    if (!v) {
+        *ret = dflt;
+        return 0;
+    }
+    bool is_num = json_is_number(v);
+    double x = is_num ? json_number_value(v) : 0;
+    if (is_num && x >= lo && x <= hi) {
+        *ret = x;
+        return 0;
+    }
+    switch (e->style) {
+    case NV_SPEC_KEY_RANGE:
+        if (!is_num)
+            return nv_spec_fail(e, ptr, "'%s' must be a number", key);
+        return nv_spec_fail(e, ptr, "'%g' is out of range: '%s' must be in [%g, %g]", x, key, lo,
+                            hi);
+    case NV_SPEC_QUOTED_KEY:
+        return nv_spec_fail(e, ptr, "\"%s\" must be a number in %g..%g", key, lo, hi);
+    case NV_SPEC_SHOW_VALUE:
+    default: {
+        char what[96];
+        snprintf(what, sizeof what, "must be a number in %g..%g", lo, hi);
+        return nv_spec_fail_value(e, ptr, v, what);
+    }
+    }
+}
+
+int nv_spec_bool(nv_spec_err *e, const json_t *obj, const char *base, const char *key, bool dflt,
+                 bool *ret)
+{
+    char ptr[160];
+    const json_t *v = field(obj, base, key, ptr, sizeof ptr);
+    if (!v) {
+        *ret = dflt;
+        return 0;
+    }
+    if (json_is_boolean(v)) {
+        *ret = json_is_true(v);
+        return 0;
+    }
+    if (e->style == NV_SPEC_SHOW_VALUE)
+        return nv_spec_fail_value(e, ptr, v, "must be true or false");
+    if (e->style == NV_SPEC_QUOTED_KEY)
+        return nv_spec_fail(e, ptr, "\"%s\" must be true or false", key);
+    return nv_spec_fail(e, ptr, "must be true or false");
+}
+
+int nv_spec_choice(nv_spec_err *e, const json_t *obj, const char *base, const char *key,
+                   const char *a, const char *b, bool *ret_is_b)
+{
+    char ptr[160];
+    const json_t *v = field(obj, base, key, ptr, sizeof ptr);
+    if (!v) {
+        *ret_is_b = false;
+        return 0;
+    }
+    const char *s = json_string_value(v);
+    if (s && strcmp(s, a) == 0)
+        *ret_is_b = false;
+    else if (s && strcmp(s, b) == 0)
+        *ret_is_b = true;
+    else
+        return nv_spec_fail(e, ptr, "'%s' must be \"%s\" or \"%s\"", s ? s : "(not a string)", a,
+                            b);
+    return 0;
+}
+
+int nv_spec_err_finish(nv_spec_err *e, int r, char **ret_pointer, char **ret_msg)
+{
+    if (r >= 0 && !e->msg && !e->oom)
+        return 0;
+    if (r == -ENOMEM || e->oom || !e->msg) {
+        free(e->ptr);
+        free(e->msg);
+        *e = (nv_spec_err){.style = e->style};
+        return -ENOMEM;
+    }
+    if (ret_pointer)
+        *ret_pointer = e->ptr;
+    else
+        free(e->ptr);
+    if (ret_msg)
+        *ret_msg = e->msg;
+    else
+        free(e->msg);
+    *e = (nv_spec_err){.style = e->style};
+    return -EINVAL;
+}

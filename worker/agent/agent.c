@@ -1,0 +1,512 @@
+/* numval-worker agent mode: claim jobs for one device from numvald, run them
+ * with the runner in a thread while the main thread heartbeats, upload the
+ * result. Survives daemon restarts (everything is retried with backoff; the
+ * server's result route is idempotent per job and lease token). */
+#include "agent.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent_internal.h"
+#include "minimize.h"
+#include "suite.h"
+#include "worker/backends/loader.h"
+#include "common/log.h"
+
+static volatile int g_stop; /* SIGTERM / SIGINT */
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+typedef struct agent_opts {
+    const char *server, *token, *device, *backend;
+    int threads, max_artifacts;
+    long claim_wait_ms, minimize_deadline_s;
+    int once;
+} agent_opts;
+
+void nvw_agent_sleep(long ms, volatile int *stop)
+{
+    while (ms > 0 && !g_stop && !(stop && *stop)) {
+        long step = ms < 100 ? ms : 100;
+        struct timespec ts = {0, step * 1000000L};
+        nanosleep(&ts, NULL);
+        ms -= step;
+    }
+}
+
+static const char USAGE[] =
+    "usage: numval-worker --server URL --token T --device NAME --backend SPEC\n"
+    "                     [--threads N] [--once] [--claim-wait-ms MS] [--max-artifacts N]\n"
+    "                     [--minimize-deadline S]\n"
+    "       numval-worker run JOB.json --backend SPEC\n"
+    "Server and token also from NUMVAL_SERVER and NUMVAL_TOKEN.\n";
+
+static int parse_int(const char *s, const char *opt, long lo, long hi, long *ret)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        nv_log_err("invalid %s '%s': expected an integer in %ld..%ld", opt, s, lo, hi);
+        return -EINVAL;
+    }
+    *ret = v;
+    return 0;
+}
+
+static int parse_opts(int argc, char **argv, agent_opts *o)
+{
+    o->server = getenv("NUMVAL_SERVER");
+    o->token = getenv("NUMVAL_TOKEN");
+    o->claim_wait_ms = 20000;
+    o->max_artifacts = 256;
+    o->minimize_deadline_s = (long)NVW_AGENT_MIN_DEADLINE_S;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long n;
+        if (!strcmp(a, "--once")) {
+            o->once = 1;
+            continue;
+        }
+        if (!strcmp(a, "--help")) {
+            fputs(USAGE, stdout);
+            exit(0);
+        }
+        if (!v) {
+            nv_log_err("option '%s' %s\n%s", a,
+                       strncmp(a, "--", 2) ? "is unknown" : "needs a value", USAGE);
+            return -EINVAL;
+        }
+        i++;
+        if (!strcmp(a, "--server"))
+            o->server = v;
+        else if (!strcmp(a, "--token"))
+            o->token = v;
+        else if (!strcmp(a, "--device"))
+            o->device = v;
+        else if (!strcmp(a, "--backend"))
+            o->backend = v;
+        else if (!strcmp(a, "--threads") && parse_int(v, a, 0, 4096, &n) == 0)
+            o->threads = (int)n;
+        else if (!strcmp(a, "--claim-wait-ms") && parse_int(v, a, 0, 600000, &n) == 0)
+            o->claim_wait_ms = n;
+        else if (!strcmp(a, "--max-artifacts") && parse_int(v, a, 0, 100000, &n) == 0)
+            o->max_artifacts = (int)n;
+        else if (!strcmp(a, "--minimize-deadline") && parse_int(v, a, 0, 86400, &n) == 0)
+            o->minimize_deadline_s = n;
+        else {
+            if (strcmp(a, "--threads") && strcmp(a, "--claim-wait-ms") &&
+                strcmp(a, "--max-artifacts") && strcmp(a, "--minimize-deadline"))
+                nv_log_err("unknown option '%s'\n%s", a, USAGE);
+            return -EINVAL;
+        }
+    }
+    if (!o->server || !*o->server || !o->device || !o->backend) {
+        nv_log_err("--server (or NUMVAL_SERVER), --device and --backend are required\n%s", USAGE);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* describe() of the backend as JSON, sent with every claim. */
+static json_t *describe_backend(const char *spec)
+{
+    char err[512] = "";
+    nvw_backend *b = NULL;
+    int r = nvw_backend_load(spec, &b, err, sizeof(err));
+    if (r < 0) {
+        nv_log_err("cannot load backend '%s': %s", spec, err);
+        return NULL;
+    }
+    const nv_backend *t = nvw_backend_table(b);
+    void *ctx = NULL;
+    json_t *d = NULL;
+    if (t->open(nvw_backend_options(b), &ctx, err, sizeof(err)) != NV_OK) {
+        nv_log_err("cannot open backend '%s': %s", spec, err);
+    } else {
+        const char *text = t->describe(ctx);
+        json_error_t jerr;
+        d = text ? json_loads(text, 0, &jerr) : NULL;
+        if (!json_is_object(d)) {
+            nv_log_err("backend '%s' describe() is not a JSON object", spec);
+            json_decref(d);
+            d = NULL;
+        }
+        t->close(ctx);
+    }
+    nvw_backend_free(b);
+    return d;
+}
+
+/* The server's error message of a non-2xx response, for logs. */
+static const char *resp_text(const nvw_http_resp *r)
+{
+    return r->body && *r->body ? r->body : "(empty body)";
+}
+
+typedef struct runner_thread {
+    nvw_agent_job *job;
+    int threads;
+    int rc;
+    json_t *result;
+    char *err;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int finished;
+} runner_thread;
+
+static void on_progress(void *ud, int64_t done, int64_t total)
+{
+    nvw_agent_job *j = ud;
+    atomic_store(&j->done, done);
+    atomic_store(&j->total, total);
+}
+
+static void *run_thread(void *arg)
+{
+    runner_thread *t = arg;
+    nvw_run_opts ro = {.threads = t->threads,
+                       .progress = on_progress,
+                       .on_failure = nvw_agent_on_failure_min, /* worker/agent/minimize.c */
+                       .ud = t->job,
+                       .cancel = &t->job->cancel};
+    if (nvw_suite_is(t->job->spec)) /* kind "suite": worker/agent/suite.c (issue 6) */
+        t->rc = nvw_agent_run_suite(t->job, &t->result, &t->err);
+    else
+        t->rc = nvw_run_job(t->job->spec, t->job->backend_spec, &ro, &t->result, &t->err);
+    nvw_agent_minimize_failures(t->job, t->rc == 0 ? t->result : NULL); /* issue 6 */
+    pthread_mutex_lock(&t->lock);
+    t->finished = 1;
+    pthread_cond_signal(&t->cond);
+    pthread_mutex_unlock(&t->lock);
+    return NULL;
+}
+
+/* Heartbeat once. Returns 1 to go on, 0 when the server asked to cancel, -1
+ * when the lease is lost (409). Transport errors go on: the daemon may be
+ * restarting and the lease outlives a short outage. */
+static int heartbeat(nvw_agent_job *j, long timeout_ms)
+{
+    json_t *body = json_pack("{s:O,s:s,s:I,s:I}", "job_id", j->job_id_json, "lease_token",
+                             j->lease_token, "cases_done", (json_int_t)atomic_load(&j->done),
+                             "cases_total", (json_int_t)atomic_load(&j->total));
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    if (!text)
+        return 1;
+    nvw_http_resp resp = {0};
+    char *err = NULL;
+    int r = nvw_http_request(j->http, "POST", "/api/v1/worker/heartbeat", NULL, text, strlen(text),
+                             timeout_ms, &resp, &err);
+    free(text);
+    int out = 1;
+    if (r < 0) {
+        nv_log_debug("heartbeat for job %s failed: %s", j->job_id, err ? err : strerror(-r));
+    } else if (resp.status == 409) {
+        out = -1;
+    } else if (resp.status == 200) {
+        json_t *rj = json_loadb(resp.body, resp.len, 0, NULL);
+        if (json_is_true(json_object_get(rj, "cancel")))
+            out = 0;
+        json_decref(rj);
+    } else {
+        nv_log_warn("heartbeat for job %s: HTTP %ld %.300s", j->job_id, resp.status,
+                    resp_text(&resp));
+    }
+    free(err);
+    nvw_http_resp_done(&resp);
+    return out;
+}
+
+/* Wait for the runner thread, heartbeating. Returns 0; 1 when the server
+ * cancelled the job; -1 when the lease was lost or the worker is stopping. In
+ * the last two cases the result is not uploaded. */
+static int supervise(runner_thread *t, long lease_ms)
+{
+    nvw_agent_job *j = t->job;
+    /* Three heartbeats per lease keep it alive through one lost request. */
+    long interval = lease_ms / 3;
+    interval = interval < 200 ? 200 : interval > 5000 ? 5000 : interval;
+    int abandoned = 0, server_cancel = 0;
+    pthread_mutex_lock(&t->lock);
+    while (!t->finished) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += (interval % 1000) * 1000000L;
+        ts.tv_sec += interval / 1000 + ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&t->cond, &t->lock, &ts);
+        if (t->finished)
+            break;
+        pthread_mutex_unlock(&t->lock);
+        if (g_stop && !abandoned) {
+            nv_log_info("stopping: abandoning job %s (its lease expires and it is requeued)",
+                        j->job_id);
+            abandoned = 1;
+            j->cancel = 1;
+        }
+        if (!abandoned && !server_cancel) {
+            int h = heartbeat(j, interval > 2000 ? interval : 2000);
+            if (h == 0) {
+                nv_log_info("job %s cancelled by the server; stopping it", j->job_id);
+                server_cancel = 1;
+                j->cancel = 1;
+            } else if (h < 0) {
+                nv_log_warn("job %s: lease lost (409), abandoning it", j->job_id);
+                abandoned = 1;
+                j->cancel = 1;
+            }
+        }
+        pthread_mutex_lock(&t->lock);
+    }
+    pthread_mutex_unlock(&t->lock);
+    if (abandoned || g_stop)
+        return -1;
+    return server_cancel;
+}
+
+/* POST the result until it is accepted, the lease is lost or we stop. */
+static int post_result(nvw_agent_job *j, json_t *result)
+{
+    json_t *body = json_pack("{s:O,s:s,s:O}", "job_id", j->job_id_json, "lease_token",
+                             j->lease_token, "result", result);
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    if (!text)
+        return -ENOMEM;
+    long pause = 250;
+    int r = -EIO;
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        nvw_http_resp resp = {0};
+        char *err = NULL;
+        r = nvw_http_request(j->http, "POST", "/api/v1/worker/result", NULL, text, strlen(text),
+                             120000, &resp, &err);
+        long st = r == 0 ? resp.status : 0;
+        if (r == 0 && st >= 200 && st < 300) {
+            nvw_http_resp_done(&resp);
+            break;
+        }
+        if (st == 409) {
+            nv_log_warn("job %s: lease lost before its result was accepted; abandoned", j->job_id);
+            r = -ESTALE;
+        } else if (st >= 400 && st < 500 && st != 408 && st != 429) {
+            nv_log_err("job %s: result refused: HTTP %ld %.500s", j->job_id, st, resp_text(&resp));
+            r = -EPROTO;
+        } else {
+            nv_log_warn("job %s: result upload failed (%s); retrying in %ld ms", j->job_id,
+                        r < 0 ? (err ? err : strerror(-r)) : "server error", pause);
+            r = -EAGAIN;
+        }
+        free(err);
+        nvw_http_resp_done(&resp);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        /* Give a restarting daemon ten minutes; then the lease has long expired. */
+        if (r != -EAGAIN || g_stop || now.tv_sec - start.tv_sec > 600)
+            break;
+        nvw_agent_sleep(pause, NULL);
+        pause = pause < 4000 ? pause * 2 : 5000;
+    }
+    free(text);
+    return r == -EAGAIN ? -ETIMEDOUT : r;
+}
+
+/* The result JSON for a job the runner could not run at all. */
+static json_t *error_result(const nvw_agent_job *j, int rc, const char *err)
+{
+    char msg[1024];
+    snprintf(msg, sizeof(msg), "%s", err && *err ? err : strerror(-rc));
+    return json_pack("{s:s,s:s,s:s,s:{s:i,s:i,s:i,s:i},s:[]}", "verdict", "error", "error", msg,
+                     "backend", j->backend_spec, "summary", "cases", 0, "passed", 0, "failed", 0,
+                     "errors", 0, "cases");
+}
+
+/* Run one claimed job to its end. Returns 0 when its result was accepted. */
+static int run_claimed(nvw_http *http, const agent_opts *o, json_t *claimed)
+{
+    json_t *id = json_object_get(claimed, "id");
+    const char *token = json_string_value(json_object_get(claimed, "lease_token"));
+    json_t *spec = json_object_get(claimed, "spec");
+    json_int_t lease_ms = json_integer_value(json_object_get(claimed, "lease_ms"));
+    if ((!json_is_string(id) && !json_is_integer(id)) || !token || !json_is_object(spec)) {
+        nv_log_err("claim response lacks id, lease_token or spec: %.300s",
+                   json_dumps(claimed, JSON_COMPACT));
+        return -EPROTO;
+    }
+    char id_text[128];
+    if (json_is_string(id))
+        snprintf(id_text, sizeof(id_text), "%s", json_string_value(id));
+    else
+        snprintf(id_text, sizeof(id_text), "%" JSON_INTEGER_FORMAT, json_integer_value(id));
+    nvw_agent_job j = {.http = http,
+                       .backend_spec = o->backend,
+                       .job_id = id_text,
+                       .job_id_json = id,
+                       .lease_token = token,
+                       .attempt = json_integer_value(json_object_get(claimed, "attempt")),
+                       .spec = spec,
+                       .max_artifacts = o->max_artifacts,
+                       .minimize_deadline_s = (double)o->minimize_deadline_s};
+    runner_thread t = {.job = &j, .threads = o->threads};
+    pthread_mutex_init(&t.lock, NULL);
+    pthread_cond_init(&t.cond, NULL);
+    nv_log_info("job %s (attempt %" JSON_INTEGER_FORMAT "): running", id_text, j.attempt);
+    pthread_t th;
+    int r = pthread_create(&th, NULL, run_thread, &t);
+    if (r != 0) {
+        nv_log_err("cannot start the runner thread: %s", strerror(r));
+        r = -r;
+        goto out;
+    }
+    int sup = supervise(&t, lease_ms > 0 ? (long)lease_ms : 30000);
+    pthread_join(th, NULL);
+    if (sup != 0) {
+        /* The server already holds the job as cancelled (or has re-leased it):
+         * a result from this run would only be refused. */
+        if (sup > 0)
+            nv_log_info("job %s: cancelled after %lld of %lld cases", id_text,
+                        (long long)atomic_load(&j.done), (long long)atomic_load(&j.total));
+        r = -ECANCELED;
+        goto out;
+    }
+    json_t *result = t.rc == 0 ? json_incref(t.result) : error_result(&j, t.rc, t.err);
+    if (t.rc != 0)
+        nv_log_warn("job %s could not run: %s", id_text, t.err ? t.err : strerror(-t.rc));
+    r = result ? post_result(&j, result) : -ENOMEM;
+    if (r == 0)
+        nv_log_info("job %s: %s, result uploaded (%d artifacts)", id_text,
+                    json_string_value(json_object_get(result, "verdict")),
+                    atomic_load(&j.n_artifacts));
+    json_decref(result);
+out:
+    json_decref(t.result);
+    free(t.err);
+    pthread_cond_destroy(&t.cond);
+    pthread_mutex_destroy(&t.lock);
+    return r;
+}
+
+/* One long-poll claim. Returns 1 with *ret_job (new reference) when a job was
+ * leased, 0 when none, -EAGAIN for a transient failure, -EPERM for a refusal
+ * that retrying cannot fix, -ECANCELED when stopping. */
+static int claim(nvw_http *http, const agent_opts *o, const char *body, json_t **ret_job)
+{
+    nvw_http_resp resp = {0};
+    char *err = NULL;
+    int r = nvw_http_request(http, "POST", "/api/v1/worker/claim", NULL, body, strlen(body),
+                             o->claim_wait_ms + 15000, &resp, &err);
+    if (r == -ECANCELED || g_stop) {
+        r = -ECANCELED;
+    } else if (r < 0) {
+        nv_log_debug("claim failed: %s", err ? err : strerror(-r));
+        r = -EAGAIN;
+    } else if (resp.status == 204) {
+        r = 0;
+    } else if (resp.status == 200) {
+        json_t *rj = json_loadb(resp.body, resp.len, 0, NULL);
+        json_t *job = json_object_get(rj, "job");
+        r = json_is_object(job) ? 1 : -EAGAIN;
+        if (r == 1)
+            *ret_job = json_incref(job);
+        else
+            nv_log_warn("claim answered 200 without a job: %.300s", resp_text(&resp));
+        json_decref(rj);
+    } else if (resp.status == 400 || resp.status == 401 || resp.status == 403 ||
+               resp.status == 404) {
+        nv_log_err("claim refused by '%s': HTTP %ld %.500s", o->server, resp.status,
+                   resp_text(&resp));
+        r = -EPERM;
+    } else {
+        nv_log_warn("claim: HTTP %ld %.300s", resp.status, resp_text(&resp));
+        r = -EAGAIN;
+    }
+    free(err);
+    nvw_http_resp_done(&resp);
+    return r;
+}
+
+static int agent_loop(nvw_http *http, const agent_opts *o, const json_t *describe)
+{
+    json_t *cb = json_pack("{s:s,s:I,s:O}", "device", o->device, "wait_ms",
+                           (json_int_t)o->claim_wait_ms, "describe", describe);
+    char *body = cb ? json_dumps(cb, JSON_COMPACT) : NULL;
+    json_decref(cb);
+    if (!body)
+        return 2;
+    long backoff = 250;
+    int status = 0, reported_down = 0;
+    while (!g_stop) {
+        json_t *job = NULL;
+        int r = claim(http, o, body, &job);
+        if (r == -EPERM) {
+            status = 2;
+            break;
+        }
+        if (r == -EAGAIN) {
+            if (!reported_down)
+                nv_log_warn("server '%s' unavailable; retrying with backoff", o->server);
+            reported_down = 1;
+            nvw_agent_sleep(backoff, NULL);
+            backoff = backoff < 5000 ? backoff * 2 : 10000;
+            continue;
+        }
+        if (reported_down && r >= 0)
+            nv_log_info("server '%s' reachable again", o->server);
+        reported_down = 0;
+        backoff = 250;
+        if (r == 1) {
+            r = run_claimed(http, o, job);
+            json_decref(job);
+            if (o->once) {
+                status = r == 0 ? 0 : 1;
+                break;
+            }
+        }
+    }
+    free(body);
+    return status;
+}
+
+int nvw_agent_main(int argc, char **argv)
+{
+    nv_log_set_program("numval-worker");
+    agent_opts o = {0};
+    if (parse_opts(argc, argv, &o) < 0)
+        return 2;
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    json_t *describe = describe_backend(o.backend);
+    if (!describe)
+        return 2;
+    if (nvw_http_global_init() < 0) {
+        json_decref(describe);
+        nv_log_err("cannot initialize libcurl");
+        return 2;
+    }
+    nvw_http *http = nvw_http_new(o.server, o.token, &g_stop);
+    int status = 2;
+    if (http) {
+        nv_log_info("agent for device '%s' (backend '%s') polling '%s'", o.device, o.backend,
+                    o.server);
+        status = agent_loop(http, &o, describe);
+        nv_log_info("agent for device '%s' stopped", o.device);
+    }
+    nvw_http_free(http);
+    nvw_http_global_done();
+    json_decref(describe);
+    return status;
+}

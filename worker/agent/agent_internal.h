@@ -1,0 +1,40 @@
+/* Internals of agent mode (agent.c, worker/repro/artifact.c). */
+#ifndef NUMVAL_WORKER_AGENT_INTERNAL_H
+#define NUMVAL_WORKER_AGENT_INTERNAL_H
+
+#include <jansson.h>
+#include <stdatomic.h>
+
+#include "http_client.h"
+#include "worker/runner/run.h"
+
+/* One claimed job while it runs. */
+typedef struct nvw_agent_job {
+    nvw_http *http;
+    const char *backend_spec;
+    const char *job_id;  /* text form of job_id_json, for logs and manifests */
+    json_t *job_id_json; /* the id exactly as the server sent it */
+    const char *lease_token;
+    json_int_t attempt;
+    const json_t *spec;
+    atomic_llong done, total; /* progress from the runner thread */
+    volatile int cancel;      /* polled by the runner between cases */
+    atomic_int n_artifacts;   /* uploaded so far */
+    int max_artifacts;
+    double minimize_deadline_s; /* gate + minimization of the job's failures, in all */
+} nvw_agent_job;
+
+/* nvw_failure_fn for the runner (ud: nvw_agent_job): builds the failure
+ * artifact (manifest, exact inputs, device outputs), uploads it and returns its
+ * content id (malloc'd) in *ret_artifact_id. Negative errno when no artifact
+ * was stored; the case keeps its verdict either way. */
+int nvw_agent_on_failure(void *ud, const nvw_failure *f, char **ret_artifact_id);
+
+/* Build the compressed artifact of a failure. *ret_buf malloc'd; sha[65] the id. */
+int nvw_agent_build_artifact(const nvw_agent_job *j, const nvw_failure *f, uint8_t **ret_buf,
+                             size_t *ret_len, char sha[65]);
+
+/* Sleep up to ms milliseconds, returning early when *stop becomes non-zero. */
+void nvw_agent_sleep(long ms, volatile int *stop);
+
+#endif

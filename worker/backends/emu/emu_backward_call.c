@@ -1,0 +1,255 @@
+/* emu backward entry point (nv_backend.backward): checks the call against the
+ * catalog and the emu's "saved" list, decodes the saved tensors and the output
+ * gradient, runs the op's backward kernel and encodes one gradient per
+ * differentiable input, in that input's dtype after rounding to the storage
+ * dtype (describe(): "gradient_dtype": "input"). */
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/ref/backward.h"
+#include "emu_backward.h"
+#include "worker/backends/loader.h"
+
+typedef struct bstate {
+    json_t *attrs_json;
+    nv_tensor *in[NV_OP_MAX_INPUTS];
+    nv_tensor *saved[NV_OP_MAX_INPUTS + 1];
+    nv_tensor *gy;
+    double *gx[NV_OP_MAX_INPUTS];
+    int n_in, n_saved;
+} bstate;
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+/* The catalog order the EMU_B_* ids assume. */
+static int op_id(const nv_op_def *op)
+{
+    static const char *const names[EMU_B_COUNT] = {
+        "neg",        "abs",      "add",           "sub",        "mul",     "div",
+        "fma",        "sqrt",     "rsqrt",         "reciprocal", "exp",     "exp2",
+        "expm1",      "log",      "log2",          "log1p",      "sin",     "cos",
+        "tanh",       "sigmoid",  "erf",           "gelu",       "silu",    "relu",
+        "pow",        "maximum",  "minimum",       "cast",       "sum",     "mean",
+        "max",        "var",      "norm2",         "logsumexp",  "softmax", "log_softmax",
+        "layer_norm", "rms_norm", "cross_entropy", "matmul",     "bmm"};
+    size_t n;
+    const nv_op_def *all = nv_op_all(&n);
+    long id = op - all;
+    if (id < 0 || id >= EMU_B_COUNT || strcmp(names[id], op->name) != 0)
+        return -1;
+    return (int)id;
+}
+
+/* nvw_tensor_from_view with the emu's bf16 decode fast path (emu_view_decode). */
+static nv_tensor *from_view(const nv_tensor_view *v, bool daz)
+{
+    if (v->dtype != NV_DT_BF16 || v->ndim < 0 || v->ndim > NV_MAX_DIMS)
+        return nvw_tensor_from_view(v, daz);
+    nv_tensor *t = nv_tensor_new(NV_DT_BF16, v->ndim, v->shape);
+    if (t && emu_view_decode(v, daz, t->data) < 0) {
+        nv_tensor_free(t);
+        t = NULL;
+    }
+    return t;
+}
+
+/* Decode inputs, the saved tensors (in the order of the emu's saved list) and
+ * the output gradient; fill io. */
+static int decode(const emu_ctx *ctx, const nv_op_def *op, const nv_backward_call *call, bstate *s,
+                  emu_bwd_io *io, char *err, size_t errlen)
+{
+    bool daz = ctx->mode.daz;
+    if (call->n_inputs != op->n_inputs || !call->inputs)
+        return fail(err, errlen, NV_E_INVALID, "backward of '%s' takes %d forward inputs", op->name,
+                    op->n_inputs);
+    for (int i = 0; i < op->n_inputs; i++) {
+        if (!(s->in[i] = from_view(&call->inputs[i], daz)))
+            return fail(err, errlen, NV_E_INVALID,
+                        "backward of '%s': input %d is not a valid "
+                        "tensor view",
+                        op->name, i);
+        s->n_in = i + 1;
+    }
+    const json_t *want = json_object_get(emu_saved_json_cached(), op->name);
+    if ((int)json_array_size(want) != call->n_saved || (call->n_saved > 0 && !call->saved))
+        return fail(err, errlen, NV_E_INVALID,
+                    "backward of '%s' needs the %ld saved tensors "
+                    "describe() lists under \"saved\"",
+                    op->name, (long)json_array_size(want));
+    io->shape0 = s->in[0];
+    for (int k = 0; k < call->n_saved; k++) {
+        if (!(s->saved[k] = from_view(&call->saved[k], daz)))
+            return fail(err, errlen, NV_E_INVALID,
+                        "backward of '%s': saved tensor %d is not "
+                        "a valid tensor view",
+                        op->name, k);
+        s->n_saved = k + 1;
+        const char *name = json_string_value(json_array_get(want, (size_t)k));
+        if (name && strncmp(name, "input:", 6) == 0)
+            io->x[atoi(name + 6)] = s->saved[k];
+        else
+            io->y = s->saved[k];
+    }
+    if (!call->grad_output || !(s->gy = from_view(call->grad_output, daz)))
+        return fail(err, errlen, NV_E_INVALID,
+                    "backward of '%s': grad_output is missing or "
+                    "not a valid tensor view",
+                    op->name);
+    io->gy = s->gy;
+    return NV_OK;
+}
+
+static int check_shapes(const nv_op_def *op, const nv_op_attrs *a, const bstate *s, char *err,
+                        size_t errlen)
+{
+    int nd;
+    int64_t shape[NV_MAX_DIMS];
+    int r = nv_op_infer(op, a, s->n_in, (const nv_tensor *const *)s->in, &nd, shape, err, errlen);
+    if (r < 0)
+        return r;
+    bool same = s->gy->ndim == nd;
+    for (int d = 0; same && d < nd; d++)
+        same = s->gy->shape[d] == shape[d];
+    if (!same)
+        return fail(err, errlen, NV_E_SHAPE,
+                    "backward of '%s': grad_output's shape does not "
+                    "match the forward output's (rank %d)",
+                    op->name, nd);
+    return NV_OK;
+}
+
+static int encode(emu_call *ec, const nv_tensor *like, const double *vals, nv_tensor_view *ret)
+{
+    nv_dtype dt = like->dtype;
+    const nv_dtype_info *info = nv_dtype_get(dt);
+    int64_t n = like->numel;
+    unsigned char *buf = malloc((size_t)(n > 0 ? n : 1) * (size_t)info->storage_bytes);
+    if (!buf)
+        return NV_E_NOMEM;
+    /* fp32 and bf16 gradients rounded to their storage dtype: a bit copy
+     * (emu_store_exact); not under stochastic rounding, whose stream the general
+     * path draws from. */
+    bool exact = ec->storage == dt && ec->rm.rounding != NV_ROUND_STOCHASTIC;
+    for (int64_t i = 0; i < n; i++) {
+        double v = emu_round(ec, ec->storage, vals[i]);
+        if (exact && emu_store_exact(dt, buf, i, v))
+            continue;
+        uint32_t rnd = ec->rm.rounding == NV_ROUND_STOCHASTIC
+                           ? (uint32_t)(emu_splitmix(&ec->sr_state) >> 32)
+                           : 0;
+        nv_dtype_store_bits(dt, buf, i, nv_dtype_encode(dt, v, &ec->rm, rnd));
+    }
+    memset(ret, 0, sizeof *ret);
+    ret->dtype = (int32_t)dt;
+    ret->ndim = like->ndim;
+    int64_t stride = 1;
+    for (int d = like->ndim - 1; d >= 0; d--) {
+        ret->shape[d] = like->shape[d];
+        ret->strides[d] = stride;
+        stride *= like->shape[d];
+    }
+    ret->data = buf;
+    return NV_OK;
+}
+
+static int run(emu_ctx *ctx, const nv_op_def *op, int id, const nv_op_attrs *a,
+               nv_backward_call *call, bstate *s, char *err, size_t errlen)
+{
+    emu_bwd_io io;
+    memset(&io, 0, sizeof io);
+    int r = decode(ctx, op, call, s, &io, err, errlen);
+    if (r < 0 || (r = check_shapes(op, a, s, err, errlen)) < 0)
+        return r;
+    int n_grads = 0;
+    for (int i = 0; i < op->n_inputs; i++)
+        n_grads += nv_op_grad_input(op, i);
+    if (call->n_grads != n_grads || !call->grad_inputs)
+        return fail(err, errlen, NV_E_INVALID, "backward of '%s' produces %d gradients", op->name,
+                    n_grads);
+    for (int i = 0; i < n_grads; i++) {
+        s->gx[i] = calloc((size_t)(s->in[i]->numel > 0 ? s->in[i]->numel : 1), sizeof(double));
+        if (!s->gx[i])
+            return fail(err, errlen, NV_E_NOMEM, "out of memory");
+        io.gx[i] = s->gx[i];
+    }
+    emu_call ec;
+    emu_bwd_call_init(&ec, &ctx->mode, op, a, s->in[0]->dtype);
+    if (op->kind == NV_OPK_MATMUL)
+        r = emu_bwd_matmul(&ec, &io);
+    else if (op->kind == NV_OPK_REDUCE)
+        r = emu_bwd_rows(&ec, id, op, a, &io, err, errlen);
+    else
+        r = emu_bwd_elementwise(&ec, id, op, a, &io);
+    for (int i = 0; r == NV_OK && i < n_grads; i++) {
+        r = encode(&ec, s->in[i], s->gx[i], &call->grad_inputs[i]);
+        if (r < 0) {
+            for (int k = 0; k < i; k++) {
+                free(call->grad_inputs[k].data);
+                call->grad_inputs[k].data = NULL;
+            }
+            snprintf(err, errlen, "out of memory");
+        }
+    }
+    return r;
+}
+
+int emu_backward(void *vctx, nv_backward_call *call, char *err, size_t errlen)
+{
+    emu_ctx *ctx = vctx;
+    if (ctx->mode.inference_only)
+        return fail(err, errlen, NV_E_UNSUPPORTED,
+                    "this emu device is inference-only "
+                    "(mode 'inference_only=on'): it offers no backward for '%s'",
+                    call->op ? call->op : "(null)");
+    const nv_op_def *op = call->op ? nv_op_find(call->op) : NULL;
+    int id = op ? op_id(op) : -1;
+    if (id < 0)
+        return fail(err, errlen, NV_E_UNSUPPORTED, "unknown op '%s'",
+                    call->op ? call->op : "(null)");
+    if (!op->differentiable || op->kind == NV_OPK_CAST)
+        return fail(err, errlen, NV_E_UNSUPPORTED, "op '%s' has no backward on emu", op->name);
+    bstate s;
+    memset(&s, 0, sizeof s);
+    nv_op_attrs a;
+    char *msg = NULL;
+    int r;
+    json_error_t jerr;
+    s.attrs_json = json_loads(call->attrs_json ? call->attrs_json : "{}", 0, &jerr);
+    if (!json_is_object(s.attrs_json) || nv_op_parse_attrs(op, s.attrs_json, &a, &msg) < 0) {
+        r = NV_E_INVALID;
+        snprintf(err, errlen, "bad attrs for the backward of '%s': %s", op->name,
+                 msg ? msg : "not a JSON object");
+        goto out;
+    }
+    if (!nv_op_has_backward(op, &a)) {
+        r = fail(err, errlen, NV_E_UNSUPPORTED,
+                 "op '%s' has no backward on emu with "
+                 "matmul scales",
+                 op->name);
+        goto out;
+    }
+    r = run(ctx, op, id, &a, call, &s, err, errlen);
+out:
+    free(msg);
+    for (int i = 0; i < s.n_in; i++)
+        nv_tensor_free(s.in[i]);
+    for (int i = 0; i < s.n_saved; i++)
+        nv_tensor_free(s.saved[i]);
+    nv_tensor_free(s.gy);
+    for (int i = 0; i < NV_OP_MAX_INPUTS; i++)
+        free(s.gx[i]);
+    json_decref(s.attrs_json);
+    return r;
+}

@@ -1,0 +1,196 @@
+/* emu internals: the numerical mode, the per-call state, rounding helpers and the
+ * kernels. Only worker/backends/emu*.c include this.
+ *
+ * Kernels work on decoded values (doubles, contiguous row-major) so that the same
+ * kernels serve the op entry point and, later, backward and fused graph entry
+ * points: a caller chooses the dtypes each stage rounds to through emu_call. */
+#ifndef NUMVAL_WORKER_EMU_INTERNAL_H
+#define NUMVAL_WORKER_EMU_INTERNAL_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/numerics/dtype.h"
+#include "core/ref/refmath.h"
+#include "core/numerics/tensor.h"
+#include "core/ops/catalog.h"
+#include "emu_graph.h" /* emu_fused_mode (fused graph entry) */
+#include "numval/backend.h"
+
+typedef enum emu_order {
+    EMU_ORDER_SEQUENTIAL, /* left to right */
+    EMU_ORDER_PAIRWISE,   /* recursive halving (Higham §4.2, "pairwise summation") */
+    EMU_ORDER_TREE,       /* k lanes, lane j takes j, j+k, ...; lanes combined pairwise */
+    EMU_ORDER_SPLITK,     /* k contiguous chunks summed in order, partials added in order */
+    EMU_ORDER_RANDOM,     /* a fresh pseudo-random order per call (atomics) */
+} emu_order;
+
+typedef enum emu_transcendental {
+    EMU_TR_EXACT, /* correctly rounded (refmath.h) */
+    EMU_TR_LIBM,  /* the host C library */
+    EMU_TR_FAST,  /* emu_fast.c approximations */
+} emu_transcendental;
+
+typedef struct emu_mode {
+    bool storage_set, compute_set, accum_set, scale_set;
+    nv_dtype storage, compute, accum;
+    emu_order order;
+    int order_k;
+    bool fma, ftz, daz, saturate;
+    nv_rounding rounding;
+    emu_transcendental transcendental;
+    nv_scale_granularity scale;
+    int block, tile_r, tile_c;
+    uint64_t seed;
+    bool inference_only; /* "inference_only=on": describe says so, backward refuses */
+    emu_fused_mode fused; /* fused_* knobs of the graph entry (emu_graph.h) */
+} emu_mode;
+
+/* The most inputs an op takes (matmul: a, b and two scales), with room to spare. */
+#define EMU_MAX_INPUTS 8
+
+typedef struct emu_ctx {
+    emu_mode mode;
+    char *describe; /* JSON text */
+    uint64_t calls; /* per-context call counter (random reduction order) */
+    /* Decoded inputs and the output values, reused between calls (grow only) so
+     * that large tensors do not pay for fresh pages on every call. */
+    double *scratch[EMU_MAX_INPUTS + 1];
+    size_t scratch_cap[EMU_MAX_INPUTS + 1];
+} emu_ctx;
+
+/* The dtypes and rounding one op call uses, resolved from the mode and the call. */
+typedef struct emu_call {
+    const emu_mode *m;
+    nv_dtype out;     /* dtype of the output tensor */
+    nv_dtype storage; /* results are rounded here before being encoded in out */
+    nv_dtype compute; /* elementwise math and composite intermediates */
+    nv_dtype accum;   /* reductions and matmul accumulation */
+    nv_round_mode rm;
+    bool plain;           /* rounding is RNE without FTZ or saturation: fast paths apply */
+    uint64_t sr_state;    /* stochastic rounding stream (deterministic per call) */
+    uint64_t order_state; /* random order stream (fresh per call) */
+} emu_call;
+
+/* ---- emu_mode.c ---- */
+void emu_mode_default(emu_mode *m);
+/* Parse "k=v,k=v"; on error a message naming key and value in quotes. */
+int emu_mode_parse(const char *opts, emu_mode *m, char *err, size_t errlen);
+/* The describe() JSON text (malloc'd) for a mode; NULL on ENOMEM. */
+char *emu_describe_json(const emu_mode *m);
+const char *emu_order_name(emu_order o);
+
+/* ---- emu_round.c: rounding and correctly rounded basic operations ---- */
+static inline uint64_t emu_splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* x rounded to dt under the call's rounding, saturation and FTZ. */
+double emu_round_slow(emu_call *c, nv_dtype dt, double x);
+static inline double emu_round(emu_call *c, nv_dtype dt, double x)
+{
+    if (c->plain) {
+        if (dt == NV_DT_FP64)
+            return x;
+        if (dt == NV_DT_FP32)
+            return (double)(float)x; /* C conversion: IEEE 754 §5.4.2 under RNE */
+    }
+    return emu_round_slow(c, dt, x);
+}
+/* The exact value hi + lo (|lo| <= ulp(hi)/2, as from two_sum) rounded to dt. */
+double emu_round2(emu_call *c, nv_dtype dt, double hi, double lo);
+
+/* Correctly rounded basic operations in dt (IEEE 754-2019 §5.4.1). */
+double emu_add(emu_call *c, nv_dtype dt, double a, double b);
+double emu_mul(emu_call *c, nv_dtype dt, double a, double b);
+double emu_div(emu_call *c, nv_dtype dt, double a, double b);
+double emu_sqrt(emu_call *c, nv_dtype dt, double a);
+double emu_fma(emu_call *c, nv_dtype dt, double a, double b, double s);
+
+/* True when every value of b is a value of a (so rounding to b directly equals
+ * rounding to a then b for a correctly rounded function). */
+bool emu_dtype_contains(nv_dtype a, nv_dtype b);
+
+/* ---- fast encode/decode of fp32 and bf16 (emu.c) ----
+ * bf16 is fp32 without its low 16 fraction bits (same sign, exponent field and
+ * bias), so a bf16 value's encoding is the upper half of its fp32 encoding and
+ * decoding is a shift. emu_store_exact stores v, a value already in dt's value
+ * set (emu_round to dt), when dt is fp32 or bf16 and v is not NaN (NaN payloads
+ * are nv_dtype_encode's business, IEEE 754-2019 §6.2.3); false: the caller
+ * encodes it the general way. The bits are nv_dtype_encode's (test-emu-bf16). */
+static inline bool emu_store_exact(nv_dtype dt, void *buf, int64_t i, double v)
+{
+    if (isnan(v) || (dt != NV_DT_FP32 && dt != NV_DT_BF16))
+        return false;
+    float f = (float)v; /* exact: v is an fp32 (or bf16) value */
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if (dt == NV_DT_FP32)
+        memcpy((char *)buf + i * 4, &u, 4);
+    else {
+        uint16_t h = (uint16_t)(u >> 16);
+        memcpy((char *)buf + i * 2, &h, 2);
+    }
+    return true;
+}
+/* nvw_view_decode (loader.h) with a fast path for contiguous bf16 views; the
+ * same values bit for bit (NaN patterns go through nv_dtype_decode). */
+int emu_view_decode(const nv_tensor_view *v, bool daz, double *dst);
+
+/* ---- emu_fn.c ---- */
+/* f(x) in dt by the mode's transcendental quality; the exact kind rounds once. */
+double emu_fn(emu_call *c, nv_fn f, double x, nv_dtype dt);
+
+/* ---- emu_fast.c: float approximations typical of accelerators ---- */
+float emu_fast_exp2f(float x);
+float emu_fast_expf(float x);
+float emu_fast_logf(float x);
+float emu_fast_log2f(float x);
+float emu_fast_tanhf(float x);
+float emu_fast_erff(float x);
+float emu_fast_sinf(float x);
+float emu_fast_cosf(float x);
+float emu_fast_rsqrtf(float x);
+float emu_fast_recipf(float x);
+/* Stated error bounds in fp32 ulps (docs/BACKEND_ABI.md; checked by test-emu). */
+typedef struct emu_fast_bound {
+    const char *fn;
+    double max_ulp;
+    const char *domain;
+} emu_fast_bound;
+const emu_fast_bound *emu_fast_bounds(int *ret_n);
+
+/* ---- kernels: in[] decoded contiguous inputs, out preallocated (numel of the
+ * inferred shape); return NV_OK or NV_E_* with err set. ---- */
+int emu_elementwise(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, int n_in,
+                    const nv_tensor *const *in, double *out, char *err, size_t errlen);
+int emu_reduce_op(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, int n_in,
+                  const nv_tensor *const *in, double *out, char *err, size_t errlen);
+int emu_matmul(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, int n_in,
+               const nv_tensor *const *in, double *out, char *err, size_t errlen);
+
+/* ---- emu_sum.c: ordered accumulation in dt ----
+ * Sum of x[i*sx] (y NULL) or dot product of x[i*sx]*y[i*sy] over i < n, in the
+ * call's reduction order; products fused into the accumulation when the mode has
+ * fma=on, else rounded to dt first. n == 0 gives +0. */
+double emu_sum(emu_call *c, nv_dtype dt, const double *x, int64_t sx, const double *y, int64_t sy,
+               int64_t n);
+/* out[i*N + j] = emu_sum(c, dt, A(i, .), B(., j), K) for i < M, j < N, with
+ * A(i, k) = a[i*asi + k*ask], B(k, j) = b[k*bsk + j*bsj], computed at once with
+ * the hardware's fp32 fma where that gives the same bits: the call qualifies
+ * (emu_dot_fast_applies: fp32 accumulation, RNE, no FTZ or saturation, fma=on,
+ * sequential order) and every operand is a non-NaN fp32 value. Returns 1 when
+ * out is written, 0 when the caller must take the general path. */
+bool emu_dot_fast_applies(const emu_call *c, nv_dtype dt);
+int emu_dot_fast(const emu_call *c, nv_dtype dt, const double *a, int64_t asi, int64_t ask,
+                 const double *b, int64_t bsk, int64_t bsj, double *out, int64_t M, int64_t K,
+                 int64_t N);
+
+#endif

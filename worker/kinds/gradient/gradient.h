@@ -1,0 +1,88 @@
+/* Gradient jobs (issue 4, docs/JOBS.md "Gradient jobs"): per case, the formula
+ * check (reference VJP vs central finite differences in fp64), the device check
+ * (the backend's backward vs the reference in the device's dtypes), second
+ * order and determinism. */
+#ifndef NUMVAL_WORKER_RUN_GRADIENT_H
+#define NUMVAL_WORKER_RUN_GRADIENT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/numerics/tensor.h"
+#include "core/spec/gradspec.h"
+#include "worker/runner/run.h"
+
+/* Same contract as nvw_run_job (run.h), for a spec with "kind": "gradient".
+ * An inference-only backend, or a non-deterministic op in a deterministic job,
+ * is refused: -ENOTSUP with *ret_err saying so. */
+int nvw_run_gradient(const json_t *spec, const char *backend_spec, const nvw_run_opts *opts,
+                     json_t **ret_result, char **ret_err);
+
+/* ---- the fp64 checks (worker/kinds/gradient/checks.c), usable without a backend ---- */
+
+/* One failing Jacobian (or Hessian) element. */
+typedef struct nvw_grad_bad {
+    int64_t out_index; /* output element (Hessian: gradient element) */
+    int64_t in_index;  /* input element */
+    double analytic, numeric;
+} nvw_grad_bad;
+
+#define NVW_GRAD_MAX_BAD 8
+
+typedef struct nvw_grad_report {
+    bool passed;
+    const char *what; /* "jacobian", "structure", "projection", "symmetry" */
+    int64_t checked;  /* elements or projections compared */
+    int64_t mismatches;
+    double max_abs_err; /* max |analytic - numeric| */
+    double worst_ratio; /* max err / (atol + rtol |numeric|): <= 1 passes */
+    int n_bad;
+    nvw_grad_bad bad[NVW_GRAD_MAX_BAD];
+    int64_t forward_calls, vjp_calls;
+} nvw_grad_report;
+
+/* Scratch memory a caller may keep across checks (fast mode reuses it, so
+ * repeated checks do not grow and trim the heap each time); zero-initialise,
+ * release with nvw_grad_work_done. */
+typedef struct nvw_grad_work {
+    double *buf;
+    size_t cap; /* doubles */
+} nvw_grad_work;
+
+void nvw_grad_work_done(nvw_grad_work *w);
+
+typedef struct nvw_grad_problem {
+    const nv_op_def *op;
+    const nv_op_attrs *attrs;
+    int n_in;
+    nv_tensor *const *in; /* contiguous, fp64 values (any dtype tag) */
+    const double *gy;     /* output gradient for the second order */
+    double eps, atol, rtol;
+    uint64_t seed;
+    uint32_t case_index;
+    nvw_grad_work *work; /* may be NULL */
+} nvw_grad_problem;
+
+/* First order, input i: every structurally non-zero Jacobian element (full), or
+ * v^T J u for random unit u, v (fast; on failure the full check runs and its
+ * report replaces the fast one, so the wrong elements are named). The full
+ * check relies on the declared structure and verifies it with 4 probes (a
+ * random input perturbed: outputs outside its group must keep their bits);
+ * the projection relies on none. Returns 0 or -ENOMEM / NV_E_*. */
+int nvw_grad_formula(const nvw_grad_problem *p, int i, bool fast, nvw_grad_report *ret,
+                     nvw_grad_report *ret_structure);
+
+/* The first-order check of every differentiable input (rep[i], st[i] for input
+ * i; others untouched): full as nvw_grad_formula; fast with one VJP shared by
+ * all inputs and one projection per input. */
+int nvw_grad_formula_all(const nvw_grad_problem *p, bool fast, nvw_grad_report *rep,
+                         nvw_grad_report *st);
+
+/* Second order, input i: H = d VJP(x, gy) / dx by central differences of the
+ * reference VJP (structured like the Jacobian), checked for symmetry (full:
+ * every stored element; fast: one pair of projections) and against the
+ * four-point second difference of gy . f(x) along random directions. */
+int nvw_grad_second(const nvw_grad_problem *p, int i, bool fast, nvw_grad_report *ret);
+
+#endif

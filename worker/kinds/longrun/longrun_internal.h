@@ -1,0 +1,26 @@
+/* Internal interface of the long-run runner (run_longrun*.c). */
+#ifndef NUMVAL_WORKER_RUN_LONGRUN_INTERNAL_H
+#define NUMVAL_WORKER_RUN_LONGRUN_INTERNAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "worker/kinds/longrun/train/train_internal.h"
+
+typedef struct nvw_lr_job {
+    const nv_longrun_spec *s;
+    nvw_run ref[NV_LR_MAX_SEEDS], dev[NV_LR_MAX_SEEDS];
+    nvw_run repeat; /* device, seeds[0] again (determinism) */
+    bool has_repeat;
+} nvw_lr_job;
+
+/* The verdict object ("verdict", "failure_class", "reason", the tests with their
+ * numbers and the seeds); *ret_verdict "passed" or "failed". New reference. */
+json_t *nvw_lr_judge(const nvw_lr_job *j, const char **ret_verdict);
+
+/* The zstd-compressed per-step series of every run (JSON lines, base64 in the
+ * result) and the downsampled curves for the UI. New references, NULL on ENOMEM. */
+json_t *nvw_lr_series(const nvw_lr_job *j);
+json_t *nvw_lr_curves(const nvw_lr_job *j, int max_points);
+
+#endif

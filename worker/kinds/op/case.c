@@ -1,0 +1,549 @@
+/* One case of an op job: generate its inputs in their layout, run the backend,
+ * check the output's count, dtype, shape and strides, compare against the exact
+ * reference, and describe it all as case JSON. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "op_internal.h"
+
+#define ERRLEN 512
+
+typedef struct case_state {
+    nvw_job *job;
+    const nv_jobspec *s;
+    nv_job_case c;
+    json_t *cj;
+    int n_in;
+    nv_tensor meta[NV_JOB_MAX_TENSORS];
+    nv_tensor *in[NV_JOB_MAX_TENSORS];
+    nv_tensor_view views[NV_JOB_MAX_TENSORS];
+    int n_views;
+    nv_dtype out_dt;
+    int out_ndim;
+    int64_t out_shape[NV_MAX_DIMS];
+    nv_tensor_view out;
+    bool have_out;
+    void *ctx;
+    nv_tensor *got, *hi, *lo, *abs;
+} case_state;
+
+static const char *code_name(int r)
+{
+    switch (r) {
+    case NV_OK:
+        return "NV_OK";
+    case NV_E_INVALID:
+        return "NV_E_INVALID";
+    case NV_E_SHAPE:
+        return "NV_E_SHAPE";
+    case NV_E_DTYPE:
+        return "NV_E_DTYPE";
+    case NV_E_UNSUPPORTED:
+        return "NV_E_UNSUPPORTED";
+    case NV_E_NONDETERMINISTIC:
+        return "NV_E_NONDETERMINISTIC";
+    case NV_E_NOMEM:
+        return "NV_E_NOMEM";
+    case NV_E_DEVICE:
+        return "NV_E_DEVICE";
+    default:
+        return "unknown code";
+    }
+}
+
+/* Set verdict (and, for "error" or "failed" with a message, "error" and
+ * "failure_class"). Returns 0 or -ENOMEM. */
+static int verdict(case_state *cs, const char *v, const char *cls, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int verdict(case_state *cs, const char *v, const char *cls, const char *fmt, ...)
+{
+    int r = json_object_set_new(cs->cj, "verdict", json_string(v));
+    if (cls)
+        r |= json_object_set_new(cs->cj, "failure_class", json_string(cls));
+    if (fmt) {
+        char msg[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        r |= json_object_set_new(cs->cj, "error", json_string(msg));
+    }
+    return r ? -ENOMEM : 0;
+}
+
+/* Value written into the gaps of a strided layout: a backend that reads them
+ * turns its results into NaN (or the format's largest value) and fails. */
+static double poison(nv_dtype dt)
+{
+    const nv_dtype_info *di = nv_dtype_get(dt);
+    if (di->is_float)
+        return di->has_nan ? NAN : di->max_finite;
+    return di->bits == 8 ? 127 : 2147483647.0;
+}
+
+/* Storage for meta in layout l: "transposed" stores the last two dims swapped
+ * (the view's strides swap them back), "strided" uses every other element. */
+static nv_tensor *make_layout(const nv_tensor *meta, nv_layout l)
+{
+    int nd = meta->ndim;
+    if (l == NV_LAYOUT_TRANSPOSED && nd >= 2) {
+        int64_t sh[NV_MAX_DIMS];
+        memcpy(sh, meta->shape, sizeof sh);
+        sh[nd - 2] = meta->shape[nd - 1];
+        sh[nd - 1] = meta->shape[nd - 2];
+        nv_tensor *t = nv_tensor_new(meta->dtype, nd, sh);
+        if (!t)
+            return NULL;
+        int64_t s = t->strides[nd - 2];
+        t->strides[nd - 2] = t->strides[nd - 1];
+        t->strides[nd - 1] = s;
+        t->shape[nd - 2] = meta->shape[nd - 2];
+        t->shape[nd - 1] = meta->shape[nd - 1];
+        return t;
+    }
+    if (l == NV_LAYOUT_STRIDED && nd >= 1) {
+        int64_t len = 2 * meta->numel;
+        nv_tensor *t = nv_tensor_new(meta->dtype, 1, &len);
+        if (!t)
+            return NULL;
+        double p = poison(meta->dtype);
+        for (int64_t i = 0; i < len; i++)
+            t->data[i] = p;
+        t->ndim = nd;
+        for (int d = 0; d < nd; d++) {
+            t->shape[d] = meta->shape[d];
+            t->strides[d] = 2 * meta->strides[d];
+        }
+        t->numel = meta->numel;
+        return t;
+    }
+    return nv_tensor_new(meta->dtype, nd, meta->shape);
+}
+
+static int reduce_axis(const case_state *cs)
+{
+    const nv_tensor *x = &cs->meta[0];
+    if (x->ndim == 0)
+        return -1;
+    if (cs->s->op->kind == NV_OPK_MATMUL)
+        return x->ndim - 1;
+    int a = cs->s->attrs.axis < 0 ? cs->s->attrs.axis + x->ndim : cs->s->attrs.axis;
+    return (a < 0 || a >= x->ndim) ? x->ndim - 1 : a;
+}
+
+static int make_inputs(case_state *cs)
+{
+    const nv_op_def *op = cs->s->op;
+    int bad = cs->c.expect_error ? (int)cs->c.expect : -1;
+    cs->n_in =
+        nv_jobspec_tensors(cs->s, cs->c.shape, cs->c.dtype, bad, cs->meta, NV_JOB_MAX_TENSORS);
+    if (cs->n_in < 0)
+        return cs->n_in;
+    int ax = reduce_axis(cs);
+    bool reduce = op->kind == NV_OPK_REDUCE || op->kind == NV_OPK_MATMUL;
+    for (int i = 0; i < cs->n_in; i++) {
+        const nv_tensor *m = &cs->meta[i];
+        bool plain = i < op->n_inputs && !op->inputs[i].is_index;
+        cs->in[i] = make_layout(m, plain ? cs->c.layout : NV_LAYOUT_CONTIGUOUS);
+        double *v = malloc((size_t)(m->numel > 0 ? m->numel : 1) * sizeof *v);
+        if (!cs->in[i] || !v) {
+            free(v);
+            return -ENOMEM;
+        }
+        nv_input_request rq = {
+            .op = op,
+            .tensor_index = i,
+            .dtype = m->dtype,
+            .target = cs->out_dt,
+            .cls = cs->c.cls,
+            .seed = cs->s->seed,
+            .case_index = (uint32_t)cs->c.index,
+            .index_range = ax >= 0 ? cs->meta[0].shape[ax] : 1,
+            .reduction_len = reduce && ax >= 0 ? cs->meta[0].shape[ax] : 0,
+        };
+        int r = nv_inputs_generate(&rq, v, m->numel);
+        for (int64_t k = 0; r == 0 && k < m->numel; k++)
+            cs->in[i]->data[nv_tensor_offset_linear(cs->in[i], k)] = v[k];
+        free(v);
+        if (r < 0)
+            return r;
+        r = nvw_view_from_tensor(cs->in[i], &cs->views[i]);
+        if (r < 0)
+            return r;
+        cs->n_views = i + 1;
+    }
+    return 0;
+}
+
+/* One forward call; the output lands in *out (caller releases it). */
+static int forward(case_state *cs, nv_tensor_view *out, int32_t *ret_n_out, int32_t *ret_fb,
+                   char *err)
+{
+    memset(out, 0, sizeof *out);
+    nv_op_call call = {
+        .op = cs->s->op->name,
+        .attrs_json = cs->s->attrs_json,
+        .out_dtype = (int32_t)cs->out_dt,
+        .n_inputs = cs->n_in,
+        .inputs = cs->views,
+        .n_outputs = 1,
+        .outputs = out,
+        .fell_back = 0,
+    };
+    err[0] = 0;
+    int r = cs->job->table->forward(cs->ctx, &call, err, ERRLEN);
+    *ret_n_out = call.n_outputs;
+    *ret_fb = call.fell_back;
+    return r;
+}
+
+static void release(case_state *cs, nv_tensor_view *v)
+{
+    if (v->data && cs->job->table->release_tensor)
+        cs->job->table->release_tensor(cs->ctx, v);
+    memset(v, 0, sizeof *v);
+}
+
+/* The backend must refuse invalid inputs with the code the catalog gives them. */
+static int run_expect_error(case_state *cs)
+{
+    int want = cs->c.expect == NV_EXPECT_SHAPE_MISMATCH ? NV_E_SHAPE : NV_E_DTYPE;
+    char err[ERRLEN];
+    nv_tensor_view out;
+    int32_t n_out, fb;
+    int r = forward(cs, &out, &n_out, &fb, err);
+    release(cs, &out);
+    if (json_object_set_new(cs->cj, "expected_code", json_string(code_name(want))) ||
+        json_object_set_new(cs->cj, "returned_code", json_string(code_name(r))))
+        return -ENOMEM;
+    if (r == want)
+        return verdict(cs, "passed", NULL, NULL);
+    if (r == NV_OK)
+        return verdict(cs, "failed", "unexpected_success",
+                       "the backend computed a result for invalid inputs (%s) instead of "
+                       "returning %s",
+                       nv_expect_kind_name(cs->c.expect), code_name(want));
+    return verdict(cs, "failed", "wrong_error",
+                   "the backend returned %s ('%s') for %s, "
+                   "expected %s",
+                   code_name(r), err, nv_expect_kind_name(cs->c.expect), code_name(want));
+}
+
+/* Output count, dtype, shape (against nv_op_infer) and strides (no negative
+ * stride, no two elements sharing storage). Returns 1 when acceptable. */
+static int check_output(case_state *cs, int32_t n_out)
+{
+    const nv_tensor_view *o = &cs->out;
+    if (n_out != 1 || !o->data)
+        return verdict(cs, "failed", "bad_output",
+                       "the backend returned %d outputs%s, "
+                       "expected 1",
+                       (int)n_out, o->data ? "" : " (no data)") < 0
+                   ? -ENOMEM
+                   : 0;
+    if (o->dtype != (int32_t)cs->out_dt) {
+        const char *name = nv_dtype_name((nv_dtype)o->dtype);
+        return verdict(cs, "failed", "bad_output_dtype", "output dtype '%s', expected '%s'",
+                       name ? name : "?", nv_dtype_name(cs->out_dt)) < 0
+                   ? -ENOMEM
+                   : 0;
+    }
+    bool same = o->ndim == cs->out_ndim;
+    for (int d = 0; same && d < cs->out_ndim; d++)
+        same = o->shape[d] == cs->out_shape[d];
+    if (!same) {
+        char got[200] = "", want[200] = "";
+        for (int d = 0; d < o->ndim && d < NV_MAX_DIMS; d++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? "," : "",
+                     (long long)o->shape[d]);
+        for (int d = 0; d < cs->out_ndim; d++)
+            snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", d ? "," : "",
+                     (long long)cs->out_shape[d]);
+        return verdict(cs, "failed", "bad_output_shape", "output shape [%s], expected [%s]", got,
+                       want) < 0
+                   ? -ENOMEM
+                   : 0;
+    }
+    /* Non-overlap: sorted by stride, each dim must step past the whole extent of
+     * the dims below it. */
+    int order[NV_MAX_DIMS], n = 0;
+    for (int d = 0; d < o->ndim; d++) {
+        if (o->strides[d] < 0)
+            return verdict(cs, "failed", "bad_output_strides",
+                           "output stride %lld of dim %d "
+                           "is negative",
+                           (long long)o->strides[d], d) < 0
+                       ? -ENOMEM
+                       : 0;
+        if (o->shape[d] > 1)
+            order[n++] = d;
+    }
+    for (int a = 1; a < n; a++)
+        for (int b = a; b > 0 && o->strides[order[b]] < o->strides[order[b - 1]]; b--) {
+            int t = order[b];
+            order[b] = order[b - 1];
+            order[b - 1] = t;
+        }
+    int64_t span = 1;
+    for (int k = 0; k < n; k++) {
+        int d = order[k];
+        if (o->strides[d] < span)
+            return verdict(cs, "failed", "bad_output_strides",
+                           "output strides overlap: dim %d "
+                           "has stride %lld inside the %lld elements of the faster dims",
+                           d, (long long)o->strides[d], (long long)span) < 0
+                       ? -ENOMEM
+                       : 0;
+        span = o->strides[d] * o->shape[d];
+    }
+    return 1;
+}
+
+/* Bitwise equality of two outputs of the same shape and dtype. */
+static bool same_bits(const nv_tensor_view *a, const nv_tensor_view *b)
+{
+    if (a->dtype != b->dtype || a->ndim != b->ndim)
+        return false;
+    int64_t n = 1;
+    for (int d = 0; d < a->ndim; d++) {
+        if (a->shape[d] != b->shape[d])
+            return false;
+        n *= a->shape[d];
+    }
+    int64_t idx[NV_MAX_DIMS] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        int64_t oa = 0, ob = 0;
+        for (int d = 0; d < a->ndim; d++) {
+            oa += idx[d] * a->strides[d];
+            ob += idx[d] * b->strides[d];
+        }
+        if (nv_dtype_load_bits((nv_dtype)a->dtype, a->data, oa) !=
+            nv_dtype_load_bits((nv_dtype)b->dtype, b->data, ob))
+            return false;
+        for (int d = a->ndim - 1; d >= 0 && ++idx[d] == a->shape[d]; d--)
+            idx[d] = 0;
+    }
+    return true;
+}
+
+/* Runs 2..repeat; returns 1 when every run matched the first bit for bit. */
+static int repeat_runs(case_state *cs)
+{
+    for (int k = 1; k < cs->s->repeat; k++) {
+        char err[ERRLEN];
+        nv_tensor_view again;
+        int32_t n_out, fb;
+        int r = forward(cs, &again, &n_out, &fb, err);
+        bool same = r == NV_OK && same_bits(&cs->out, &again);
+        release(cs, &again);
+        if (!same)
+            return 0;
+    }
+    return 1;
+}
+
+static int reference(case_state *cs, char *err)
+{
+    nv_tensor *cin[NV_JOB_MAX_TENSORS] = {0};
+    int r = -ENOMEM;
+    cs->hi = nv_tensor_new(cs->out_dt, cs->out_ndim, cs->out_shape);
+    cs->lo = nv_tensor_new(cs->out_dt, cs->out_ndim, cs->out_shape);
+    cs->abs = nv_tensor_new(NV_DT_FP64, cs->out_ndim, cs->out_shape);
+    if (!cs->hi || !cs->lo || !cs->abs)
+        goto out;
+    /* The reference sees plain row-major copies: layouts test the device. */
+    for (int i = 0; i < cs->n_in; i++)
+        if (!(cin[i] = nv_tensor_contiguous(cs->in[i])))
+            goto out;
+    r = nv_op_reference(cs->s->op, &cs->s->attrs, cs->n_in, (const nv_tensor *const *)cin, cs->hi,
+                        cs->lo, cs->abs);
+    if (r < 0)
+        snprintf(err, ERRLEN, "the reference of '%s' failed (%s)", cs->s->op->name, code_name(r));
+out:
+    for (int i = 0; i < cs->n_in; i++)
+        nv_tensor_free(cin[i]);
+    return r;
+}
+
+static int compare_case(case_state *cs, bool deterministic)
+{
+    const nvw_job *job = cs->job;
+    nv_tolerance tol;
+    int r = nvw_case_tolerance(job, cs->c.dtype, cs->out_dt, &tol);
+    if (r < 0)
+        return verdict(cs, "error", "no_tolerance", "no tolerance for op '%s' and dtype '%s'",
+                       cs->s->op->name, nv_dtype_name(cs->out_dt));
+    nv_compare_input ci = {
+        .dtype = cs->out_dt,
+        .n = cs->got->numel,
+        .got = cs->got->data,
+        .exact = cs->hi->data,
+        .exact_lo = cs->lo->data,
+        .abs_sum = cs->abs->data,
+        .reduction_len = nv_op_reduction_len(cs->s->op, &cs->s->attrs, cs->n_in,
+                                             (const nv_tensor *const *)cs->in),
+    };
+    nv_compare_result cmp;
+    r = nv_compare(&ci, &tol, &cmp);
+    if (r < 0) {
+        json_object_set_new(cs->cj, "tolerance", nv_tolerance_to_json(&tol));
+        return verdict(cs, "error", "bad_tolerance",
+                       "the tolerance does not apply to op '%s' "
+                       "(a 'bound' tolerance needs a reduction or matmul)",
+                       cs->s->op->name);
+    }
+    r = nvw_case_metrics(cs->cj, job, &cmp, &tol, cs->n_in, cs->in, cs->out_ndim, cs->out_shape);
+    if (r < 0)
+        return r;
+    if (cs->s->repeat > 1 &&
+        json_object_set_new(cs->cj, "deterministic", json_boolean(deterministic)))
+        return -ENOMEM;
+    if (cmp.failure != NV_FAIL_NONE || cmp.mismatches > 0)
+        return verdict(cs, "failed", nv_failure_class_name(cmp.failure), NULL);
+    if (!deterministic && cs->s->deterministic)
+        return verdict(cs, "failed", "nondeterministic",
+                       "repeated runs of the case gave "
+                       "different bits and the job requires \"deterministic\": true");
+    return verdict(cs, "passed", NULL, NULL);
+}
+
+/* on_failure, serially: the exact inputs and the device output. */
+static int report_failure(case_state *cs)
+{
+    nvw_job *job = cs->job;
+    if (!job->opts || !job->opts->on_failure)
+        return 0;
+    const char *names[NV_JOB_MAX_TENSORS + 1];
+    const nv_tensor *tensors[NV_JOB_MAX_TENSORS + 1];
+    char name_buf[NV_JOB_MAX_TENSORS][24]; /* "input:" + any int */
+    for (int i = 0; i < cs->n_in; i++) {
+        snprintf(name_buf[i], sizeof name_buf[i], "input:%d", i);
+        names[i] = name_buf[i];
+        tensors[i] = cs->in[i];
+    }
+    names[cs->n_in] = "output:0";
+    tensors[cs->n_in] = cs->got;
+    json_t *manifest = nvw_case_manifest(job, cs->cj);
+    if (!manifest)
+        return -ENOMEM;
+    nvw_failure f = {
+        .case_index = (int)cs->c.index,
+        .case_json = cs->cj,
+        .manifest = manifest,
+        .n_tensors = cs->n_in + 1,
+        .names = names,
+        .tensors = tensors,
+    };
+    char *id = NULL;
+    pthread_mutex_lock(&job->lock);
+    int r = job->opts->on_failure(job->opts->ud, &f, &id);
+    pthread_mutex_unlock(&job->lock);
+    json_decref(manifest);
+    if (r >= 0 && id)
+        json_object_set_new(cs->cj, "artifact", json_string(id));
+    free(id);
+    return 0;
+}
+
+static int run_body(case_state *cs)
+{
+    const nv_jobspec *s = cs->s;
+    if (s->deterministic && cs->job->op_nondeterministic && !cs->c.expect_error)
+        return verdict(cs, "error", "nondeterministic_op",
+                       "op '%s' is listed in the backend's "
+                       "\"nondeterministic_ops\" and the job requires \"deterministic\": true",
+                       s->op->name);
+    int r = make_inputs(cs);
+    if (r < 0)
+        return r == -ENOMEM ? r
+                            : verdict(cs, "error", "inputs",
+                                      "could not make the inputs "
+                                      "of this case (%d)",
+                                      r);
+    if (cs->c.expect_error)
+        return run_expect_error(cs);
+    char err[ERRLEN] = "";
+    r = nv_op_infer(s->op, &s->attrs, cs->n_in, (const nv_tensor *const *)cs->in, &cs->out_ndim,
+                    cs->out_shape, err, sizeof err);
+    if (r != 0)
+        return verdict(cs, "error", "inputs", "the catalog refuses the case's inputs: %s", err);
+    int32_t n_out, fb;
+    r = forward(cs, &cs->out, &n_out, &fb, err);
+    cs->have_out = true;
+    if (fb && json_object_set_new(cs->cj, "fell_back", json_true()))
+        return -ENOMEM;
+    if (r != NV_OK)
+        return verdict(cs, "error", "backend_error", "the backend returned %s: '%s'", code_name(r),
+                       err);
+    r = check_output(cs, n_out);
+    if (r <= 0)
+        return r;
+    cs->got = nvw_tensor_from_view(&cs->out, false);
+    if (!cs->got)
+        return verdict(cs, "failed", "bad_output", "the output view could not be decoded");
+    bool det = s->repeat > 1 ? repeat_runs(cs) == 1 : true;
+    r = reference(cs, err);
+    if (r == -ENOMEM || r == NV_E_NOMEM)
+        return -ENOMEM;
+    if (r < 0)
+        return verdict(cs, "error", "reference", "%s", err);
+    r = compare_case(cs, det);
+    if (r < 0)
+        return r;
+    const char *v = json_string_value(json_object_get(cs->cj, "verdict"));
+    if (v && strcmp(v, "failed") == 0)
+        return report_failure(cs);
+    return 0;
+}
+
+static json_t *case_header(const case_state *cs)
+{
+    const nv_jobspec *s = cs->s;
+    json_t *shape =
+        json_array_get(json_object_get(cs->job->spec_json, "shapes"), (size_t)cs->c.shape_index);
+    json_t *cj =
+        json_pack("{sI ss ss ss sO ss ss sI}", "index", (json_int_t)cs->c.index, "op", s->op->name,
+                  "dtype", nv_dtype_name(cs->c.dtype), "out_dtype", nv_dtype_name(cs->out_dt),
+                  "shape", shape ? shape : json_null(), "layout", nv_layout_name(cs->c.layout),
+                  "input", nv_input_class_name(cs->c.cls), "sample", (json_int_t)cs->c.sample);
+    if (!cj)
+        return NULL;
+    if (json_object_set_new(cj, "seed", json_integer((json_int_t)s->seed)) ||
+        (cs->c.expect_error &&
+         json_object_set_new(cj, "expect_error", json_string(nv_expect_kind_name(cs->c.expect))))) {
+        json_decref(cj);
+        return NULL;
+    }
+    return cj;
+}
+
+json_t *nvw_case_run(nvw_job *job, void *ctx, int64_t i)
+{
+    case_state cs = {.job = job, .s = job->spec, .ctx = ctx};
+    if (nv_jobspec_case(cs.s, i, &cs.c) < 0)
+        return NULL;
+    cs.out_dt = nv_jobspec_out_dtype(cs.s, cs.c.dtype);
+    cs.cj = case_header(&cs);
+    if (!cs.cj)
+        return NULL;
+    int r = run_body(&cs);
+    if (r == -ENOMEM && verdict(&cs, "error", "out_of_memory", "out of memory") < 0) {
+        json_decref(cs.cj);
+        cs.cj = NULL;
+    }
+    if (cs.have_out)
+        release(&cs, &cs.out);
+    for (int k = 0; k < cs.n_views; k++)
+        nvw_view_free(&cs.views[k]);
+    for (int k = 0; k < cs.n_in; k++)
+        nv_tensor_free(cs.in[k]);
+    nv_tensor_free(cs.got);
+    nv_tensor_free(cs.hi);
+    nv_tensor_free(cs.lo);
+    nv_tensor_free(cs.abs);
+    return cs.cj;
+}
