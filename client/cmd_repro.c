@@ -1,4 +1,4 @@
-/* numvalctl repro, compare and suite (issue 6). */
+/* numvalctl repro, compare and suite. */
 #include <errno.h>
 #include <limits.h>
 #include <spawn.h>

@@ -1,4 +1,4 @@
-/* numvalctl commands of issue 6 (cmd_repro.c): repro, compare, suite. */
+/* numvalctl commands (cmd_repro.c): repro, compare, suite. */
 #ifndef NUMVAL_CLIENT_CMD_REPRO_H
 #define NUMVAL_CLIENT_CMD_REPRO_H
 

@@ -1,4 +1,4 @@
-/* numvalctl schedules (issue 7): numvald's cron schedules with their last and
+/* numvalctl schedules: numvald's cron schedules with their last and
  * next run (GET /api/v1/schedules). */
 #include <stdio.h>
 #include <stdlib.h>

@@ -49,7 +49,7 @@ static const command COMMANDS[] = {
     {"cancel", nvc_cmd_cancel},       {"cases", nvc_cmd_cases},   {"artifact", nvc_cmd_artifact},
     {"tolerance", nvc_cmd_tolerance}, {"builds", nvc_cmd_builds}, {"devices", nvc_cmd_devices},
     {"repro", nvc_cmd_repro},         {"compare", nvc_cmd_compare}, {"suite", nvc_cmd_suite},
-    {"schedules", nvc_cmd_schedules}, /* cmd_schedules.c, issue 7 */
+    {"schedules", nvc_cmd_schedules}, /* cmd_schedules.c */
 };
 
 int main(int argc, char **argv)

@@ -1,4 +1,4 @@
-// Browser test of the long-run job views (issue 7): a real numvald with its supervised
+// Browser test of the long-run job views: a real numvald with its supervised
 // emu workers runs two tiny long-run jobs, Debian's chromium shows them.
 //
 //   cd tests/browser && node --test longrun.mjs      (or: meson test --suite browser)

@@ -54,7 +54,7 @@ function config({port, dataDir, workerBin, webDir}) {
     'backend = emu:transcendental=fast',
     'slots = 1',
     '',
-    // Fused regions that round intermediates to bf16: the faulty mode of issue 5
+    // Fused regions that round intermediates to bf16: the faulty fused mode
     // (docs/JOBS.md "emu's fused mode").
     '[device emufused]',
     'backend = emu:fused_intermediate=bf16',

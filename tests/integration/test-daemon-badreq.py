@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A corpus of bad requests against a real numvald: each gets its 4xx JSON
 error, and afterwards the daemon still serves and the jobs stored before are
-intact (issue 3, "What must be shown")."""
+intact."""
 import hashlib
 import http.client
 import json

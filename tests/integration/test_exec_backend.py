@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The exec backend (docs/EXEC_PROTOCOL.md) with misbehaving harnesses, and the
-PyTorch harness driving Debian's torch on the CPU (issue 9).
+PyTorch harness driving Debian's torch on the CPU.
 
 usage: test_exec_backend.py NUMVAL_WORKER SOURCE_ROOT
 Prints TAP. Each harness misbehaves in one way; the worker must turn it into an

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fused jobs through the real numval-worker (issue 5).
+"""Fused jobs through the real numval-worker.
 
 Usage: test_fused.py NUMVAL_WORKER SOURCE_ROOT
 - every graph of suites/fused.json passes on the correct emu fused mode, and
@@ -58,7 +58,7 @@ def run(spec, backend, timeout=900, artifacts=None):
 with open(os.path.join(ROOT, "suites", "fused.json")) as f:
     suite = json.load(f)
 jobs = {j["name"]: j for j in suite["jobs"]}
-check(len(jobs) == 6, "suites/fused.json has the six graphs of issue 5")
+check(len(jobs) == 6, "suites/fused.json has its six graphs")
 
 # 1. The correct fused mode: every job passes, fused <= unfused at the outputs.
 for name, job in jobs.items():

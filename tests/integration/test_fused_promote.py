@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fused failures through the service (issue 6), with real processes.
+"""Fused failures through the service, with real processes.
 
 The attention graph of suites/fused.json (S = Q K^T, Z = S * 1/8, P =
 softmax(Z), O = P V) fails on emu's faulty fused mode fused_intermediate=bf16

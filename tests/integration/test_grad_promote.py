@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Gradient failures through the service (issue 6, gradient kind), with real
+"""Gradient failures through the service (gradient kind), with real
 processes.
 
 The badgrad test plugin's sigmoid backward uses x where the saved output y

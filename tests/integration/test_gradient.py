@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Gradient jobs through the real numval-worker (issue 4).
+"""Gradient jobs through the real numval-worker.
 
 Usage: test_gradient.py NUMVAL_WORKER BADGRAD_PLUGIN_SO
 - every differentiable op passes all checks (formula, device, second order) on

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Long-run qualification (issue 7) with real processes.
+"""Long-run qualification with real processes.
 
 Sizes (chosen to fit < 3 min on 2 cores): MLP 16 -> 32 (gelu) -> 4 classes,
 batch 32, 120 AdamW steps (cosine, warmup 10), eval every 10 steps on 512

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reproducers without a daemon (issue 6): numval-worker run on a job of 2^20
+"""Reproducers without a daemon: numval-worker run on a job of 2^20
 fp32 elements catches the dropsum plugin's injected fault (element 5000 of an
 axis longer than 4096 is skipped); the failure artifact replays bit for bit with
 `numval-worker repro`; `numval-worker minimize` gates it (5/5 runs fail) and

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fused reproducers (issue 6): a fused failure is minimized to the nodes that
+"""Fused reproducers: a fused failure is minimized to the nodes that
 matter.
 
 The attention graph of suites/fused.json (S = Q K^T, Z = S * 1/8, P =

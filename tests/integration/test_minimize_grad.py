@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Gradient reproducers without a daemon (issue 6, gradient kind).
+"""Gradient reproducers without a daemon (gradient kind).
 
 The badgrad test plugin's sigmoid backward uses x where the saved output y
 belongs (gy x (1 - x) instead of gy y (1 - y)); its layer_norm backward drops

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""From failure to permanent regression test, with real processes (issue 6).
+"""From failure to permanent regression test, with real processes.
 
 The dropsum plugin sums fp32 correctly except that it skips element 5000 of an
 axis longer than 4096. A random op job of 2^20 elements (128 rows of 8192) on

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """numval's gradient job kind (docs/JOBS.md) against the PyTorch harness on the CPU,
-once per way an operator acquires its derivative (issue 9): torch's built-in
+once per way an operator acquires its derivative: torch's built-in
 formulas, a custom autograd.Function, AOTAutograd, legal in-place ops on views, and
 an in-place change of a saved tensor that autograd must refuse.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The PyTorch harness spoken to directly over the exec protocol (issue 9): every way
+"""The PyTorch harness spoken to directly over the exec protocol: every way
 an operator acquires a derivative, in-place ops on views and autograd's version
 counter, double backward, output strides, the CPU-fallback flag, RNG streams and
 the determinism refusal. Oracles are closed forms in fp64 numpy, not torch.

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""End to end (issue 9): numvald supervises a worker whose device is the PyTorch
+"""End to end: numvald supervises a worker whose device is the PyTorch
 harness through the exec backend ([device torch0] backend = exec:...); an op job
 and a gradient job pass, a job under a tolerance torch's exp does not meet fails,
 and the results are stored like any other device's (cases with metrics, the

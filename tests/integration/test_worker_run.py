@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""numval-worker run: the real binary on real job files (issue 2, "Op jobs and the
-local runner" and "The contract users script against").
+"""numval-worker run: the real binary on real job files: op jobs through
+the local runner, and the job the README shows users.
 
 usage: test_worker_run.py NUMVAL_WORKER SOURCE_ROOT [MISBEHAVE_PLUGIN]
 Prints TAP. Every run has an explicit timeout; job files live in a temp dir that
@@ -47,7 +47,7 @@ def run(tmp, job, backend, *extra, timeout=120):
     return p.returncode, out, p.stderr + p.stdout[:2000]
 
 
-# The example of issue 2 "The contract users script against", verbatim.
+# The job the README shows users, verbatim.
 CONTRACT = {"kind": "op", "op": "exp", "dtypes": ["fp32", "bf16"], "shapes": [[4096], [64, 257]],
             "inputs": ["normal", "near_zero", "specials"], "seed": 7,
             "tolerance": {"metric": "ulp", "max_ulp": 1, "reason_code": "approximation_error",
@@ -140,7 +140,7 @@ FAST_ACCEPTED = {
 
 
 def test_transcendentals(tmp):
-    # Issue 2 "What must be shown": exact mode is correctly rounded (<= 0.5 ulp,
+    # exact mode is correctly rounded (<= 0.5 ulp,
     # IEEE 754-2019 §4.3.1) in fp32/bf16/fp16; fast mode shows its real error in
     # fp32 (> 1 ulp), fails a faithful (1 ulp) tolerance and passes an
     # accepted_fast_algorithm one.

@@ -1,4 +1,4 @@
-"""How an operator acquires its derivative in the PyTorch harness (issue 9).
+"""How an operator acquires its derivative in the PyTorch harness.
 
 Modes (request attr "autograd", else the harness's --autograd flag):
   builtin          torch's own derivative formulas (derivatives.yaml)

@@ -1,5 +1,5 @@
 // Builds and build compare (newly failing, fixed, error growth). Compare appears
-// when the server offers GET /api/v1/compare (issue 6).
+// when the server offers GET /api/v1/compare.
 
 import {h, num, when, section, empty, shortId, kv, badge} from '../util.js';
 import {optional} from '../api.js';

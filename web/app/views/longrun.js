@@ -1,4 +1,4 @@
-// Long-run job (issue 7; worker/run_longrun*.c, docs/JOBS.md "Long-run jobs"): a
+// Long-run job (worker/kinds/longrun/, docs/JOBS.md "Long-run jobs"): a
 // long-run job has no cases, its result sits on the job ("result"). Shown: the
 // verdict with its failure class, reason and seeds; each acceptance rule with its
 // numbers (Welch's t-test and trimmed means of the final eval losses, the

@@ -1,4 +1,4 @@
-// The permanent suite of promoted reproducers (issue 6): signature, origin,
+// The permanent suite of promoted reproducers: signature, origin,
 // first failing build, fixed in, occurrences; retiring one needs a reason.
 
 import {h, num, when, section, empty, shortId, badge} from '../util.js';
