@@ -254,9 +254,12 @@ int nvc_cmd_cases(nvc_conn *c, int argc, char **argv)
         nvc_print_json(o);
         json_decref(o);
     } else {
-        const char *h[] = {"INDEX", "VERDICT", "OP",       "DTYPE", "SHAPE", "LAYOUT",
+        /* ID is what `numvalctl repro` and GET /api/v1/cases/{id} take; INDEX is the
+         * case's place in its job. */
+        const char *h[] = {"ID",    "INDEX",   "VERDICT",  "OP",    "DTYPE", "SHAPE",   "LAYOUT",
                            "INPUT", "MAX_ULP", "MISMATCH", "CLASS", "TOL_V", "ARTIFACT"};
-        const char *k[] = {"index",
+        const char *k[] = {"id",
+                           "index",
                            "verdict",
                            "op",
                            "dtype",
@@ -268,7 +271,7 @@ int nvc_cmd_cases(nvc_conn *c, int argc, char **argv)
                            "failure_class",
                            "tolerance_version",
                            "artifact"};
-        print_rows(cases, 12, h, k);
+        print_rows(cases, 13, h, k);
     }
     json_decref(cases);
     return NVC_EXIT_OK;
@@ -326,12 +329,14 @@ int nvc_cmd_artifact(nvc_conn *c, int argc, char **argv)
             argv[i] = "--o";
     if (parse(argc, argv, opts, pos, 1, usage) < 0)
         return NVC_EXIT_ERROR;
-    if ((!out && !manifest) || (tensor && !out)) {
-        nvc_error("%s", usage);
+    if (strlen(pos[0]) != 64 || strspn(pos[0], "0123456789abcdef") != 64) {
+        nvc_error("'%s' is not an artifact id: an artifact id is its SHA-256, 64 lowercase hex "
+                  "digits (numvalctl cases JOB_ID lists them)",
+                  pos[0]);
         return NVC_EXIT_ERROR;
     }
-    if (strlen(pos[0]) != 64 || strspn(pos[0], "0123456789abcdef") != 64) {
-        nvc_error("invalid artifact id '%s': expected 64 lowercase hex digits", pos[0]);
+    if ((!out && !manifest) || (tensor && !out)) {
+        nvc_error("%s", usage);
         return NVC_EXIT_ERROR;
     }
     char path[128], *err = NULL;

@@ -7,8 +7,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Exit statuses (numvalctl submit --wait: 0 all passed, 1 some case failed). */
-enum { NVC_EXIT_OK = 0, NVC_EXIT_FAILED = 1, NVC_EXIT_ERROR = 2 };
+/* Exit statuses (numvalctl submit --wait: 0 all passed, 1 some case failed;
+ * compare: 3 when no case of the two builds matched, so a CI gate that compared
+ * nothing does not pass). */
+enum { NVC_EXIT_OK = 0, NVC_EXIT_FAILED = 1, NVC_EXIT_ERROR = 2, NVC_EXIT_NOTHING = 3 };
 
 typedef struct nvc_conn {
     const char *server; /* base URL without trailing slash */

@@ -218,9 +218,15 @@ int nvc_cmd_compare(nvc_conn *c, int argc, char **argv)
         free(err);
         return NVC_EXIT_ERROR;
     }
+    const json_t *counts = json_object_get(r, "counts");
+    json_int_t matched = json_integer_value(json_object_get(counts, "matched"));
+    json_int_t only_head = json_integer_value(json_object_get(counts, "only_in_head"));
+    json_int_t only_base = json_integer_value(json_object_get(counts, "only_in_base"));
     if (c->json) {
         nvc_print_json(r);
     } else {
+        printf("matched: %lld (only in head: %lld, only in base: %lld)\n", (long long)matched,
+               (long long)only_head, (long long)only_base);
         static const char *const lists[] = {"newly_failing", "newly_passing", "drift"};
         for (int k = 0; k < 3; k++) {
             const json_t *a = json_object_get(r, lists[k]);
@@ -230,9 +236,16 @@ int nvc_cmd_compare(nvc_conn *c, int argc, char **argv)
             json_array_foreach(a, i, e) print_side(e, lists[k]);
         }
     }
-    /* 1 when the head build newly fails a case (for CI gates). */
+    /* 1 when the head build newly fails a case (for CI gates); 3 when no case
+     * matched: the gate compared nothing and must not pass. */
     int status =
         json_array_size(json_object_get(r, "newly_failing")) ? NVC_EXIT_FAILED : NVC_EXIT_OK;
+    if (matched == 0 && status == NVC_EXIT_OK) {
+        nvc_error("nothing compared: no case of build '%s' matches one of build '%s' (%lld only "
+                  "in head, %lld only in base); exit status 3",
+                  pos[0], pos[1], (long long)only_head, (long long)only_base);
+        status = NVC_EXIT_NOTHING;
+    }
     json_decref(r);
     return status;
 }

@@ -150,6 +150,17 @@ out:
     return r;
 }
 
+/* What to do about an authentication failure, appended to its message. */
+static const char *auth_hint(long status)
+{
+    if (status == 401)
+        return "; set NUMVAL_TOKEN or pass --token (tokens are minted with "
+               "'numvald token create NAME --scope SCOPE')";
+    if (status == 403)
+        return "; this token's scope does not allow it: use a token with the scope named above";
+    return "";
+}
+
 /* "server refused the request (400 bad_request): message [field /x]" */
 static char *server_error(long status, const char *body)
 {
@@ -161,11 +172,11 @@ static char *server_error(long status, const char *body)
     char *out = NULL;
     int n;
     if (msg)
-        n = asprintf(&out, "server refused the request (HTTP %ld %s): %s%s%s%s", status,
+        n = asprintf(&out, "server refused the request (HTTP %ld %s): %s%s%s%s%s", status,
                      code ? code : "error", msg, field ? " [field '" : "", field ? field : "",
-                     field ? "']" : "");
+                     field ? "']" : "", auth_hint(status));
     else
-        n = asprintf(&out, "server answered HTTP %ld: %.200s", status, body);
+        n = asprintf(&out, "server answered HTTP %ld: %.200s%s", status, body, auth_hint(status));
     json_decref(j);
     return n < 0 ? NULL : out;
 }

@@ -194,8 +194,14 @@ json_t *nvc_load_json_file(const char *path, char **ret_err)
 {
     json_error_t jerr;
     json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-    if (!j && asprintf(ret_err, "cannot read JSON file '%s': %s (line %d, column %d)", path,
-                       jerr.text, jerr.line, jerr.column) < 0)
+    /* jansson reports line -1 when the file could not be read at all. */
+    int n = 0;
+    if (!j && jerr.line < 0)
+        n = asprintf(ret_err, "cannot read JSON file '%s': %s", path, jerr.text);
+    else if (!j)
+        n = asprintf(ret_err, "cannot read JSON file '%s': %s (line %d, column %d)", path,
+                     jerr.text, jerr.line, jerr.column);
+    if (n < 0)
         *ret_err = NULL;
     return j;
 }
