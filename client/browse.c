@@ -75,6 +75,21 @@ static int print_rows(const json_t *rows, int ncols, const char *const *headers,
     return 0;
 }
 
+/* The DEVICE shown for a job: its pinned device, or for a job any device may take
+ * "any (ran on NAME)" once one leased it. */
+static json_t *device_text(const json_t *job)
+{
+    const char *pinned = json_string_value(json_object_get(job, "device"));
+    const char *ran = json_string_value(json_object_get(job, "leased_by"));
+    if (pinned)
+        return json_string(pinned);
+    if (!ran)
+        return json_string("any");
+    char buf[300];
+    snprintf(buf, sizeof buf, "any (ran on %s)", ran);
+    return json_string(buf);
+}
+
 int nvc_cmd_jobs(nvc_conn *c, int argc, char **argv)
 {
     const char *state = NULL, *kind = NULL, *device = NULL, *build = NULL, *limit = NULL,
@@ -108,10 +123,11 @@ int nvc_cmd_jobs(nvc_conn *c, int argc, char **argv)
                      (long long)json_integer_value(json_object_get(j, "cases_done")),
                      (long long)json_integer_value(json_object_get(j, "cases_total")));
             json_object_set_new(j, "_progress", json_string(prog));
+            json_object_set_new(j, "_device", device_text(j));
         }
         const char *h[] = {"ID",    "STATE",  "KIND", "OP",     "DEVICE",
                            "CASES", "FAILED", "PRIO", "CREATED"};
-        const char *k[] = {"id",        "state",        "kind",     "op",        "device",
+        const char *k[] = {"id",        "state",        "kind",     "op",        "_device",
                            "_progress", "cases_failed", "priority", "created_at"};
         print_rows(jobs, 9, h, k);
         const char *next = json_string_value(json_object_get(resp, "next_cursor"));
@@ -146,7 +162,9 @@ int nvc_cmd_show(nvc_conn *c, int argc, char **argv)
         {
             if (!strcmp(key, "spec"))
                 continue;
-            char *t = nvc_json_text(v);
+            json_t *dev = !strcmp(key, "device") ? device_text(job) : NULL;
+            char *t = nvc_json_text(dev ? dev : v);
+            json_decref(dev);
             printf("%-14s %s\n", key, t ? t : "-");
             free(t);
         }

@@ -178,6 +178,9 @@ static void write_suite(FILE *f, const json_t *job, const json_t *cases)
     const char *props[] = {"id", "state", "kind", "op", "device", "build_id", "attempt"};
     for (size_t i = 0; i < sizeof(props) / sizeof(props[0]); i++) {
         const json_t *v = json_object_get(job, props[i]);
+        /* A job submitted for any device ran on the one that leased it. */
+        if ((!v || json_is_null(v)) && !strcmp(props[i], "device"))
+            v = json_object_get(job, "leased_by");
         if (!v || json_is_null(v))
             continue;
         char *t = nvc_json_text(v);

@@ -11,7 +11,7 @@ int nvc_cmd_schedules(nvc_conn *c, int argc, char **argv); /* cmd_schedules.c */
 static const char USAGE[] =
     "usage: numvalctl [--server URL] [--token T] [--json] COMMAND ...\n"
     "\n"
-    "  submit JOB.json [--device NAME] [--priority N]\n"
+    "  submit JOB.json [--device NAME [--new-device]] [--priority N]\n"
     "         [--build build.json | --build-name N --build-version V --commit C]\n"
     "         [--wait] [--junit FILE] [--timeout S]\n"
     "                      submit a job or a suite file; print the job ids. --wait exits\n"
@@ -35,6 +35,7 @@ static const char USAGE[] =
     "  compare BASE_BUILD HEAD_BUILD [--kind op|gradient|fused] [--op OP]\n"
     "                      newly failing, newly passing and drifting cases between builds\n"
     "  suite list [--state active|retired] | suite show ID | suite retire ID --reason TEXT\n"
+    "  schedules           numvald's cron schedules, their next and last runs\n"
     "\n"
     "Server and token also come from NUMVAL_SERVER and NUMVAL_TOKEN\n"
     "(default server http://127.0.0.1:8080).\n";

@@ -11,8 +11,51 @@
 typedef struct submit_opts {
     const char *file, *device, *priority, *build, *build_name, *build_version, *commit;
     const char *junit, *timeout;
-    bool wait;
+    bool wait, new_device;
 } submit_opts;
+
+/* A job pinned to a device no worker has ever served would wait forever: refuse
+ * it unless --new-device says the device's worker is not registered yet. A server
+ * that cannot answer leaves the decision to the submit itself. */
+static int check_device(const nvc_conn *c, const submit_opts *o)
+{
+    if (!o->device || o->new_device)
+        return 0;
+    char *id = nvc_escape(o->device), path[512], *err = NULL;
+    if (!id)
+        return -ENOMEM;
+    snprintf(path, sizeof path, "/api/v1/devices/%s", id);
+    free(id);
+    nvc_response resp = {0};
+    int r = nvc_http(c, "GET", path, NULL, NULL, 0, 0, &resp, &err);
+    free(err);
+    if (r < 0)
+        return 0;
+    long status = resp.status;
+    nvc_response_done(&resp);
+    if (status != 404)
+        return 0;
+    json_t *list = NULL;
+    char names[400] = "";
+    if (nvc_api(c, "GET", "/api/v1/devices", NULL, &list, NULL) == 0) {
+        size_t i;
+        json_t *d;
+        json_array_foreach(json_object_get(list, "devices"), i, d)
+        {
+            const char *n = json_string_value(json_object_get(d, "name"));
+            if (n && strlen(names) + strlen(n) + 3 < sizeof names) {
+                if (*names)
+                    strcat(names, ", ");
+                strcat(names, n);
+            }
+        }
+        json_decref(list);
+    }
+    nvc_error("no device '%s' is registered on %s (known: %s); a job for it would wait "
+              "until its worker connects: pass --new-device to submit it anyway",
+              o->device, c->server, *names ? names : "none");
+    return -ENOENT;
+}
 
 static double now_s(void)
 {
@@ -305,6 +348,7 @@ int nvc_cmd_submit(nvc_conn *c, int argc, char **argv)
                             {"junit", &o.junit, NULL},
                             {"timeout", &o.timeout, NULL},
                             {"wait", NULL, &o.wait},
+                            {"new-device", NULL, &o.new_device},
                             {NULL, NULL, NULL}};
     const char *pos[1];
     int npos = 0;
@@ -315,6 +359,8 @@ int nvc_cmd_submit(nvc_conn *c, int argc, char **argv)
         return NVC_EXIT_ERROR;
     }
     o.file = pos[0];
+    if (check_device(c, &o) < 0)
+        return NVC_EXIT_ERROR;
     json_t *jobs = json_array();
     if (!jobs)
         return NVC_EXIT_ERROR;

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """numvalctl as a CI script and a person use it, against a real numvald with a
 supervised emu worker: a build compare that matched no case fails with its own
-exit status (3) and says so; `cases` lists the case id that `repro` takes; a bad
-artifact id, a missing job file and a missing token each get a message that names
-the problem and what to do."""
+exit status (3) and says so; `cases` lists the case id that `repro` takes; a job
+for an unknown device is refused unless --new-device; a job that any device may
+take shows and reports (JUnit job.device) the device it ran on; a bad artifact id,
+a missing job file and a missing token each get a message that names the problem
+and what to do."""
+import xml.etree.ElementTree as ET
 import json
 import os
 import subprocess
@@ -54,6 +57,30 @@ def test(bins):
         check(rows[1][0] == str(body["cases"][0]["id"]) and rows[1][1] == "0",
               "the ID column is the stored case id (%s vs %s)" % (rows[1][0],
                                                                   body["cases"][0]["id"]))
+
+        # Unknown device: refused at once, naming the known ones; --new-device submits.
+        p = s.ctl("submit", "a.json", "--device", "nosuch")
+        check(p.returncode == 2 and "no device 'nosuch'" in p.stderr and "emu0" in p.stderr
+              and "--new-device" in p.stderr, "submit --device nosuch refused: %r" % p.stderr)
+        st, body = s.api("GET", "/api/v1/jobs?limit=100", scope="read")
+        check(len(body["jobs"]) == 3, "and nothing was queued (%d jobs)" % len(body["jobs"]))
+        p = s.ctl("submit", "a.json", "--device", "nosuch", "--new-device")
+        check(p.returncode == 0, "--new-device submits it (%d: %s)" % (p.returncode, p.stderr))
+        s.ctl("cancel", p.stdout.strip())
+
+        # A job for any device: jobs, show and JUnit name the device that ran it.
+        p = s.ctl("jobs")
+        row = [l for l in p.stdout.splitlines() if l.split()[:1] == [ids[0]]]
+        check(row and "any (ran on emu0)" in row[0], "jobs shows 'any (ran on emu0)': %r" % row)
+        p = s.ctl("show", ids[0])
+        dev = [l for l in p.stdout.splitlines() if l.startswith("device ")]
+        check(dev and dev[0].split(None, 1)[1] == "any (ran on emu0)",
+              "show says device any (ran on emu0): %r" % dev)
+        p = s.ctl("submit", "a.json", "--wait", "--junit", "j.xml", "--timeout", "120")
+        props = {e.get("name"): e.get("value")
+                 for e in ET.parse(os.path.join(s.tmp, "j.xml")).getroot().iter("property")}
+        check(p.returncode == 0 and props.get("job.device") == "emu0",
+              "JUnit job.device is the device it ran on: %s" % props)
 
         # Error messages that name the problem.
         p = s.ctl("artifact", "deadbeef")
