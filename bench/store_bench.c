@@ -1,4 +1,4 @@
-/* numvald store benchmark (issue 3): 1,000,000 stored cases, then the list
+/* numvald store benchmark: 1,000,000 stored cases, then the list
  * queries the API runs, timed through the store API (nvd_store_*), plus their
  * SQLite query plans.
  *

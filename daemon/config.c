@@ -196,7 +196,7 @@ static int on_ini(void *user, const char *section, const char *k, const char *v)
         r = limits_key(x, k, v);
     else if (!strncmp(section, "device ", 7) && section[7])
         r = device_key(x, section + 7, k, v);
-    else if (!strncmp(section, "schedule ", 9) && section[9]) /* scheduler.c, issue 7 */
+    else if (!strncmp(section, "schedule ", 9) && section[9]) /* scheduler.h */
         r = nvd_schedule_config_key(x->c, section + 9, k, v);
     else
         r = -ESRCH;

@@ -1,4 +1,4 @@
-/* Cron expressions for numvald's schedules (issue 7): the five fields of
+/* Cron expressions for numvald's schedules: the five fields of
  * crontab(5) (minute hour day-of-month month day-of-week) with '*', lists,
  * ranges and steps, day-of-week 0-7 (0 and 7 are Sunday), names not accepted.
  * When both day fields are restricted a day matches either (crontab(5), Vixie

@@ -322,7 +322,7 @@ static int start(daemon_state *d, nvd_config *cfg, const cli *c)
         fprintf(stderr, "numvald: cannot start the worker supervisor: %s\n", strerror(-r));
         return r;
     }
-    r = nvd_scheduler_start(app); /* cron schedules (scheduler.c, issue 7) */
+    r = nvd_scheduler_start(app); /* cron schedules (scheduler.c) */
     if (r < 0) {
         fprintf(stderr, "numvald: cannot start the scheduler: %s\n", strerror(-r));
         return r;

@@ -1,4 +1,4 @@
-/* numvald's scheduler (issue 7): runs suites on cron schedules from the config
+/* numvald's scheduler: runs suites on cron schedules from the config
  *   [schedule nightly]
  *   cron = 0 2 * * *            (cron.h; UTC)
  *   suite = suites/nightly.json (a suite file: {"name", "jobs": [spec...]})

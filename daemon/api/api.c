@@ -345,14 +345,14 @@ static bool route(api_ctx *x, bool *bad_method)
     ROUTE(is(x, 2, "worker", "result", 0), post, NVD_SCOPE_WORKER, api_worker_result(x));
     ROUTE(is(x, 3, "worker", "artifacts", 0), !strcmp(m, "PUT"), NVD_SCOPE_WORKER,
           api_worker_artifact_put(x, x->seg[2]));
-    /* the permanent suite and build compare (api_suite.c, issue 6) */
+    /* the permanent suite and build compare (api_suite.c) */
     ROUTE(is(x, 1, "suite", 0, 0), get, NVD_SCOPE_READ, api_suite_list(x));
     ROUTE(is(x, 2, "suite", 0, 0), get, NVD_SCOPE_READ,
           if (api_id(x, x->seg[1], &id) == 0) api_suite_get(x, id));
     ROUTE(is(x, 3, "suite", 0, "retire"), post, NVD_SCOPE_ADMIN,
           if (api_id(x, x->seg[1], &id) == 0) api_suite_retire(x, id));
     ROUTE(is(x, 1, "compare", 0, 0), get, NVD_SCOPE_READ, api_compare(x));
-    /* long-run qualification (api_longrun.c, issue 7) */
+    /* long-run qualification (api_longrun.c) */
     ROUTE(is(x, 1, "amp-policies", 0, 0) && post, post, NVD_SCOPE_ADMIN, api_amp_post(x));
     ROUTE(is(x, 1, "amp-policies", 0, 0), get, NVD_SCOPE_READ, api_amp_list(x));
     ROUTE(is(x, 1, "schedules", 0, 0), get, NVD_SCOPE_READ, api_schedules(x));

@@ -83,10 +83,10 @@ void api_jobs_submit(api_ctx *x)
     char hash[65];
     if (submit_fields(x, body, &j) < 0)
         goto out;
-    /* kind "suite": expanded to the active suite cases (api_suite.c, issue 6) */
+    /* kind "suite": expanded to the active suite cases (api_suite.c) */
     if (api_suite_is(body) && api_suite_expand(x, body) < 0)
         goto out;
-    /* kind "longrun": its AMP policy version goes inline (api_longrun.c, issue 7) */
+    /* kind "longrun": its AMP policy version goes inline (api_longrun.c) */
     if (api_longrun_resolve(x, body) < 0)
         goto out;
     int r = api_suite_is(body) ? 0 : nv_jobspec_validate(body, &ptr, &msg);

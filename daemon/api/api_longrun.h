@@ -1,4 +1,4 @@
-/* Routes of long-run qualification (issue 7): versioned AMP policies and the
+/* Routes of long-run qualification: versioned AMP policies and the
  * scheduler's listing; the submit hook that puts a job's AMP policy inline. */
 #ifndef NUMVAL_DAEMON_API_LONGRUN_H
 #define NUMVAL_DAEMON_API_LONGRUN_H

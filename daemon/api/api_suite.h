@@ -1,4 +1,4 @@
-/* Routes of the permanent suite and build compare (api_suite.c, issue 6), and
+/* Routes of the permanent suite and build compare (api_suite.c), and
  * the promoter that reads uploaded results (promote.c). */
 #ifndef NUMVAL_DAEMON_API_SUITE_H
 #define NUMVAL_DAEMON_API_SUITE_H

@@ -219,7 +219,7 @@ void api_worker_result(api_ctx *x)
                   json_array_size(cases), NV_JOB_MAX_CASES);
         goto out;
     }
-    /* Dedup + promotion and suite history (promote.c, issue 6) in the same write
+    /* Dedup + promotion and suite history (promote.c) in the same write
      * as the result, also on a duplicate upload (idempotent there), so no crash
      * between them can lose a promotion. */
     bool dup = false;
