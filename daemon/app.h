@@ -1,4 +1,5 @@
-/* The daemon's state, shared by main.c and the route handlers (api*.c). */
+/* The daemon's state, shared by main.c, the daemon's services and the route
+ * handlers (api/). */
 #ifndef NUMVAL_DAEMON_APP_H
 #define NUMVAL_DAEMON_APP_H
 
@@ -6,13 +7,13 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "commit.h"
 #include "config.h"
 #include "daemon/http/http.h"
-#include "queue.h"
 #include "daemon/store/store.h"
+#include "queue.h"
 
 typedef struct nvd_supervisor nvd_supervisor;
-typedef struct api_pending api_pending;
 
 typedef struct nvd_metrics {
     uint64_t requests[6]; /* by status class: [1] 1xx ... [5] 5xx */
@@ -30,17 +31,16 @@ typedef struct nvd_app {
     nvd_http_server *http;
     nvd_supervisor *sup;
     nvd_metrics metrics;
-    uv_prepare_t commit; /* group commit before the loop blocks */
-    api_pending *pending_head, *pending_tail;
-    char *web_dir; /* resolved static root, or NULL */
+    nvd_commit commit; /* group commit and the responses held for it (commit.h) */
+    char *web_dir;     /* resolved static root, or NULL */
     int port;
 } nvd_app;
 
-/* http callbacks (api.c). */
+/* The HTTP server's callbacks (nvd_http_callbacks), ud the nvd_app: defined by
+ * the route handlers (api/api.c) and given to the server by main.c, the one
+ * file above api/. Declared here so main.c includes nothing of api/. */
 void nvd_api_handle(void *ud, nvd_http_req *req);
 size_t nvd_api_body_limit(void *ud, const char *method, const char *raw_path);
 void nvd_api_done(void *ud, nvd_http_req *req, int status);
-/* Commit the group transaction and release the responses that waited for it. */
-void nvd_api_commit(nvd_app *app);
 
 #endif

@@ -223,11 +223,6 @@ typedef struct daemon_state {
     bool stopping;
 } daemon_state;
 
-static void on_prepare(uv_prepare_t *p)
-{
-    nvd_api_commit(p->data);
-}
-
 static void close_any(uv_handle_t *h, void *arg)
 {
     (void)arg;
@@ -238,9 +233,7 @@ static void close_any(uv_handle_t *h, void *arg)
 static void on_supervisor_stopped(void *ud)
 {
     daemon_state *d = ud;
-    nvd_api_commit(&d->app);
-    uv_prepare_stop(&d->app.commit);
-    uv_close((uv_handle_t *)&d->app.commit, NULL);
+    nvd_commit_stop(&d->app);
     uv_close((uv_handle_t *)&d->sigint, NULL);
     uv_close((uv_handle_t *)&d->sigterm, NULL);
 }
@@ -309,9 +302,11 @@ static int start(daemon_state *d, nvd_config *cfg, const cli *c)
         return r;
     }
     app->port = nvd_http_server_port(app->http);
-    uv_prepare_init(app->loop, &app->commit);
-    app->commit.data = app;
-    uv_prepare_start(&app->commit, on_prepare);
+    r = nvd_commit_start(app);
+    if (r < 0) {
+        fprintf(stderr, "numvald: cannot start the group commit: %s\n", uv_strerror(r));
+        return r;
+    }
     uv_signal_init(app->loop, &d->sigint);
     uv_signal_init(app->loop, &d->sigterm);
     d->sigint.data = d->sigterm.data = d;

@@ -145,7 +145,7 @@ static void fire(nvd_app *app, const nvd_schedule_conf *s, int64_t slot)
                 json_array_size(ids), err[0] ? ": " : "", err);
     nvd_store_slot_done(app->store, s->name, slot, ids, err[0] ? err : NULL);
     json_decref(ids);
-    nvd_api_commit(app);
+    nvd_commit_flush(app);
 }
 
 void nvd_scheduler_tick(nvd_app *app, int64_t now_s)

@@ -12,62 +12,6 @@
 #include "daemon/auth.h"
 #include "common/log.h"
 
-struct api_pending {
-    api_pending *prev, *next;
-    nvd_app *app;
-    nvd_http_req *req;
-    int status;
-    char *text;
-};
-
-static void pending_unlink(nvd_app *app, api_pending *p)
-{
-    if (p->prev)
-        p->prev->next = p->next;
-    else
-        app->pending_head = p->next;
-    if (p->next)
-        p->next->prev = p->prev;
-    else
-        app->pending_tail = p->prev;
-}
-
-static void pending_abort(void *ud, nvd_http_req *req)
-{
-    (void)req;
-    api_pending *p = ud;
-    pending_unlink(p->app, p);
-    free(p->text);
-    free(p);
-}
-
-static void send_text(nvd_http_req *req, int status, const char *text)
-{
-    nvd_http_respond(req, status, status == 204 ? NULL : "application/json", text, strlen(text),
-                     "Cache-Control: no-store\r\n");
-}
-
-void nvd_api_commit(nvd_app *app)
-{
-    if (!nvd_store_pending(app->store) && !app->pending_head)
-        return;
-    int r = nvd_store_commit(app->store);
-    if (r < 0)
-        app->metrics.commit_failures++;
-    while (app->pending_head) {
-        api_pending *p = app->pending_head;
-        pending_unlink(app, p);
-        nvd_http_on_abort(p->req, NULL, NULL);
-        if (r < 0)
-            nvd_http_error(p->req, 503, "unavailable", "the store could not commit; retry later",
-                           NULL);
-        else
-            send_text(p->req, p->status, p->text);
-        free(p->text);
-        free(p);
-    }
-}
-
 void api_json(api_ctx *x, int status, json_t *body)
 {
     char *text = body ? json_dumps(body, JSON_COMPACT) : (status == 204 ? strdup("") : NULL);
@@ -76,27 +20,7 @@ void api_json(api_ctx *x, int status, json_t *body)
         nvd_http_error(x->req, 503, "unavailable", "out of memory", NULL);
         return;
     }
-    if (nvd_store_pending(x->app->store)) {
-        api_pending *p = calloc(1, sizeof(*p));
-        if (p) {
-            p->app = x->app;
-            p->req = x->req;
-            p->status = status;
-            p->text = text;
-            p->prev = x->app->pending_tail;
-            if (x->app->pending_tail)
-                x->app->pending_tail->next = p;
-            else
-                x->app->pending_head = p;
-            x->app->pending_tail = p;
-            nvd_http_on_abort(x->req, pending_abort, p);
-            return;
-        }
-        /* Without memory to wait, commit now so the answer stays truthful. */
-        nvd_api_commit(x->app);
-    }
-    send_text(x->req, status, text);
-    free(text);
+    nvd_commit_reply(x->app, x->req, status, text);
 }
 
 void api_error(api_ctx *x, int status, const char *code, const char *field, const char *fmt, ...)
