@@ -12,7 +12,7 @@
 
 #include "emu_backward.h" /* emu_backward (gradient jobs) */
 #include "emu_internal.h"
-#include "worker/backends/loader.h"
+#include "worker/backends/views/views.h"
 
 /* Calls across all contexts of the process, so that reduce=random differs between
  * two runs of the same case even on fresh contexts. */

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "emu_backward.h"
-#include "worker/backends/loader.h"
+#include "worker/backends/views/views.h"
 
 #define TWO_SQRT_PI 1.12837916709551257390
 #define INV_SQRT_2PI 0.39894228040143267794

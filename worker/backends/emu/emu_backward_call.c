@@ -11,7 +11,7 @@
 
 #include "core/ref/backward.h"
 #include "emu_backward.h"
-#include "worker/backends/loader.h"
+#include "worker/backends/views/views.h"
 
 typedef struct bstate {
     json_t *attrs_json;

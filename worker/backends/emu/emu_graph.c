@@ -16,7 +16,7 @@
 
 #include "core/ops/graph.h"
 #include "emu_internal.h"
-#include "worker/backends/loader.h"
+#include "worker/backends/views/views.h"
 
 static const char *const tr_names[] = {"exact", "libm", "fast"};
 

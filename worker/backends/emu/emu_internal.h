@@ -140,7 +140,7 @@ static inline bool emu_store_exact(nv_dtype dt, void *buf, int64_t i, double v)
     }
     return true;
 }
-/* nvw_view_decode (loader.h) with a fast path for contiguous bf16 views; the
+/* nvw_view_decode (views/views.h) with a fast path for contiguous bf16 views; the
  * same values bit for bit (NaN patterns go through nv_dtype_decode). */
 int emu_view_decode(const nv_tensor_view *v, bool daz, double *dst);
 
