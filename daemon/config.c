@@ -1,5 +1,4 @@
 #include "config.h"
-#include "scheduler.h"
 
 #include <errno.h>
 #include <ini.h>
@@ -186,6 +185,70 @@ static int device_key(load_ctx *x, const char *name, const char *k, const char *
     return -ENOENT;
 }
 
+/* [schedule NAME]: the scheduler (scheduler.h) runs what these sections give. */
+static nvd_schedule_conf *schedule(nvd_config *c, const char *name)
+{
+    for (int i = 0; i < c->n_schedules; i++)
+        if (strcmp(c->schedules[i].name, name) == 0)
+            return &c->schedules[i];
+    nvd_schedule_conf *s = realloc(c->schedules, sizeof(*s) * (size_t)(c->n_schedules + 1));
+    if (!s)
+        return NULL;
+    c->schedules = s;
+    s = &c->schedules[c->n_schedules];
+    memset(s, 0, sizeof(*s));
+    if (!(s->name = strdup(name)))
+        return NULL;
+    c->n_schedules++;
+    return s;
+}
+
+static int schedule_key(load_ctx *x, const char *name, const char *k, const char *v)
+{
+    nvd_schedule_conf *s = schedule(x->c, name);
+    if (!s)
+        return -ENOMEM;
+    if (!strcmp(k, "cron")) {
+        char err[256];
+        if (nvd_cron_parse(v, &s->cron, err, sizeof err) < 0)
+            return -EINVAL;
+        s->cron_ok = 1;
+        return nvd_config_set_str(&s->cron_text, v);
+    }
+    if (!strcmp(k, "suite"))
+        return nvd_config_set_str(&s->suite, v);
+    if (!strcmp(k, "device"))
+        return nvd_config_set_str(&s->device, v);
+    return -ENOENT;
+}
+
+/* The first schedule without a cron expression or a suite, as a message in buf. */
+static void schedules_check(const nvd_config *c, char *buf, size_t len)
+{
+    for (int i = 0; i < c->n_schedules; i++) {
+        const nvd_schedule_conf *s = &c->schedules[i];
+        if (!s->cron_ok)
+            snprintf(buf, len, "schedule '%s' has no 'cron' (e.g. cron = 0 2 * * *)", s->name);
+        else if (!s->suite)
+            snprintf(buf, len, "schedule '%s' has no 'suite' (a suite JSON file)", s->name);
+        if (buf[0])
+            return;
+    }
+}
+
+static void schedules_free(nvd_config *c)
+{
+    for (int i = 0; i < c->n_schedules; i++) {
+        free(c->schedules[i].name);
+        free(c->schedules[i].cron_text);
+        free(c->schedules[i].suite);
+        free(c->schedules[i].device);
+    }
+    free(c->schedules);
+    c->schedules = NULL;
+    c->n_schedules = 0;
+}
+
 static int on_ini(void *user, const char *section, const char *k, const char *v)
 {
     load_ctx *x = user;
@@ -196,8 +259,8 @@ static int on_ini(void *user, const char *section, const char *k, const char *v)
         r = limits_key(x, k, v);
     else if (!strncmp(section, "device ", 7) && section[7])
         r = device_key(x, section + 7, k, v);
-    else if (!strncmp(section, "schedule ", 9) && section[9]) /* scheduler.h */
-        r = nvd_schedule_config_key(x->c, section + 9, k, v);
+    else if (!strncmp(section, "schedule ", 9) && section[9])
+        r = schedule_key(x, section + 9, k, v);
     else
         r = -ESRCH;
     if (r == 0)
@@ -253,7 +316,7 @@ int nvd_config_check(const nvd_config *c, char **ret_err)
     if (!buf[0] && c->lease_ms < 100)
         snprintf(buf, sizeof(buf), "lease_ms '%lld' is below 100", (long long)c->lease_ms);
     if (!buf[0])
-        nvd_schedule_config_check(c, buf, sizeof(buf));
+        schedules_check(c, buf, sizeof(buf));
     if (buf[0]) {
         *ret_err = strdup(buf);
         return -EINVAL;
@@ -274,6 +337,6 @@ void nvd_config_done(nvd_config *c)
         free(c->devices[i].worker);
     }
     free(c->devices);
-    nvd_schedule_config_free(c);
+    schedules_free(c);
     memset(c, 0, sizeof(*c));
 }

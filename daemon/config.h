@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cron.h"
 #include "daemon/http/http.h"
 
 typedef enum { NVD_ANON_LOOPBACK, NVD_ANON_YES, NVD_ANON_NO } nvd_anon;
@@ -16,6 +17,14 @@ typedef struct nvd_device_conf {
     int slots;
     int minimize_deadline_s; /* the agent's --minimize-deadline; -1: its default */
 } nvd_device_conf;
+
+/* A [schedule NAME] section: the suite file run on a cron expression
+ * (scheduler.h runs them). */
+typedef struct nvd_schedule_conf {
+    char *name, *cron_text, *suite, *device; /* device may be NULL */
+    nvd_cron cron;                           /* parsed cron_text */
+    int cron_ok;                             /* a valid 'cron' was given */
+} nvd_schedule_conf;
 
 typedef struct nvd_config {
     char *listen, *data_dir, *web_dir, *js_dir, *worker;
@@ -30,7 +39,7 @@ typedef struct nvd_config {
     bool sync_full;
     nvd_device_conf *devices;
     int n_devices;
-    struct nvd_schedule_conf *schedules; /* [schedule NAME] sections (scheduler.h) */
+    nvd_schedule_conf *schedules; /* [schedule NAME] sections */
     int n_schedules;
 } nvd_config;
 
@@ -39,7 +48,8 @@ int nvd_config_init(nvd_config *c);
 /* Read an INI file over the current values. On error a malloc'd message naming
  * the file, line and key goes to *ret_err. 0, -ENOENT, -EINVAL, -ENOMEM. */
 int nvd_config_load(nvd_config *c, const char *path, char **ret_err);
-/* Check cross-field rules (limits positive, devices have backends). */
+/* Check cross-field rules (limits positive, devices have backends, schedules
+ * have a cron expression and a suite). */
 int nvd_config_check(const nvd_config *c, char **ret_err);
 /* Replace a string field (copying v). 0 or -ENOMEM. */
 int nvd_config_set_str(char **field, const char *v);

@@ -1,11 +1,10 @@
-/* The promoter (DESIGN.md "Failures, reproducers, the permanent suite"): dedup
- * of minimized reproducers by failure signature into the permanent suite, and
- * the replay history of suite jobs. */
+/* The promoter (promote.h). */
+#include "promote.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/api/api_suite.h"
 #include "common/log.h"
 #include "daemon/store/store_suite.h"
 

@@ -5,29 +5,14 @@
  *   device = emu0               (optional: the device the jobs are pinned to)
  * Each fired slot is recorded in the store before its jobs are submitted
  * (schema/003_longrun.sql), so a slot runs at most once, across restarts. When
- * numvald was down over several slots, the latest missed one runs once. */
+ * numvald was down over several slots, the latest missed one runs once.
+ * config.c parses the sections into nvd_config.schedules; the scheduler only
+ * reads them. */
 #ifndef NUMVAL_DAEMON_SCHEDULER_H
 #define NUMVAL_DAEMON_SCHEDULER_H
 
 #include <jansson.h>
-#include <stddef.h>
 #include <stdint.h>
-
-#include "config.h"
-#include "cron.h"
-
-typedef struct nvd_schedule_conf {
-    char *name, *cron_text, *suite, *device;
-    nvd_cron cron;
-    int cron_ok;
-} nvd_schedule_conf;
-
-/* The config hooks (config.c): one key of [schedule NAME] (0, -ENOENT unknown
- * key, -EINVAL bad value, -ENOMEM), the cross-field check (message into buf),
- * and freeing. */
-int nvd_schedule_config_key(nvd_config *c, const char *name, const char *k, const char *v);
-void nvd_schedule_config_check(const nvd_config *c, char *buf, size_t len);
-void nvd_schedule_config_free(nvd_config *c);
 
 struct nvd_app;
 /* Start the scheduler's timer on the app's loop (no-op without schedules). */

@@ -1,5 +1,4 @@
-/* Routes of the permanent suite and build compare (api_suite.c), and
- * the promoter that reads uploaded results (promote.c). */
+/* Routes of the permanent suite and build compare (api_suite.c). */
 #ifndef NUMVAL_DAEMON_API_SUITE_H
 #define NUMVAL_DAEMON_API_SUITE_H
 
@@ -19,13 +18,5 @@ bool api_suite_is(const json_t *body);
  * suite cases its "filter" selects ({"suite_case", "artifact", "signature", ...}).
  * Returns 0, or -1 after answering the request with a 400. */
 int api_suite_expand(api_ctx *x, json_t *body);
-
-/* For a result of job_id, in the write that stores it (nvd_store_job_finish_then):
- * promote minimized reproducers ("signature" + "minimized_artifact" on a case)
- * and record suite replays ("suite_case" on a case of a suite job). Idempotent:
- * a repeat records no second occurrence or run. A case without a well-formed
- * signature is skipped; a store error is returned (negative errno, logged) so
- * the caller rolls back the result with it. */
-int nvd_promote_result(nvd_store *s, int64_t job_id, const json_t *result, int64_t now);
 
 #endif

@@ -6,7 +6,7 @@
 #include <zstd.h>
 
 #include "api.h"
-#include "api_suite.h"
+#include "daemon/promote.h"
 #include "daemon/store/store_suite.h"
 #include "common/log.h"
 #include "common/sha256.h"

@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "daemon/api/api_suite.h"
+#include "daemon/promote.h"
 #include "daemon/store/store.h"
 #include "daemon/store/store_suite.h"
 #include "tests/unit/tap.h"
