@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,12 +19,14 @@
 #include "worker/backends/loader.h"
 #include "common/log.h"
 
-static volatile int g_stop; /* SIGTERM / SIGINT */
+/* SIGTERM / SIGINT; read by the runner thread too. A lock-free atomic is what a
+ * signal handler may store to (C11 7.14.1.1). */
+static atomic_int g_stop;
 
 static void on_signal(int sig)
 {
     (void)sig;
-    g_stop = 1;
+    atomic_store(&g_stop, 1);
 }
 
 typedef struct agent_opts {
@@ -33,9 +36,9 @@ typedef struct agent_opts {
     int once;
 } agent_opts;
 
-void nvw_agent_sleep(long ms, volatile int *stop)
+void nvw_agent_sleep(long ms, atomic_int *stop)
 {
-    while (ms > 0 && !g_stop && !(stop && *stop)) {
+    while (ms > 0 && !atomic_load(&g_stop) && !(stop && atomic_load(stop))) {
         long step = ms < 100 ? ms : 100;
         struct timespec ts = {0, step * 1000000L};
         nanosleep(&ts, NULL);
@@ -248,28 +251,28 @@ static int supervise(runner_thread *t, long lease_ms)
         if (t->finished)
             break;
         pthread_mutex_unlock(&t->lock);
-        if (g_stop && !abandoned) {
+        if (atomic_load(&g_stop) && !abandoned) {
             nv_log_info("stopping: abandoning job %s (its lease expires and it is requeued)",
                         j->job_id);
             abandoned = 1;
-            j->cancel = 1;
+            atomic_store(&j->cancel, 1);
         }
         if (!abandoned && !server_cancel) {
             int h = heartbeat(j, interval > 2000 ? interval : 2000);
             if (h == 0) {
                 nv_log_info("job %s cancelled by the server; stopping it", j->job_id);
                 server_cancel = 1;
-                j->cancel = 1;
+                atomic_store(&j->cancel, 1);
             } else if (h < 0) {
                 nv_log_warn("job %s: lease lost (409), abandoning it", j->job_id);
                 abandoned = 1;
-                j->cancel = 1;
+                atomic_store(&j->cancel, 1);
             }
         }
         pthread_mutex_lock(&t->lock);
     }
     pthread_mutex_unlock(&t->lock);
-    if (abandoned || g_stop)
+    if (abandoned || atomic_load(&g_stop))
         return -1;
     return server_cancel;
 }
@@ -312,7 +315,7 @@ static int post_result(nvw_agent_job *j, json_t *result)
         nvw_http_resp_done(&resp);
         clock_gettime(CLOCK_MONOTONIC, &now);
         /* Give a restarting daemon ten minutes; then the lease has long expired. */
-        if (r != -EAGAIN || g_stop || now.tv_sec - start.tv_sec > 600)
+        if (r != -EAGAIN || atomic_load(&g_stop) || now.tv_sec - start.tv_sec > 600)
             break;
         nvw_agent_sleep(pause, NULL);
         pause = pause < 4000 ? pause * 2 : 5000;
@@ -339,10 +342,13 @@ static int run_claimed(nvw_http *http, const agent_opts *o, json_t *claimed)
     json_t *spec = json_object_get(claimed, "spec");
     json_int_t lease_ms = json_integer_value(json_object_get(claimed, "lease_ms"));
     if ((!json_is_string(id) && !json_is_integer(id)) || !token || !json_is_object(spec)) {
+        char *text = json_dumps(claimed, JSON_COMPACT);
         nv_log_err("claim response lacks id, lease_token or spec: %.300s",
-                   json_dumps(claimed, JSON_COMPACT));
+                   text ? text : "(out of memory)");
+        free(text);
         return -EPROTO;
     }
+
     char id_text[128];
     if (json_is_string(id))
         snprintf(id_text, sizeof(id_text), "%s", json_string_value(id));
@@ -405,7 +411,7 @@ static int claim(nvw_http *http, const agent_opts *o, const char *body, json_t *
     char *err = NULL;
     int r = nvw_http_request(http, "POST", "/api/v1/worker/claim", NULL, body, strlen(body),
                              o->claim_wait_ms + 15000, &resp, &err);
-    if (r == -ECANCELED || g_stop) {
+    if (r == -ECANCELED || atomic_load(&g_stop)) {
         r = -ECANCELED;
     } else if (r < 0) {
         nv_log_debug("claim failed: %s", err ? err : strerror(-r));
@@ -445,7 +451,8 @@ static int agent_loop(nvw_http *http, const agent_opts *o, const json_t *describ
         return 2;
     long backoff = 250;
     int status = 0, reported_down = 0;
-    while (!g_stop) {
+    while (!atomic_load(&g_stop)) {
+
         json_t *job = NULL;
         int r = claim(http, o, body, &job);
         if (r == -EPERM) {

@@ -18,7 +18,7 @@ typedef struct nvw_agent_job {
     json_int_t attempt;
     const json_t *spec;
     atomic_llong done, total; /* progress from the runner thread */
-    volatile int cancel;      /* polled by the runner between cases */
+    atomic_int cancel;        /* set by the main thread, polled by the runner between cases */
     atomic_int n_artifacts;   /* uploaded so far */
     int max_artifacts;
     double minimize_deadline_s; /* gate + minimization of the job's failures, in all */
@@ -34,7 +34,9 @@ int nvw_agent_on_failure(void *ud, const nvw_failure *f, char **ret_artifact_id)
 int nvw_agent_build_artifact(const nvw_agent_job *j, const nvw_failure *f, uint8_t **ret_buf,
                              size_t *ret_len, char sha[65]);
 
-/* Sleep up to ms milliseconds, returning early when *stop becomes non-zero. */
-void nvw_agent_sleep(long ms, volatile int *stop);
+/* Sleep up to ms milliseconds, returning early when *stop (may be NULL) becomes
+ * non-zero or the worker is stopping (SIGTERM, SIGINT). */
+void nvw_agent_sleep(long ms, atomic_int *stop);
+
 
 #endif

@@ -10,7 +10,7 @@
 struct nvw_http {
     char *server; /* without trailing slash */
     char *auth;   /* "Authorization: Bearer ..." or NULL */
-    volatile int *abort;
+    atomic_int *abort;
 };
 
 int nvw_http_global_init(void)
@@ -23,7 +23,7 @@ void nvw_http_global_done(void)
     curl_global_cleanup();
 }
 
-nvw_http *nvw_http_new(const char *server, const char *token, volatile int *abort)
+nvw_http *nvw_http_new(const char *server, const char *token, atomic_int *abort)
 {
     nvw_http *h = calloc(1, sizeof(*h));
     if (!h)
@@ -94,7 +94,8 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
 {
     (void)dt, (void)dn, (void)ut, (void)un;
     const nvw_http *h = ud;
-    return h->abort && *h->abort;
+    return h->abort && atomic_load(h->abort);
+
 }
 
 static int map_curl(CURLcode cc)

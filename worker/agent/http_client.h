@@ -4,6 +4,7 @@
 #ifndef NUMVAL_WORKER_HTTP_CLIENT_H
 #define NUMVAL_WORKER_HTTP_CLIENT_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 
 typedef struct nvw_http nvw_http;
@@ -21,7 +22,8 @@ void nvw_http_global_done(void);
 /* A client for server (base URL) with bearer token (may be NULL or ""); abort
  * points at a flag that, when it becomes non-zero, aborts requests in flight
  * (SIGTERM during a long poll). Returns NULL on ENOMEM. */
-nvw_http *nvw_http_new(const char *server, const char *token, volatile int *abort);
+nvw_http *nvw_http_new(const char *server, const char *token, atomic_int *abort);
+
 void nvw_http_free(nvw_http *h); /* NULL is a no-op */
 
 /* One request. Returns 0 when a response arrived (any status), -ECONNREFUSED /

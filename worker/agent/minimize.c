@@ -393,7 +393,8 @@ void nvw_agent_minimize_failures(nvw_agent_job *j, json_t *result)
     double start = now_s();
     for (int i = 0; i < n; i++) {
         double left = j->minimize_deadline_s - (now_s() - start);
-        if (b && left > 1 && !j->cancel)
+        if (b && left > 1 && !atomic_load(&j->cancel))
+
             minimize_one(j, b, &ks[i], left / (n - i), result);
         free(ks[i].buf);
     }

@@ -266,7 +266,8 @@ int nvw_agent_run_suite(nvw_agent_job *j, json_t **ret_result, char **ret_err)
     atomic_store(&j->total, (long long)total);
     json_array_foreach(cases, i, sc)
     {
-        if (j->cancel)
+        if (atomic_load(&j->cancel))
+
             break;
         json_t *c = json_pack("{sI sO sO}", "index", (json_int_t)i, "suite_case",
                               json_object_get(sc, "suite_case"), "signature",

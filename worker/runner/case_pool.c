@@ -37,7 +37,8 @@ static void fail(pool_state *st, const char *msg)
 
 static bool cancelled(const nvw_case_pool *p)
 {
-    return p->cancel && *p->cancel;
+    return p->cancel && atomic_load(p->cancel);
+
 }
 
 /* One thread: claim, (open,) run, report, until the cases run out, an error

@@ -44,7 +44,8 @@ typedef struct nvw_case_pool {
      * time up to n; may be NULL. */
     nvw_progress_fn progress;
     void *progress_ud;
-    volatile int *cancel; /* polled before each case; may be NULL */
+    atomic_int *cancel; /* polled before each case (another thread sets it); may be NULL */
+
 } nvw_case_pool;
 
 /* Run the cases of p and join every thread it started. When no thread can be

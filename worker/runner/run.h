@@ -4,6 +4,7 @@
 #define NUMVAL_WORKER_RUN_H
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "core/numerics/tensor.h"
@@ -28,7 +29,8 @@ typedef struct nvw_run_opts {
     nvw_progress_fn progress;
     nvw_failure_fn on_failure;
     void *ud;
-    volatile int *cancel; /* polled between cases; may be NULL */
+    atomic_int *cancel; /* polled between cases (another thread sets it); may be NULL */
+
 } nvw_run_opts;
 
 /* Run a job. Returns 0 when the job ran (verdict inside *ret_result, a new

@@ -25,7 +25,7 @@ typedef struct probe {
     int64_t cancel_after;                   /* set *cancel once this many cases ran; -1 never */
     int64_t ctx_from;                       /* needs_ctx: cases >= this need one */
     int hold_until_opens; /* a case waits (up to 5 s) until this many opens were tried */
-    volatile int cancel;
+    atomic_int cancel;
     /* progress, called serially by the pool */
     int64_t last_done, progress_calls, bad_total;
     int progress_steps_ok;
@@ -92,7 +92,7 @@ static void t_progress(void *ud, int64_t done, int64_t total)
     pr->last_done = done;
     pr->progress_calls++;
     if (pr->cancel_after >= 0 && done >= pr->cancel_after)
-        pr->cancel = 1;
+        atomic_store(&pr->cancel, 1);
 }
 
 static nvw_case_pool pool_of(probe *pr, int threads, int64_t n)
@@ -182,7 +182,8 @@ static void test_cancel(void)
     free(err);
 
     probe_init(&pr);
-    pr.cancel = 1;
+    atomic_store(&pr.cancel, 1);
+
     p = pool_of(&pr, 3, 50);
     err = NULL;
     r = nvw_case_pool_run(&p, &err);

@@ -134,12 +134,12 @@ static void test_rebuild(void)
 
 /* A progress stream that cancels the minimizer when it writes its first line
  * (the gate's verdict), so the cancel lands between the gate and ddmin. */
-static volatile int g_cancel;
+static atomic_int g_cancel;
 static ssize_t cancel_write(void *c, const char *buf, size_t n)
 {
     (void)c;
     (void)buf;
-    g_cancel = 1;
+    atomic_store(&g_cancel, 1);
     return (ssize_t)n;
 }
 
@@ -171,7 +171,7 @@ static void test_probe_and_minimize(void)
     tap_ok(r == 0 && !strcmp(p.verdict, "passed") && !nvw_fprobe_same(fr, &p),
            "correct emu: passes (%s)", p.verdict);
 
-    g_cancel = 1;
+    atomic_store(&g_cancel, 1);
     nvw_fmin_opts o = {.gate_runs = 3, .cancel = &g_cancel};
     nvw_fmin_result m;
     r = nvw_fminimize(fr, bad, &o, &m);
@@ -179,7 +179,8 @@ static void test_probe_and_minimize(void)
                !m.verified && !m.flaky,
            "cancelled before it starts: no probe, neither verified nor flaky (stop %s)", m.stop);
 
-    g_cancel = 0;
+    atomic_store(&g_cancel, 0);
+
     o.deadline_s = 1e-9;
     r = nvw_fminimize(fr, bad, &o, &m);
     tap_ok(r == 0 && !strcmp(m.stop, "deadline") && m.gate_runs == 0 && !m.flaky && !m.verified,
@@ -196,7 +197,8 @@ static void test_probe_and_minimize(void)
            "cancelled after the gate (3/3 failed): stops before ddmin (stop %s, %d probes)", m.stop,
            m.probes);
 
-    g_cancel = 0;
+    atomic_store(&g_cancel, 0);
+
     o.progress = NULL;
     r = nvw_fminimize(fr, bad, &o, &m);
     tap_ok(r == 0 && !strcmp(m.stop, "done") && m.verified && m.sub.keep[0],

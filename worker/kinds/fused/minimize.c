@@ -29,9 +29,11 @@ static double now_s(void)
 
 static bool cancelled(fmin *m)
 {
-    if (m->o->cancel && *m->o->cancel)
+    bool c = m->o->cancel && atomic_load(m->o->cancel);
+    if (c)
         m->res->stop = "cancelled";
-    return m->o->cancel && *m->o->cancel;
+    return c;
+
 }
 
 static bool past_deadline(fmin *m)

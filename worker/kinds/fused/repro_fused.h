@@ -14,6 +14,7 @@
 #define NUMVAL_WORKER_REPRO_FUSED_H
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -100,7 +101,8 @@ typedef struct nvw_fmin_opts {
     int gate_runs;        /* 0: 5 */
     int timeout_ms;       /* per probe (0: 60 s) */
     FILE *progress;       /* may be NULL */
-    volatile int *cancel; /* stop (stop "cancelled") when it becomes non-zero; may be NULL */
+    atomic_int *cancel;   /* stop (stop "cancelled") when it becomes non-zero; may be NULL */
+
 } nvw_fmin_opts;
 
 typedef struct nvw_fmin_result {

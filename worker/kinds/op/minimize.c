@@ -107,7 +107,8 @@ static int test(mstate *s, nv_tensor *const *cand)
         s->stop = "deadline";
         return STOP;
     }
-    if (s->o->cancel && *s->o->cancel) {
+    if (s->o->cancel && atomic_load(s->o->cancel)) {
+
         s->stop = "cancelled";
         return STOP;
     }

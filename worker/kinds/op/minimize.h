@@ -17,6 +17,7 @@
 #ifndef NUMVAL_WORKER_MINIMIZE_H
 #define NUMVAL_WORKER_MINIMIZE_H
 
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "repro.h"
@@ -28,7 +29,8 @@ typedef struct nvw_min_opts {
     bool plain_ddmin;     /* baseline: one ddmin deleting elements of the flattened
                              input (no neutral values, no shape phases) */
     FILE *progress;       /* one line per accepted step and per 50 probes; may be NULL */
-    volatile int *cancel; /* stop (stop "cancelled") when it becomes non-zero; may be NULL */
+    atomic_int *cancel;   /* stop (stop "cancelled") when it becomes non-zero; may be NULL */
+
 } nvw_min_opts;
 
 typedef struct nvw_min_result {
