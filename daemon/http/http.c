@@ -116,15 +116,15 @@ static void on_write(uv_write_t *w, int status)
     c->in_flight = false;
     conn_rq_recycle(c);
     if (status < 0 || srv->closing) {
-        http_conn_close(c);
+        c->srv->ops->close(c);
         return;
     }
     if (c->close_after) {
-        http_linger(c);
+        c->srv->ops->linger(c);
         return;
     }
     c->phase = PH_IDLE;
-    http_conn_arm(c, srv->lim.idle_timeout_ms);
+    c->srv->ops->arm(c, srv->lim.idle_timeout_ms);
     http_process_input(c);
 }
 
@@ -170,7 +170,7 @@ static void respond_conn(conn *c, int status, const char *ctype, const void *bod
     }
     if (send_bytes(c, hdr, (size_t)n, head_only ? NULL : body, head_only ? 0 : len, true, status) <
         0)
-        http_conn_close(c);
+        c->srv->ops->close(c);
 }
 
 /* If-None-Match (RFC 9110 §13.1.2): "*" or a list of entity tags compared
@@ -309,7 +309,7 @@ static int on_message_begin(http_parser *p)
     conn *c = conn_of(p);
     conn_rq_recycle(c);
     c->phase = PH_HEADERS;
-    http_conn_arm(c, c->srv->lim.header_timeout_ms);
+    c->srv->ops->arm(c, c->srv->lim.header_timeout_ms);
     return 0;
 }
 
@@ -438,7 +438,7 @@ static int on_headers_complete(http_parser *p)
     if (r)
         return r;
     c->phase = PH_BODY;
-    http_conn_arm(c, c->srv->lim.body_timeout_ms);
+    c->srv->ops->arm(c, c->srv->lim.body_timeout_ms);
     const char *expect = nvd_http_header(&rq->pub, "Expect");
     if (expect && strcasecmp(expect, "100-continue") == 0) {
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -546,5 +546,5 @@ void http_process_input(conn *c)
     if (c->in_off == c->in_len)
         c->in_off = c->in_len = 0;
     if (!c->closing && !c->close_after && !c->reading)
-        http_read_start(c);
+        c->srv->ops->read_start(c);
 }

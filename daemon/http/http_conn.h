@@ -1,6 +1,10 @@
 /* The HTTP module's connection and request state, shared by its two halves:
  * http.c (parsing, requests, responses) and http_server.c (listener,
- * connections, timers). daemon/http*.c only. */
+ * connections, timers). daemon/http/ only.
+ *
+ * The calls go one way: http_server.c calls http.c (below) by name; http.c
+ * reaches the connection through the server's http_conn_ops, which
+ * http_server.c fills in. */
 #ifndef NUMVAL_DAEMON_HTTP_CONN_H
 #define NUMVAL_DAEMON_HTTP_CONN_H
 
@@ -58,12 +62,21 @@ typedef struct conn {
     reqstate rq;
 } conn;
 
+/* What http.c asks of a connection (http_server.c implements it). */
+typedef struct http_conn_ops {
+    void (*close)(conn *c);            /* close (once), aborting a request in flight */
+    void (*arm)(conn *c, uint64_t ms); /* (re)start the connection's timer */
+    void (*read_start)(conn *c);       /* resume reading */
+    void (*linger)(conn *c);           /* FIN, discard input for a moment, then close */
+} http_conn_ops;
+
 struct nvd_http_server {
     uv_tcp_t listener;
     uv_loop_t *loop;
     nvd_http_limits lim;
     nvd_http_callbacks cb;
     void *ud;
+    const http_conn_ops *ops;
     conn *conns;
     int n_conns, port;
     size_t body_bytes; /* request bodies held by all connections */
@@ -78,15 +91,10 @@ typedef struct wreq {
     char data[];
 } wreq;
 
-/* http.c */
+/* http.c, for http_server.c: parse and dispatch what the connection has read,
+ * answer with an error and close, free the request state on close. */
 void http_process_input(conn *c);
 void http_fail_conn(conn *c, int status, const char *code, const char *message);
 void http_conn_rq_reset(conn *c);
-
-/* http_server.c */
-void http_conn_close(conn *c);
-void http_conn_arm(conn *c, uint64_t ms);
-void http_read_start(conn *c);
-void http_linger(conn *c);
 
 #endif

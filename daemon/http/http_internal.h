@@ -1,4 +1,4 @@
-/* Helpers of the HTTP module that do not touch the parser (daemon/http*.c only). */
+/* Helpers of the HTTP module that do not touch the parser (daemon/http/ only). */
 #ifndef NUMVAL_DAEMON_HTTP_INTERNAL_H
 #define NUMVAL_DAEMON_HTTP_INTERNAL_H
 

@@ -12,6 +12,7 @@
 #include "http_internal.h"
 
 static void on_timer(uv_timer_t *t);
+static void conn_close(conn *c);
 
 /* ---- connections ---- */
 
@@ -47,7 +48,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (c->draining) {
         c->in_off = c->in_len = 0;
         if (nread < 0)
-            http_conn_close(c);
+            conn_close(c);
         return;
     }
     if (nread < 0) {
@@ -60,7 +61,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             c->close_after = true;
             return;
         }
-        http_conn_close(c);
+        conn_close(c);
         return;
     }
     if (nread == 0)
@@ -77,7 +78,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     http_process_input(c);
 }
 
-void http_read_start(conn *c)
+static void conn_read_start(conn *c)
 {
     if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
         c->reading = true;
@@ -93,16 +94,16 @@ static void on_shutdown(uv_shutdown_t *req, int status)
  * what the client still sends for a moment (lingering close, as nginx does),
  * so a client still writing a refused body reads our answer instead of a
  * reset. */
-void http_linger(conn *c)
+static void conn_linger(conn *c)
 {
     c->draining = true;
     c->close_after = false;
     if (uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
-        http_conn_close(c);
+        conn_close(c);
         return;
     }
     if (!c->reading)
-        http_read_start(c);
+        conn_read_start(c);
     uv_timer_start(&c->timer, on_timer, 2000, 0);
 }
 
@@ -110,13 +111,13 @@ static void on_timer(uv_timer_t *t)
 {
     conn *c = t->data;
     if (c->draining) {
-        http_conn_close(c);
+        conn_close(c);
         return;
     }
     if (c->closing || c->in_flight)
         return;
     if (c->phase == PH_IDLE) {
-        http_conn_close(c);
+        conn_close(c);
         return;
     }
     http_fail_conn(c, 408, "timeout",
@@ -124,7 +125,7 @@ static void on_timer(uv_timer_t *t)
                                           : "request body not received in time");
 }
 
-void http_conn_arm(conn *c, uint64_t ms)
+static void conn_arm(conn *c, uint64_t ms)
 {
     if (!c->closing)
         uv_timer_start(&c->timer, on_timer, ms, 0);
@@ -149,7 +150,7 @@ static void on_conn_closed(uv_handle_t *h)
     server_maybe_free(srv);
 }
 
-void http_conn_close(conn *c)
+static void conn_close(conn *c)
 {
     if (c->closing)
         return;
@@ -167,6 +168,9 @@ void http_conn_close(conn *c)
     uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
     uv_close((uv_handle_t *)&c->timer, on_conn_closed);
 }
+
+static const http_conn_ops conn_ops = {
+    .close = conn_close, .arm = conn_arm, .read_start = conn_read_start, .linger = conn_linger};
 
 static bool peer_is_loopback(uv_tcp_t *t)
 {
@@ -207,7 +211,7 @@ static void on_connection(uv_stream_t *server, int status)
         srv->conns->prev = c;
     srv->conns = c;
     if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
-        http_conn_close(c);
+        conn_close(c);
         return;
     }
     uv_tcp_nodelay(&c->tcp, 1);
@@ -219,8 +223,8 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     c->phase = PH_IDLE;
-    http_conn_arm(c, srv->lim.idle_timeout_ms);
-    http_read_start(c);
+    conn_arm(c, srv->lim.idle_timeout_ms);
+    conn_read_start(c);
 }
 
 int nvd_http_server_new(uv_loop_t *loop, const char *listen, const nvd_http_limits *limits,
@@ -240,6 +244,7 @@ int nvd_http_server_new(uv_loop_t *loop, const char *listen, const nvd_http_limi
     srv->lim = *limits;
     srv->cb = *cb;
     srv->ud = ud;
+    srv->ops = &conn_ops;
     uv_tcp_init(loop, &srv->listener);
     srv->listener.data = srv;
     r = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss, 0);
@@ -282,6 +287,6 @@ void nvd_http_server_close(nvd_http_server *srv)
         return;
     srv->closing = true;
     while (srv->conns)
-        http_conn_close(srv->conns);
+        conn_close(srv->conns);
     uv_close((uv_handle_t *)&srv->listener, on_listener_closed);
 }
