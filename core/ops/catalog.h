@@ -1,5 +1,7 @@
-/* The operator catalog: each op's inputs and domains, attributes, shape rules,
- * exact reference, backward reference and shipped default tolerances. */
+/* The operator catalog: each op's inputs and domains, attributes, shape and
+ * dtype rules, reduction lengths and shipped default tolerances. The exact
+ * references are core/ref/reference.h (forward) and core/ref/backward.h; the
+ * Jacobian structure is jacobian.h. */
 #ifndef NUMVAL_CATALOG_H
 #define NUMVAL_CATALOG_H
 
@@ -84,18 +86,6 @@ json_t *nv_op_attrs_to_json(const nv_op_def *op, const nv_op_attrs *a);
  * NV_E_SHAPE or NV_E_DTYPE (include/numval/backend.h) with a message in err. */
 int nv_op_infer(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
                 int *ret_ndim, int64_t *ret_shape, char *err, size_t errlen);
-
-/* Exact reference. out_hi (and out_lo when non-NULL) are preallocated with the
- * inferred shape and the output dtype, which selects the precision the exact value
- * must decide (refmath.h). abs_sum (may be NULL) receives sum |terms| for ops whose
- * error bound depends on it (reductions, matmul), else |exact|.
- * An exact value that overflows the output dtype under round to nearest (IEEE
- * 754-2019 §7.4) is stored as the overflow result a correct device returns:
- * +-Inf, NaN for fp8_e4m3 (OFP8), +-max_finite for the MX formats (lo = 0).
- * Returns 0 or a negative NV_E_* code. */
-int nv_op_reference(const nv_op_def *op, const nv_op_attrs *a, int n_in,
-                    const nv_tensor *const *in, nv_tensor *out_hi, nv_tensor *out_lo,
-                    nv_tensor *abs_sum);
 
 /* The reduction length n of the output's reduction (1 for elementwise, K for
  * matmul) for the bound metric. */

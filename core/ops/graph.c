@@ -462,3 +462,26 @@ char *nv_graph_canonical(const json_t *g)
 {
     return json_dumps(g, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
 }
+
+int64_t nv_graph_reduction_len(const nv_graph *g, int k)
+{
+    const nv_graph_node *n = &g->nodes[k];
+    nv_tensor meta[NV_GRAPH_NODE_INPUTS];
+    const nv_tensor *in[NV_GRAPH_NODE_INPUTS];
+    for (int i = 0; i < n->n_in; i++) {
+        int id = n->in[i];
+        memset(&meta[i], 0, sizeof meta[i]);
+        if (id < 0) {
+            const nv_graph_input *gi = &g->inputs[-1 - id];
+            meta[i].dtype = gi->dtype;
+            meta[i].ndim = gi->ndim;
+            memcpy(meta[i].shape, gi->shape, sizeof meta[i].shape);
+        } else {
+            meta[i].dtype = g->nodes[id].dtype;
+            meta[i].ndim = g->nodes[id].ndim;
+            memcpy(meta[i].shape, g->nodes[id].shape, sizeof meta[i].shape);
+        }
+        in[i] = &meta[i];
+    }
+    return nv_op_reduction_len(n->op, &n->attrs, n->n_in, in);
+}

@@ -1,8 +1,8 @@
 /* Graphs of catalog ops for fused jobs (docs/JOBS.md "Fused jobs"): parsing and
  * validation with errors that name the node and its JSON pointer, topological
- * order, dtype and shape inference through the catalog, and the reference
- * execution of a whole graph. In numval_core so numvald validates graphs with
- * the same code as the worker.
+ * order, dtype and shape inference through the catalog. In core/ops so numvald
+ * validates graphs with the same code as the worker; the reference execution of
+ * a graph is core/ref/reference.h.
  *
  * A graph is {"inputs": [{"name", "shape", "dtype"?, "value"?}...],
  *             "nodes": [{"name", "op", "inputs": [names...], "attrs"?, "dtype"?}...],
@@ -87,26 +87,6 @@ int nv_graph_lookup(const nv_graph *g, const char *name);
 /* Canonical text of a graph object (keys sorted, compact), malloc'd; the fused
  * job's graph hash is its SHA-256. NULL on ENOMEM. */
 char *nv_graph_canonical(const json_t *g);
-
-/* Reference execution (graph_ref.c). in[i]: the graph inputs (contiguous, their
- * dtypes). For every node, ret_hi[k] receives a new tensor with the exact value
- * of the node computed by nv_op_reference from the hi parts of its node inputs
- * (so an intermediate reference is exact for the exact upstream values up to the
- * hi part's rounding: a double within 2^-45 relative, refmath.h), tagged with
- * the node's dtype; ret_abs[k] receives sum |terms| for reductions and matmul
- * (else NULL). The caller frees both arrays' tensors. Returns 0, NV_E_* or
- * -ENOMEM with a message naming the node in err. */
-int nv_graph_reference(const nv_graph *g, const nv_tensor *const *in, nv_tensor **ret_hi,
-                       nv_tensor **ret_abs, char *err, size_t errlen);
-
-/* The reference of node k alone, from the graph inputs in[] and the values
- * vals[] of the nodes it reads (the upstream reference, or a device's captured
- * values: the local reference that isolates node k's own error). New tensors in
- * *ret_hi (tagged with the node's dtype) and *ret_abs (NULL unless a reduction
- * or matmul). Returns 0, NV_E_* or -ENOMEM with err naming the node. */
-int nv_graph_node_reference(const nv_graph *g, int k, const nv_tensor *const *in,
-                            nv_tensor *const *vals, nv_tensor **ret_hi, nv_tensor **ret_abs,
-                            char *err, size_t errlen);
 
 /* The reduction length of node k for the bound metric, given its input shapes. */
 int64_t nv_graph_reduction_len(const nv_graph *g, int k);

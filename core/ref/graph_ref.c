@@ -1,4 +1,4 @@
-/* Reference execution of a graph (graph.h): every node through nv_op_reference
+/* Reference execution of a graph (reference.h): every node through nv_op_reference
  * in topological order. A node's inputs are the graph inputs as given and, for
  * node inputs, the hi part of the upstream reference: intermediate references
  * are therefore exact functions of the exact upstream values up to one rounding
@@ -10,8 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/ops/graph.h"
-#include "core/ops/ops_internal.h"
+#include "reference.h"
 
 /* The dtype a node's reference is computed for: the cast's target for cast
  * nodes (a cast's exact value is its rounded value), fp64 for fp64 nodes, else
@@ -28,29 +27,6 @@ static nv_dtype ref_dtype(const nv_graph_node *n)
 static bool data_input(const nv_graph_node *n, int i)
 {
     return i < n->op->n_inputs && !n->op->inputs[i].is_index;
-}
-
-int64_t nv_graph_reduction_len(const nv_graph *g, int k)
-{
-    const nv_graph_node *n = &g->nodes[k];
-    nv_tensor meta[NV_GRAPH_NODE_INPUTS];
-    const nv_tensor *in[NV_GRAPH_NODE_INPUTS];
-    for (int i = 0; i < n->n_in; i++) {
-        int id = n->in[i];
-        memset(&meta[i], 0, sizeof meta[i]);
-        if (id < 0) {
-            const nv_graph_input *gi = &g->inputs[-1 - id];
-            meta[i].dtype = gi->dtype;
-            meta[i].ndim = gi->ndim;
-            memcpy(meta[i].shape, gi->shape, sizeof meta[i].shape);
-        } else {
-            meta[i].dtype = g->nodes[id].dtype;
-            meta[i].ndim = g->nodes[id].ndim;
-            memcpy(meta[i].shape, g->nodes[id].shape, sizeof meta[i].shape);
-        }
-        in[i] = &meta[i];
-    }
-    return nv_op_reduction_len(n->op, &n->attrs, n->n_in, in);
 }
 
 static bool needs_abs(const nv_graph_node *n)

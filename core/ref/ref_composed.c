@@ -14,7 +14,7 @@
 #include <stdlib.h>
 
 #include "numval/backend.h"
-#include "core/ops/ops_internal.h"
+#include "ref_internal.h"
 
 #define P 128
 

@@ -30,7 +30,7 @@
 
 #include "refmath.h"
 #include "numval/backend.h"
-#include "core/ops/ops_internal.h"
+#include "ref_internal.h"
 
 static double ieee_maximum(double x, double y)
 {

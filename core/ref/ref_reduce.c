@@ -36,7 +36,7 @@
 #include <string.h>
 
 #include "numval/backend.h"
-#include "core/ops/ops_internal.h"
+#include "ref_internal.h"
 
 typedef nvo_lines lines;
 

@@ -9,7 +9,7 @@
 
 #include "ddsum.h"
 #include "numval/backend.h"
-#include "core/ops/ops_internal.h"
+#include "ref_internal.h"
 
 int nvo_sum_exact(const double *v, int64_t n, double *ret_hi, double *ret_lo, double *ret_abs)
 {

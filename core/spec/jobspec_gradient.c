@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/ref/backward.h"
+#include "core/ops/jacobian.h"
 #include "spec_internal.h"
 
 /* Defaults and their reasons (torch.autograd.gradcheck uses the same values). */

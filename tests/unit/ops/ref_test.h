@@ -11,6 +11,7 @@
 #include "numval/backend.h"
 #include "tests/unit/tap.h"
 #include "core/ops/catalog.h"
+#include "core/ref/reference.h"
 
 #define OP 400 /* oracle precision in bits */
 

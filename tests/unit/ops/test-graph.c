@@ -9,6 +9,7 @@
 #include "tests/unit/tap.h"
 #include "core/spec/fusedspec.h"
 #include "core/ops/graph.h"
+#include "core/ref/reference.h"
 #include "core/spec/jobspec.h"
 
 /* Attention with the nodes listed out of order (o, p, s, z). */

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/ref/reference.h"
 #include "fused_internal.h"
 
 static double now_ms(void)

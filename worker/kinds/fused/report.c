@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/ref/reference.h"
 #include "fused_internal.h"
 
 int fused_verdict(fcase *c, const char *v, const char *cls, const char *fmt, ...)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/numerics/dtype.h"
+#include "core/ref/reference.h"
 #include "repro_fused.h"
 
 /* Reference values of every node on the stored inputs, rounded to the node's

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/ref/reference.h"
 #include "op_internal.h"
 
 #define ERRLEN 512

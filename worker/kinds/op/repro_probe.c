@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/numerics/compare.h"
+#include "core/ref/reference.h"
 #include "worker/repro/repro_util.h"
 #include "repro.h"
 

@@ -1,0 +1,156 @@
+/* Internal interface of core/ref: the per-family references behind
+ * nv_op_reference (reference.c), the line view of the reductions and the
+ * exact-arithmetic helpers they share. Only files in core/ref include this. */
+#ifndef NUMVAL_REF_INTERNAL_H
+#define NUMVAL_REF_INTERNAL_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mpfr.h>
+
+#include "core/ops/opmeta.h"
+
+/* References, one per op family (ref_elementwise.c, ref_reduce.c, ref_matmul.c);
+ * same contract as nv_op_reference (reference.h). */
+int nvo_ref_elementwise(int id, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
+                        nv_tensor *out_hi, nv_tensor *out_lo, nv_tensor *abs_sum);
+int nvo_ref_reduce(int id, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
+                   nv_tensor *out_hi, nv_tensor *out_lo, nv_tensor *abs_sum);
+int nvo_ref_matmul(const nv_op_attrs *a, int n_in, const nv_tensor *const *in, nv_tensor *out_hi,
+                   nv_tensor *out_lo, nv_tensor *abs_sum);
+
+/* The lines of a reduction: every 1-D slice of x along axis ax, in row-major
+ * order of the other dims (ref_reduce.c). */
+typedef struct nvo_lines {
+    const nv_tensor *x;
+    int ax;
+    int64_t len, n_lines;
+} nvo_lines;
+
+/* Multi-index of element k of line l. */
+void nvo_line_index(const nvo_lines *L, int64_t l, int64_t k, int64_t *idx);
+/* Copy line l into buf (len doubles). */
+void nvo_line_gather(const nvo_lines *L, int64_t l, double *buf);
+/* Offset in t of output element k of line l (removes: the axis is gone, k unused). */
+int64_t nvo_line_out_off(const nvo_lines *L, const nv_tensor *t, bool removes, int64_t l,
+                         int64_t k);
+
+/* logsumexp, softmax, log_softmax, cross_entropy, layer_norm, rms_norm over all
+ * lines (ref_composed.c). */
+int nvo_ref_composed(int id, const nv_op_attrs *a, const nvo_lines *L, const nv_tensor *const *in,
+                     nv_tensor *out_hi, nv_tensor *out_lo, nv_tensor *abs_sum);
+
+/* Exact sum of v[0..n) as hi + lo with |hi + lo - sum| <= 2^-105 |sum|, whatever
+ * the cancellation (nv_dd_sum, ddsum.h). *ret_abs (may be NULL) gets
+ * sum |v_i| over the finite terms. Returns 0. */
+int nvo_sum_exact(const double *v, int64_t n, double *ret_hi, double *ret_lo, double *ret_abs);
+
+/* S = sum x_i and Q = sum x_i^2 exactly in MPFR (ref_sum.c): S and Q must be
+ * initialised; their precisions are set so that every operation is exact. */
+void nvo_mp_moments(const double *x, int64_t n, mpfr_ptr S, mpfr_ptr Q);
+
+/* hi = RN(v), lo = RN(v - hi) (lo = 0 when hi is not finite); tmp is scratch. */
+void nvo_mp_split(mpfr_srcptr v, mpfr_ptr tmp, double *hi, double *lo);
+
+/* ---- Error-free transformations (Knuth TwoSum, Dekker/fma TwoProd; Higham
+ * "Accuracy and Stability of Numerical Algorithms" 2nd ed., §4.3 and §27.8;
+ * Muller et al., "Handbook of Floating-Point Arithmetic", §4.3-4.4). Exact for
+ * finite operands when no overflow occurs; two_prod's error term is exact unless
+ * it underflows (|a b| < 2^-969). ---- */
+
+static inline void two_sum(double a, double b, double *s, double *e)
+{
+    double x = a + b;
+    double bv = x - a;
+    double av = x - bv;
+    *s = x;
+    *e = (a - av) + (b - bv);
+}
+
+static inline void fast_two_sum(double a, double b, double *s, double *e)
+{
+    double x = a + b; /* requires |a| >= |b| or a == 0 */
+    *s = x;
+    *e = b - (x - a);
+}
+
+static inline void two_prod(double a, double b, double *p, double *e)
+{
+    double x = a * b;
+    *p = x;
+    *e = fma(a, b, -x);
+}
+
+/* Double-double addition (QD's "sloppy-free" ieee_add: two TwoSums), relative
+ * error <= 2^-104 of |result| plus cancellation in the low parts. */
+static inline void dd_add(double ah, double al, double bh, double bl, double *rh, double *rl)
+{
+    double s, e, t, f;
+    two_sum(ah, bh, &s, &e);
+    two_sum(al, bl, &t, &f);
+    e += t;
+    fast_two_sum(s, e, &s, &e);
+    e += f;
+    fast_two_sum(s, e, rh, rl);
+}
+
+/* Double-double times double. */
+static inline void dd_mul_d(double ah, double al, double b, double *rh, double *rl)
+{
+    double p, e;
+    two_prod(ah, b, &p, &e);
+    e += al * b;
+    fast_two_sum(p, e, rh, rl);
+}
+
+/* Double-double division by a double: q = a / b with the remainder correction
+ * r = a - q b computed exactly by fma (Muller et al. §4.4), ~2^-104 relative. */
+static inline void dd_div_d(double ah, double al, double b, double *rh, double *rl)
+{
+    double q = ah / b;
+    if (!isfinite(q) || q == 0) {
+        *rh = q;
+        *rl = 0;
+        return;
+    }
+    double p, e;
+    two_prod(q, b, &p, &e);
+    double r = ((ah - p) - e + al) / b;
+    fast_two_sum(q, r, rh, rl);
+}
+
+/* Double-double division (a / b), ~2^-103 relative. */
+static inline void dd_div(double ah, double al, double bh, double bl, double *rh, double *rl)
+{
+    double q1 = ah / bh;
+    if (!isfinite(q1) || q1 == 0) {
+        *rh = q1;
+        *rl = 0;
+        return;
+    }
+    double ph, pl, rh1, rl1;
+    dd_mul_d(bh, bl, q1, &ph, &pl);
+    dd_add(ah, al, -ph, -pl, &rh1, &rl1);
+    double q2 = rh1 / bh;
+    fast_two_sum(q1, q2, rh, rl);
+}
+
+/* Double-double square root (one Newton correction of the double root). */
+static inline void dd_sqrt(double ah, double al, double *rh, double *rl)
+{
+    if (!(ah > 0) || !isfinite(ah)) {
+        *rh = sqrt(ah);
+        *rl = 0;
+        return;
+    }
+    double s = sqrt(ah);
+    double p, e;
+    two_prod(s, s, &p, &e);
+    double c = ((ah - p) - e + al) / (2 * s);
+    fast_two_sum(s, c, rh, rl);
+}
+
+#endif

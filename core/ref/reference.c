@@ -1,0 +1,127 @@
+/* The reference dispatch (reference.h): shape checks through the catalog, the
+ * per-family exact references, then the overflow and gradual-underflow rules
+ * every family shares. */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "reference.h"
+
+#include "numval/backend.h"
+#include "ref_internal.h"
+
+/* Whether the exact value v = hi + lo overflows dt under round to nearest: |v|
+ * beyond T = max_finite + ulp(max_finite) / 2 (IEEE 754-2019 §7.4), or at T when
+ * the dtype's own tie rule rounds T away from max_finite (IEEE formats: to
+ * 2^(emax+1), which overflows; fp8 e4m3fn ties to its even max 448, OFP8 §4).
+ * hi = RN(v) and T is a double, so hi and the sign of lo decide. fp64: refmath
+ * marks an overflowing value as DBL_MAX with lo >= 2^970 (T is not a double). */
+static bool overflows(nv_dtype dt, double hi, double lo)
+{
+    const nv_dtype_info *di = nv_dtype_get(dt);
+    if (!di || !di->is_float || !isfinite(hi))
+        return false;
+    bool outward = lo != 0 && signbit(lo) == signbit(hi);
+    if (dt == NV_DT_FP64)
+        return fabs(hi) == DBL_MAX && outward && fabs(lo) >= 0x1p970;
+    double t = di->max_finite + nv_dtype_ulp(dt, di->max_finite) / 2;
+    if (fabs(hi) != t)
+        return fabs(hi) > t;
+    if (lo != 0)
+        return outward;
+    return !isfinite(nv_dtype_round(dt, hi, &NV_ROUND_DEFAULT, 0));
+}
+
+/* An infinity or NaN in a format that has none becomes what the format's
+ * conversion rule gives (e4m3fn: NaN for +-Inf; MX formats: +-max_finite for
+ * +-Inf, and what dtype.c encodes for NaN). An exact value beyond the overflow
+ * threshold becomes the value a correctly rounding device returns for it: +-Inf, or NaN for fp8
+ * e4m3fn (OFP8 §4: no infinities, overflow is NaN when not saturating), or +-max_finite for the MX
+ * element formats, which always saturate (MX v1.0 §5.3). Comparison then asks
+ * the device for exactly that (infinities must match in sign). */
+static void overflow_to_dtype(nv_tensor *hi, nv_tensor *lo)
+{
+    for (int64_t i = 0; i < hi->numel; i++) {
+        int64_t o = nv_tensor_offset_linear(hi, i);
+        int64_t ol = lo ? nv_tensor_offset_linear(lo, i) : 0;
+        double h = hi->data[o], l = lo ? lo->data[ol] : 0;
+        /* A low part of one fp64 subnormal ulp is only a sticky bit (the true
+         * remainder of an fp64 subnormal result is below 2^-1075, which fp64
+         * cannot hold); as a value it would make a correctly rounded subnormal
+         * result look 1 ulp off, so it is dropped (error <= 0.5 ulp of 2^-1074
+         * in the reference, only there). */
+        if (lo && fabs(l) <= 0x1p-1074)
+            lo->data[ol] = l = 0;
+        const nv_dtype_info *di = nv_dtype_get(hi->dtype);
+        bool unrepresentable =
+            di && di->is_float && ((isinf(h) && !di->has_inf) || (isnan(h) && !di->has_nan));
+        if (unrepresentable) { /* the dtype's own rule (dtype.h: OFP8 §4, MX §5.3) */
+            hi->data[o] = nv_dtype_round(hi->dtype, h, &NV_ROUND_DEFAULT, 0);
+            if (lo)
+                lo->data[ol] = 0;
+            continue;
+        }
+        if (!overflows(hi->dtype, h, l))
+            continue;
+        hi->data[o] = hi->dtype == NV_DT_FP64
+                          ? copysign(INFINITY, h)
+                          : nv_dtype_round(hi->dtype, copysign(DBL_MAX, h), &NV_ROUND_DEFAULT, 0);
+        if (lo)
+            lo->data[ol] = 0;
+    }
+}
+
+/* Gradual underflow: each rounding in the accumulation dtype may add an absolute
+ * error eta = min_subnormal / 2 beyond the relative one (Higham §2.1, model
+ * (2.8)). eta / u is that dtype's min_normal, so adding min_normal to abs_sum
+ * makes the bound c g(n) u abs_sum cover g(n) such errors. The accumulation
+ * dtype is the one the default tolerance assumes (tolerances.c): the matmul's
+ * acc dtype, else fp64 for fp64 outputs and fp32 otherwise. Negligible unless
+ * the terms themselves are near the subnormal range. */
+static void add_underflow_term(const nv_op_def *op, const nv_op_attrs *a, nv_tensor *abs_sum,
+                               nv_dtype out)
+{
+    nv_dtype acc = op->kind == NV_OPK_MATMUL ? a->acc_dtype
+                   : out == NV_DT_FP64       ? NV_DT_FP64
+                                             : NV_DT_FP32;
+    double mn = nv_dtype_get(acc)->min_normal;
+    for (int64_t i = 0; i < abs_sum->numel; i++)
+        abs_sum->data[nv_tensor_offset_linear(abs_sum, i)] += mn;
+}
+
+int nv_op_reference(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
+                    nv_tensor *out_hi, nv_tensor *out_lo, nv_tensor *abs_sum)
+{
+    int id = nvo_op_id(op);
+    if (id < 0 || !a || !out_hi)
+        return NV_E_INVALID;
+    int nd;
+    int64_t shape[NV_MAX_DIMS];
+    char err[256];
+    int r = nv_op_infer(op, a, n_in, in, &nd, shape, err, sizeof err);
+    if (r < 0)
+        return r;
+    const nv_tensor *outs[3] = {out_hi, out_lo, abs_sum};
+    for (int k = 0; k < 3; k++) {
+        if (!outs[k])
+            continue;
+        if (outs[k]->ndim != nd || memcmp(outs[k]->shape, shape, sizeof(int64_t) * (size_t)nd))
+            return NV_E_SHAPE;
+    }
+    switch (op->kind) {
+    case NV_OPK_REDUCE:
+        r = nvo_ref_reduce(id, a, n_in, in, out_hi, out_lo, abs_sum);
+        break;
+    case NV_OPK_MATMUL:
+        r = nvo_ref_matmul(a, n_in, in, out_hi, out_lo, abs_sum);
+        break;
+    default:
+        r = nvo_ref_elementwise(id, a, n_in, in, out_hi, out_lo, abs_sum);
+        break;
+    }
+    if (r == 0)
+        overflow_to_dtype(out_hi, out_lo);
+    if (r == 0 && abs_sum && (op->kind == NV_OPK_REDUCE || op->kind == NV_OPK_MATMUL))
+        add_underflow_term(op, a, abs_sum, out_hi->dtype);
+    return r;
+}

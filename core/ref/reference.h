@@ -1,0 +1,46 @@
+/* The exact references of the catalog ops and of graphs of them: the part of
+ * core that needs exact arithmetic (MPFR, GMP). The worker, the tests and the
+ * benches link it; numvald, which only validates specs, does not. The backward
+ * references are backward.h. */
+#ifndef NUMVAL_REFERENCE_H
+#define NUMVAL_REFERENCE_H
+
+#include <stddef.h>
+
+#include "core/numerics/tensor.h"
+#include "core/ops/catalog.h"
+#include "core/ops/graph.h"
+
+/* Exact reference. out_hi (and out_lo when non-NULL) are preallocated with the
+ * inferred shape and the output dtype, which selects the precision the exact value
+ * must decide (refmath.h). abs_sum (may be NULL) receives sum |terms| for ops whose
+ * error bound depends on it (reductions, matmul), else |exact|.
+ * An exact value that overflows the output dtype under round to nearest (IEEE
+ * 754-2019 §7.4) is stored as the overflow result a correct device returns:
+ * +-Inf, NaN for fp8_e4m3 (OFP8), +-max_finite for the MX formats (lo = 0).
+ * Returns 0 or a negative NV_E_* code. */
+int nv_op_reference(const nv_op_def *op, const nv_op_attrs *a, int n_in,
+                    const nv_tensor *const *in, nv_tensor *out_hi, nv_tensor *out_lo,
+                    nv_tensor *abs_sum);
+
+/* Reference execution of a graph (graph_ref.c). in[i]: the graph inputs
+ * (contiguous, their dtypes). For every node, ret_hi[k] receives a new tensor with the exact value
+ * of the node computed by nv_op_reference from the hi parts of its node inputs
+ * (so an intermediate reference is exact for the exact upstream values up to the
+ * hi part's rounding: a double within 2^-45 relative, refmath.h), tagged with
+ * the node's dtype; ret_abs[k] receives sum |terms| for reductions and matmul
+ * (else NULL). The caller frees both arrays' tensors. Returns 0, NV_E_* or
+ * -ENOMEM with a message naming the node in err. */
+int nv_graph_reference(const nv_graph *g, const nv_tensor *const *in, nv_tensor **ret_hi,
+                       nv_tensor **ret_abs, char *err, size_t errlen);
+
+/* The reference of node k alone, from the graph inputs in[] and the values
+ * vals[] of the nodes it reads (the upstream reference, or a device's captured
+ * values: the local reference that isolates node k's own error). New tensors in
+ * *ret_hi (tagged with the node's dtype) and *ret_abs (NULL unless a reduction
+ * or matmul). Returns 0, NV_E_* or -ENOMEM with err naming the node. */
+int nv_graph_node_reference(const nv_graph *g, int k, const nv_tensor *const *in,
+                            nv_tensor *const *vals, nv_tensor **ret_hi, nv_tensor **ret_abs,
+                            char *err, size_t errlen);
+
+#endif
