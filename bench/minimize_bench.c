@@ -22,16 +22,6 @@
 #include "minimize_bench.h"
 #include "core/numerics/inputs.h"
 
-/* agent.c's pause between upload retries, which worker/repro/artifact.c (linked for
- * nvw_agent_build_artifact, the probes' artifacts) refers to; the bench
- * uploads nothing. */
-void nvw_agent_sleep(long ms, volatile int *stop);
-void nvw_agent_sleep(long ms, volatile int *stop)
-{
-    (void)ms;
-    (void)stop;
-}
-
 typedef struct fault {
     const char *name, *backend, *op;
     int ndim;

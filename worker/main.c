@@ -12,6 +12,8 @@
 #include "core/spec/jobspec.h"
 #include "check_backend.h"
 #include "worker/kinds/op/repro.h"
+#include "worker/repro/artifact.h"
+
 #include "worker/runner/run.h"
 #ifdef HAVE_AGENT
 #include "worker/agent/agent.h"

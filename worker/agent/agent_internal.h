@@ -1,4 +1,4 @@
-/* Internals of agent mode (agent.c, worker/repro/artifact.c). */
+/* Internals of agent mode (the folder's own files). */
 #ifndef NUMVAL_WORKER_AGENT_INTERNAL_H
 #define NUMVAL_WORKER_AGENT_INTERNAL_H
 
@@ -30,9 +30,11 @@ typedef struct nvw_agent_job {
  * was stored; the case keeps its verdict either way. */
 int nvw_agent_on_failure(void *ud, const nvw_failure *f, char **ret_artifact_id);
 
-/* Build the compressed artifact of a failure. *ret_buf malloc'd; sha[65] the id. */
-int nvw_agent_build_artifact(const nvw_agent_job *j, const nvw_failure *f, uint8_t **ret_buf,
-                             size_t *ret_len, char sha[65]);
+/* The compressed artifact of a failure of job j (nvw_failure_artifact with the
+ * job's backend, spec, id and attempt). *ret_buf malloc'd; sha[65] the id. */
+int nvw_agent_artifact(const nvw_agent_job *j, const nvw_failure *f, uint8_t **ret_buf,
+                       size_t *ret_len, char sha[65]);
+
 
 /* Sleep up to ms milliseconds, returning early when *stop (may be NULL) becomes
  * non-zero or the worker is stopping (SIGTERM, SIGINT). */

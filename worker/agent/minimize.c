@@ -112,7 +112,8 @@ int nvw_agent_on_failure_min(void *ud, const nvw_failure *f, char **ret_artifact
     if (!seen && g_n < NVW_AGENT_MIN_CASES) {
         kept *k = &g_kept[g_n];
         /* The same manifest and tensors encode to the same bytes (and sha). */
-        if (nvw_agent_build_artifact(ud, f, &k->buf, &k->len, k->sha) == 0) {
+        if (nvw_agent_artifact(ud, f, &k->buf, &k->len, k->sha) == 0) {
+
             k->kind = (min_kind)kind;
             snprintf(k->key, sizeof k->key, "%s", key);
             k->case_index = f->case_index;

@@ -1,14 +1,15 @@
-/* Failure artifacts from agent mode: the runner hands each failed case's exact
- * inputs and device outputs; they become one artifact container (docs/ARTIFACTS.md)
- * uploaded to numvald under its sha256. */
+/* Failure artifacts (artifact.h): the runner hands each failed case's exact
+ * inputs and device outputs; they become one artifact container
+ * (docs/ARTIFACTS.md). */
+#include "artifact.h"
+
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/agent/agent_internal.h"
-#include "worker/backends/loader.h"
 #include "common/artifact.h"
-#include "common/log.h"
+#include "worker/backends/views/views.h"
 
 /* Append tensor t as contiguous encoded bytes (the backend ABI storage rules). */
 static int add_tensor(nv_artifact *a, const char *name, const nv_tensor *t)
@@ -31,7 +32,7 @@ static int add_tensor(nv_artifact *a, const char *name, const nv_tensor *t)
 /* The runner's manifest (spec, case, seed, device, builds, mode, contract,
  * tolerance, first mismatches) with the container's own keys added at the top
  * level (docs/ARTIFACTS.md "Manifest"). */
-static json_t *manifest(const nvw_agent_job *j, const nvw_failure *f)
+static json_t *manifest(const nvw_artifact_origin *o, const nvw_failure *f)
 {
     json_t *m = f->manifest ? json_copy((json_t *)f->manifest) : json_object();
     json_t *names = json_array();
@@ -47,13 +48,13 @@ static json_t *manifest(const nvw_agent_job *j, const nvw_failure *f)
         goto fail_m;
     if (!json_object_get(m, "case") && f->case_json)
         json_object_set(m, "case", (json_t *)f->case_json);
-    if (!json_object_get(m, "spec") && j->spec)
-        json_object_set(m, "spec", (json_t *)j->spec);
+    if (!json_object_get(m, "spec") && o->spec)
+        json_object_set(m, "spec", (json_t *)o->spec);
     if (!json_object_get(m, "backend"))
-        json_object_set_new(m, "backend", json_string(j->backend_spec));
-    if (j->job_id) {
-        json_object_set(m, "job_id", j->job_id_json);
-        json_object_set_new(m, "attempt", json_integer(j->attempt));
+        json_object_set_new(m, "backend", json_string(o->backend_spec ? o->backend_spec : ""));
+    if (o->job_id) {
+        json_object_set(m, "job_id", (json_t *)o->job_id);
+        json_object_set_new(m, "attempt", json_integer(o->attempt));
     }
     return m;
 fail:
@@ -63,11 +64,12 @@ fail_m:
     return NULL;
 }
 
-int nvw_agent_build_artifact(const nvw_agent_job *j, const nvw_failure *f, uint8_t **ret_buf,
-                             size_t *ret_len, char sha[65])
+int nvw_failure_artifact(const nvw_failure *f, const nvw_artifact_origin *origin,
+                         uint8_t **ret_buf, size_t *ret_len, char sha[65])
 {
+    const nvw_artifact_origin none = {.backend_spec = ""};
     nv_artifact *a = nv_artifact_new();
-    json_t *m = manifest(j, f);
+    json_t *m = manifest(origin ? origin : &none, f);
     int r = -ENOMEM;
     if (!a || !m)
         goto out;
@@ -82,62 +84,35 @@ out:
     return r;
 }
 
-/* PUT with a few retries: the daemon may be restarting. */
-static int upload(nvw_agent_job *j, const uint8_t *buf, size_t len, const char *sha)
+int nvw_read_file(const char *path, uint8_t **ret, size_t *ret_len)
 {
-    char path[128];
-    snprintf(path, sizeof(path), "/api/v1/worker/artifacts/%s", sha);
-    long pause = 250;
-    for (int attempt = 0; attempt < 6; attempt++) {
-        nvw_http_resp resp = {0};
-        char *err = NULL;
-        int r = nvw_http_request(j->http, "PUT", path, "application/zstd", buf, len, 120000, &resp,
-                                 &err);
-        if (r == -ECANCELED) {
-            free(err);
-            return r;
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!f)
+        return -errno;
+    size_t cap = 1 << 20, n = 0;
+    uint8_t *buf = malloc(cap);
+    int r = buf ? 0 : -ENOMEM;
+    while (r == 0) {
+        if (n == cap) {
+            uint8_t *nb = realloc(buf, cap *= 2);
+            if (!nb) {
+                r = -ENOMEM;
+                break;
+            }
+            buf = nb;
         }
-        if (r == 0 && (resp.status == 200 || resp.status == 201)) {
-            nvw_http_resp_done(&resp);
-            return 0;
-        }
-        if (r == 0 && resp.status < 500) {
-            nv_log_warn("artifact '%s' (%zu bytes) refused by the server: HTTP %ld %.300s", sha,
-                        len, resp.status, resp.body);
-            nvw_http_resp_done(&resp);
-            return -EPROTO;
-        }
-        nv_log_warn("artifact upload failed (%s), retrying", r < 0 && err ? err : "server error");
-        free(err);
-        nvw_http_resp_done(&resp);
-        nvw_agent_sleep(pause, &j->cancel);
-        pause *= 2;
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0)
+            r = ferror(f) ? -EIO : 1;
     }
-    return -EIO;
-}
-
-int nvw_agent_on_failure(void *ud, const nvw_failure *f, char **ret_artifact_id)
-{
-    nvw_agent_job *j = ud;
-    if (atomic_load(&j->n_artifacts) >= j->max_artifacts)
-        return -ENOSPC;
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    char sha[65];
-    int r = nvw_agent_build_artifact(j, f, &buf, &len, sha);
+    if (f != stdin)
+        fclose(f);
     if (r < 0) {
-        nv_log_warn("job %s case %d: cannot build its artifact: %s", j->job_id, f->case_index,
-                    strerror(-r));
+        free(buf);
         return r;
     }
-    r = upload(j, buf, len, sha);
-    free(buf);
-    if (r < 0)
-        return r;
-    char *id = strdup(sha);
-    if (!id)
-        return -ENOMEM;
-    atomic_fetch_add(&j->n_artifacts, 1);
-    *ret_artifact_id = id;
+    *ret = buf;
+    *ret_len = n;
     return 0;
 }

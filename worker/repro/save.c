@@ -6,17 +6,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/agent/agent_internal.h"
-#include "worker/kinds/op/repro.h"
+#include "artifact.h"
 
 int nvw_save_failure(void *ud, const nvw_failure *f, char **ret_artifact_id)
 {
     const char *dir = ud;
-    nvw_agent_job j = {.backend_spec = "", .max_artifacts = 1};
     uint8_t *buf = NULL;
     size_t len = 0;
     char sha[65];
-    int r = nvw_agent_build_artifact(&j, f, &buf, &len, sha);
+    int r = nvw_failure_artifact(f, NULL, &buf, &len, sha);
+
     if (r < 0)
         return r;
     char path[4096];

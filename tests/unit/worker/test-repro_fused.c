@@ -16,14 +16,6 @@
 #include "worker/kinds/fused/repro_fused.h"
 #include "tests/unit/tap.h"
 
-/* agent.c's pause between upload retries, which worker/repro/artifact.c (linked for
- * nvw_agent_build_artifact) refers to; no upload runs in this test. */
-void nvw_agent_sleep(long ms, volatile int *stop)
-{
-    (void)ms;
-    (void)stop;
-}
-
 /* bf16 bits of v (v exactly representable: multiples of 1/8 in [-1, 1]). */
 static uint16_t bf16_bits(double v)
 {

@@ -17,13 +17,6 @@
 
 #define N 4
 
-/* worker/repro/artifact.c's upload retry pause (agent.c); the probe never uploads. */
-void nvw_agent_sleep(long ms, volatile int *stop)
-{
-    (void)ms;
-    (void)stop;
-}
-
 static const float X[N] = {-1.5f, -0.25f, 0.5f, 2.0f};
 static const float GY[N] = {1.0f, -2.0f, 0.5f, 0.75f};
 

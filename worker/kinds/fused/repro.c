@@ -11,6 +11,7 @@
 #include "common/sha256.h"
 #include "core/numerics/dtype.h"
 #include "repro_fused.h"
+#include "worker/repro/artifact.h"
 #include "worker/repro/repro_util.h"
 
 /* An -EINVAL with its message in *ret_err. */
@@ -36,39 +37,6 @@ void nvw_frepro_free(nvw_frepro *fr)
     json_decref(fr->spec);
     json_decref(fr->manifest);
     free(fr);
-}
-
-int nvw_fread_all(const char *path, uint8_t **ret, size_t *ret_len)
-{
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!f)
-        return -errno;
-    size_t cap = 1 << 20, n = 0;
-    uint8_t *buf = malloc(cap);
-    int r = buf ? 0 : -ENOMEM;
-    while (r == 0) {
-        if (n == cap) {
-            uint8_t *nb = realloc(buf, cap *= 2);
-            if (!nb) {
-                r = -ENOMEM;
-                break;
-            }
-            buf = nb;
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0)
-            r = ferror(f) ? -EIO : 1;
-    }
-    if (f != stdin)
-        fclose(f);
-    if (r < 0) {
-        free(buf);
-        return r;
-    }
-    *ret = buf;
-    *ret_len = n;
-    return 0;
 }
 
 /* Decode artifact tensor name into a tensor of dtype want and shape (nd, sh). */
@@ -213,7 +181,7 @@ int nvw_frepro_load(const char *path, nvw_frepro **ret, char **ret_err)
 {
     uint8_t *buf = NULL;
     size_t len = 0;
-    int r = nvw_fread_all(path, &buf, &len);
+    int r = nvw_read_file(path, &buf, &len);
     if (r < 0) {
         fail(ret_err, "cannot read '%s': %s", path, strerror(-r));
         return r == -ENOMEM ? r : -EINVAL;

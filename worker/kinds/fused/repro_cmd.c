@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "repro_fused.h"
+#include "worker/repro/artifact.h"
 
 #define EXIT_PASSES 0
 #define EXIT_FAILS 1
@@ -169,7 +170,7 @@ int nvw_fminimized_artifact(nvw_frepro *fr, const nvw_backend *b, const nvw_fmin
         int r = write_minimized(fr, b, m, timeout_ms, path, extra, ret);
         if (r < 0 || !ret_buf)
             return r;
-        return nvw_fread_all(path, ret_buf, ret_len);
+        return nvw_read_file(path, ret_buf, ret_len);
     }
     char tmp[4096];
     int r = temp_path(tmp, sizeof tmp);
@@ -177,7 +178,7 @@ int nvw_fminimized_artifact(nvw_frepro *fr, const nvw_backend *b, const nvw_fmin
         return r;
     r = write_minimized(fr, b, m, timeout_ms, tmp, extra, ret);
     if (r == 0 && ret_buf)
-        r = nvw_fread_all(tmp, ret_buf, ret_len);
+        r = nvw_read_file(tmp, ret_buf, ret_len);
     unlink(tmp);
     return r;
 }

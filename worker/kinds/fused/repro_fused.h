@@ -141,9 +141,6 @@ int nvw_fminimized_artifact(nvw_frepro *fr, const nvw_backend *b, const nvw_fmin
 /* The names of the nodes sub keeps, in graph order. New reference. */
 json_t *nvw_fsub_nodes(const nvw_frepro *fr, const nvw_fsub *sub);
 
-/* Read a whole file ("-": stdin) into *ret (malloc'd). 0 or a negative errno. */
-int nvw_fread_all(const char *path, uint8_t **ret, size_t *ret_len);
-
 /* `numval-worker repro|minimize` for a fused artifact (after nvw_frepro_load):
  * exit codes as for op artifacts (repro.h). */
 int nvw_frepro_cmd(nvw_frepro *fr, const char *backend, int runs, int timeout_ms);

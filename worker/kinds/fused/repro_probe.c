@@ -13,9 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "worker/agent/agent_internal.h"
 #include "repro_fused.h"
 #include "sub.h"
+#include "worker/repro/artifact.h"
 #include "worker/repro/repro_util.h"
 
 typedef struct child_ctx {
@@ -62,10 +62,10 @@ static int write_artifact(child_ctx *cx, const nvw_failure *f)
     }
     nvw_failure g = *f;
     g.manifest = m;
-    nvw_agent_job j = {.backend_spec = "", .max_artifacts = 1};
     uint8_t *buf = NULL;
     size_t len = 0;
-    int r = nvw_agent_build_artifact(&j, &g, &buf, &len, cx->sha);
+    int r = nvw_failure_artifact(&g, NULL, &buf, &len, cx->sha);
+
     json_decref(m);
     if (r < 0)
         return r;

@@ -15,9 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "worker/agent/agent_internal.h"
 #include "common/sha256.h"
 #include "core/ref/backward.h"
+#include "worker/repro/artifact.h"
 #include "worker/repro/repro_util.h"
 #include "repro_grad.h"
 #include "gradient_internal.h"
@@ -47,11 +47,12 @@ static int on_report(void *ud, const nvw_failure *f, char **ret_id)
 {
     (void)ret_id;
     child_ctx *cx = ud;
-    nvw_agent_job aj = {.backend_spec = cx->backend_spec, .max_artifacts = 1};
+    nvw_artifact_origin o = {.backend_spec = cx->backend_spec};
     char sha[65];
     free(cx->buf);
     cx->buf = NULL;
-    return nvw_agent_build_artifact(&aj, f, &cx->buf, &cx->len, sha);
+    return nvw_failure_artifact(f, &o, &cx->buf, &cx->len, sha);
+
 }
 
 static bool listed(const json_t *arr, const char *name)

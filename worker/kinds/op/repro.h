@@ -97,10 +97,6 @@ int nvw_repro_gate(const nvw_probe_env *env, int runs, int *ret_failed, int *ret
  * NAN when input i must not be neutralized (class indices, matmul scales). */
 double nvw_neutral_value(const nvw_repro *rc, int i);
 
-/* nvw_failure_fn writing each failure's artifact to directory ud (a char *) as
- * SHA.nvart and returning its content id (worker/repro/save.c). */
-struct nvw_failure;
-int nvw_save_failure(void *ud, const struct nvw_failure *f, char **ret_artifact_id);
 
 /* Subcommands of numval-worker (repro_cmd.c). repro: exit 1 when the case still
  * fails with its stored class, 0 when it no longer does, 2 bad input. minimize:
