@@ -192,6 +192,115 @@ char *store_col_dup(sqlite3_stmt *st, int i)
     return t ? strdup(t) : NULL;
 }
 
+json_t *store_col_value(sqlite3_stmt *st, int i, store_col_type type)
+{
+    switch (type) {
+    case STORE_INT:
+        return json_integer(sqlite3_column_int64(st, i));
+    case STORE_INT_NULL:
+        return store_col_int(st, i);
+    case STORE_REAL:
+        return store_col_real(st, i);
+    case STORE_BOOL:
+        return json_boolean(sqlite3_column_int(st, i) != 0);
+    case STORE_STR:
+        return store_col_str(st, i);
+    case STORE_JSON:
+        return store_col_json(st, i);
+    case STORE_TIME:
+        return store_col_time(st, i);
+    }
+    return NULL;
+}
+
+int store_row_set(json_t *o, sqlite3_stmt *st, const store_col *cols)
+{
+    for (const store_col *c = cols; c->key; c++)
+        if (json_object_set_new(o, c->key, store_col_value(st, c->col, c->type)) < 0)
+            return -ENOMEM;
+    return 0;
+}
+
+json_t *store_row_object(sqlite3_stmt *st, const store_col *cols)
+{
+    json_t *o = json_object();
+    if (o && store_row_set(o, st, cols) < 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+int store_each_row(nvd_store *s, sqlite3_stmt *st, const char *what, store_row_fn fn, void *ud)
+{
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int r = fn(st, ud);
+        if (r < 0)
+            return r;
+        if (r == STORE_STOP)
+            return 0;
+    }
+    return rc == SQLITE_DONE ? 0 : store_err(s, rc, what);
+}
+
+json_t *store_row_cols(nvd_store *s, sqlite3_stmt *st, const void *arg)
+{
+    (void)s;
+    return store_row_object(st, arg);
+}
+
+typedef struct rows_ctx {
+    nvd_store *s;
+    store_row_json_fn row;
+    const void *arg;
+    json_t *arr;
+    int limit; /* < 0: all rows */
+    bool more;
+} rows_ctx;
+
+static int append_row(sqlite3_stmt *st, void *ud)
+{
+    rows_ctx *x = ud;
+    if (x->limit >= 0 && json_array_size(x->arr) == (size_t)x->limit) {
+        x->more = true;
+        return STORE_STOP;
+    }
+    json_t *v = x->row(x->s, st, x->arg);
+    return v && json_array_append_new(x->arr, v) == 0 ? 0 : -ENOMEM;
+}
+
+static int rows(rows_ctx *x, sqlite3_stmt *st, const char *what, json_t **ret)
+{
+    x->arr = json_array();
+    if (!x->arr)
+        return -ENOMEM;
+    int r = store_each_row(x->s, st, what, append_row, x);
+    if (r < 0) {
+        json_decref(x->arr);
+        return r;
+    }
+    *ret = x->arr;
+    return 0;
+}
+
+int store_rows_json(nvd_store *s, sqlite3_stmt *st, const char *what, store_row_json_fn row,
+                    const void *arg, json_t **ret)
+{
+    rows_ctx x = {.s = s, .row = row, .arg = arg, .limit = -1};
+    return rows(&x, st, what, ret);
+}
+
+int store_rows_page(nvd_store *s, sqlite3_stmt *st, const char *what, store_row_json_fn row,
+                    const void *arg, int limit, json_t **ret, bool *ret_more)
+{
+    rows_ctx x = {.s = s, .row = row, .arg = arg, .limit = limit < 0 ? 0 : limit};
+    int r = rows(&x, st, what, ret);
+    if (r == 0)
+        *ret_more = x.more;
+    return r;
+}
+
 int nvd_store_latest_version(void)
 {
     return nvd_n_migrations;

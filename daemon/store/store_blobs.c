@@ -138,32 +138,21 @@ out:
     return store_write_end(s, r);
 }
 
+static const store_col token_cols[] = {
+    {"name", 0, STORE_STR},
+    {"scopes", 1, STORE_STR},
+    {"created_at", 2, STORE_TIME},
+    {"revoked_at", 3, STORE_TIME},
+    {NULL, 0, 0},
+};
+
 int nvd_store_tokens_list(nvd_store *s, json_t **ret)
 {
     sqlite3_stmt *st = store_stmt(s, "SELECT name, scopes, created_at, revoked_at FROM tokens "
                                      "ORDER BY id LIMIT 100000");
     if (!st)
         return -EIO;
-    json_t *arr = json_array();
-    if (!arr)
-        return -ENOMEM;
-    int rc, r = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        json_t *t = json_pack("{s:o, s:o, s:o, s:o}", "name", store_col_str(st, 0), "scopes",
-                              store_col_str(st, 1), "created_at", store_col_time(st, 2),
-                              "revoked_at", store_col_time(st, 3));
-        if (!t || json_array_append_new(arr, t) < 0) {
-            r = -ENOMEM;
-            break;
-        }
-    }
-    if (r == 0 && rc != SQLITE_DONE)
-        r = store_err(s, rc, "list tokens");
+    int r = store_rows_json(s, st, "list tokens", store_row_cols, token_cols, ret);
     sqlite3_reset(st);
-    if (r < 0) {
-        json_decref(arr);
-        return r;
-    }
-    *ret = arr;
-    return 0;
+    return r;
 }

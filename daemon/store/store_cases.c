@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "store_internal.h"
 #include "daemon/util/util.h"
+#include "store_internal.h"
 
 static const char *verdict_of(const json_t *c)
 {
@@ -307,21 +307,30 @@ int nvd_store_next_expiry(nvd_store *s, int64_t *ret)
     "SELECT c.id, c.job_id, c.idx, c.tolerance_version, c.data, j.build_hash, j.leased_by "        \
     "FROM cases c JOIN jobs j ON j.id = c.job_id "
 
-static json_t *case_from_row(sqlite3_stmt *st)
+/* The keys a case gets over its stored JSON (column 4 of CASE_SELECT). */
+static const store_col case_cols[] = {
+    {"id", 0, STORE_INT},
+    {"job_id", 1, STORE_INT},
+    {"index", 2, STORE_INT},
+    {"tolerance_version", 3, STORE_INT_NULL},
+    {"build_id", 5, STORE_STR},
+    {"device", 6, STORE_STR},
+    {NULL, 0, 0},
+};
+
+static json_t *case_row(nvd_store *s, sqlite3_stmt *st, const void *arg)
 {
+    (void)s;
+    (void)arg;
     json_t *c = store_col_json(st, 4);
     if (!json_is_object(c)) {
         json_decref(c);
         c = json_object();
-        if (!c)
-            return NULL;
     }
-    json_object_set_new(c, "id", json_integer(sqlite3_column_int64(st, 0)));
-    json_object_set_new(c, "job_id", json_integer(sqlite3_column_int64(st, 1)));
-    json_object_set_new(c, "index", json_integer(sqlite3_column_int64(st, 2)));
-    json_object_set_new(c, "tolerance_version", store_col_int(st, 3));
-    json_object_set_new(c, "build_id", store_col_str(st, 5));
-    json_object_set_new(c, "device", store_col_str(st, 6));
+    if (c && store_row_set(c, st, case_cols) < 0) {
+        json_decref(c);
+        return NULL;
+    }
     return c;
 }
 
@@ -340,34 +349,16 @@ int nvd_store_cases_list(nvd_store *s, const nvd_case_filter *f, json_t **ret, i
         store_bind_text(st, 2, f->verdict);
     sqlite3_bind_int64(st, 3, f->cursor);
     sqlite3_bind_int(st, 4, f->limit + 1);
-    json_t *arr = json_array();
-    if (!arr)
-        return -ENOMEM;
-    int r = 0, rc, n = 0;
-    int64_t last = -1;
+    json_t *arr = NULL;
     bool more = false;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (n == f->limit) {
-            more = true;
-            break;
-        }
-        json_t *c = case_from_row(st);
-        if (!c || json_array_append_new(arr, c) < 0) {
-            r = -ENOMEM;
-            break;
-        }
-        last = sqlite3_column_int64(st, 2);
-        n++;
-    }
-    if (r == 0 && rc != SQLITE_ROW && rc != SQLITE_DONE)
-        r = store_err(s, rc, "list cases");
+    int r = store_rows_page(s, st, "list cases", case_row, NULL, f->limit, &arr, &more);
     sqlite3_reset(st);
-    if (r < 0) {
-        json_decref(arr);
+    if (r < 0)
         return r;
-    }
+    /* The next page starts after the index of the last case of this one. */
+    size_t n = json_array_size(arr);
     *ret = arr;
-    *ret_next = last;
+    *ret_next = n ? json_integer_value(json_object_get(json_array_get(arr, n - 1), "index")) : -1;
     *ret_more = more;
     return 0;
 }
@@ -381,7 +372,7 @@ int nvd_store_case_get(nvd_store *s, int64_t id, json_t **ret)
     int rc = sqlite3_step(st);
     int r = 0;
     if (rc == SQLITE_ROW) {
-        json_t *c = case_from_row(st);
+        json_t *c = case_row(s, st, NULL);
         if (c)
             *ret = c;
         else

@@ -73,12 +73,44 @@ static char *match_of(sqlite3_stmt *st, json_t **ret_match)
     return key;
 }
 
+typedef struct cases_ctx {
+    json_t *map;
+    int64_t rows;
+} cases_ctx;
+
+/* One row of cases_of into the map under its match key. */
+static int case_into(sqlite3_stmt *st, void *ud)
+{
+    cases_ctx *x = ud;
+    if (++x->rows > NVD_COMPARE_MAX_CASES)
+        return -E2BIG;
+    json_t *m = NULL;
+    char *key = match_of(st, &m);
+    if (!key)
+        return -ENOMEM;
+    json_t *c =
+        json_pack("{so so sI sI so}", "match", m, "verdict", store_col_str(st, 7), "case_id",
+                  (json_int_t)sqlite3_column_int64(st, 12), "job_id",
+                  (json_int_t)sqlite3_column_int64(st, 13), "failure_class", store_col_str(st, 14));
+    int r = c ? 0 : -ENOMEM;
+    if (r == 0 && !strcmp((const char *)sqlite3_column_text(st, 0), "gradient"))
+        r = json_object_set_new(c, "headroom", store_col_real(st, 15));
+    else if (r == 0)
+        r = json_object_set_new(c, "max_ulp", store_col_real(st, 8));
+    /* later rows replace earlier: newest wins */
+    if (r == 0)
+        r = json_object_set_new(x->map, key, c);
+    else
+        json_decref(c);
+    free(key);
+    return r < 0 ? -ENOMEM : 0;
+}
+
 /* {key: case} of the newest case per match among the cases of build hash, of
  * kind (NULL: op, gradient and fused) and op (NULL: any); at most
  * NVD_COMPARE_MAX_CASES cases (-E2BIG past it: the whole map is built in
  * memory on the daemon's loop). */
-static int cases_of(nvd_store *s, const char *hash, const char *kind, const char *op,
-                    json_t **ret)
+static int cases_of(nvd_store *s, const char *hash, const char *kind, const char *op, json_t **ret)
 {
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(
@@ -103,31 +135,12 @@ static int cases_of(nvd_store *s, const char *hash, const char *kind, const char
     store_bind_text(st, 2, kind);
     store_bind_text(st, 3, op);
     sqlite3_bind_int64(st, 4, NVD_COMPARE_MAX_CASES + 1);
-    int64_t rows = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (++rows > NVD_COMPARE_MAX_CASES) {
-            rc = SQLITE_TOOBIG;
-            break;
-        }
-        json_t *m = NULL;
-        char *key = match_of(st, &m);
-        if (!key)
-            break;
-        json_t *c = json_pack("{so so sI sI so}", "match", m, "verdict", store_col_str(st, 7),
-                              "case_id", (json_int_t)sqlite3_column_int64(st, 12), "job_id",
-                              (json_int_t)sqlite3_column_int64(st, 13), "failure_class",
-                              store_col_str(st, 14));
-        if (c && !strcmp((const char *)sqlite3_column_text(st, 0), "gradient"))
-            json_object_set_new(c, "headroom", store_col_real(st, 15));
-        else if (c)
-            json_object_set_new(c, "max_ulp", store_col_real(st, 8));
-        json_object_set_new(map, key, c); /* later rows replace earlier: newest wins */
-        free(key);
-    }
+    cases_ctx x = {.map = map};
+    int r = store_each_row(s, st, "compare", case_into, &x);
     sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
+    if (r < 0) {
         json_decref(map);
-        return rc == SQLITE_TOOBIG ? -E2BIG : rc == SQLITE_ROW ? -ENOMEM : store_err(s, rc, "compare");
+        return r;
     }
     *ret = map;
     return 0;
@@ -137,8 +150,8 @@ static json_t *side(const json_t *c)
 {
     const char *metric = json_object_get(c, "headroom") ? "headroom" : "max_ulp";
     return json_pack("{sO sO sO sO sO}", "case_id", json_object_get(c, "case_id"), "job_id",
-                     json_object_get(c, "job_id"), "verdict", json_object_get(c, "verdict"),
-                     metric, json_object_get(c, metric), "failure_class",
+                     json_object_get(c, "job_id"), "verdict", json_object_get(c, "verdict"), metric,
+                     json_object_get(c, metric), "failure_class",
                      json_object_get(c, "failure_class"));
 }
 
@@ -200,16 +213,17 @@ static json_t *classify(const json_t *base, const json_t *head)
         } else if (!strcmp(verdict(b), "failed") && hp) {
             add(np, e, &n[1]);
         } else if (bp && hp && drifted(b, h, &growth)) {
-            json_object_set_new(e, "growth", isinf(growth) ? json_string("inf") : json_real(growth));
+            json_object_set_new(e, "growth",
+                                isinf(growth) ? json_string("inf") : json_real(growth));
             add(dr, e, &n[2]);
         } else {
             json_decref(e);
         }
     }
-    return json_pack("{so so so s{sI sI sI sI sI sI} sb}", "newly_failing", nf, "newly_passing",
-                     np, "drift", dr, "counts", "matched", matched, "only_in_head", only_head,
-                     "only_in_base", (json_int_t)json_object_size(base) - matched,
-                     "newly_failing", n[0], "newly_passing", n[1], "drift", n[2], "truncated",
+    return json_pack("{so so so s{sI sI sI sI sI sI} sb}", "newly_failing", nf, "newly_passing", np,
+                     "drift", dr, "counts", "matched", matched, "only_in_head", only_head,
+                     "only_in_base", (json_int_t)json_object_size(base) - matched, "newly_failing",
+                     n[0], "newly_passing", n[1], "drift", n[2], "truncated",
                      n[0] > NVD_COMPARE_MAX_LISTED || n[1] > NVD_COMPARE_MAX_LISTED ||
                          n[2] > NVD_COMPARE_MAX_LISTED);
 }

@@ -58,6 +58,61 @@ json_t *store_col_time(sqlite3_stmt *st, int i);
 /* malloc'd copy of a text column, or NULL. */
 char *store_col_dup(sqlite3_stmt *st, int i);
 
+/* ---- rows into JSON ----
+ * Every listing steps its statement through store_each_row; a row becomes a
+ * JSON object through a column table (store_row_object), or through a row
+ * function of its own when it has computed keys. */
+
+/* How a column becomes a JSON value. */
+typedef enum store_col_type {
+    STORE_INT,      /* integer (json_integer of the column; NULL reads as 0) */
+    STORE_INT_NULL, /* integer, or null (store_col_int) */
+    STORE_REAL,     /* real, or null (store_col_real) */
+    STORE_BOOL,     /* false for 0, else true */
+    STORE_STR,      /* text, or null (store_col_str) */
+    STORE_JSON,     /* text parsed as JSON (store_col_json) */
+    STORE_TIME,     /* ms as an RFC 3339 string, or null (store_col_time) */
+} store_col_type;
+
+/* One key of a row object: key is column col read as type. A table is an
+ * array ending with a NULL key; keys go into the object in table order. */
+typedef struct store_col {
+    const char *key;
+    int col;
+    store_col_type type;
+} store_col;
+
+/* Column i of the current row as type: a new reference, NULL on ENOMEM. */
+json_t *store_col_value(sqlite3_stmt *st, int i, store_col_type type);
+/* Set every key of cols on o (replacing a key o already has, in place).
+ * 0, or -ENOMEM (o then holds the keys set so far). */
+int store_row_set(json_t *o, sqlite3_stmt *st, const store_col *cols);
+/* A new object of the keys of cols from the current row; NULL on ENOMEM. */
+json_t *store_row_object(sqlite3_stmt *st, const store_col *cols);
+
+/* Called by store_each_row for each row: 0 goes on, STORE_STOP ends the walk
+ * (store_each_row returns 0), a negative errno ends it with that error. */
+#define STORE_STOP 1
+typedef int (*store_row_fn)(sqlite3_stmt *st, void *ud);
+/* Step st until SQLITE_DONE, calling fn(st, ud) on each row. Returns 0, fn's
+ * error, or the SQLite error through store_err (what names the statement in
+ * the log). The caller resets (cached) or finalizes (prepared) st. */
+int store_each_row(nvd_store *s, sqlite3_stmt *st, const char *what, store_row_fn fn, void *ud);
+
+/* The JSON value of the current row (a new reference; NULL on ENOMEM). arg is
+ * the listing's own (a column table for store_row_cols). */
+typedef json_t *(*store_row_json_fn)(nvd_store *s, sqlite3_stmt *st, const void *arg);
+/* store_row_json_fn of a column table: store_row_object(st, arg). */
+json_t *store_row_cols(nvd_store *s, sqlite3_stmt *st, const void *arg);
+/* Every row of st as row(s, st, arg), in a new array in *ret (written only on
+ * success). Errors as store_each_row; -ENOMEM. */
+int store_rows_json(nvd_store *s, sqlite3_stmt *st, const char *what, store_row_json_fn row,
+                    const void *arg, json_t **ret);
+/* A page: at most limit rows, as store_rows_json; *ret_more tells whether
+ * another row followed (the statement should ask for limit + 1). */
+int store_rows_page(nvd_store *s, sqlite3_stmt *st, const char *what, store_row_json_fn row,
+                    const void *arg, int limit, json_t **ret, bool *ret_more);
+
 /* A job's state, live lease token and finishing token (malloc'd or NULL;
  * ret_finish may be NULL). -ENOENT when there is no such job. */
 int store_lease_of(nvd_store *s, int64_t id, char state[16], char **ret_token, char **ret_finish);

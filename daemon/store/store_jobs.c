@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "store_internal.h"
 #include "daemon/util/util.h"
+#include "store_internal.h"
 
 #define JOB_COLS_BASE                                                                              \
     "id, state, kind, op, device, build_hash, priority, attempt, max_attempts, cases_total, "      \
@@ -18,33 +18,30 @@
  * /api/v1/jobs/{id} has them. */
 #define JOB_COLS_LIST JOB_COLS_BASE "json_remove(result, '$.series', '$.curves')"
 
-static json_t *job_from_row(sqlite3_stmt *st)
-{
-    json_t *j = json_object();
-    if (!j)
-        return NULL;
-    json_object_set_new(j, "id", json_integer(sqlite3_column_int64(st, 0)));
-    json_object_set_new(j, "state", store_col_str(st, 1));
-    json_object_set_new(j, "kind", store_col_str(st, 2));
-    json_object_set_new(j, "op", store_col_str(st, 3));
-    json_object_set_new(j, "device", store_col_str(st, 4));
-    json_object_set_new(j, "build_id", store_col_str(st, 5));
-    json_object_set_new(j, "priority", json_integer(sqlite3_column_int64(st, 6)));
-    json_object_set_new(j, "attempt", json_integer(sqlite3_column_int64(st, 7)));
-    json_object_set_new(j, "max_attempts", json_integer(sqlite3_column_int64(st, 8)));
-    json_object_set_new(j, "cases_total", json_integer(sqlite3_column_int64(st, 9)));
-    json_object_set_new(j, "cases_done", json_integer(sqlite3_column_int64(st, 10)));
-    json_object_set_new(j, "cases_passed", json_integer(sqlite3_column_int64(st, 11)));
-    json_object_set_new(j, "cases_failed", json_integer(sqlite3_column_int64(st, 12)));
-    json_object_set_new(j, "created_at", store_col_time(st, 13));
-    json_object_set_new(j, "started_at", store_col_time(st, 14));
-    json_object_set_new(j, "finished_at", store_col_time(st, 15));
-    json_object_set_new(j, "error", store_col_str(st, 16));
-    json_object_set_new(j, "spec", store_col_json(st, 17));
-    json_object_set_new(j, "leased_by", store_col_str(st, 18));
-    json_object_set_new(j, "result", store_col_json(st, 19));
-    return j;
-}
+/* A JOB object (docs/API.md), from the columns of JOB_COLS. */
+static const store_col job_cols[] = {
+    {"id", 0, STORE_INT},
+    {"state", 1, STORE_STR},
+    {"kind", 2, STORE_STR},
+    {"op", 3, STORE_STR},
+    {"device", 4, STORE_STR},
+    {"build_id", 5, STORE_STR},
+    {"priority", 6, STORE_INT},
+    {"attempt", 7, STORE_INT},
+    {"max_attempts", 8, STORE_INT},
+    {"cases_total", 9, STORE_INT},
+    {"cases_done", 10, STORE_INT},
+    {"cases_passed", 11, STORE_INT},
+    {"cases_failed", 12, STORE_INT},
+    {"created_at", 13, STORE_TIME},
+    {"started_at", 14, STORE_TIME},
+    {"finished_at", 15, STORE_TIME},
+    {"error", 16, STORE_STR},
+    {"spec", 17, STORE_JSON},
+    {"leased_by", 18, STORE_STR},
+    {"result", 19, STORE_JSON},
+    {NULL, 0, 0},
+};
 
 int nvd_store_job_insert(nvd_store *s, const nvd_job_new *j, int64_t now, int64_t *ret_id)
 {
@@ -84,7 +81,7 @@ int nvd_store_job_get(nvd_store *s, int64_t id, json_t **ret)
     int rc = sqlite3_step(st);
     int r = 0;
     if (rc == SQLITE_ROW) {
-        json_t *j = job_from_row(st);
+        json_t *j = store_row_object(st, job_cols);
         if (!j)
             r = -ENOMEM;
         else
@@ -129,33 +126,16 @@ int nvd_store_jobs_list(nvd_store *s, const nvd_job_filter *f, json_t **ret, int
             store_bind_text(st, i + 1, vals[i]);
     sqlite3_bind_int64(st, 5, f->cursor > 0 ? f->cursor : INT64_MAX);
     sqlite3_bind_int(st, 6, f->limit + 1);
-    json_t *arr = json_array();
-    if (!arr)
-        return -ENOMEM;
-    int r = 0, rc, n = 0;
-    int64_t next = 0, last = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (n == f->limit) {
-            next = last;
-            break;
-        }
-        json_t *j = job_from_row(st);
-        if (!j || json_array_append_new(arr, j) < 0) {
-            r = -ENOMEM;
-            break;
-        }
-        last = sqlite3_column_int64(st, 0);
-        n++;
-    }
-    if (r == 0 && rc != SQLITE_ROW && rc != SQLITE_DONE)
-        r = store_err(s, rc, "list jobs");
+    json_t *arr = NULL;
+    bool more = false;
+    int r = store_rows_page(s, st, "list jobs", store_row_cols, job_cols, f->limit, &arr, &more);
     sqlite3_reset(st);
-    if (r < 0) {
-        json_decref(arr);
+    if (r < 0)
         return r;
-    }
+    /* The next page starts below the last job of this one. */
+    json_t *last = json_array_get(arr, json_array_size(arr) - 1);
     *ret = arr;
-    *ret_next = next;
+    *ret_next = more ? json_integer_value(json_object_get(last, "id")) : 0;
     return 0;
 }
 

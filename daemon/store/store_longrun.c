@@ -53,13 +53,15 @@ int nvd_store_amp_add(nvd_store *s, const char *name, const json_t *policy, cons
     return store_write_end(s, r);
 }
 
-static json_t *row(sqlite3_stmt *st)
-{
-    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "name", store_col_str(st, 0), "version",
-                     store_col_int(st, 1), "policy", store_col_json(st, 2), "author",
-                     store_col_str(st, 3), "reason", store_col_str(st, 4), "created_at",
-                     store_col_time(st, 5));
-}
+static const store_col amp_cols[] = {
+    {"name", 0, STORE_STR},
+    {"version", 1, STORE_INT_NULL},
+    {"policy", 2, STORE_JSON},
+    {"author", 3, STORE_STR},
+    {"reason", 4, STORE_STR},
+    {"created_at", 5, STORE_TIME},
+    {NULL, 0, 0},
+};
 
 int nvd_store_amp_list(nvd_store *s, const char *name, json_t **ret)
 {
@@ -69,17 +71,9 @@ int nvd_store_amp_list(nvd_store *s, const char *name, json_t **ret)
     if (!st)
         return -EIO;
     store_bind_text(st, 1, name);
-    json_t *a = json_array();
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-        json_array_append_new(a, row(st));
+    int r = store_rows_json(s, st, "list AMP policies", store_row_cols, amp_cols, ret);
     sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
-        json_decref(a);
-        return store_err(s, rc, "list AMP policies");
-    }
-    *ret = a;
-    return 0;
+    return r;
 }
 
 int nvd_store_amp_get(nvd_store *s, const char *name, int64_t version, json_t **ret)
@@ -93,8 +87,11 @@ int nvd_store_amp_get(nvd_store *s, const char *name, int64_t version, json_t **
     sqlite3_bind_int64(st, 2, version);
     int rc = sqlite3_step(st);
     int r = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : store_err(s, rc, "AMP policy");
-    if (r == 0)
-        *ret = row(st);
+    json_t *o = r == 0 ? store_row_object(st, amp_cols) : NULL;
+    if (r == 0 && !o)
+        r = -ENOMEM;
+    else if (r == 0)
+        *ret = o;
     sqlite3_finalize(st);
     return r;
 }
@@ -151,6 +148,14 @@ int nvd_store_slot_done(nvd_store *s, const char *schedule, int64_t slot, const 
     return store_write_end(s, r);
 }
 
+static const store_col slot_cols[] = {
+    {"slot", 0, STORE_INT},
+    {"started_at", 1, STORE_TIME},
+    {"job_ids", 2, STORE_JSON},
+    {"error", 3, STORE_STR},
+    {NULL, 0, 0},
+};
+
 int nvd_store_slot_last(nvd_store *s, const char *schedule, json_t **ret)
 {
     sqlite3_stmt *st = prep(s, "SELECT slot, started_at, job_ids, error FROM schedule_runs "
@@ -160,10 +165,11 @@ int nvd_store_slot_last(nvd_store *s, const char *schedule, json_t **ret)
     store_bind_text(st, 1, schedule);
     int rc = sqlite3_step(st);
     int r = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : store_err(s, rc, "last slot");
-    if (r == 0)
-        *ret = json_pack("{s:I, s:o, s:o, s:o}", "slot", (json_int_t)sqlite3_column_int64(st, 0),
-                         "started_at", store_col_time(st, 1), "job_ids", store_col_json(st, 2),
-                         "error", store_col_str(st, 3));
+    json_t *o = r == 0 ? store_row_object(st, slot_cols) : NULL;
+    if (r == 0 && !o)
+        r = -ENOMEM;
+    else if (r == 0)
+        *ret = o;
     sqlite3_finalize(st);
     return r;
 }

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "store_internal.h"
 #include "daemon/util/util.h"
+#include "store_internal.h"
 
 /* Run a one-row write statement whose bindings the caller already made. */
 static int step_write(nvd_store *s, sqlite3_stmt *st, const char *what)
@@ -18,32 +18,41 @@ static int step_write(nvd_store *s, sqlite3_stmt *st, const char *what)
 
 #define TOL_COLS "id, op, dtype, mode, version, metric, reason_code, reason, author, created_at"
 
-static json_t *tolerance_from_row(sqlite3_stmt *st)
+/* A tolerance row of TOL_COLS, with its tolerance JSON (column 5) under
+ * "tolerance", which also gets the row's reason and version. */
+static const store_col tol_cols[] = {
+    {"id", 0, STORE_INT},          {"op", 1, STORE_STR},
+    {"dtype", 2, STORE_STR},       {"mode", 3, STORE_STR},
+    {"version", 4, STORE_INT},     {"reason_code", 6, STORE_STR},
+    {"reason", 7, STORE_STR},      {"author", 8, STORE_STR},
+    {"created_at", 9, STORE_TIME}, {NULL, 0, 0},
+};
+static const store_col tol_inner_cols[] = {
+    {"reason_code", 6, STORE_STR},
+    {"reason", 7, STORE_STR},
+    {"version", 4, STORE_INT},
+    {NULL, 0, 0},
+};
+
+static json_t *tolerance_row(nvd_store *s, sqlite3_stmt *st, const void *arg)
 {
+    (void)s;
+    (void)arg;
     json_t *tol = store_col_json(st, 5);
     if (!json_is_object(tol)) {
         json_decref(tol);
         tol = json_object();
     }
-    json_t *row = json_object();
-    if (!tol || !row) {
+    json_t *row = store_row_object(st, tol_cols);
+    if (!tol || !row || store_row_set(tol, st, tol_inner_cols) < 0) {
         json_decref(tol);
         json_decref(row);
         return NULL;
     }
-    json_object_set_new(tol, "reason_code", store_col_str(st, 6));
-    json_object_set_new(tol, "reason", store_col_str(st, 7));
-    json_object_set_new(tol, "version", json_integer(sqlite3_column_int64(st, 4)));
-    json_object_set_new(row, "id", json_integer(sqlite3_column_int64(st, 0)));
-    json_object_set_new(row, "op", store_col_str(st, 1));
-    json_object_set_new(row, "dtype", store_col_str(st, 2));
-    json_object_set_new(row, "mode", store_col_str(st, 3));
-    json_object_set_new(row, "version", json_integer(sqlite3_column_int64(st, 4)));
-    json_object_set_new(row, "reason_code", store_col_str(st, 6));
-    json_object_set_new(row, "reason", store_col_str(st, 7));
-    json_object_set_new(row, "author", store_col_str(st, 8));
-    json_object_set_new(row, "created_at", store_col_time(st, 9));
-    json_object_set_new(row, "tolerance", tol);
+    if (json_object_set_new(row, "tolerance", tol) < 0) {
+        json_decref(row);
+        return NULL;
+    }
     return row;
 }
 
@@ -70,7 +79,7 @@ int nvd_store_tolerance_add(nvd_store *s, const nvd_tolerance_new *t, int64_t no
     sqlite3_bind_int64(st, 8, now);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
-        json_t *row = tolerance_from_row(st);
+        json_t *row = tolerance_row(s, st, NULL);
         sqlite3_step(st);
         if (!row)
             r = -ENOMEM;
@@ -102,26 +111,9 @@ int nvd_store_tolerances_list(nvd_store *s, const char *op, const char *dtype, b
         return -EIO;
     store_bind_text(st, 1, op);
     store_bind_text(st, 2, dtype);
-    json_t *arr = json_array();
-    if (!arr)
-        return -ENOMEM;
-    int rc, r = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        json_t *row = tolerance_from_row(st);
-        if (!row || json_array_append_new(arr, row) < 0) {
-            r = -ENOMEM;
-            break;
-        }
-    }
-    if (r == 0 && rc != SQLITE_DONE)
-        r = store_err(s, rc, "list tolerances");
+    int r = store_rows_json(s, st, "list tolerances", tolerance_row, NULL, ret);
     sqlite3_reset(st);
-    if (r < 0) {
-        json_decref(arr);
-        return r;
-    }
-    *ret = arr;
-    return 0;
+    return r;
 }
 
 int nvd_store_build_put(nvd_store *s, const char *hash, const char *identity_json, int64_t now)
@@ -150,6 +142,14 @@ out:
     return store_write_end(s, r);
 }
 
+static const store_col build_cols[] = {
+    {"id", 0, STORE_STR},
+    {"identity", 1, STORE_JSON},
+    {"created_at", 2, STORE_TIME},
+    {"jobs", 3, STORE_INT},
+    {NULL, 0, 0},
+};
+
 int nvd_store_builds_list(nvd_store *s, int limit, json_t **ret)
 {
     sqlite3_stmt *st = store_stmt(s, "SELECT b.hash, b.identity, b.created_at, "
@@ -158,28 +158,9 @@ int nvd_store_builds_list(nvd_store *s, int limit, json_t **ret)
     if (!st)
         return -EIO;
     sqlite3_bind_int(st, 1, limit);
-    json_t *arr = json_array();
-    if (!arr)
-        return -ENOMEM;
-    int rc, r = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        json_t *b = json_pack("{s:o, s:o, s:o, s:I}", "id", store_col_str(st, 0), "identity",
-                              store_col_json(st, 1), "created_at", store_col_time(st, 2), "jobs",
-                              (json_int_t)sqlite3_column_int64(st, 3));
-        if (!b || json_array_append_new(arr, b) < 0) {
-            r = -ENOMEM;
-            break;
-        }
-    }
-    if (r == 0 && rc != SQLITE_DONE)
-        r = store_err(s, rc, "list builds");
+    int r = store_rows_json(s, st, "list builds", store_row_cols, build_cols, ret);
     sqlite3_reset(st);
-    if (r < 0) {
-        json_decref(arr);
-        return r;
-    }
-    *ret = arr;
-    return 0;
+    return r;
 }
 
 int nvd_store_device_declare(nvd_store *s, const char *name, const char *backend, int slots,
@@ -275,17 +256,22 @@ out:
     "name, backend, slots, local, contract, describe, mode, state, quarantine_reason, "            \
     "last_crash, restarts, last_seen, updated_at"
 
-static json_t *device_from_row(sqlite3_stmt *st)
-{
-    return json_pack("{s:o, s:o, s:I, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:o, s:o}", "name",
-                     store_col_str(st, 0), "backend", store_col_str(st, 1), "slots",
-                     (json_int_t)sqlite3_column_int64(st, 2), "local",
-                     sqlite3_column_int(st, 3) != 0, "contract", store_col_json(st, 4), "describe",
-                     store_col_json(st, 5), "mode", store_col_json(st, 6), "state",
-                     store_col_str(st, 7), "quarantine_reason", store_col_str(st, 8), "last_crash",
-                     store_col_str(st, 9), "restarts", (json_int_t)sqlite3_column_int64(st, 10),
-                     "last_seen", store_col_time(st, 11), "updated_at", store_col_time(st, 12));
-}
+static const store_col device_cols[] = {
+    {"name", 0, STORE_STR},
+    {"backend", 1, STORE_STR},
+    {"slots", 2, STORE_INT},
+    {"local", 3, STORE_BOOL},
+    {"contract", 4, STORE_JSON},
+    {"describe", 5, STORE_JSON},
+    {"mode", 6, STORE_JSON},
+    {"state", 7, STORE_STR},
+    {"quarantine_reason", 8, STORE_STR},
+    {"last_crash", 9, STORE_STR},
+    {"restarts", 10, STORE_INT},
+    {"last_seen", 11, STORE_TIME},
+    {"updated_at", 12, STORE_TIME},
+    {NULL, 0, 0},
+};
 
 int nvd_store_device_get(nvd_store *s, const char *name, json_t **ret)
 {
@@ -295,7 +281,7 @@ int nvd_store_device_get(nvd_store *s, const char *name, json_t **ret)
     store_bind_text(st, 1, name);
     int rc = sqlite3_step(st), r = 0;
     if (rc == SQLITE_ROW) {
-        json_t *d = device_from_row(st);
+        json_t *d = store_row_object(st, device_cols);
         if (d)
             *ret = d;
         else
@@ -312,24 +298,7 @@ int nvd_store_devices_list(nvd_store *s, json_t **ret)
     sqlite3_stmt *st = store_stmt(s, "SELECT " DEV_COLS " FROM devices ORDER BY name LIMIT 10000");
     if (!st)
         return -EIO;
-    json_t *arr = json_array();
-    if (!arr)
-        return -ENOMEM;
-    int rc, r = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        json_t *d = device_from_row(st);
-        if (!d || json_array_append_new(arr, d) < 0) {
-            r = -ENOMEM;
-            break;
-        }
-    }
-    if (r == 0 && rc != SQLITE_DONE)
-        r = store_err(s, rc, "list devices");
+    int r = store_rows_json(s, st, "list devices", store_row_cols, device_cols, ret);
     sqlite3_reset(st);
-    if (r < 0) {
-        json_decref(arr);
-        return r;
-    }
-    *ret = arr;
-    return 0;
+    return r;
 }

@@ -196,39 +196,53 @@ static json_t *build_json(nvd_store *s, const char *hash)
     " AND r.id > COALESCE((SELECT MAX(f.id) FROM suite_runs f WHERE f.suite_id = c.id "            \
     " AND f.verdict <> 'passed'), 0) ORDER BY r.id LIMIT 1)"
 
-static json_t *case_row(nvd_store *s, sqlite3_stmt *st)
+/* A suite case from CASE_COLS, in three runs of columns between the keys that
+ * are computed: "kind" and "signature_detail" (column 2), then
+ * "first_failing_build" (column 10), then "fixed_in_build" (column 20). */
+static const store_col case_head_cols[] = {
+    {"id", 0, STORE_INT},
+    {"signature", 1, STORE_STR},
+    {NULL, 0, 0},
+};
+static const store_col case_origin_cols[] = {
+    {"op", 3, STORE_STR},
+    {"dtype", 4, STORE_STR},
+    {"failure_class", 5, STORE_STR},
+    {"artifact", 6, STORE_STR},
+    {"origin_artifact", 7, STORE_STR},
+    {"origin_job", 8, STORE_INT},
+    {"origin_case", 9, STORE_INT},
+    {NULL, 0, 0},
+};
+static const store_col case_state_cols[] = {
+    {"device", 11, STORE_STR},        {"state", 12, STORE_STR},
+    {"occurrences", 13, STORE_INT},   {"created_at", 14, STORE_TIME},
+    {"last_seen_at", 15, STORE_TIME}, {"retired_at", 16, STORE_TIME},
+    {"retire_reason", 17, STORE_STR}, {"runs", 18, STORE_INT},
+    {"last_verdict", 19, STORE_STR},  {NULL, 0, 0},
+};
+
+static json_t *case_row(nvd_store *s, sqlite3_stmt *st, const void *arg)
 {
+    (void)arg;
     char *origin = store_col_dup(st, 10), *fixed = store_col_dup(st, 20);
-    json_t *o = json_object();
-    if (o) {
-        json_object_set_new(o, "id", json_integer(sqlite3_column_int64(st, 0)));
-        json_object_set_new(o, "signature", store_col_str(st, 1));
-        json_t *detail = store_col_json(st, 2);
-        /* The job kind whose failure this is: the signature's own "kind". */
-        const char *kind = json_string_value(json_object_get(detail, "kind"));
-        json_object_set_new(o, "kind", json_string(kind ? kind : "op"));
-        json_object_set_new(o, "signature_detail", detail);
-        json_object_set_new(o, "op", store_col_str(st, 3));
-        json_object_set_new(o, "dtype", store_col_str(st, 4));
-        json_object_set_new(o, "failure_class", store_col_str(st, 5));
-        json_object_set_new(o, "artifact", store_col_str(st, 6));
-        json_object_set_new(o, "origin_artifact", store_col_str(st, 7));
-        json_object_set_new(o, "origin_job", json_integer(sqlite3_column_int64(st, 8)));
-        json_object_set_new(o, "origin_case", json_integer(sqlite3_column_int64(st, 9)));
-        json_object_set_new(o, "first_failing_build", build_json(s, origin));
-        json_object_set_new(o, "device", store_col_str(st, 11));
-        json_object_set_new(o, "state", store_col_str(st, 12));
-        json_object_set_new(o, "occurrences", json_integer(sqlite3_column_int64(st, 13)));
-        json_object_set_new(o, "created_at", store_col_time(st, 14));
-        json_object_set_new(o, "last_seen_at", store_col_time(st, 15));
-        json_object_set_new(o, "retired_at", store_col_time(st, 16));
-        json_object_set_new(o, "retire_reason", store_col_str(st, 17));
-        json_object_set_new(o, "runs", json_integer(sqlite3_column_int64(st, 18)));
-        json_object_set_new(o, "last_verdict", store_col_str(st, 19));
-        json_object_set_new(o, "fixed_in_build", build_json(s, fixed));
-    }
+    json_t *o = store_row_object(st, case_head_cols);
+    json_t *detail = store_col_json(st, 2);
+    /* The job kind whose failure this is: the signature's own "kind". */
+    const char *kind = json_string_value(json_object_get(detail, "kind"));
+    bool ok = o && detail && !json_object_set_new(o, "kind", json_string(kind ? kind : "op")) &&
+              !json_object_set_new(o, "signature_detail", json_incref(detail)) &&
+              !store_row_set(o, st, case_origin_cols) &&
+              !json_object_set_new(o, "first_failing_build", build_json(s, origin)) &&
+              !store_row_set(o, st, case_state_cols) &&
+              !json_object_set_new(o, "fixed_in_build", build_json(s, fixed));
+    json_decref(detail);
     free(origin);
     free(fixed);
+    if (!ok) {
+        json_decref(o);
+        return NULL;
+    }
     return o;
 }
 
@@ -236,48 +250,23 @@ int nvd_store_suite_list(nvd_store *s, const char *state, json_t **ret)
 {
     sqlite3_stmt *st = prep(s, "SELECT " CASE_COLS " FROM suite_cases c "
                                "WHERE (?1 IS NULL OR c.state = ?1) ORDER BY c.id");
-    json_t *list = json_array();
-    if (!st || !list) {
-        sqlite3_finalize(st);
-        json_decref(list);
-        return st ? -ENOMEM : -EIO;
-    }
+    if (!st)
+        return -EIO;
     store_bind_text(st, 1, state);
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-        json_array_append_new(list, case_row(s, st));
+    int r = store_rows_json(s, st, "list suite", case_row, NULL, ret);
     sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
-        json_decref(list);
-        return store_err(s, rc, "list suite");
-    }
-    *ret = list;
-    return 0;
+    return r;
 }
 
-/* Rows of sql (bound to id) as objects with the given keys (all columns text
- * or integers, the time column named *_at). */
-static json_t *rows(nvd_store *s, const char *sql, int64_t id, const char *const *keys)
+/* Rows of sql (bound to id) as objects of cols; NULL on error. */
+static json_t *rows(nvd_store *s, const char *sql, int64_t id, const store_col *cols)
 {
     sqlite3_stmt *st = prep(s, sql);
-    json_t *a = json_array();
-    if (!st || !a) {
-        sqlite3_finalize(st);
-        json_decref(a);
+    if (!st)
         return NULL;
-    }
     sqlite3_bind_int64(st, 1, id);
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        json_t *o = json_object();
-        for (int k = 0; o && keys[k]; k++) {
-            size_t n = strlen(keys[k]);
-            json_t *v = n > 3 && !strcmp(keys[k] + n - 3, "_at")       ? store_col_time(st, k)
-                        : sqlite3_column_type(st, k) == SQLITE_INTEGER ? store_col_int(st, k)
-                                                                       : store_col_str(st, k);
-            json_object_set_new(o, keys[k], v);
-        }
-        json_array_append_new(a, o);
-    }
+    json_t *a = NULL; /* stays NULL on an error */
+    store_rows_json(s, st, "suite case detail", store_row_cols, cols, &a);
     sqlite3_finalize(st);
     return a;
 }
@@ -289,16 +278,32 @@ int nvd_store_suite_get(nvd_store *s, int64_t id, json_t **ret)
         return -EIO;
     sqlite3_bind_int64(st, 1, id);
     int rc = sqlite3_step(st);
-    json_t *o = rc == SQLITE_ROW ? case_row(s, st) : NULL;
+    json_t *o = rc == SQLITE_ROW ? case_row(s, st, NULL) : NULL;
     sqlite3_finalize(st);
     if (rc == SQLITE_DONE)
         return -ENOENT;
     if (!o)
         return rc == SQLITE_ROW ? -ENOMEM : store_err(s, rc, "get suite case");
-    static const char *const hk[] = {"job_id",  "build",      "build_name", "device",
-                                     "verdict", "created_at", NULL};
-    static const char *const ok[] = {"job_id", "case", "build", "artifact", "created_at", NULL};
-    static const char *const ak[] = {"action", "reason", "actor", "created_at", NULL};
+    static const store_col hk[] = {
+        {"job_id", 0, STORE_INT_NULL},
+        {"build", 1, STORE_STR},
+        {"build_name", 2, STORE_STR},
+        {"device", 3, STORE_STR},
+        {"verdict", 4, STORE_STR},
+        {"created_at", 5, STORE_TIME},
+        {NULL, 0, 0},
+    };
+    static const store_col ok[] = {
+        {"job_id", 0, STORE_INT_NULL}, {"case", 1, STORE_INT_NULL},   {"build", 2, STORE_STR},
+        {"artifact", 3, STORE_STR},    {"created_at", 4, STORE_TIME}, {NULL, 0, 0},
+    };
+    static const store_col ak[] = {
+        {"action", 0, STORE_STR},
+        {"reason", 1, STORE_STR},
+        {"actor", 2, STORE_STR},
+        {"created_at", 3, STORE_TIME},
+        {NULL, 0, 0},
+    };
     json_object_set_new(o, "history",
                         rows(s,
                              "SELECT r.job_id, r.build_hash, b.name, r.device, r.verdict, "
@@ -367,6 +372,31 @@ static bool id_listed(const json_t *ids, int64_t id)
     return false;
 }
 
+static const store_col active_cols[] = {
+    {"suite_case", 0, STORE_INT},
+    {"artifact", 1, STORE_STR},
+    {"signature", 2, STORE_STR},
+    {"kind", 6, STORE_STR},
+    {"op", 3, STORE_STR},
+    {"dtype", 4, STORE_STR},
+    {"failure_class", 5, STORE_STR},
+    {NULL, 0, 0},
+};
+
+typedef struct active_ctx {
+    const json_t *ids; /* NULL: every case */
+    json_t *a;
+} active_ctx;
+
+static int active_row(sqlite3_stmt *st, void *ud)
+{
+    active_ctx *x = ud;
+    if (x->ids && !id_listed(x->ids, sqlite3_column_int64(st, 0)))
+        return 0;
+    json_t *o = store_row_object(st, active_cols);
+    return o && json_array_append_new(x->a, o) == 0 ? 0 : -ENOMEM;
+}
+
 int nvd_store_suite_active(nvd_store *s, const char *kind, const char *op, const char *dtype,
                            const json_t *ids, json_t **ret)
 {
@@ -375,32 +405,22 @@ int nvd_store_suite_active(nvd_store *s, const char *kind, const char *op, const
                                "AS k FROM suite_cases) WHERE state = 'active' AND (?1 IS NULL OR "
                                "op = ?1) AND (?2 IS NULL OR dtype = ?2) AND (?3 IS NULL OR k = ?3) "
                                "ORDER BY id");
-    json_t *a = json_array();
-    if (!st || !a) {
+    active_ctx x = {.ids = ids, .a = json_array()};
+    if (!st || !x.a) {
         sqlite3_finalize(st);
-        json_decref(a);
+        json_decref(x.a);
         return st ? -ENOMEM : -EIO;
     }
     store_bind_text(st, 1, op);
     store_bind_text(st, 2, dtype);
     store_bind_text(st, 3, kind);
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t id = sqlite3_column_int64(st, 0);
-        if (ids && !id_listed(ids, id))
-            continue;
-        json_array_append_new(a, json_pack("{sI so so so so so so}", "suite_case", (json_int_t)id,
-                                           "artifact", store_col_str(st, 1), "signature",
-                                           store_col_str(st, 2), "kind", store_col_str(st, 6), "op",
-                                           store_col_str(st, 3), "dtype", store_col_str(st, 4),
-                                           "failure_class", store_col_str(st, 5)));
-    }
+    int r = store_each_row(s, st, "active suite", active_row, &x);
     sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
-        json_decref(a);
-        return store_err(s, rc, "active suite");
+    if (r < 0) {
+        json_decref(x.a);
+        return r;
     }
-    *ret = a;
+    *ret = x.a;
     return 0;
 }
 
