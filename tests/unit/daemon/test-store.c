@@ -1,5 +1,6 @@
 /* Store: migrations (fresh, reopen, newer database refused), schema rules
- * (STRICT, foreign keys, immutable tolerances), keyset pagination. */
+ * (STRICT, foreign keys, immutable tolerances), keyset pagination, the JSON of
+ * the listings key for key. */
 #include <dirent.h>
 #include <errno.h>
 #include <sqlite3.h>
@@ -178,6 +179,79 @@ static void test_read_pool(void)
     nvd_store_free(w);
 }
 
+/* The listings' JSON, key for key in order, as docs/API.md shows it: the
+ * shape clients parse (store_rows_json and the column tables make it). */
+static bool dumps_as(json_t *v, const char *want)
+{
+    char *got = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    bool ok = got && !strcmp(got, want);
+    if (!ok)
+        tap_diag("got  %s\n# want %s", got ? got : "(null)", want);
+    free(got);
+    json_decref(v);
+    return ok;
+}
+
+static void test_listing_json(void)
+{
+    char p2[300];
+    snprintf(p2, sizeof(p2), "%s/json.db", dir);
+    nvd_store *s = NULL;
+    nvd_store_open(p2, NULL, &s, NULL);
+    json_t *a = NULL;
+    nvd_store_token_add(s, "alice", "h1", "read", 1000);
+    nvd_store_token_add(s, "bob", "h2", "worker", 2000);
+    nvd_store_token_revoke(s, "bob", 3000);
+    tap_ok(nvd_store_tokens_list(s, &a) == 0 &&
+               dumps_as(a, "[{\"name\":\"alice\",\"scopes\":\"read\",\"created_at\":"
+                           "\"1970-01-01T00:00:01.000Z\",\"revoked_at\":null},"
+                           "{\"name\":\"bob\",\"scopes\":\"worker\",\"created_at\":"
+                           "\"1970-01-01T00:00:02.000Z\",\"revoked_at\":"
+                           "\"1970-01-01T00:00:03.000Z\"}]"),
+           "tokens: name, scopes, created_at, revoked_at (null while live)");
+    nvd_store_device_declare(s, "emu0", "emu", 2, 1000);
+    json_t *d = json_pack("{s:{s:i}, s:s}", "contract", "v", 1, "mode", "fast");
+    nvd_store_device_seen(s, "emu0", d, 4000);
+    json_decref(d);
+    tap_ok(nvd_store_devices_list(s, &a) == 0 &&
+               dumps_as(a, "[{\"name\":\"emu0\",\"backend\":\"emu\",\"slots\":2,\"local\":true,"
+                           "\"contract\":{\"v\":1},\"describe\":{\"contract\":{\"v\":1},"
+                           "\"mode\":\"fast\"},\"mode\":\"fast\",\"state\":\"online\","
+                           "\"quarantine_reason\":null,\"last_crash\":null,\"restarts\":0,"
+                           "\"last_seen\":\"1970-01-01T00:00:04.000Z\",\"updated_at\":"
+                           "\"1970-01-01T00:00:04.000Z\"}]"),
+           "devices: JSON columns parsed, local a boolean, nulls kept");
+    nvd_job_new j = {.kind = "op", .op = "add", .max_attempts = 1, .spec_json = "{\"op\":\"add\"}"};
+    int64_t id;
+    nvd_store_job_insert(s, &j, 1000, &id);
+    json_t *c = NULL;
+    nvd_store_job_claim(s, "emu0", "tok", 2000, 30000, &c);
+    json_decref(c);
+    json_t *res = json_pack("{s:s, s:[{s:i, s:s, s:f}, {s:i, s:s}, {s:i, s:s}]}", "verdict",
+                            "failed", "cases", "index", 0, "verdict", "passed", "max_ulp", 0.5,
+                            "index", 1, "verdict", "failed", "index", 2, "verdict", "passed");
+    bool dup;
+    nvd_store_job_finish(s, id, "tok", res, 3000, &dup);
+    json_decref(res);
+    nvd_case_filter cf = {.job_id = id, .cursor = -1, .limit = 2};
+    int64_t next = 0;
+    bool more = false;
+    tap_ok(nvd_store_cases_list(s, &cf, &a, &next, &more) == 0 && next == 1 && more &&
+               dumps_as(a, "[{\"index\":0,\"verdict\":\"passed\",\"max_ulp\":0.5,\"id\":1,"
+                           "\"job_id\":1,\"tolerance_version\":null,\"build_id\":null,"
+                           "\"device\":\"emu0\"},{\"index\":1,\"verdict\":\"failed\",\"id\":2,"
+                           "\"job_id\":1,\"tolerance_version\":null,\"build_id\":null,"
+                           "\"device\":\"emu0\"}]"),
+           "cases: the stored case, then id, job_id, index, tolerance_version, build_id, "
+           "device; a page of 2 with more after index 1");
+    cf.cursor = next;
+    tap_ok(nvd_store_cases_list(s, &cf, &a, &next, &more) == 0 && next == 2 && !more &&
+               json_array_size(a) == 1,
+           "cases: the last page ends at index 2 with no more");
+    json_decref(a);
+    nvd_store_free(s);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir))
@@ -186,6 +260,7 @@ int main(void)
     test_migrations();
     test_pagination();
     test_read_pool();
+    test_listing_json();
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     if (system(cmd) != 0)
