@@ -60,7 +60,7 @@ static nvw_repro *make_case(const fault *f)
     int64_t n = f->shape[0] * (f->ndim > 1 ? f->shape[1] : 1);
     double *v = malloc((size_t)n * sizeof *v);
     float *x = malloc((size_t)n * sizeof *x);
-    nv_input_request rq = {.op = op,
+    nv_input_request rq = {.domain = nv_op_input_domain(op, 0),
                            .dtype = NV_DT_FP32,
                            .target = NV_DT_FP32,
                            .cls = NV_IN_NORMAL,

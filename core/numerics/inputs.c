@@ -7,7 +7,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/ops/catalog.h"
 #include "rng.h"
 
 static const char *const class_names[NV_IN_COUNT] = {
@@ -244,11 +243,6 @@ static double odd_value(gen *g)
     return v;
 }
 
-static bool is_add_or_sub(const nv_op_def *op)
-{
-    return op && (strcmp(op->name, "add") == 0 || strcmp(op->name, "sub") == 0);
-}
-
 static int gen_midpoints(gen *g, double *out, int64_t n)
 {
     const nv_input_request *rq = g->rq;
@@ -258,11 +252,12 @@ static int gen_midpoints(gen *g, double *out, int64_t n)
             out[i] = narrow_midpoint(g, i);
         return 0;
     }
-    if (rq->tensor_index == 1 && is_add_or_sub(rq->op)) {
+    if (rq->domain.tie_partner) {
         /* y = +-ulp(x)/2 puts x + y and x - y exactly on a tie of the output
          * dtype (same as the input's here). */
         nv_input_request r0 = *rq;
         r0.tensor_index = 0;
+        r0.domain.tie_partner = false;
         int r = nv_inputs_generate(&r0, out, n);
         if (r < 0)
             return r;
@@ -310,11 +305,10 @@ static void gen_cancellation(gen *g, double *out, int64_t n)
 
 static void gen_domain_edges(gen *g, double *out, int64_t n)
 {
-    const nv_op_def *op = g->rq->op;
     double edges[64], list[192];
     int ne = 0, nl = 0;
-    if (op && op->edges && g->rq->tensor_index == 0)
-        ne = op->edges(g->rq->dtype, edges, 64);
+    if (g->rq->domain.edges)
+        ne = g->rq->domain.edges(g->rq->dtype, edges, 64);
     if (ne > 64)
         ne = 64;
     for (int k = 0; k < ne; k++) {
@@ -349,21 +343,20 @@ int nv_inputs_generate(const nv_input_request *rq, double *out, int64_t n)
     if (!g.di || !nv_dtype_get(rq->target))
         return -EINVAL;
     nv_rng_init(&g.rng, rq->seed, rq->case_index, (uint32_t)rq->tensor_index);
-    const nv_op_input_desc *desc = NULL;
-    if (rq->op && rq->tensor_index >= 0 && rq->tensor_index < rq->op->n_inputs)
-        desc = &rq->op->inputs[rq->tensor_index];
-    if (desc) {
-        g.lo = desc->lo;
-        g.hi = desc->hi;
-        if (desc->is_index) {
-            int64_t range = rq->index_range > 0 ? rq->index_range : 1;
-            for (int64_t i = 0; i < n; i++)
-                out[i] = (double)(nv_rng_u64(&g.rng) % (uint64_t)range);
-            return 0;
-        }
-    } else if (rq->op && rq->tensor_index >= rq->op->n_inputs) {
+    const nv_input_domain *d = &rq->domain;
+    if (d->role == NV_INPUT_INDEX) {
+        int64_t range = rq->index_range > 0 ? rq->index_range : 1;
+        for (int64_t i = 0; i < n; i++)
+            out[i] = (double)(nv_rng_u64(&g.rng) % (uint64_t)range);
+        return 0;
+    }
+    if (d->role == NV_INPUT_SCALE) {
         gen_scales(&g, out, n);
         return 0;
+    }
+    if (d->bounded) {
+        g.lo = d->lo;
+        g.hi = d->hi;
     }
     switch (rq->cls) {
     case NV_IN_NORMAL:

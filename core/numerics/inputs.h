@@ -1,17 +1,18 @@
-/* Input generators (DESIGN.md "Numerics", issue 2 "RNG and inputs"): each case
- * draws its tensors from a named class. Every value is rounded to the tensor's
- * dtype and, for the random classes, kept inside the op input's real domain
- * (catalog.h nv_op_input_desc lo/hi). A tensor's values are a pure function of
- * (seed, case index, tensor index, class, shape, dtype): the stream is
- * nv_rng_init(seed, case, tensor) (rng.h), independent of threads. */
+/* Input generators (docs/DESIGN.md "Numerics"): each case draws its tensors
+ * from a named class. Every value is rounded to the tensor's dtype and, for the
+ * random classes, kept inside the tensor's real domain. What an op asks of its
+ * input tensors (domain, role, domain edges) comes in the request, filled by
+ * the op layer (core/ops/catalog.h nv_op_input_domain): this module knows no
+ * op. A tensor's values are a pure function of the request and the tensor's
+ * element count: the stream is nv_rng_init(seed, case, tensor) (rng.h),
+ * independent of threads. */
 #ifndef NUMVAL_INPUTS_H
 #define NUMVAL_INPUTS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "dtype.h"
-
-struct nv_op_def;
 
 typedef enum nv_input_class {
     NV_IN_NORMAL,       /* "normal": N(0, 1) */
@@ -31,15 +32,38 @@ const char *nv_input_class_name(nv_input_class c);
 /* Parse a class name. Returns 0 or -EINVAL. */
 int nv_input_class_from_name(const char *name, nv_input_class *ret);
 
+/* Domain edges for the "domain_edges" class in dtype dt: up to max values
+ * written to out, count returned (nv_op_def.edges). */
+typedef int (*nv_input_edges_fn)(nv_dtype dt, double *out, int max);
+
+typedef enum nv_input_role {
+    NV_INPUT_VALUES, /* data values of the class */
+    NV_INPUT_INDEX,  /* class indices in [0, index_range), whatever the class */
+    NV_INPUT_SCALE,  /* matmul scales: e8m0 powers of two or fp32 in [0.5, 2] */
+} nv_input_role;
+
+/* What an op asks of one input tensor. All zero (the default): data values on
+ * the whole real line, no domain edges. */
+typedef struct nv_input_domain {
+    nv_input_role role;
+    bool bounded;   /* lo and hi bound the random classes; else the whole real line */
+    double lo, hi;  /* closed real domain (may be +-INFINITY) when bounded */
+    nv_input_edges_fn edges; /* "domain_edges" values; NULL: normal values instead */
+    /* "midpoints" for y of x + y and x - y: y = +-ulp(x) / 2 puts the result on
+     * a tie. x is tensor 0, regenerated from this request with tensor_index 0,
+     * so tensor 0 must share this tensor's domain (add, sub: the whole line). */
+    bool tie_partner;
+} nv_input_domain;
+
 typedef struct nv_input_request {
-    const struct nv_op_def *op; /* domain, edges and input count; NULL: whole real line */
-    int tensor_index;           /* which input of the op (matmul scales follow n_inputs) */
-    nv_dtype dtype;             /* dtype of this tensor: every value is representable in it */
-    nv_dtype target;            /* the op's output dtype: "midpoints" are its midpoints */
+    nv_input_domain domain; /* from the op layer (nv_op_input_domain); zero: plain values */
+    int tensor_index;       /* which input of the op: keys the stream */
+    nv_dtype dtype;         /* dtype of this tensor: every value is representable in it */
+    nv_dtype target;        /* the op's output dtype: "midpoints" are its midpoints */
     nv_input_class cls;
     uint64_t seed;
     uint32_t case_index;
-    int64_t index_range;   /* index inputs (op input is_index): values in [0, range) */
+    int64_t index_range;   /* NV_INPUT_INDEX: values in [0, range) */
     int64_t reduction_len; /* "cancellation" pairs values within runs of this length
                               (the op's reduction axis extent; 0 or 1: whole tensor) */
 } nv_input_request;

@@ -164,6 +164,29 @@ int nvo_op_id(const nv_op_def *op)
     return (int)(op - table);
 }
 
+nv_input_domain nv_op_input_domain(const nv_op_def *op, int i)
+{
+    nv_input_domain d = {.role = NV_INPUT_VALUES};
+    if (!op || i < 0)
+        return d;
+    if (i >= op->n_inputs) {
+        d.role = NV_INPUT_SCALE;
+        return d;
+    }
+    const nv_op_input_desc *in = &op->inputs[i];
+    if (in->is_index) {
+        d.role = NV_INPUT_INDEX;
+        return d;
+    }
+    int id = nvo_op_id(op);
+    d.bounded = true;
+    d.lo = in->lo;
+    d.hi = in->hi;
+    d.edges = i == 0 ? op->edges : NULL;
+    d.tie_partner = i == 1 && (id == NVO_ADD || id == NVO_SUB);
+    return d;
+}
+
 /* ---- dtype support ---- */
 
 #define DT(x) (1u << (x))

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "core/numerics/inputs.h"
 #include "core/numerics/tensor.h"
 #include "core/numerics/tolerance.h"
 
@@ -69,13 +70,19 @@ typedef struct nv_op_def {
     /* Domain edges of input 0 for the "domain_edges" class in dtype dt (exp's
      * overflow threshold, log near 0 and 1, tanh saturation ...): up to max values
      * written to out, count returned. */
-    int (*edges)(nv_dtype dt, double *out, int max);
+    nv_input_edges_fn edges;
 } nv_op_def;
 
 /* Lookup by catalog name; NULL when unknown. */
 const nv_op_def *nv_op_find(const char *name);
 /* All ops, for iteration: *ret_n set to the count. */
 const nv_op_def *nv_op_all(size_t *ret_n);
+
+/* What op asks of its input tensor i for the input generators (inputs.h): the
+ * domain of op->inputs[i], index or scale role (i >= n_inputs: a matmul scale),
+ * input 0's domain edges, and the add / sub tie partner for "midpoints" of
+ * input 1. op NULL: plain values on the whole real line. */
+nv_input_domain nv_op_input_domain(const nv_op_def *op, int i);
 
 /* Attributes from a JSON object (NULL = all defaults). Unknown keys are refused.
  * On error returns -EINVAL and a malloc'd message naming the key in *ret_msg. */

@@ -335,6 +335,31 @@ static void test_tolerances(void)
     tap_ok(t.metric == NV_TOL_ULP && t.max_ulp == 0, "max is exact: 0 ulp");
 }
 
+/* What each op asks of the input generators (nv_op_input_domain), against the
+ * catalog's documented domains (catalog.c: log takes [0, inf), cross_entropy's
+ * target is an index, matmul's inputs after a and b are scales). */
+static void test_input_domain(void)
+{
+    nv_input_domain d = nv_op_input_domain(nv_op_find("log"), 0);
+    tap_ok(d.role == NV_INPUT_VALUES && d.bounded && d.lo == 0 && d.hi == INFINITY && d.edges &&
+               !d.tie_partner,
+           "log x: [0, inf) with domain edges");
+    d = nv_op_input_domain(nv_op_find("add"), 1);
+    tap_ok(d.bounded && d.lo == -INFINITY && d.hi == INFINITY && !d.edges && d.tie_partner,
+           "add y: the whole line, no edges, x's tie partner");
+    d = nv_op_input_domain(nv_op_find("sub"), 0);
+    tap_ok(!d.tie_partner && d.edges, "sub x: edges, not a tie partner");
+    d = nv_op_input_domain(nv_op_find("mul"), 1);
+    tap_ok(!d.tie_partner, "mul y: not a tie partner");
+    d = nv_op_input_domain(nv_op_find("cross_entropy"), 1);
+    tap_ok(d.role == NV_INPUT_INDEX, "cross_entropy target: class indices");
+    d = nv_op_input_domain(nv_op_find("matmul"), 2);
+    tap_ok(d.role == NV_INPUT_SCALE, "matmul input 2: a scale");
+    d = nv_op_input_domain(NULL, 0);
+    tap_ok(d.role == NV_INPUT_VALUES && !d.bounded && !d.edges && !d.tie_partner,
+           "no op: plain values on the whole line");
+}
+
 int main(void)
 {
     test_table();
@@ -345,5 +370,6 @@ int main(void)
     test_infer_matmul();
     test_reduction_len();
     test_tolerances();
+    test_input_domain();
     return tap_done();
 }

@@ -56,7 +56,7 @@ static void input_request(const fcase *c, int i, nv_input_request *rq)
                 continue;
             int nd;
             const int64_t *sh = input_shape(g, n, 0, &nd);
-            rq->op = n->op;
+            rq->domain = nv_op_input_domain(n->op, p);
             rq->tensor_index = p;
             rq->target = n->dtype;
             rq->index_range = nd > 0 ? sh[nd - 1] : 1;

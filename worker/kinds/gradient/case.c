@@ -119,7 +119,7 @@ static int make_inputs(gcase *g)
         if (!(g->in[i] = nv_tensor_new(m->dtype, m->ndim, m->shape)))
             return -ENOMEM;
         nv_input_request rq = {
-            .op = op,
+            .domain = nv_op_input_domain(op, i),
             .tensor_index = i,
             .dtype = m->dtype,
             .target = g->c.dtype,

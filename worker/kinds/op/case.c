@@ -156,7 +156,7 @@ static int make_inputs(case_state *cs)
             return -ENOMEM;
         }
         nv_input_request rq = {
-            .op = op,
+            .domain = nv_op_input_domain(op, i),
             .tensor_index = i,
             .dtype = m->dtype,
             .target = cs->out_dt,
