@@ -24,7 +24,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/ref/ddsum.h"
+#include "eft.h"
 
 static const char *const class_names[] = {
     [NV_FAIL_NONE] = "none",

@@ -33,22 +33,7 @@
 #include <math.h>
 #include <stdint.h>
 
-/* s + e == a + b exactly, s = fl(a + b) (Knuth TwoSum; no branch, any order). */
-static inline void nv_two_sum(double a, double b, double *s, double *e)
-{
-    double x = a + b;
-    double z = x - a;
-    *e = (a - (x - z)) + (b - z);
-    *s = x;
-}
-
-/* p + e == a * b exactly, p = fl(a * b), barring underflow of e (TwoProduct via fma). */
-static inline void nv_two_prod(double a, double b, double *p, double *e)
-{
-    double x = a * b;
-    *e = fma(a, b, -x);
-    *p = x;
-}
+#include "core/numerics/eft.h" /* nv_two_sum, nv_two_prod */
 
 /* Double-double running sum (Sum2 / Dot2). Embed and initialise with nv_dd_acc_init. */
 typedef struct nv_dd_acc {
