@@ -13,6 +13,10 @@
 #include "common/artifact.h"
 #include "core/numerics/tensor.h"
 
+/* Room for a failure class name ("ulp_exceeded", "gradient_mismatch", "crash"...). */
+#define NVW_CLASS_MAX 40
+
+
 /* Fork a probe child with a pipe to its parent. Returns 0: in the child
  * *ret_pid is 0 and *ret_fd the pipe's write end; in the parent *ret_pid is the
  * child and *ret_fd the read end (the caller closes it and reaps the child).

@@ -1,5 +1,5 @@
 /* Minimization of a gradient failure (repro_grad.h): the reproduction gate,
- * then minimize.c's delta-debugging engine over the inputs and the output
+ * then worker/repro/ddmin.h's delta-debugging engine over the inputs and the output
  * gradient (the cotangent) with the signature (op, attrs, dtype, mode, check,
  * failure class) fixed, then re-verification. */
 #include <errno.h>
@@ -174,7 +174,7 @@ int nvw_gminimize(const nvw_genv *env, const nvw_min_opts *o, nvw_gmin_result *r
     ret->nonneutral_before = nvw_dd_nonneutral(&p, ret->t);
     double start = nvw_dd_now();
     int r = nvw_grepro_gate(env, ret->gate_runs, &ret->gate_failed, &ret->gate_bits, &ret->last);
-    /* Fewer than half the runs failing: flaky, not minimized (issue 6). */
+    /* Fewer than half the runs failing: flaky, not minimized. */
     ret->flaky = 2 * ret->gate_failed < ret->gate_runs;
     if (r == 0 && o->progress)
         fprintf(o->progress,

@@ -18,11 +18,12 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "worker/backends/loader.h"
 #include "common/artifact.h"
-#include "worker/kinds/op/minimize.h"
 #include "core/spec/gradspec.h"
-#include "worker/kinds/op/repro.h"
+#include "worker/backends/loader.h"
+#include "worker/repro/ddmin.h"
+#include "worker/repro/repro_util.h"
+
 
 #define NVW_GCHECK_MAX 16
 

@@ -13,8 +13,9 @@
 #include "worker/backends/loader.h"
 #include "common/artifact.h"
 #include "core/spec/jobspec.h"
+#include "worker/repro/repro_util.h"
 
-#define NVW_CLASS_MAX 40
+
 
 /* One failing op case rebuilt from an artifact. Everything is owned. */
 typedef struct nvw_repro {
