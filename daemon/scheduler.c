@@ -11,6 +11,7 @@
 #include "daemon/store/store_longrun.h"
 #include "daemon/util/util.h"
 #include "core/spec/jobspec.h"
+#include "core/spec/spec.h"
 
 static uv_timer_t timer;
 static int timer_on;

@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "core/spec/jobspec.h"
+#include "core/spec/spec.h"
 #include "check_backend.h"
 #include "worker/kinds/op/repro.h"
 #include "worker/repro/artifact.h"

@@ -1,4 +1,6 @@
-/* Job spec validation and parsing: see jobspec.h and docs/JOBS.md. Every error
+/* Op job spec validation and parsing: see jobspec.h and docs/JOBS.md. The
+ * gradient parser reuses it on a derived spec; validation of any kind is
+ * spec.c. Every error
  * names the field by JSON pointer and the offending value in quotes (the field
  * checkers and the error record: core/spec/spec_internal.h). */
 #include "jobspec.h"
@@ -10,10 +12,7 @@
 #include <string.h>
 
 #include "numval/backend.h"
-#include "fusedspec.h"
-#include "gradspec.h"
 #include "spec_internal.h"
-#include "longrunspec.h"
 
 static const char *const layout_names[NV_LAYOUT_COUNT] = {"contiguous", "transposed", "strided"};
 static const char *const expect_names[NV_EXPECT_COUNT] = {"shape_mismatch", "wrong_dtype"};
@@ -63,8 +62,6 @@ static const char *const known_keys[] = {
     NULL,
 };
 
-static const char *const later_kinds[] = {"gradient", "fused", "longrun", "suite", NULL};
-
 static int check_kind_and_keys(const json_t *spec, nv_spec_err *e)
 {
     if (!json_is_object(spec))
@@ -75,11 +72,14 @@ static int check_kind_and_keys(const json_t *spec, nv_spec_err *e)
     if (!json_is_string(kind))
         return nv_spec_fail_value(e, "/kind", kind, "must be a string such as \"op\"");
     const char *k = json_string_value(kind);
-    for (int i = 0; later_kinds[i]; i++)
-        if (strcmp(k, later_kinds[i]) == 0)
-            return nv_spec_fail(e, "/kind", "kind '%s' is not supported by this build", k);
-    if (strcmp(k, "op") != 0)
-        return nv_spec_fail(e, "/kind", "unknown kind '%s'; known kinds: op", k);
+    int kd = nv_spec_kind_of(spec);
+    if (kd > NV_SPEC_KIND_OP) /* a kind of its own parser (spec.c dispatches), or suite */
+        return nv_spec_fail(e, "/kind", "kind '%s' is not supported by this build", k);
+    if (kd < 0) {
+        char known[128];
+        nv_spec_kind_list(known, sizeof known);
+        return nv_spec_fail(e, "/kind", "unknown kind '%s'; known kinds: %s", k, known);
+    }
     const char *key = nv_spec_unknown_key(spec, known_keys);
     if (key) {
         char ptr[300];
@@ -571,18 +571,4 @@ void nv_jobspec_free(nv_jobspec *s)
     free(s->shapes);
     free(s->attrs_json);
     free(s);
-}
-
-int nv_jobspec_validate(const json_t *spec, char **ret_pointer, char **ret_msg)
-{
-    if (nv_gradspec_is(spec)) /* kind "gradient": jobspec_gradient.c */
-        return nv_gradspec_validate(spec, ret_pointer, ret_msg);
-    if (nv_fusedspec_is(spec)) /* kind "fused": jobspec_fused.c */
-        return nv_fusedspec_validate(spec, ret_pointer, ret_msg);
-    if (nv_longrun_is(spec)) /* kind "longrun": jobspec_longrun.c */
-        return nv_longrun_validate(spec, ret_pointer, ret_msg);
-    nv_jobspec *s = NULL;
-    int r = nv_jobspec_parse(spec, &s, ret_pointer, ret_msg);
-    nv_jobspec_free(s);
-    return r;
 }

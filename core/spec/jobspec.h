@@ -1,6 +1,6 @@
-/* Job specs (docs/JOBS.md): validation with errors that name the offending field
- * by JSON pointer (RFC 6901), and the parsed form the runner expands into cases.
- * In numval_core so numvald validates submissions with the same code. */
+/* Op job specs (docs/JOBS.md): validation with errors that name the offending
+ * field by JSON pointer (RFC 6901), and the parsed form the runner expands into
+ * cases. In core/spec so numvald validates submissions with the same code. */
 #ifndef NUMVAL_JOBSPEC_H
 #define NUMVAL_JOBSPEC_H
 
@@ -88,13 +88,13 @@ typedef struct nv_job_case {
     nv_expect_kind expect;
 } nv_job_case;
 
-/* Validate a job spec. Returns 0, or -EINVAL with *ret_pointer (the JSON
- * pointer of the offending field, "" for the root) and *ret_msg (a sentence
- * naming the value in quotes), both malloc'd and owned by the caller; the
- * pointers may be NULL when the caller does not want them. -ENOMEM possible. */
-int nv_jobspec_validate(const json_t *spec, char **ret_pointer, char **ret_msg);
-
-/* Validate and parse. *ret (free with nv_jobspec_free) only on success. */
+/* Op jobs ("kind": "op"): validate and parse. Returns 0, or -EINVAL with
+ * *ret_pointer (the JSON pointer of the offending field, "" for the root) and
+ * *ret_msg (a sentence naming the value in quotes), both malloc'd and owned by
+ * the caller; the pointers may be NULL when the caller does not want them.
+ * -ENOMEM possible. Any other kind is refused at "/kind"; validating a spec of
+ * any kind is nv_jobspec_validate (spec.h). *ret (free with nv_jobspec_free)
+ * only on success. */
 int nv_jobspec_parse(const json_t *spec, nv_jobspec **ret, char **ret_pointer, char **ret_msg);
 void nv_jobspec_free(nv_jobspec *s);
 

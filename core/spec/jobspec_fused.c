@@ -31,8 +31,7 @@ static const char *const fused_keys[] = {"kind",
 
 bool nv_fusedspec_is(const json_t *spec)
 {
-    const json_t *k = json_is_object(spec) ? json_object_get(spec, "kind") : NULL;
-    return json_is_string(k) && strcmp(json_string_value(k), "fused") == 0;
+    return nv_spec_kind_of(spec) == NV_SPEC_KIND_FUSED;
 }
 
 static int check_keys(const json_t *spec, nv_spec_err *e)

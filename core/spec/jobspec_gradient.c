@@ -31,8 +31,7 @@ static const char *const refused_keys[] = {"layouts", "expect_error", "out_dtype
 
 bool nv_gradspec_is(const json_t *spec)
 {
-    const json_t *k = json_is_object(spec) ? json_object_get(spec, "kind") : NULL;
-    return json_is_string(k) && strcmp(json_string_value(k), "gradient") == 0;
+    return nv_spec_kind_of(spec) == NV_SPEC_KIND_GRADIENT;
 }
 
 /* The op-job spec the shared fields are parsed from. */

@@ -13,8 +13,7 @@
 
 bool nv_longrun_is(const json_t *spec)
 {
-    const json_t *k = json_object_get(spec, "kind");
-    return json_is_string(k) && strcmp(json_string_value(k), "longrun") == 0;
+    return nv_spec_kind_of(spec) == NV_SPEC_KIND_LONGRUN;
 }
 
 /* The first unknown key of obj, as an error at base. */

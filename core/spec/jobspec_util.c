@@ -216,6 +216,37 @@ int nv_spec_choice(nv_spec_err *e, const json_t *obj, const char *base, const ch
     return 0;
 }
 
+static const char *const kind_names[NV_SPEC_KIND_COUNT] = {
+    [NV_SPEC_KIND_OP] = "op",
+    [NV_SPEC_KIND_GRADIENT] = "gradient",
+    [NV_SPEC_KIND_FUSED] = "fused",
+    [NV_SPEC_KIND_LONGRUN] = "longrun",
+    [NV_SPEC_KIND_SUITE] = "suite",
+};
+
+int nv_spec_kind_of(const json_t *spec)
+{
+    const char *k = json_string_value(json_is_object(spec) ? json_object_get(spec, "kind") : NULL);
+    for (int i = 0; k && i < NV_SPEC_KIND_COUNT; i++)
+        if (strcmp(k, kind_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+void nv_spec_kind_list(char *buf, size_t n)
+{
+    size_t o = 0;
+    if (n == 0)
+        return;
+    buf[0] = 0;
+    for (int i = 0; i < NV_SPEC_KIND_COUNT && o < n; i++) {
+        int w = snprintf(buf + o, n - o, "%s%s", i ? ", " : "", kind_names[i]);
+        if (w < 0)
+            break;
+        o += (size_t)w;
+    }
+}
+
 int nv_spec_err_finish(nv_spec_err *e, int r, char **ret_pointer, char **ret_msg)
 {
     if (r >= 0 && !e->msg && !e->oom)

@@ -77,6 +77,25 @@ int nv_spec_bool(nv_spec_err *e, const json_t *obj, const char *base, const char
 int nv_spec_choice(nv_spec_err *e, const json_t *obj, const char *base, const char *key,
                    const char *a, const char *b, bool *ret_is_b);
 
+/* The job kinds a spec's "kind" names (docs/JOBS.md), in the order error
+ * messages list them. */
+typedef enum nv_spec_kind {
+    NV_SPEC_KIND_OP,
+    NV_SPEC_KIND_GRADIENT,
+    NV_SPEC_KIND_FUSED,
+    NV_SPEC_KIND_LONGRUN,
+    NV_SPEC_KIND_SUITE,
+    NV_SPEC_KIND_COUNT
+} nv_spec_kind;
+
+/* The kind spec names: an nv_spec_kind, or -1 when spec is not an object, has
+ * no "kind", a "kind" that is not a string, or one that names no kind. */
+int nv_spec_kind_of(const json_t *spec);
+
+/* The kinds as a list for messages, "op, gradient, ...", written into buf
+ * (size n, truncated if needed). */
+void nv_spec_kind_list(char *buf, size_t n);
+
 /* Ends a parse whose status is r: on success (r >= 0 and nothing recorded)
  * returns 0. Otherwise hands the recorded pointer and message to *ret_pointer
  * and *ret_msg (each may be NULL: then freed) and returns -EINVAL, or frees

@@ -10,6 +10,7 @@
 #include "common/buildid.h"
 #include "daemon/util/util.h"
 #include "core/spec/jobspec.h"
+#include "core/spec/spec.h"
 
 /* Validate submission fields numvald itself interprets; 0 or error sent. */
 static int submit_fields(api_ctx *x, const json_t *body, nvd_job_new *j)

@@ -7,6 +7,7 @@
 
 #include "core/spec/jobspec.h"
 #include "core/spec/longrunspec.h"
+#include "core/spec/spec.h"
 #include "tests/unit/tap.h"
 
 static void refused(const char *text, const char *ptr, const char *needle)

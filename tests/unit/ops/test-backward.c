@@ -14,6 +14,7 @@
 
 #include "core/ref/backward.h"
 #include "core/spec/gradspec.h"
+#include "core/spec/spec.h"
 #include "worker/kinds/gradient/gradient.h"
 #include "tests/unit/tap.h"
 

@@ -11,6 +11,7 @@
 #include "core/ops/graph.h"
 #include "core/ref/reference.h"
 #include "core/spec/jobspec.h"
+#include "core/spec/spec.h"
 
 /* Attention with the nodes listed out of order (o, p, s, z). */
 static const char *attention =

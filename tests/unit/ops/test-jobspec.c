@@ -5,6 +5,7 @@
 
 #include "tests/unit/tap.h"
 #include "core/spec/jobspec.h"
+#include "core/spec/spec.h"
 
 /* The example of issue 2 "The contract users script against". */
 static const char *contract =
@@ -47,7 +48,11 @@ static void test_fields(void)
     expect("dtypes", "[]", "/dtypes", "non-empty");
     expect("dtypes", NULL, "/dtypes", "missing");
     expect("colour", "\"blue\"", "/colour", "unknown key 'colour'");
-    expect("kind", "\"bogus\"", "/kind", "unknown kind 'bogus'");
+    expect("kind", "\"bogus\"", "/kind",
+           "unknown kind 'bogus'; known kinds: op, gradient, fused, longrun, suite");
+    expect("kind", "\"suite\"", "/kind", "kind 'suite' is not supported by this build");
+    expect("kind", "7", "/kind", "'7' must be a string such as \"op\"");
+    expect("kind", NULL, "/kind", "missing \"kind\"");
     expect("op", "\"expp\"", "/op", "unknown op 'expp'");
     expect("shapes", "[[4096], [64, 0]]", "/shapes/1/1", "'0' must be a positive integer");
     expect("shapes", "[[4096], [2.5]]", "/shapes/1/0", "'2.5' must be a positive integer");
@@ -93,6 +98,22 @@ static void test_root(void)
     free(ptr);
     free(msg);
     json_decref(arr);
+    /* The op parser alone refuses the other kinds; the dispatcher sends each to
+     * its own parser (an empty gradient job fails there, at "/op"). */
+    json_t *g = json_loads("{\"kind\": \"gradient\"}", 0, NULL);
+    nv_jobspec *s = NULL;
+    tap_ok(nv_jobspec_parse(g, &s, &ptr, &msg) == -EINVAL && ptr && strcmp(ptr, "/kind") == 0 &&
+               msg && strcmp(msg, "kind 'gradient' is not supported by this build") == 0,
+           "the op parser refuses kind 'gradient' at /kind");
+    free(ptr);
+    free(msg);
+    ptr = msg = NULL;
+    tap_ok(nv_jobspec_validate(g, &ptr, &msg) == -EINVAL && ptr && strcmp(ptr, "/op") == 0,
+           "validation sends kind 'gradient' to the gradient parser");
+    free(ptr);
+    free(msg);
+    nv_jobspec_free(s);
+    json_decref(g);
     char *e = nv_json_pointer_escape("a/b~c");
     tap_ok(e && strcmp(e, "a~1b~0c") == 0, "RFC 6901 escaping: a/b~c -> a~1b~0c");
     free(e);
