@@ -8,7 +8,7 @@ set -euo pipefail
 build_pkgs=(gcc pkg-config meson ninja-build libuv1-dev libsqlite3-dev libcurl4-openssl-dev
             libjansson-dev libzstd-dev libhttp-parser-dev libinih-dev libmpfr-dev libgmp-dev
             python3 zstd curl ca-certificates)
-test_pkgs=(python3-numpy python3-torch chromium fonts-liberation)
+test_pkgs=(python3-numpy python3-torch python3-jsonschema chromium fonts-liberation)
 bench_pkgs=(wrk nginx-light)
 
 want=("${build_pkgs[@]}")
