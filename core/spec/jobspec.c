@@ -551,7 +551,7 @@ static int parse_all(const json_t *spec, nv_jobspec *s, nv_spec_err *e)
 
 int nv_jobspec_parse(const json_t *spec, nv_jobspec **ret, char **ret_pointer, char **ret_msg)
 {
-    nv_spec_err e = {.style = NV_SPEC_SHOW_VALUE};
+    nv_spec_err e = {0};
     nv_jobspec *s = calloc(1, sizeof *s);
     if (!s)
         return -ENOMEM;

@@ -1,7 +1,8 @@
 /* Fused job validation (fusedspec.h, docs/JOBS.md "Fused jobs"): the graph
  * (graph.c) plus the case axes, seed and tolerances. Every error names the
  * field by JSON pointer and the value in quotes (field checkers and the error
- * record: core/spec/spec_internal.h, worded in its NV_SPEC_QUOTED_KEY style). */
+ * record: core/spec/spec_internal.h; the graph's own errors, graph.h, enter the
+ * record through nv_spec_fail_from). */
 #include "fusedspec.h"
 
 #include <errno.h>
@@ -57,7 +58,7 @@ static int parse_list(const json_t *spec, const char *key, int *out, int max, in
     if (!arr)
         return 0;
     if (!json_is_array(arr) || json_array_size(arr) == 0)
-        return nv_spec_fail(e, ptr, "\"%s\" must be a non-empty array of names", key);
+        return nv_spec_fail_value(e, ptr, arr, "must be a non-empty array of names");
     size_t i;
     const json_t *v;
     json_array_foreach(arr, i, v)
@@ -116,9 +117,8 @@ static int parse_tolerances(const json_t *spec, nv_fusedspec *s, nv_spec_err *e)
     if (!nt)
         return 0;
     if (!json_is_object(nt))
-        return nv_spec_fail(e, "/node_tolerances",
-                            "\"node_tolerances\" must be an object keyed by node "
-                            "name");
+        return nv_spec_fail_value(e, "/node_tolerances", nt,
+                                  "must be an object keyed by node name");
     s->node_tols = calloc(json_object_size(nt) + 1, sizeof *s->node_tols);
     if (!s->node_tols)
         return -ENOMEM;
@@ -165,6 +165,15 @@ static int parse_misc(const json_t *spec, nv_fusedspec *s, nv_spec_err *e)
     return 0;
 }
 
+/* A graph error (graph.h hands out pointer and message) into the record. */
+static int graph_fail(nv_spec_err *e, int r, char *ptr, char *msg)
+{
+    r = nv_spec_fail_from(e, r, ptr, msg);
+    free(ptr);
+    free(msg);
+    return r;
+}
+
 static int parse_all(const json_t *spec, nv_fusedspec *s, nv_spec_err *e)
 {
     if (!json_is_object(spec))
@@ -176,9 +185,10 @@ static int parse_all(const json_t *spec, nv_fusedspec *s, nv_spec_err *e)
     if (!g)
         return nv_spec_fail(e, "/graph",
                             "missing \"graph\" ({\"inputs\", \"nodes\", \"outputs\"})");
-    r = nv_graph_parse(g, "/graph", &s->graph, &e->ptr, &e->msg);
+    char *ptr = NULL, *msg = NULL;
+    r = nv_graph_parse(g, "/graph", &s->graph, &ptr, &msg);
     if (r < 0)
-        return r;
+        return graph_fail(e, r, ptr, msg);
     s->graph_text = nv_graph_canonical(g);
     if (!s->graph_text)
         return -ENOMEM;
@@ -207,10 +217,9 @@ static int parse_all(const json_t *spec, nv_fusedspec *s, nv_spec_err *e)
         return r;
     int nd = s->n_dtypes ? s->n_dtypes : 1;
     for (int d = 0; d < nd; d++) {
-        r = nv_graph_infer(s->graph, s->n_dtypes ? s->dtypes[d] : NV_DT_FP32, "/graph", &e->ptr,
-                           &e->msg);
+        r = nv_graph_infer(s->graph, s->n_dtypes ? s->dtypes[d] : NV_DT_FP32, "/graph", &ptr, &msg);
         if (r < 0)
-            return r;
+            return graph_fail(e, r, ptr, msg);
     }
     s->n_cases = (int64_t)nd * s->n_classes * s->samples;
     if (s->n_cases > NV_FUSED_MAX_CASES)
@@ -223,7 +232,7 @@ static int parse_all(const json_t *spec, nv_fusedspec *s, nv_spec_err *e)
 
 int nv_fusedspec_parse(const json_t *spec, nv_fusedspec **ret, char **ret_pointer, char **ret_msg)
 {
-    nv_spec_err e = {.style = NV_SPEC_QUOTED_KEY};
+    nv_spec_err e = {0};
     nv_fusedspec *s = calloc(1, sizeof *s);
     if (!s)
         return -ENOMEM;

@@ -78,8 +78,8 @@ static int parse_param(const json_t *spec, const char *key, double dflt, const c
         return 0;
     const json_t *val = json_object_get(v, "value"), *reason = json_object_get(v, "reason");
     if (!json_is_object(v) || !json_is_number(val))
-        return nv_spec_fail(e, ptr,
-                            "\"%s\" must be an object {\"value\": number, \"reason\": text}", key);
+        return nv_spec_fail_value(e, ptr, v,
+                                  "must be an object {\"value\": number, \"reason\": text}");
     double x = json_number_value(val);
     snprintf(ptr, sizeof ptr, "/%s/value", key);
     if (!(x > lo && x < hi))
@@ -98,13 +98,8 @@ static int parse_order_mode(const json_t *spec, nv_gradspec *g, nv_spec_err *e)
     const json_t *o = json_object_get(spec, "order");
     g->order = 1;
     if (o) {
-        if (!json_is_integer(o) || (json_integer_value(o) != 1 && json_integer_value(o) != 2)) {
-            char *s = json_dumps(o, JSON_ENCODE_ANY);
-            int r = nv_spec_fail(e, "/order", "'%s' is not a derivative order: use 1 or 2",
-                                 s ? s : "?");
-            free(s);
-            return r;
-        }
+        if (!json_is_integer(o) || (json_integer_value(o) != 1 && json_integer_value(o) != 2))
+            return nv_spec_fail_value(e, "/order", o, "is not a derivative order: use 1 or 2");
         g->order = (int)json_integer_value(o);
     }
     const json_t *m = json_object_get(spec, "mode");
@@ -191,20 +186,20 @@ static int parse_all(const json_t *spec, nv_gradspec *g, nv_spec_err *e)
     json_t *d = derived_spec(spec, e, &r);
     if (!d)
         return r;
-    r = nv_jobspec_parse(d, &g->base, &e->ptr, &e->msg);
+    char *ptr = NULL, *msg = NULL;
+    r = nv_jobspec_parse(d, &g->base, &ptr, &msg);
     json_decref(d);
-    if (r == -EINVAL && e->ptr && strcmp(e->ptr, "/tolerance") == 0) {
-        free(e->ptr); /* the override's own name */
-        e->ptr = strdup("/device_tolerance");
-    } else if (r == -EINVAL && e->ptr && strncmp(e->ptr, "/tolerance/", 11) == 0) {
-        char *p = NULL;
-        if (asprintf(&p, "/device_tolerance%s", e->ptr + 10) >= 0) {
-            free(e->ptr);
-            e->ptr = p;
-        }
-    }
-    if (r < 0)
+    if (r < 0) {
+        /* "tolerance" of the derived spec is the job's "device_tolerance" */
+        char p[300];
+        bool tol = ptr && (strcmp(ptr, "/tolerance") == 0 || strncmp(ptr, "/tolerance/", 11) == 0);
+        snprintf(p, sizeof p, "%s%s", tol ? "/device_tolerance" : "",
+                 ptr ? ptr + (tol ? 10 : 0) : "");
+        r = nv_spec_fail_from(e, r, p, msg);
+        free(ptr);
+        free(msg);
         return r;
+    }
     g->has_device_tolerance = g->base->has_tolerance;
     if ((r = check_op_dtypes(g->base, e)) < 0 || (r = check_classes(g->base, e)) < 0)
         return r;
@@ -219,7 +214,7 @@ static int parse_all(const json_t *spec, nv_gradspec *g, nv_spec_err *e)
 
 int nv_gradspec_parse(const json_t *spec, nv_gradspec **ret, char **ret_pointer, char **ret_msg)
 {
-    nv_spec_err e = {.style = NV_SPEC_SHOW_VALUE};
+    nv_spec_err e = {0};
     nv_gradspec *g = calloc(1, sizeof *g);
     if (!g)
         return -ENOMEM;

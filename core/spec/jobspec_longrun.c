@@ -1,6 +1,6 @@
 /* Long-run job spec validation (docs/JOBS.md "Long-run jobs"). Every error
  * names the JSON pointer and the offending value; the field checkers and the
- * error record are core/spec/spec_internal.h's, worded in its NV_SPEC_KEY_RANGE style. */
+ * error record are core/spec/spec_internal.h's. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "core/ops/catalog.h"
-#include "spec_internal.h"
 #include "longrunspec.h"
+#include "spec_internal.h"
 
 bool nv_longrun_is(const json_t *spec)
 {
@@ -43,7 +43,8 @@ static int parse_model(nv_spec_err *e, const json_t *j, nv_longrun_spec *s)
     const json_t *sz = json_object_get(j, "sizes");
     static const char *const keys[] = {"in", "hidden", "classes", "seq", NULL};
     if (sz && (!json_is_object(sz) || check_keys(e, sz, "/sizes", keys)))
-        return nv_spec_fail(e, "/sizes", "must be an object with in, hidden, classes, seq");
+        return nv_spec_fail_value(e, "/sizes", sz,
+                                  "must be an object with in, hidden, classes, seq");
     int64_t in = 0, hid = 0, cl = 0, seq = 0;
     r = nv_spec_int(e, sz, "/sizes", "in", tr ? 16 : 16, 1, 256, &in);
     r = r ? r : nv_spec_int(e, sz, "/sizes", "hidden", 32, 1, 1024, &hid);
@@ -59,9 +60,9 @@ static int parse_data(nv_spec_err *e, const json_t *j, nv_longrun_spec *s)
     static const char *const keys[] = {"seed", "teacher_hidden", "temperature", "eval_examples",
                                        NULL};
     if (d && (!json_is_object(d) || check_keys(e, d, "/data", keys)))
-        return nv_spec_fail(e, "/data",
-                            "must be an object with seed, teacher_hidden, temperature, "
-                            "eval_examples");
+        return nv_spec_fail_value(e, "/data", d,
+                                  "must be an object with seed, teacher_hidden, temperature, "
+                                  "eval_examples");
     int64_t seed = 0, th = 0, ev = 0;
     int r = nv_spec_int(e, d, "/data", "seed", 1, 0, INT64_MAX, &seed);
     r = r ? r : nv_spec_int(e, d, "/data", "teacher_hidden", 32, 1, 1024, &th);
@@ -77,9 +78,9 @@ static int parse_optim(nv_spec_err *e, const json_t *j, nv_longrun_spec *s)
     static const char *const keys[] = {"name", "lr",           "beta1",    "beta2",
                                        "eps",  "weight_decay", "momentum", NULL};
     if (o && (!json_is_object(o) || check_keys(e, o, "/optimizer", keys)))
-        return nv_spec_fail(e, "/optimizer",
-                            "must be an object (name, lr, beta1, beta2, eps, "
-                            "weight_decay, momentum)");
+        return nv_spec_fail_value(e, "/optimizer", o,
+                                  "must be an object (name, lr, beta1, beta2, eps, "
+                                  "weight_decay, momentum)");
     bool sgd = false;
     int r = nv_spec_choice(e, o, "/optimizer", "name", "adamw", "sgd", &sgd);
     s->adamw = !sgd;
@@ -92,7 +93,8 @@ static int parse_optim(nv_spec_err *e, const json_t *j, nv_longrun_spec *s)
     const json_t *sc = json_object_get(j, "schedule");
     static const char *const skeys[] = {"name", "warmup", "min_lr_ratio", NULL};
     if (!r && sc && (!json_is_object(sc) || check_keys(e, sc, "/schedule", skeys)))
-        return nv_spec_fail(e, "/schedule", "must be an object (name, warmup, min_lr_ratio)");
+        return nv_spec_fail_value(e, "/schedule", sc,
+                                  "must be an object (name, warmup, min_lr_ratio)");
     int64_t wu = 0;
     r = r ? r : nv_spec_choice(e, sc, "/schedule", "name", "constant", "cosine", &s->cosine);
     r = r ? r : nv_spec_int(e, sc, "/schedule", "warmup", 0, 0, 1000000, &wu);
@@ -105,11 +107,15 @@ static int parse_seeds(nv_spec_err *e, const json_t *j, nv_longrun_spec *s)
 {
     const json_t *sd = json_object_get(j, "seeds");
     if (sd) {
-        if (!json_is_array(sd) || json_array_size(sd) < 3 || json_array_size(sd) > NV_LR_MAX_SEEDS)
-            return nv_spec_fail(e, "/seeds",
-                                "must be an array of 3 to %d seeds (the statistics need "
-                                "at least 3 runs per side)",
-                                NV_LR_MAX_SEEDS);
+        if (!json_is_array(sd) || json_array_size(sd) < 3 ||
+            json_array_size(sd) > NV_LR_MAX_SEEDS) {
+            char what[128];
+            snprintf(what, sizeof what,
+                     "must be an array of 3 to %d seeds (the statistics need at least 3 runs "
+                     "per side)",
+                     NV_LR_MAX_SEEDS);
+            return nv_spec_fail_value(e, "/seeds", sd, what);
+        }
         size_t i;
         const json_t *v;
         json_array_foreach(sd, i, v)
@@ -117,7 +123,7 @@ static int parse_seeds(nv_spec_err *e, const json_t *j, nv_longrun_spec *s)
             if (!json_is_integer(v) || json_integer_value(v) < 0) {
                 char p[32];
                 snprintf(p, sizeof p, "/seeds/%zu", i);
-                return nv_spec_fail(e, p, "seed must be a non-negative integer");
+                return nv_spec_fail_value(e, p, v, "must be a non-negative integer seed");
             }
             s->seeds[i] = (uint64_t)json_integer_value(v);
         }
@@ -138,7 +144,8 @@ static int parse_amp(nv_spec_err *e, const json_t *j, nv_longrun_spec *s)
     const json_t *a = json_object_get(j, "amp");
     static const char *const keys[] = {"dtype", "policy", "policy_version", "policy_name", NULL};
     if (a && (!json_is_object(a) || check_keys(e, a, "/amp", keys)))
-        return nv_spec_fail(e, "/amp", "must be an object (dtype, policy, policy_version)");
+        return nv_spec_fail_value(e, "/amp", a,
+                                  "must be an object (dtype, policy, policy_version)");
     const json_t *dt = json_object_get(a, "dtype");
     s->amp = dt != NULL;
     if (dt) {
@@ -156,8 +163,8 @@ static int parse_amp(nv_spec_err *e, const json_t *j, nv_longrun_spec *s)
     const json_t *p = json_object_get(a, "policy");
     if (!r && p) {
         if (!json_is_object(p))
-            return nv_spec_fail(e, "/amp/policy",
-                                "must be an object (low_precision, fp32, promote)");
+            return nv_spec_fail_value(e, "/amp/policy", p,
+                                      "must be an object (low_precision, fp32, promote)");
         static const char *const lists[] = {"low_precision", "fp32", "promote"};
         const char *k;
         const json_t *v;
@@ -172,7 +179,7 @@ static int parse_amp(nv_spec_err *e, const json_t *j, nv_longrun_spec *s)
             char ptr[64];
             nv_spec_pointer(ptr, sizeof ptr, "/amp/policy", k);
             if (!json_is_array(v))
-                return nv_spec_fail(e, ptr, "must be an array of op names");
+                return nv_spec_fail_value(e, ptr, v, "must be an array of op names");
             size_t i;
             const json_t *o;
             json_array_foreach(
@@ -201,9 +208,9 @@ static int parse_scaler_acc(nv_spec_err *e, const json_t *j, nv_longrun_spec *s)
     static const char *const keys[] = {"enabled",        "init_scale",      "growth_factor",
                                        "backoff_factor", "growth_interval", NULL};
     if (g && (!json_is_object(g) || check_keys(e, g, "/grad_scaler", keys)))
-        return nv_spec_fail(e, "/grad_scaler",
-                            "must be an object (enabled, init_scale, growth_factor, "
-                            "backoff_factor, growth_interval)");
+        return nv_spec_fail_value(e, "/grad_scaler", g,
+                                  "must be an object (enabled, init_scale, growth_factor, "
+                                  "backoff_factor, growth_interval)");
     bool enabled = true;
     int r = nv_spec_bool(e, g, "/grad_scaler", "enabled", true, &enabled);
     s->scaler = g && enabled;
@@ -218,9 +225,9 @@ static int parse_scaler_acc(nv_spec_err *e, const json_t *j, nv_longrun_spec *s)
     static const char *const akeys[] = {"alpha",           "trim", "band_k", "band_floor",
                                         "envelope_margin", NULL};
     if (!r && a && (!json_is_object(a) || check_keys(e, a, "/acceptance", akeys)))
-        return nv_spec_fail(e, "/acceptance",
-                            "must be an object (alpha, trim, band_k, band_floor, "
-                            "envelope_margin)");
+        return nv_spec_fail_value(e, "/acceptance", a,
+                                  "must be an object (alpha, trim, band_k, band_floor, "
+                                  "envelope_margin)");
     int64_t trim = 0;
     r = r ? r : nv_spec_number(e, a, "/acceptance", "alpha", 0.01, 1e-9, 0.5, &s->alpha);
     r = r ? r : nv_spec_int(e, a, "/acceptance", "trim", 1, 0, 8, &trim);
@@ -264,7 +271,7 @@ static int parse_all(const json_t *j, nv_longrun_spec *s, nv_spec_err *e)
 
 int nv_longrun_parse(const json_t *spec, nv_longrun_spec **ret, char **ret_pointer, char **ret_msg)
 {
-    nv_spec_err e = {.style = NV_SPEC_KEY_RANGE};
+    nv_spec_err e = {0};
     nv_longrun_spec *s = calloc(1, sizeof *s);
     if (!s)
         return -ENOMEM;

@@ -29,6 +29,15 @@ int nv_spec_fail(nv_spec_err *e, const char *ptr, const char *fmt, ...)
     return -EINVAL;
 }
 
+int nv_spec_fail_from(nv_spec_err *e, int r, const char *ptr, const char *msg)
+{
+    if (r >= 0 || r == -ENOMEM)
+        return r;
+    if (!msg)
+        return -ENOMEM;
+    return nv_spec_fail(e, ptr ? ptr : "", "%s", msg);
+}
+
 char *nv_spec_show(const json_t *v)
 {
     char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
@@ -123,25 +132,9 @@ int nv_spec_int(nv_spec_err *e, const json_t *obj, const char *base, const char 
         *ret = x;
         return 0;
     }
-    switch (e->style) {
-    case NV_SPEC_KEY_RANGE:
-        if (!is_int)
-            return nv_spec_fail(e, ptr, "'%s' must be an integer", key);
-        return nv_spec_fail(e, ptr, "'%lld' is out of range: '%s' must be in [%lld, %lld]",
-                            (long long)x, key, (long long)lo, (long long)hi);
-    case NV_SPEC_QUOTED_KEY:
-        if (lo == 0 && hi == INT64_MAX)
-            return nv_spec_fail(e, ptr, "\"%s\" must be a non-negative integer", key);
-        return nv_spec_fail(e, ptr, "\"%s\" must be an integer in %lld..%lld", key, (long long)lo,
-                            (long long)hi);
-    case NV_SPEC_SHOW_VALUE:
-    default: {
-        char what[96];
-        snprintf(what, sizeof what, "must be an integer in %lld..%lld", (long long)lo,
-                 (long long)hi);
-        return nv_spec_fail_value(e, ptr, v, what);
-    }
-    }
+    char what[96];
+    snprintf(what, sizeof what, "must be an integer in %lld..%lld", (long long)lo, (long long)hi);
+    return nv_spec_fail_value(e, ptr, v, what);
 }
 
 int nv_spec_number(nv_spec_err *e, const json_t *obj, const char *base, const char *key,
@@ -159,21 +152,9 @@ int nv_spec_number(nv_spec_err *e, const json_t *obj, const char *base, const ch
         *ret = x;
         return 0;
     }
-    switch (e->style) {
-    case NV_SPEC_KEY_RANGE:
-        if (!is_num)
-            return nv_spec_fail(e, ptr, "'%s' must be a number", key);
-        return nv_spec_fail(e, ptr, "'%g' is out of range: '%s' must be in [%g, %g]", x, key, lo,
-                            hi);
-    case NV_SPEC_QUOTED_KEY:
-        return nv_spec_fail(e, ptr, "\"%s\" must be a number in %g..%g", key, lo, hi);
-    case NV_SPEC_SHOW_VALUE:
-    default: {
-        char what[96];
-        snprintf(what, sizeof what, "must be a number in %g..%g", lo, hi);
-        return nv_spec_fail_value(e, ptr, v, what);
-    }
-    }
+    char what[96];
+    snprintf(what, sizeof what, "must be a number in %g..%g", lo, hi);
+    return nv_spec_fail_value(e, ptr, v, what);
 }
 
 int nv_spec_bool(nv_spec_err *e, const json_t *obj, const char *base, const char *key, bool dflt,
@@ -189,11 +170,7 @@ int nv_spec_bool(nv_spec_err *e, const json_t *obj, const char *base, const char
         *ret = json_is_true(v);
         return 0;
     }
-    if (e->style == NV_SPEC_SHOW_VALUE)
-        return nv_spec_fail_value(e, ptr, v, "must be true or false");
-    if (e->style == NV_SPEC_QUOTED_KEY)
-        return nv_spec_fail(e, ptr, "\"%s\" must be true or false", key);
-    return nv_spec_fail(e, ptr, "must be true or false");
+    return nv_spec_fail_value(e, ptr, v, "must be true or false");
 }
 
 int nv_spec_choice(nv_spec_err *e, const json_t *obj, const char *base, const char *key,
@@ -254,7 +231,7 @@ int nv_spec_err_finish(nv_spec_err *e, int r, char **ret_pointer, char **ret_msg
     if (r == -ENOMEM || e->oom || !e->msg) {
         free(e->ptr);
         free(e->msg);
-        *e = (nv_spec_err){.style = e->style};
+        *e = (nv_spec_err){0};
         return -ENOMEM;
     }
     if (ret_pointer)
@@ -265,6 +242,6 @@ int nv_spec_err_finish(nv_spec_err *e, int r, char **ret_pointer, char **ret_msg
         *ret_msg = e->msg;
     else
         free(e->msg);
-    *e = (nv_spec_err){.style = e->style};
+    *e = (nv_spec_err){0};
     return -EINVAL;
 }

@@ -1,39 +1,27 @@
 /* Field checkers shared by the job-spec parsers (jobspec.c, jobspec_gradient.c,
- * jobspec_fused.c, jobspec_longrun.c). Internal to worker/ops: not installed,
- * not part of the plugin ABI.
+ * jobspec_fused.c, jobspec_longrun.c) and the job kinds. Internal to
+ * core/spec: not installed, not part of the plugin ABI.
  *
- * Errors are recorded in an nv_spec_err: the first one wins (later calls are
- * ignored), as a JSON pointer (RFC 6901) and a message naming the offending
- * value in quotes. The parsers grew three message conventions, which users and
- * tests already see; each parser sets its own in the nv_spec_err it starts with
- * (e.style), so the messages stay what they were. New kinds should keep the
- * default, NV_SPEC_SHOW_VALUE. */
-#ifndef NUMVAL_WORKER_OPS_JOBSPEC_UTIL_H
-#define NUMVAL_WORKER_OPS_JOBSPEC_UTIL_H
+ * Every spec error has one shape: a JSON pointer (RFC 6901) and a message that
+ * names the offending value in quotes, compact JSON cut to 59 characters
+ * ("'<value>' must be an integer in LO..HI", "'<value>' must be true or
+ * false"). Errors are recorded in an nv_spec_err, only through nv_spec_fail
+ * and the helpers built on it: the first one wins (later calls are ignored),
+ * and an error that a nested parser handed out (the op parser under the
+ * gradient one, graph.h under the fused one) enters through
+ * nv_spec_fail_from. */
+#ifndef NUMVAL_SPEC_INTERNAL_H
+#define NUMVAL_SPEC_INTERNAL_H
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum nv_spec_style {
-    /* Op, gradient jobs: "'<value as JSON>' must be an integer in LO..HI",
-     * "'<value>' must be true or false". */
-    NV_SPEC_SHOW_VALUE = 0,
-    /* Long-run jobs: "'<key>' must be an integer" (a number), then
-     * "'<x>' is out of range: '<key>' must be in [LO, HI]"; booleans
-     * "must be true or false"; choices "'<s>' must be \"A\" or \"B\"". */
-    NV_SPEC_KEY_RANGE,
-    /* Fused jobs: "\"<key>\" must be an integer in LO..HI", or
-     * "\"<key>\" must be a non-negative integer" for [0, INT64_MAX]. */
-    NV_SPEC_QUOTED_KEY,
-} nv_spec_style;
-
 typedef struct nv_spec_err {
-    char *ptr;           /* JSON pointer of the first error (malloc'd), or NULL */
-    char *msg;           /* its message (malloc'd), or NULL */
-    bool oom;            /* an error could not be recorded: out of memory */
-    nv_spec_style style; /* how the checkers word errors; set once by the parser */
+    char *ptr; /* JSON pointer of the first error (malloc'd), or NULL */
+    char *msg; /* its message (malloc'd), or NULL */
+    bool oom;  /* an error could not be recorded: out of memory */
 } nv_spec_err;
 
 /* Records an error at ptr unless one is recorded already. Returns -EINVAL, or
@@ -44,6 +32,13 @@ int nv_spec_fail(nv_spec_err *e, const char *ptr, const char *fmt, ...)
 /* nv_spec_fail with the message "'<v as compact JSON>' <what>" (v cut to 59
  * characters with "..."). */
 int nv_spec_fail_value(nv_spec_err *e, const char *ptr, const json_t *v, const char *what);
+
+/* Records the error (ptr, msg) another parser returned with status r (its own
+ * copies stay the caller's to free): -EINVAL with a message is recorded as
+ * nv_spec_fail(e, ptr, "%s", msg) would (ptr NULL: the root ""); r >= 0 and
+ * -ENOMEM are returned as they are; -EINVAL without a message is -ENOMEM
+ * (the other parser could not word it). */
+int nv_spec_fail_from(nv_spec_err *e, int r, const char *ptr, const char *msg);
 
 /* v as short text for messages: compact JSON, at most 59 characters ("..." at
  * the end when cut). Returns malloc'd text, or NULL when out of memory. */
@@ -59,21 +54,22 @@ void nv_spec_pointer(char *buf, size_t n, const char *base, const char *key);
 const char *nv_spec_unknown_key(const json_t *obj, const char *const *keys);
 
 /* Integer obj[key] in [lo, hi] (both inclusive) into *ret; dflt when obj is
- * NULL or has no key. Errors at "<base>/<key>" worded by e->style. 0 or -EINVAL
- * / -ENOMEM (nv_spec_fail). */
+ * NULL or has no key. Errors at "<base>/<key>": "'<value>' must be an integer
+ * in LO..HI". 0 or -EINVAL / -ENOMEM (nv_spec_fail). */
 int nv_spec_int(nv_spec_err *e, const json_t *obj, const char *base, const char *key, int64_t dflt,
                 int64_t lo, int64_t hi, int64_t *ret);
 
 /* Number (integer or real) obj[key] in [lo, hi] (both inclusive; NaN never
- * fits) into *ret; dflt when absent. Styles as nv_spec_int ("must be a number"). */
+ * fits) into *ret; dflt when absent. "'<value>' must be a number in LO..HI". */
 int nv_spec_number(nv_spec_err *e, const json_t *obj, const char *base, const char *key,
                    double dflt, double lo, double hi, double *ret);
 
-/* Boolean obj[key] into *ret; dflt when absent. */
+/* Boolean obj[key] into *ret; dflt when absent. "'<value>' must be true or false". */
 int nv_spec_bool(nv_spec_err *e, const json_t *obj, const char *base, const char *key, bool dflt,
                  bool *ret);
 
-/* obj[key] must be the string a or b: *ret_is_b says which; absent: a. */
+/* obj[key] must be the string a or b: *ret_is_b says which; absent: a.
+ * "'<s>' must be \"A\" or \"B\"" ('(not a string)' for other values). */
 int nv_spec_choice(nv_spec_err *e, const json_t *obj, const char *base, const char *key,
                    const char *a, const char *b, bool *ret_is_b);
 

@@ -1,6 +1,7 @@
 /* The job-spec field checkers (core/spec/spec_internal.h): ranges inclusive at
- * both ends, defaults for a missing key or object, wrong types, the three
- * message styles word for word, JSON-pointer text (RFC 6901 §3 escaping), the
+ * both ends, defaults for a missing key or object, wrong types, the one
+ * message wording ('<value>' in quotes) word for word, errors handed in by a
+ * nested parser, JSON-pointer text (RFC 6901 §3 escaping), the
  * first error winning and how a parse hands its error out. Expected texts are
  * written out by hand from the header's contract. */
 #include <errno.h>
@@ -21,7 +22,7 @@ static json_t *obj(const char *text)
     return j;
 }
 
-/* The recorded error is (ptr, msg) exactly; clears it (keeping the style). */
+/* The recorded error is (ptr, msg) exactly; clears it. */
 static void expect_err(nv_spec_err *e, int r, const char *ptr, const char *msg, const char *what)
 {
     bool ok =
@@ -38,7 +39,7 @@ static void test_int(void)
 {
     json_t *j = obj("{\"lo\": 1, \"hi\": 10, \"below\": 0, \"above\": 11, \"real\": 2.5, "
                     "\"text\": \"3\", \"big\": 9223372036854775807}");
-    nv_spec_err e = {.style = NV_SPEC_KEY_RANGE};
+    nv_spec_err e = {0};
     int64_t x = -7;
     tap_ok(nv_spec_int(&e, j, "", "lo", 5, 1, 10, &x) == 0 && x == 1, "int: min is inclusive");
     tap_ok(nv_spec_int(&e, j, "", "hi", 5, 1, 10, &x) == 0 && x == 10, "int: max is inclusive");
@@ -50,23 +51,15 @@ static void test_int(void)
            "int: INT64_MAX fits [0, INT64_MAX]");
     tap_ok(!e.ptr && !e.msg, "int: nothing recorded for values in range");
     expect_err(&e, nv_spec_int(&e, j, "", "below", 5, 1, 10, &x), "/below",
-               "'0' is out of range: 'below' must be in [1, 10]", "key-range style, below min");
+               "'0' must be an integer in 1..10", "below min");
     expect_err(&e, nv_spec_int(&e, j, "/data", "above", 5, 1, 10, &x), "/data/above",
-               "'11' is out of range: 'above' must be in [1, 10]", "key-range style, above max");
+               "'11' must be an integer in 1..10", "above max, nested pointer");
     expect_err(&e, nv_spec_int(&e, j, "", "real", 5, 1, 10, &x), "/real",
-               "'real' must be an integer", "key-range style, a real number");
+               "'2.5' must be an integer in 1..10", "a real number");
     expect_err(&e, nv_spec_int(&e, j, "", "text", 5, 1, 10, &x), "/text",
-               "'text' must be an integer", "key-range style, a string");
-    e.style = NV_SPEC_SHOW_VALUE;
-    expect_err(&e, nv_spec_int(&e, j, "", "above", 5, 1, 10, &x), "/above",
-               "'11' must be an integer in 1..10", "show-value style, above max");
-    expect_err(&e, nv_spec_int(&e, j, "", "text", 5, 1, 10, &x), "/text",
-               "'\"3\"' must be an integer in 1..10", "show-value style, a string shown as JSON");
-    e.style = NV_SPEC_QUOTED_KEY;
-    expect_err(&e, nv_spec_int(&e, j, "", "below", 1, 1, 1000, &x), "/below",
-               "\"below\" must be an integer in 1..1000", "quoted-key style");
+               "'\"3\"' must be an integer in 1..10", "a string shown as JSON");
     expect_err(&e, nv_spec_int(&e, j, "", "real", 0, 0, INT64_MAX, &x), "/real",
-               "\"real\" must be a non-negative integer", "quoted-key style, [0, INT64_MAX]");
+               "'2.5' must be an integer in 0..9223372036854775807", "[0, INT64_MAX]");
     tap_ok(x == INT64_MAX, "int: *ret untouched on error");
     json_decref(j);
 }
@@ -74,7 +67,7 @@ static void test_int(void)
 static void test_number(void)
 {
     json_t *j = obj("{\"lo\": 0.5, \"hi\": 2, \"below\": 0.25, \"above\": 2.5, \"s\": \"x\"}");
-    nv_spec_err e = {.style = NV_SPEC_KEY_RANGE};
+    nv_spec_err e = {0};
     double x = 0;
     tap_ok(nv_spec_number(&e, j, "", "lo", 1, 0.5, 2, &x) == 0 && x == 0.5,
            "number: min is inclusive");
@@ -83,12 +76,11 @@ static void test_number(void)
     tap_ok(nv_spec_number(&e, j, "", "gone", 1.25, 0.5, 2, &x) == 0 && x == 1.25,
            "number: a missing key gives the default");
     expect_err(&e, nv_spec_number(&e, j, "/optimizer", "below", 1, 0.5, 2, &x), "/optimizer/below",
-               "'0.25' is out of range: 'below' must be in [0.5, 2]", "key-range style, below");
-    expect_err(&e, nv_spec_number(&e, j, "", "s", 1, 0.5, 2, &x), "/s", "'s' must be a number",
-               "key-range style, a string");
-    e.style = NV_SPEC_SHOW_VALUE;
+               "'0.25' must be a number in 0.5..2", "number below");
+    expect_err(&e, nv_spec_number(&e, j, "", "s", 1, 0.5, 2, &x), "/s",
+               "'\"x\"' must be a number in 0.5..2", "a string is not a number");
     expect_err(&e, nv_spec_number(&e, j, "", "above", 1, 0.5, 2, &x), "/above",
-               "'2.5' must be a number in 0.5..2", "show-value style, above");
+               "'2.5' must be a number in 0.5..2", "number above");
     json_decref(j);
 }
 
@@ -96,16 +88,13 @@ static void test_bool_choice(void)
 {
     json_t *j = obj("{\"t\": true, \"f\": false, \"n\": 1, \"m\": \"sgd\", \"bad\": \"adam\", "
                     "\"num\": 3}");
-    nv_spec_err e = {.style = NV_SPEC_KEY_RANGE};
+    nv_spec_err e = {0};
     bool b = false;
     tap_ok(nv_spec_bool(&e, j, "", "t", false, &b) == 0 && b, "bool: true");
     tap_ok(nv_spec_bool(&e, j, "", "f", true, &b) == 0 && !b, "bool: false");
     tap_ok(nv_spec_bool(&e, j, "", "gone", true, &b) == 0 && b, "bool: missing gives the default");
     expect_err(&e, nv_spec_bool(&e, j, "/grad_scaler", "n", true, &b), "/grad_scaler/n",
-               "must be true or false", "key-range style, 1 is not a boolean");
-    e.style = NV_SPEC_SHOW_VALUE;
-    expect_err(&e, nv_spec_bool(&e, j, "", "n", true, &b), "/n", "'1' must be true or false",
-               "show-value style, 1 is not a boolean");
+               "'1' must be true or false", "1 is not a boolean");
     bool is_b = true;
     tap_ok(nv_spec_choice(&e, j, "/optimizer", "m", "adamw", "sgd", &is_b) == 0 && is_b,
            "choice: the second name");
@@ -173,6 +162,17 @@ static void test_keys_and_errors(void)
            "finish: -ENOMEM wins over a recorded error");
     tap_ok(nv_spec_err_finish(&e, -EINVAL, &ptr, &msg) == -ENOMEM,
            "finish: -EINVAL without a message is out of memory");
+
+    /* An error handed out by a nested parser enters the record as it was. */
+    tap_ok(nv_spec_fail_from(&e, 0, "/x", "m") == 0 && !e.msg, "fail_from: success passes");
+    tap_ok(nv_spec_fail_from(&e, -ENOMEM, "/x", "m") == -ENOMEM && !e.msg,
+           "fail_from: -ENOMEM passes, nothing recorded");
+    tap_ok(nv_spec_fail_from(&e, -EINVAL, "/x", NULL) == -ENOMEM && !e.msg,
+           "fail_from: -EINVAL without a message is out of memory");
+    expect_err(&e, nv_spec_fail_from(&e, -EINVAL, "/graph/nodes/1", "node 'b': 100%"),
+               "/graph/nodes/1", "node 'b': 100%", "fail_from: recorded verbatim");
+    expect_err(&e, nv_spec_fail_from(&e, -EINVAL, NULL, "m"), "", "m",
+               "fail_from: no pointer is the root");
 
     /* Values in messages: compact JSON, cut to 59 characters with "...". */
     json_t *longs =
