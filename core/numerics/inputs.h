@@ -46,8 +46,8 @@ typedef enum nv_input_role {
  * the whole real line, no domain edges. */
 typedef struct nv_input_domain {
     nv_input_role role;
-    bool bounded;   /* lo and hi bound the random classes; else the whole real line */
-    double lo, hi;  /* closed real domain (may be +-INFINITY) when bounded */
+    bool bounded;            /* lo and hi bound the random classes; else the whole real line */
+    double lo, hi;           /* closed real domain (may be +-INFINITY) when bounded */
     nv_input_edges_fn edges; /* "domain_edges" values; NULL: normal values instead */
     /* "midpoints" for y of x + y and x - y: y = +-ulp(x) / 2 puts the result on
      * a tie. x is tensor 0, regenerated from this request with tensor_index 0,

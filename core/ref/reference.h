@@ -19,9 +19,8 @@
  * 754-2019 §7.4) is stored as the overflow result a correct device returns:
  * +-Inf, NaN for fp8_e4m3 (OFP8), +-max_finite for the MX formats (lo = 0).
  * Returns 0 or a negative NV_E_* code. */
-int nv_op_reference(const nv_op_def *op, const nv_op_attrs *a, int n_in,
-                    const nv_tensor *const *in, nv_tensor *out_hi, nv_tensor *out_lo,
-                    nv_tensor *abs_sum);
+int nv_op_reference(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
+                    nv_tensor *out_hi, nv_tensor *out_lo, nv_tensor *abs_sum);
 
 /* Reference execution of a graph (graph_ref.c). in[i]: the graph inputs
  * (contiguous, their dtypes). For every node, ret_hi[k] receives a new tensor with the exact value
