@@ -98,8 +98,14 @@ int nvc_cmd_devices(nvc_conn *c, int argc, char **argv);
 int nvc_fetch_cases(const nvc_conn *c, const char *job_id, bool failed_only, json_t **ret,
                     char **ret_err);
 /* Write JUnit XML for jobs (array of JOB objects) with their cases (array of
- * arrays, same order). 0 or negative errno, *ret_err set. */
+ * arrays, same order): test cases by kind, docs/CLIENT.md "JUnit XML". 0 or
+ * negative errno, *ret_err set (NULL on ENOMEM). */
 int nvc_junit_write(const char *path, const json_t *jobs, const json_t *cases, char **ret_err);
+/* The JUnit suite name of a job, "numval.KIND.NAME" (the op, graph or model
+ * name: the same in every run), into buf. */
+void nvc_junit_suite_name(const json_t *job, char *buf, size_t n);
+/* A job's duration (finished_at - started_at) in seconds; 0 when unknown. */
+double nvc_job_seconds(const json_t *job);
 
 void nvc_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

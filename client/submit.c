@@ -253,21 +253,70 @@ static int wait_jobs(const nvc_conn *c, json_t *jobs, double timeout_s)
     }
 }
 
-/* 0 all passed, 1 some case failed, 2 a job errored or was cancelled. */
-static int verdict(const json_t *jobs)
+/* Why a finished job did not pass, or NULL: an error's text, a long run's
+ * acceptance reason. */
+static const char *job_reason(const json_t *job)
+{
+    const char *err = json_string_value(json_object_get(job, "error"));
+    if (err && *err)
+        return err;
+    const json_t *res = json_object_get(job, "result");
+    const char *acc =
+        json_string_value(json_object_get(json_object_get(res, "acceptance"), "reason"));
+    const char *st = json_string_value(json_object_get(job, "state"));
+    if (acc && *acc && st && strcmp(st, "passed"))
+        return acc;
+    return NULL;
+}
+
+/* The tests a job counts in the summary line: its cases (passed, failed and
+ * errors from the result's summary when there is one), or for a job without
+ * cases (a long run, a job that ended in error) the job itself. */
+static void job_counts(const json_t *job, long long n[3])
+{
+    const char *st = json_string_value(json_object_get(job, "state"));
+    const json_t *sum = json_object_get(json_object_get(job, "result"), "summary");
+    long long total = json_integer_value(json_object_get(job, "cases_total"));
+    long long passed = json_integer_value(json_object_get(job, "cases_passed"));
+    long long failed = json_integer_value(json_object_get(job, "cases_failed"));
+    if (json_is_object(sum)) {
+        n[0] += json_integer_value(json_object_get(sum, "passed"));
+        n[1] += json_integer_value(json_object_get(sum, "failed"));
+        n[2] += json_integer_value(json_object_get(sum, "errors"));
+    } else if (total > 0 || passed + failed > 0) {
+        n[0] += passed;
+        n[1] += failed;
+    } else if (st && !strcmp(st, "passed")) {
+        n[0]++;
+    } else if (st && !strcmp(st, "failed")) {
+        n[1]++;
+    } else {
+        n[2]++;
+    }
+}
+
+/* Print each job's verdict (with why it did not pass) and the summary line
+ * "== N jobs: P passed, F failed, E errors in Ts ==" to stderr. Returns 0 all
+ * passed, 1 some case failed, 2 a job errored or was cancelled. */
+static int verdict(const json_t *jobs, double seconds)
 {
     int status = NVC_EXIT_OK;
+    long long n[3] = {0, 0, 0};
     for (size_t i = 0; i < json_array_size(jobs); i++) {
         const json_t *job = json_array_get(jobs, i);
         const char *st = json_string_value(json_object_get(job, "state"));
-        const char *err = json_string_value(json_object_get(job, "error"));
-        char idb[32];
-        fprintf(stderr, "numvalctl: job %s: %s (%lld passed, %lld failed of %lld cases)%s%s\n",
-                nvc_id_text(json_object_get(job, "id"), idb), st ? st : "?",
-                (long long)json_integer_value(json_object_get(job, "cases_passed")),
-                (long long)json_integer_value(json_object_get(job, "cases_failed")),
-                (long long)json_integer_value(json_object_get(job, "cases_total")),
-                err && *err ? ": " : "", err && *err ? err : "");
+        const char *why = job_reason(job);
+        char idb[32], suite[300];
+        nvc_junit_suite_name(job, suite, sizeof suite);
+        long long total = json_integer_value(json_object_get(job, "cases_total"));
+        fprintf(stderr, "numvalctl: job %s %s: %s", nvc_id_text(json_object_get(job, "id"), idb),
+                suite, st ? st : "?");
+        if (total > 0)
+            fprintf(stderr, " (%lld passed, %lld failed of %lld cases)",
+                    (long long)json_integer_value(json_object_get(job, "cases_passed")),
+                    (long long)json_integer_value(json_object_get(job, "cases_failed")), total);
+        fprintf(stderr, "%s%s\n", why ? ": " : "", why ? why : "");
+        job_counts(job, n);
         if (!st || !strcmp(st, "error") || !strcmp(st, "cancelled"))
             status = NVC_EXIT_ERROR;
         else if ((!strcmp(st, "failed") ||
@@ -275,6 +324,9 @@ static int verdict(const json_t *jobs)
                  status == NVC_EXIT_OK)
             status = NVC_EXIT_FAILED;
     }
+    size_t nj = json_array_size(jobs);
+    fprintf(stderr, "== %zu job%s: %lld passed, %lld failed, %lld error%s in %.1fs ==\n", nj,
+            nj == 1 ? "" : "s", n[0], n[1], n[2], n[2] == 1 ? "" : "s", seconds);
     return status;
 }
 
@@ -365,6 +417,7 @@ int nvc_cmd_submit(nvc_conn *c, int argc, char **argv)
     if (!jobs)
         return NVC_EXIT_ERROR;
     int status = NVC_EXIT_ERROR;
+    double start = now_s();
     if (submit_all(c, &o, jobs) < 0)
         goto out;
     if (!o.wait && !o.junit) {
@@ -373,7 +426,7 @@ int nvc_cmd_submit(nvc_conn *c, int argc, char **argv)
     }
     if (wait_jobs(c, jobs, o.timeout ? atof(o.timeout) : 0) < 0)
         goto out;
-    status = verdict(jobs);
+    status = verdict(jobs, now_s() - start);
     if (o.junit && write_junit(c, jobs, o.junit) < 0)
         status = NVC_EXIT_ERROR;
 out:
