@@ -9,6 +9,7 @@
  */
 #include "dtype.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <string.h>
@@ -114,6 +115,7 @@ const char *nv_dtype_name(nv_dtype dt)
 
 int nv_dtype_from_name(const char *name, nv_dtype *ret_dt)
 {
+    assert(ret_dt);
     static const struct {
         const char *alias;
         nv_dtype dt;

@@ -3,6 +3,7 @@
  * depend only on the request, never on threads or on other tensors. */
 #include "inputs.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <string.h>
@@ -29,6 +30,7 @@ const char *nv_input_class_name(nv_input_class c)
 
 int nv_input_class_from_name(const char *name, nv_input_class *ret)
 {
+    assert(ret);
     if (!name)
         return -EINVAL;
     for (int c = 0; c < NV_IN_COUNT; c++) {
@@ -337,6 +339,7 @@ static void gen_scales(gen *g, double *out, int64_t n)
 
 int nv_inputs_generate(const nv_input_request *rq, double *out, int64_t n)
 {
+    assert(out || n <= 0);
     if (!rq || (int)rq->cls < 0 || rq->cls >= NV_IN_COUNT || n < 0)
         return -EINVAL;
     gen g = {.rq = rq, .di = nv_dtype_get(rq->dtype), .lo = -INFINITY, .hi = INFINITY};

@@ -3,6 +3,7 @@
  * network of two 32x32->64 multiplies, with a Weyl-sequence key schedule. */
 #include "rng.h"
 
+#include <assert.h>
 #include <math.h>
 
 #define PHILOX_M0 0xD2511F53u
@@ -38,6 +39,7 @@ void nv_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out
 
 void nv_rng_init(nv_rng *r, uint64_t seed, uint32_t case_index, uint32_t tensor_index)
 {
+    assert(r);
     r->key[0] = (uint32_t)seed;
     r->key[1] = (uint32_t)(seed >> 32);
     /* ctr[0..1]: 64-bit block count; ctr[2..3]: which case and tensor. */

@@ -1,6 +1,7 @@
 /* Tensors of doubles with element strides (see tensor.h). */
 #include "tensor.h"
 
+#include <assert.h>
 #include <stdlib.h>
 
 nv_tensor *nv_tensor_new(nv_dtype dt, int ndim, const int64_t *shape)
@@ -69,6 +70,7 @@ int64_t nv_tensor_offset_linear(const nv_tensor *t, int64_t i)
 
 nv_tensor *nv_tensor_contiguous(const nv_tensor *t)
 {
+    assert(t);
     nv_tensor *c = nv_tensor_new(t->dtype, t->ndim, t->shape);
     if (!c)
         return NULL;

@@ -1,6 +1,7 @@
 /* Tolerances with reasons: JSON parsing and serialisation (see tolerance.h). */
 #include "tolerance.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -26,6 +27,7 @@ const char *nv_reason_code_name(nv_reason_code c)
 
 int nv_reason_code_from_name(const char *s, nv_reason_code *ret)
 {
+    assert(ret);
     for (int i = 0; s && i < NV_REASON_COUNT; i++) {
         if (strcmp(s, reason_names[i]) == 0) {
             *ret = (nv_reason_code)i;
@@ -187,6 +189,7 @@ static int parse_meta(const json_t *obj, nv_tolerance *t, char **ret_field, char
 
 int nv_tolerance_from_json(const json_t *obj, nv_tolerance *ret, char **ret_field, char **ret_msg)
 {
+    assert(ret);
     if (!json_is_object(obj))
         return fail(ret_field, ret_msg, "", "a tolerance must be a JSON object");
     nv_tolerance t;
@@ -225,6 +228,7 @@ int nv_tolerance_from_json(const json_t *obj, nv_tolerance *ret, char **ret_fiel
 
 json_t *nv_tolerance_to_json(const nv_tolerance *t)
 {
+    assert(t);
     if ((unsigned)t->metric > NV_TOL_BOUND || (unsigned)t->reason_code >= NV_REASON_COUNT)
         return NULL;
     json_t *o = json_object();

@@ -1,12 +1,14 @@
 /* Exact and double-double summation (see ddsum.h for the contracts). */
 #include "ddsum.h"
 
+#include <assert.h>
 #include <gmp.h>
 #include <mpfr.h>
 #include <string.h>
 
 void nv_dd_acc_init(nv_dd_acc *a)
 {
+    assert(a);
     memset(a, 0, sizeof(*a));
 }
 
@@ -36,6 +38,7 @@ void nv_dd_acc_add_prod(nv_dd_acc *a, double x, double y)
 
 void nv_dd_acc_get(const nv_dd_acc *a, double *ret_hi, double *ret_lo, double *ret_abs_sum)
 {
+    assert(a && ret_hi && ret_lo);
     double hi, lo;
     nv_two_sum(a->s, a->c, &hi, &lo);
     if (!isfinite(hi))
@@ -57,6 +60,7 @@ void nv_dd_acc_get(const nv_dd_acc *a, double *ret_hi, double *ret_lo, double *r
 
 void nv_xacc_init(nv_xacc *a)
 {
+    assert(a);
     memset(a, 0, sizeof(*a));
 }
 
@@ -183,6 +187,7 @@ static void xacc_round(const int64_t *d, int negative, double *ret_hi, double *r
 
 void nv_xacc_get(const nv_xacc *a, double *ret_hi, double *ret_lo, double *ret_abs_sum)
 {
+    assert(a && ret_hi && ret_lo);
     if (ret_abs_sum)
         *ret_abs_sum = a->abs_sum;
     if (a->n_nan || (a->n_pinf && a->n_ninf)) {
@@ -210,6 +215,7 @@ void nv_xacc_get(const nv_xacc *a, double *ret_hi, double *ret_lo, double *ret_a
 void nv_dd_sum(const double *x, int64_t n, int64_t stride, double *ret_hi, double *ret_lo,
                double *ret_abs_sum)
 {
+    assert(n >= 0 && (x || n == 0) && ret_hi && ret_lo);
     nv_xacc a;
     nv_dd_acc abs;
     nv_xacc_init(&a);
@@ -228,6 +234,7 @@ void nv_dd_sum(const double *x, int64_t n, int64_t stride, double *ret_hi, doubl
 void nv_dd_dot(const double *x, int64_t incx, const double *y, int64_t incy, int64_t n,
                double *ret_hi, double *ret_lo, double *ret_abs_sum)
 {
+    assert(n >= 0 && ((x && y) || n == 0) && ret_hi && ret_lo);
     nv_xacc a;
     nv_dd_acc abs;
     nv_xacc_init(&a);

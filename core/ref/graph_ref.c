@@ -5,6 +5,7 @@
  * of each upstream value to a double (refmath.h: within 2^-45 relative where a
  * transcendental's fp64 fast path decided, the double nearest the exact value
  * for sums and products), far below the ULPs of any dtype a graph is judged in. */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,8 @@ int nv_graph_node_reference(const nv_graph *g, int k, const nv_tensor *const *in
                             nv_tensor *const *vals, nv_tensor **ret_hi, nv_tensor **ret_abs,
                             char *err, size_t errlen)
 {
+    assert(g && in && vals && ret_hi && ret_abs && err);
+    assert(k >= 0 && k < g->n_nodes);
     const nv_graph_node *n = &g->nodes[k];
     nv_tensor views[NV_GRAPH_NODE_INPUTS];
     const nv_tensor *vp[NV_GRAPH_NODE_INPUTS];
@@ -91,6 +94,7 @@ int nv_graph_node_reference(const nv_graph *g, int k, const nv_tensor *const *in
 int nv_graph_reference(const nv_graph *g, const nv_tensor *const *in, nv_tensor **ret_hi,
                        nv_tensor **ret_abs, char *err, size_t errlen)
 {
+    assert(g && in && ret_hi && ret_abs && err);
     int r = 0;
     for (int k = 0; k < g->n_nodes; k++)
         ret_hi[k] = ret_abs[k] = NULL;

@@ -6,6 +6,7 @@
  * fp64 ulps of the magnitude mag, Higham §3.1) is below 1e-12 of what any
  * check here resolves: the formula check's atol/rtol are 1e-5/1e-3 and the
  * device check's tolerances scale with the device's u >= 2^-24. */
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -287,6 +288,7 @@ static void vjp_elementwise(int id, const nv_op_def *op, const nv_op_attrs *a,
 int nv_op_forward_f64(const nv_op_def *op, const nv_op_attrs *a, int n_in,
                       const nv_tensor *const *in, double *out)
 {
+    assert(in && out);
     int id = nvo_op_id(op);
     if (id < 0 || !nv_op_has_backward(op, a) || n_in < op->n_inputs)
         return NV_E_INVALID;
@@ -302,6 +304,7 @@ int nv_op_forward_f64(const nv_op_def *op, const nv_op_attrs *a, int n_in,
 int nv_op_vjp(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
               const double *gy, double *const *gx, double *const *mag)
 {
+    assert(in && gy && gx);
     int id = nvo_op_id(op);
     if (id < 0 || !nv_op_has_backward(op, a) || n_in < op->n_inputs)
         return NV_E_INVALID;
@@ -317,6 +320,7 @@ int nv_op_vjp(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tens
 int64_t nv_op_vjp_reduction_len(const nv_op_def *op, const nv_op_attrs *a, int n_in,
                                 const nv_tensor *const *in, int i)
 {
+    assert(in);
     int id = nvo_op_id(op);
     if (id < 0 || n_in < 1 || elementwise(op))
         return 1;
@@ -385,6 +389,7 @@ static void unique_max(const nv_op_def *op, const nv_op_attrs *a, nv_tensor *x)
 
 int nv_op_grad_domain(const nv_op_def *op, const nv_op_attrs *a, int n_in, nv_tensor *const *in)
 {
+    assert(in);
     int id = nvo_op_id(op);
     if (id < 0 || n_in < op->n_inputs)
         return -EINVAL;

@@ -14,6 +14,7 @@
  * mag is the same product with |.| on every term; where a device works from a
  * saved or recomputed value (x - mu, the exponent x_j - lse), the magnitudes of
  * that value's operands enter, since its rounding error scales with them. */
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -447,6 +448,7 @@ static double sens_unary(int id, double x, double g)
 int nv_op_vjp_sens(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
                    const double *gy, double *sens)
 {
+    assert(in && gy && sens);
     int id = nvo_op_id(op);
     if (id < 0 || n_in < 1)
         return NV_E_INVALID;

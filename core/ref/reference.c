@@ -1,6 +1,7 @@
 /* The reference dispatch (reference.h): shape checks through the catalog, the
  * per-family exact references, then the overflow and gradual-underflow rules
  * every family shares. */
+#include <assert.h>
 #include <float.h>
 #include <math.h>
 #include <string.h>
@@ -92,6 +93,7 @@ static void add_underflow_term(const nv_op_def *op, const nv_op_attrs *a, nv_ten
 int nv_op_reference(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
                     nv_tensor *out_hi, nv_tensor *out_lo, nv_tensor *abs_sum)
 {
+    assert(n_in >= 0);
     int id = nvo_op_id(op);
     if (id < 0 || !a || !out_hi)
         return NV_E_INVALID;

@@ -31,6 +31,7 @@
  * condition number of the outer function where it amplifies (see fast_eval).
  * Widening a bound only sends more inputs to MPFR: for fp32 targets a 2^-48
  * interval meets a boundary with probability about 2^-23. */
+#include <assert.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -590,6 +591,8 @@ RM_INLINE double round_one(nv_fn f, double x, nv_dtype dt, const nv_dtype_info *
 void nv_ref_round_n(nv_fn f, const double *x, int64_t n, nv_dtype dt, nv_rounding rounding,
                     double *out)
 {
+    assert(n >= 0 && ((x && out) || n == 0));
+    assert((unsigned)dt < NV_DT_COUNT);
     nv_round_mode m = {rounding == NV_ROUND_STOCHASTIC ? NV_ROUND_NEAREST_EVEN : rounding, false,
                        false};
     const nv_dtype_info *in = fast_target(dt);
