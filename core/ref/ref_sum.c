@@ -1,6 +1,6 @@
 /* Exact sums for the references (DESIGN.md "Reductions use an exact or
  * double-double sum"): nvo_sum_exact uses the exact long accumulator of
- * numerics/ddsum.h (Kulisch), so hi + lo is the exact sum rounded to about 128
+ * ddsum.h (Kulisch), so hi + lo is the exact sum rounded to about 128
  * bits, whatever the cancellation; nvo_mp_moments gives S = sum x and
  * Q = sum x^2 exactly in MPFR for the variance-based references. */
 #include <math.h>

@@ -1,5 +1,5 @@
 /* refmath internals shared by refmath.c (API, fp64 fast path) and refmath_mpfr.c
- * (MPFR evaluation and rounding). Only worker/numerics uses this header. */
+ * (MPFR evaluation and rounding). Only core/ref uses this header. */
 #ifndef NUMVAL_REFMATH_INTERNAL_H
 #define NUMVAL_REFMATH_INTERNAL_H
 

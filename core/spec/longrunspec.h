@@ -1,4 +1,4 @@
-/* Long-run job specs (issue 7, docs/JOBS.md "Long-run jobs"): validation and
+/* Long-run job specs (docs/JOBS.md "Long-run jobs"): validation and
  * the parsed form the long-run runner (worker/kinds/longrun/run.c) trains from. */
 #ifndef NUMVAL_LONGRUNSPEC_H
 #define NUMVAL_LONGRUNSPEC_H

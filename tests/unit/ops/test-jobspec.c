@@ -7,7 +7,7 @@
 #include "core/spec/jobspec.h"
 #include "core/spec/spec.h"
 
-/* The example of issue 2 "The contract users script against". */
+/* The example job of docs/JOBS.md, the contract users script against. */
 static const char *contract =
     "{\"kind\": \"op\", \"op\": \"exp\", \"dtypes\": [\"fp32\", \"bf16\"],"
     " \"shapes\": [[4096], [64, 257]], \"inputs\": [\"normal\", \"near_zero\", \"specials\"],"
