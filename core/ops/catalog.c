@@ -1,5 +1,7 @@
-/* The operator catalog v1: the op table, attribute parsing and serialisation,
- * shape and dtype inference, reduction lengths and the reference dispatch.
+/* The operator catalog v1: the op table, dtype support, shape and dtype
+ * inference (matmul's in matmul.c), reduction lengths and what each op asks of
+ * the input generators (nv_op_input_domain). Attributes are attrs.c, default
+ * tolerances tolerances.c; the exact references are core/ref/reference.c.
  *
  * Input domains (nv_op_input_desc lo/hi, closed intervals) bound the random
  * classes (normal, uniform, near_zero, large, midpoints, cancellation): log and
@@ -46,7 +48,7 @@
         .differentiable = true, .edges = nvo_edges_reduce                                          \
     }
 
-/* Order matches nvo_id (ops_internal.h). */
+/* Order matches nvo_id (opmeta.h). */
 static const nv_op_def table[NVO_COUNT] = {
     UN("neg", false, -INFINITY, nvo_edges_generic),
     UN("abs", false, -INFINITY, nvo_edges_generic),
@@ -197,8 +199,8 @@ nv_input_domain nv_op_input_domain(const nv_op_def *op, int i)
 /* Dtypes an op computes in. Exact ops (sign, selection) take every float format;
  * the IEEE 754 basic operations also fp8 (OFP8 formats are IEEE-like binary
  * formats, so correct rounding is defined); transcendentals and reductions the
- * standard formats. cast's output (attr "to") is any float format; matmul's is
- * checked separately in nvo_matmul_out_ok. */
+ * standard formats. cast's output (attr "to") is any float format; matmul's mask
+ * is its output dtypes, its operands are checked in nvo_matmul_infer (matmul.c). */
 static unsigned dtype_mask(int id)
 {
     switch (id) {
