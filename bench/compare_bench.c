@@ -1,4 +1,4 @@
-/* Benchmark 1 (issue 2, "What must be shown"): the comparison kernel on N fp32
+/* Benchmark 1 (bench/RESULTS.md "Numerics"): the comparison kernel on N fp32
  * pairs against numpy.allclose and torch.testing.assert_close on the same arrays,
  * with a memcpy of the same bytes as the bandwidth ceiling, in one run.
  *

@@ -1,4 +1,4 @@
-/* Benchmark (issue 5, "What must be shown"): the cost of a fused case, i.e. the
+/* Benchmark (bench/RESULTS.md "Fused jobs"): the cost of a fused case, i.e. the
  * three executions (reference, unfused node by node, fused with capture) plus
  * the layer-by-layer comparison, against the reference execution alone, for the
  * attention graph of suites/fused.json (S = Q K^T, Z = S / 8, P = softmax(Z),
@@ -14,8 +14,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "worker/backends/loader.h"
 #include "core/numerics/inputs.h"
+#include "core/spec/fusedspec.h"
+#include "worker/backends/loader.h"
 #include "worker/kinds/fused/fused.h"
 
 static double cpu_ms(void)

@@ -1,8 +1,8 @@
-/* Gradient check benchmark (issue 4): numval's formula check (reference VJP vs
- * central differences in fp64, the work torch.autograd.gradcheck does) for
- * tanh, softmax and layer_norm at 16, 256 and 4096 elements, full and fast
- * mode. Prints one JSON object per line; bench/gradcheck_peers.py runs it next
- * to torch.autograd.gradcheck on the same shapes and prints the table.
+/* Gradient check benchmark (bench/RESULTS.md "Gradient checks"): numval's
+ * formula check (reference VJP vs central differences in fp64, the work
+ * torch.autograd.gradcheck does) for tanh, softmax and layer_norm at 16, 256
+ * and 4096 elements, full and fast mode. Prints one JSON object per line; bench/gradcheck_peers.py
+ * runs it next to torch.autograd.gradcheck on the same shapes and prints the table.
  *
  * Equal checks: full mode compares every structurally non-zero Jacobian element
  * of every differentiable input (the zero blocks are the op's declared

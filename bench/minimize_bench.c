@@ -1,9 +1,8 @@
-/* Minimization cost (issue 6): for each injected fault, the failing case is
- * minimized twice on the same input with the same probe budget and deadline,
- * by numval's minimizer and by a plain ddmin (Zeller's ddmin2 deleting slices)
- * as the baseline; the signature is fixed, every probe forks (as in
- * production), both results are re-verified. Prints one Markdown table row per
- * (fault, method).
+/* Minimization cost (bench/RESULTS.md "Minimization"): for each injected
+ * fault, the failing case is minimized twice on the same input with the same
+ * probe budget and deadline, by numval's minimizer and by a plain ddmin
+ * (Zeller's ddmin2 deleting slices) as the baseline; the signature is fixed, every probe forks (as
+ * in production), both results are re-verified. Prints one Markdown table row per (fault, method).
  * - op faults: built in memory (inputs from the project's generator, class
  *   from a first probe); numval = window bisection + ddmin over non-neutral
  *   elements + value simplification; baseline = slices along each dim.
@@ -18,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/kinds/op/minimize.h"
-#include "minimize_bench.h"
 #include "core/numerics/inputs.h"
+#include "minimize_bench.h"
+#include "worker/kinds/op/minimize.h"
 
 typedef struct fault {
     const char *name, *backend, *op;

@@ -1,4 +1,4 @@
-/* Benchmark 2 (issue 2, "What must be shown"): the correctly rounded reference
+/* Benchmark 2 (bench/RESULTS.md "Numerics"): the correctly rounded reference
  * with its fp64 fast path (nv_ref_round_n, the array form of nv_ref_round) against MPFR alone
  * (nv_ref_round_mpfr: MPFR straight at the target precision) on N fp32 inputs each of exp, tanh and
  * erf, rounding to fp32 nearest-even. Counts differences (must be 0) and MPFR

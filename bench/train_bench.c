@@ -1,9 +1,9 @@
-/* Long-run training speed (issue 7): steps per second of the MLP trained by
- * the fp64 host reference and by the emu device (fp32, and bf16 under the
- * shipped AMP policy), same sizes and batch as bench/train_peer.py trains with
- * torch on the CPU. Process CPU time (the machine is shared), best of 3.
- * Usage: train_bench [IN HIDDEN CLASSES BATCH STEPS [MODES]]; MODES a comma list of
- * host, fp32, bf16 (default all); prints one JSON line per mode. */
+/* Long-run training speed (bench/RESULTS.md "Long-run training"): steps per
+ * second of the MLP trained by the fp64 host reference and by the emu device
+ * (fp32, and bf16 under the shipped AMP policy), same sizes and batch as
+ * bench/train_peer.py trains with torch on the CPU. Process CPU time (the machine is shared), best
+ * of 3. Usage: train_bench [IN HIDDEN CLASSES BATCH STEPS [MODES]]; MODES a comma list of host,
+ * fp32, bf16 (default all); prints one JSON line per mode. */
 #include <jansson.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "worker/backends/loader.h"
-#include "worker/kinds/longrun/train/train_internal.h"
+#include "worker/kinds/longrun/train/train.h"
 
 static double cpu_now(void)
 {

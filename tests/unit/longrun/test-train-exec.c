@@ -1,11 +1,11 @@
 /* The long-run host reference executor (worker/kinds/longrun/train/exec.c): its blocked fp64
  * matmul (forward and both backward products) and its gelu VJP must give the
- * catalog reference's values bit for bit (worker/ops: nv_op_forward_f64 and
+ * catalog reference's values bit for bit (core/ref: nv_op_forward_f64 and
  * nv_op_vjp are the independent oracle, a plain k-ordered loop and the closed
  * form derivative), on shapes that exercise every tile edge, on zeros and on
  * Inf/NaN operands; and its bf16 fast path across the ABI must give the
- * loader's bytes and values over all 65536 bf16 patterns. The executor's
- * source is included to reach its file-local helpers. */
+ * loader's bytes and values over all 65536 bf16 patterns (nvw_exec_to_view and
+ * nvw_exec_from_view, the executor's internal interface). */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -13,8 +13,8 @@
 #include "core/numerics/rng.h"
 #include "core/ref/backward.h"
 #include "tests/unit/tap.h"
-#include "worker/backends/loader.h"
-#include "worker/kinds/longrun/train/exec.c"
+#include "worker/backends/views/views.h"
+#include "worker/kinds/longrun/train/train_internal.h"
 
 static nv_tensor *rnd(int64_t r, int64_t c, nv_rng *g, int special)
 {
@@ -115,13 +115,13 @@ static void bf16_view_case(void)
     for (int64_t i = 0; i < t->numel; i++)
         t->data[i] = nv_dtype_decode(NV_DT_BF16, (uint64_t)i, false);
     nv_tensor_view fast, slow;
-    int r1 = to_view(t, &fast), r2 = nvw_view_from_tensor(t, &slow);
+    int r1 = nvw_exec_to_view(t, &fast), r2 = nvw_view_from_tensor(t, &slow);
     tap_ok(r1 == 0 && r2 == 0 && memcmp(fast.data, slow.data, 2 * 65536) == 0 &&
                fast.strides[0] == slow.strides[0] && fast.strides[1] == slow.strides[1],
-           "bf16 to_view: all 65536 patterns encode to the loader's bytes");
-    nv_tensor *a = from_view(&slow), *b = nvw_tensor_from_view(&slow, false);
+           "bf16 nvw_exec_to_view: all 65536 patterns encode to the loader's bytes");
+    nv_tensor *a = nvw_exec_from_view(&slow), *b = nvw_tensor_from_view(&slow, false);
     tap_ok(a && b && a->dtype == NV_DT_BF16 && memcmp(a->data, b->data, 8 * 65536) == 0,
-           "bf16 from_view: all 65536 patterns decode to the loader's values bit for bit");
+           "bf16 nvw_exec_from_view: all 65536 patterns decode to the loader's values bit for bit");
     nvw_view_free(&fast), nvw_view_free(&slow);
     nv_tensor_free(t), nv_tensor_free(a), nv_tensor_free(b);
 }

@@ -5,7 +5,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "worker/kinds/longrun/train/train_internal.h"
+#include "worker/kinds/longrun/train/train.h"
 
 typedef struct nvw_lr_job {
     const nv_longrun_spec *s;

@@ -56,14 +56,14 @@ static bool row_major(const nv_tensor *t)
 }
 
 /* ---- tensors across the ABI ----
- * The loader's nvw_view_from_tensor / nvw_tensor_from_view, with a fast path
+ * views.h's nvw_view_from_tensor / nvw_tensor_from_view, with a fast path
  * for contiguous bf16 (the AMP dtype): bf16 is fp32 without its low 16 fraction
  * bits, so a bf16 value's encoding is the upper half of its fp32 encoding and
  * decoding is a shift. Elements that are NaN (payloads are nv_dtype_encode's
  * business, IEEE 754-2019 §6.2.3) or not exact bf16 values go through the
- * general encoder and decoder, so the bytes and values are the loader's
+ * general encoder and decoder, so the bytes and values are views.h's
  * (test-train-exec compares them over all 65536 patterns). */
-static int to_view(const nv_tensor *t, nv_tensor_view *ret)
+int nvw_exec_to_view(const nv_tensor *t, nv_tensor_view *ret)
 {
     if (t->dtype != NV_DT_BF16 || !row_major(t) || t->numel == 0)
         return nvw_view_from_tensor(t, ret);
@@ -89,7 +89,7 @@ static int to_view(const nv_tensor *t, nv_tensor_view *ret)
     return 0;
 }
 
-static nv_tensor *from_view(const nv_tensor_view *v)
+nv_tensor *nvw_exec_from_view(const nv_tensor_view *v)
 {
     bool fast = v->dtype == NV_DT_BF16 && v->data && v->ndim >= 0 && v->ndim <= NV_MAX_DIMS;
     int64_t n = 1;
@@ -103,7 +103,7 @@ static nv_tensor *from_view(const nv_tensor_view *v)
     const unsigned char *p = v->data;
     for (int64_t i = 0; i < n; i++) {
         uint16_t h;
-        memcpy(&h, p + 2 * i, sizeof h); /* a device's buffer need not be aligned */
+        memcpy(&h, p + 2 * i, sizeof h);            /* a device's buffer need not be aligned */
         if ((h & 0x7f80) == 0x7f80 && (h & 0x7f)) { /* NaN */
             t->data[i] = nv_dtype_decode(NV_DT_BF16, h, false);
             continue;
@@ -160,9 +160,8 @@ static inline void mm_tile(const double *restrict a, int64_t asi, int64_t ask,
 }
 
 NVW_CLONES
-static void mm_blocked(const double *restrict a, int64_t asi, int64_t ask,
-                       const double *restrict b, double *restrict c, int64_t M, int64_t K,
-                       int64_t N)
+static void mm_blocked(const double *restrict a, int64_t asi, int64_t ask, const double *restrict b,
+                       double *restrict c, int64_t M, int64_t K, int64_t N)
 {
     int64_t M4 = M - M % 4, N8 = N - N % 8;
     for (int64_t i = 0; i < M4; i += 4)
@@ -250,7 +249,7 @@ static int dev_forward(nvw_exec *ex, const nv_op_def *op, const char *attrs, int
     nv_tensor_view iv[NV_OP_MAX_INPUTS];
     memset(iv, 0, sizeof iv);
     for (int i = 0; i < n; i++)
-        if (to_view(in[i], &iv[i]) < 0) {
+        if (nvw_exec_to_view(in[i], &iv[i]) < 0) {
             free_views(iv, i);
             return -ENOMEM;
         }
@@ -270,7 +269,7 @@ static int dev_forward(nvw_exec *ex, const nv_op_def *op, const char *attrs, int
         prefix_err(ex, "device forward of '%s' failed: ", op->name);
         return -EIO;
     }
-    nv_tensor *t = from_view(&out);
+    nv_tensor *t = nvw_exec_from_view(&out);
     if (ex->table->release_tensor)
         ex->table->release_tensor(ex->ctx, &out);
     if (!t) {
@@ -446,11 +445,11 @@ static int dev_backward(nvw_exec *ex, const nv_op_def *op, const char *attrs, in
     memset(gxv, 0, sizeof gxv);
     int r = 0, n_views = 0, n_saved = 0, n_grads = 0;
     for (; n_views < n && r == 0; n_views++)
-        r = to_view(in[n_views], &iv[n_views]);
+        r = nvw_exec_to_view(in[n_views], &iv[n_views]);
     if (r == 0)
-        r = to_view(y, &yv);
+        r = nvw_exec_to_view(y, &yv);
     if (r == 0)
-        r = to_view(gy, &gv);
+        r = nvw_exec_to_view(gy, &gv);
     if (r < 0) {
         r = -ENOMEM;
         goto out;
@@ -477,7 +476,7 @@ static int dev_backward(nvw_exec *ex, const nv_op_def *op, const char *attrs, in
     for (int i = 0, k = 0; i < n; i++) {
         if (!nv_op_grad_input(op, i))
             continue;
-        gx[i] = from_view(&gxv[k]);
+        gx[i] = nvw_exec_from_view(&gxv[k]);
         if (!gx[i] || gx[i]->numel != in[i]->numel) {
             snprintf(ex->err, sizeof ex->err,
                      "device backward of '%s' returned an invalid "

@@ -1,4 +1,4 @@
-/* Long-run qualification (issue 7): the statistics that judge a device's
+/* Long-run qualification: the statistics that judge a device's
  * training runs against the reference runs, the dynamic gradient scaler and the
  * learning-rate schedule. Pure functions with no backend, so they are unit
  * tested on their own (tests/unit/worker/test-train-stats.c). */

@@ -1,8 +1,9 @@
-/* Long-run training (issue 7): a small reverse-mode tape whose every forward and
+/* Long-run training: a small reverse-mode tape whose every forward and
  * backward op runs on an executor: the device (the backend's own forward and
  * backward entries through the loader) or the host reference (the catalog's
  * plain fp64 forward and reference VJP, core/ref/backward.h). The AMP policy
- * chooses each device op's dtype (worker/kinds/longrun/train/amp.c); the host reference runs fp64. */
+ * chooses each device op's dtype (worker/kinds/longrun/train/amp.c); the host reference runs fp64.
+ */
 #ifndef NUMVAL_WORKER_TRAIN_TAPE_H
 #define NUMVAL_WORKER_TRAIN_TAPE_H
 
@@ -10,9 +11,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "worker/backends/loader.h"
 #include "core/numerics/tensor.h"
 #include "core/ops/catalog.h"
+#include "worker/backends/loader.h"
 
 /* AMP categories (PyTorch autocast's op lists as the model). */
 typedef enum nvw_amp_cat {

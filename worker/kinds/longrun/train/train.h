@@ -1,0 +1,67 @@
+/* Long-run training, as the long-run runner (worker/kinds/longrun/) uses it:
+ * the synthetic teacher dataset, one training run of a seed on an executor (the
+ * host fp64 reference or the device, tape.h) and the statistics that judge the
+ * runs (stats.h). */
+#ifndef NUMVAL_WORKER_TRAIN_H
+#define NUMVAL_WORKER_TRAIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/spec/longrunspec.h"
+#include "stats.h"
+#include "tape.h"
+
+#define NVW_MAX_PARAMS 24 /* parameters of a model (and layers of a run's norms) */
+
+/* ---- the synthetic dataset (data.c) ---- */
+typedef struct nvw_data {
+    const nv_longrun_spec *s;
+    int64_t in_numel; /* per example */
+    double *t1, *t2;  /* teacher weights */
+    nv_tensor *eval_x, *eval_y;
+    double bayes_loss; /* mean teacher entropy over the eval inputs */
+} nvw_data;
+
+int nvw_data_init(nvw_data *d, const nv_longrun_spec *s);
+void nvw_data_done(nvw_data *d);
+/* The training batch of (run seed, step): fresh inputs, labels sampled from the
+ * teacher. dt: the input dtype (fp32 device, fp64 host). */
+int nvw_data_batch(const nvw_data *d, uint64_t seed, int64_t step, nv_dtype dt, nv_tensor **ret_x,
+                   nv_tensor **ret_y);
+
+/* ---- one training run (loop.c) ---- */
+typedef struct nvw_point {
+    int64_t step;
+    double loss; /* eval loss (mean cross entropy on the eval set) */
+    double train_loss;
+    double grad_norm; /* global, unscaled */
+    double scale;
+    int64_t nonfinite; /* non-finite gradient elements this step */
+    int skipped;
+    double lowp_zero_frac; /* exact zeros among low-precision gradient elements */
+    double layer_norms[NVW_MAX_PARAMS];
+} nvw_point;
+
+typedef struct nvw_run {
+    uint64_t seed;
+    bool host;
+    nvw_point *pts;
+    int n_pts;
+    int64_t skipped_steps, nonfinite_total;
+    double final_loss;
+    double lowp_zero_frac; /* over the whole run */
+    double seconds;
+    int64_t steps_done;
+    char err[512];
+    int n_layers;
+    char layers[NVW_MAX_PARAMS][16];
+} nvw_run;
+
+/* Train one seed on ex (host or device); fills run. Returns 0 or negative with
+ * run->err set. */
+int nvw_train_run(const nv_longrun_spec *s, const nvw_data *d, nvw_exec *ex, uint64_t seed,
+                  nvw_run *run);
+void nvw_run_done(nvw_run *r);
+
+#endif
