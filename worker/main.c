@@ -9,12 +9,12 @@
 
 #include <jansson.h>
 
+#include "check_backend.h"
 #include "core/spec/jobspec.h"
 #include "core/spec/spec.h"
-#include "check_backend.h"
-#include "worker/kinds/op/repro.h"
+#include "repro_cmd.h"
+#include "worker/kinds/kinds.h"
 #include "worker/repro/artifact.h"
-
 #include "worker/runner/run.h"
 #ifdef HAVE_AGENT
 #include "worker/agent/agent.h"
@@ -196,7 +196,7 @@ static int cmd_run(int argc, char **argv)
             backend = argv[++i];
         } else if (strcmp(a, "--output") == 0) {
             output = argv[++i];
-        } else if (strcmp(a, "--artifacts") == 0) { /* worker/repro/save.c (issue 6) */
+        } else if (strcmp(a, "--artifacts") == 0) { /* worker/repro/save.c */
             o.on_failure = nvw_save_failure;
             o.ud = argv[++i];
         } else if (strcmp(a, "--threads") == 0) {
@@ -269,7 +269,7 @@ int main(int argc, char **argv)
     }
     if (argc >= 2 && strcmp(argv[1], "run") == 0)
         return cmd_run(argc - 2, argv + 2);
-    if (argc >= 2 && strcmp(argv[1], "repro") == 0) /* repro_cmd.c (issue 6) */
+    if (argc >= 2 && strcmp(argv[1], "repro") == 0) /* repro_cmd.c */
         return nvw_repro_main(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "minimize") == 0)
         return nvw_minimize_main(argc - 2, argv + 2);

@@ -14,10 +14,10 @@
 #include <time.h>
 
 #include "agent_internal.h"
-#include "minimize.h"
-#include "suite.h"
-#include "worker/backends/loader.h"
 #include "common/log.h"
+#include "minimize.h"
+#include "worker/backends/loader.h"
+#include "worker/kinds/kinds.h"
 
 /* SIGTERM / SIGINT; read by the runner thread too. A lock-free atomic is what a
  * signal handler may store to (C11 7.14.1.1). */
@@ -179,14 +179,13 @@ static void *run_thread(void *arg)
     runner_thread *t = arg;
     nvw_run_opts ro = {.threads = t->threads,
                        .progress = on_progress,
-                       .on_failure = nvw_agent_on_failure_min, /* worker/agent/minimize.c */
+                       .on_failure = nvw_agent_on_failure_min, /* minimize.c */
+                       .fetch_artifact = nvw_agent_fetch,      /* suite jobs: fetch.c */
                        .ud = t->job,
                        .cancel = &t->job->cancel};
-    if (nvw_suite_is(t->job->spec)) /* kind "suite": worker/agent/suite.c (issue 6) */
-        t->rc = nvw_agent_run_suite(t->job, &t->result, &t->err);
-    else
-        t->rc = nvw_run_job(t->job->spec, t->job->backend_spec, &ro, &t->result, &t->err);
-    nvw_agent_minimize_failures(t->job, t->rc == 0 ? t->result : NULL); /* issue 6 */
+    t->rc = nvw_run_job(t->job->spec, t->job->backend_spec, &ro, &t->result, &t->err);
+    /* The gate and the minimizer on the failures kept while it ran. */
+    nvw_agent_minimize_failures(t->job, t->rc == 0 ? t->result : NULL);
     pthread_mutex_lock(&t->lock);
     t->finished = 1;
     pthread_cond_signal(&t->cond);

@@ -35,10 +35,13 @@ int nvw_agent_on_failure(void *ud, const nvw_failure *f, char **ret_artifact_id)
 int nvw_agent_artifact(const nvw_agent_job *j, const nvw_failure *f, uint8_t **ret_buf,
                        size_t *ret_len, char sha[65]);
 
+/* nvw_fetch_fn for suite jobs (ud: nvw_agent_job): GET the artifact from
+ * numvald, retried with backoff, its SHA-256 checked against sha (fetch.c). */
+int nvw_agent_fetch(void *ud, const char *sha, uint8_t **ret, size_t *ret_len, char *msg,
+                    size_t msglen);
 
 /* Sleep up to ms milliseconds, returning early when *stop (may be NULL) becomes
  * non-zero or the worker is stopping (SIGTERM, SIGINT). */
 void nvw_agent_sleep(long ms, atomic_int *stop);
-
 
 #endif

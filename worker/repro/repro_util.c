@@ -1,7 +1,6 @@
 /* Shared helpers of the reproduction code (repro_util.h). */
 #include <errno.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 
 #include "common/sha256.h"
 #include "repro_util.h"
+#include "worker/runner/err.h"
 
 int nvw_probe_fork(pid_t *ret_pid, int *ret_fd)
 {
@@ -78,21 +78,6 @@ int nvw_read_all(int fd, void *p, size_t n, int64_t deadline_ms)
     return 0;
 }
 
-int nvw_set_err(char **ret_err, int r, const char *fmt, ...)
-{
-    if (ret_err) {
-        va_list ap;
-        va_start(ap, fmt);
-        char *s = NULL;
-        if (vasprintf(&s, fmt, ap) < 0)
-            s = NULL;
-        va_end(ap);
-        free(*ret_err);
-        *ret_err = s;
-    }
-    return r;
-}
-
 void nvw_probe_failed(int r, int status, int timeout_ms, char *cls, size_t cls_len, char *msg,
                       size_t msg_len)
 {
@@ -142,11 +127,10 @@ int nvw_artifact_tensor(const nv_artifact_tensor *at, nv_dtype want, nv_tensor *
                         char **ret_err)
 {
     if (at->dtype != (int32_t)want)
-        return nvw_set_err(ret_err, -EINVAL,
-                           "artifact tensor '%s' has dtype '%s', the case needs '%s'", at->name,
-                           nv_dtype_name((nv_dtype)at->dtype) ? nv_dtype_name((nv_dtype)at->dtype)
-                                                              : "?",
-                           nv_dtype_name(want));
+        return nvw_set_err(
+            ret_err, -EINVAL, "artifact tensor '%s' has dtype '%s', the case needs '%s'", at->name,
+            nv_dtype_name((nv_dtype)at->dtype) ? nv_dtype_name((nv_dtype)at->dtype) : "?",
+            nv_dtype_name(want));
     nv_tensor *t = nvw_artifact_values(at);
     if (!t)
         return -ENOMEM;

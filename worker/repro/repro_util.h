@@ -1,7 +1,8 @@
 /* Helpers shared by the reproduction code of op, gradient and fused failures
  * (repro_util.c): the pipe I/O between a probe's forked child and its parent,
  * how a child that did not answer is classed, failure signature ids, and the
- * malloc'd error message the artifact loaders hand back. */
+ * decoding of artifact tensors. The artifact loaders' messages go through
+ * worker/runner/err.h (included here for them). */
 #ifndef NUMVAL_WORKER_REPRO_UTIL_H
 #define NUMVAL_WORKER_REPRO_UTIL_H
 
@@ -12,10 +13,10 @@
 
 #include "common/artifact.h"
 #include "core/numerics/tensor.h"
+#include "worker/runner/err.h"
 
 /* Room for a failure class name ("ulp_exceeded", "gradient_mismatch", "crash"...). */
 #define NVW_CLASS_MAX 40
-
 
 /* Fork a probe child with a pipe to its parent. Returns 0: in the child
  * *ret_pid is 0 and *ret_fd the pipe's write end; in the parent *ret_pid is the
@@ -30,10 +31,6 @@ int nvw_write_all(int fd, const void *p, size_t n);
 int nvw_read_all(int fd, void *p, size_t n, int64_t deadline_ms);
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t nvw_mono_ms(void);
-
-/* Replace *ret_err (when ret_err is not NULL) with the formatted message
- * (malloc'd; NULL if out of memory) and return r. */
-int nvw_set_err(char **ret_err, int r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* A probe child that gave no answer: read error r (-ETIMEDOUT: killed after
  * timeout_ms) and its wait status, as class "timeout" or "crash" and a

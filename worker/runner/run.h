@@ -1,10 +1,13 @@
-/* The job runner: expands a job spec into cases, runs them on a backend in
- * parallel, compares against references and builds the result JSON. */
+/* What every kind's runner is given and gives back: the run options (threads,
+ * progress, what becomes of a failed case, cancel), the failure record a
+ * runner hands over for each failed case, and the runner signature. The
+ * runners are reached through the kind table (worker/kinds/kinds.h). */
 #ifndef NUMVAL_WORKER_RUN_H
 #define NUMVAL_WORKER_RUN_H
 
 #include <jansson.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/numerics/tensor.h"
@@ -24,19 +27,26 @@ typedef struct nvw_failure {
  * (malloc'd), which the runner writes into the case JSON as "artifact". */
 typedef int (*nvw_failure_fn)(void *ud, const nvw_failure *f, char **ret_artifact_id);
 
+/* The artifact whose content id is sha, hash-verified: 0 with *ret_buf
+ * (malloc'd, *ret_len bytes), or a negative errno with a message in msg. */
+typedef int (*nvw_fetch_fn)(void *ud, const char *sha, uint8_t **ret_buf, size_t *ret_len,
+                            char *msg, size_t msglen);
+
 typedef struct nvw_run_opts {
     int threads; /* 0: all cores */
     nvw_progress_fn progress;
     nvw_failure_fn on_failure;
-    void *ud;
-    atomic_int *cancel; /* polled between cases (another thread sets it); may be NULL */
-
+    nvw_fetch_fn fetch_artifact; /* suite jobs replay stored artifacts (agent mode); may be NULL */
+    void *ud;                    /* passed to progress, on_failure and fetch_artifact */
+    atomic_int *cancel;          /* polled between cases (another thread sets it); may be NULL */
 } nvw_run_opts;
 
-/* Run a job. Returns 0 when the job ran (verdict inside *ret_result, a new
- * reference), -EINVAL for a bad spec (*ret_err: malloc'd message naming the JSON
- * pointer), another negative errno for an infrastructure error (*ret_err set). */
-int nvw_run_job(const json_t *spec, const char *backend_spec, const nvw_run_opts *opts,
-                json_t **ret_result, char **ret_err);
+/* The signature of every kind's runner, and of nvw_run_job
+ * (worker/kinds/kinds.h), which picks the kind: returns 0 when the job ran
+ * (verdict inside *ret_result, a new reference), -EINVAL for a bad spec
+ * (*ret_err: malloc'd message naming the JSON pointer), another negative errno
+ * for an infrastructure error (*ret_err set). */
+typedef int (*nvw_run_fn)(const json_t *spec, const char *backend_spec, const nvw_run_opts *opts,
+                          json_t **ret_result, char **ret_err);
 
 #endif

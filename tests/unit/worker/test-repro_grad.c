@@ -1,4 +1,4 @@
-/* Unit tests of the gradient reproducers (worker/repro_grad*.c,
+/* Unit tests of the gradient reproducers (worker/kinds/gradient/repro*.c,
  * worker/kinds/gradient/minimize.c): broken gradient artifacts are refused naming the
  * missing piece, op artifacts are not taken, the signature is the SHA-256 of
  * its canonical JSON and ignores the build, neutral values keep inputs in the

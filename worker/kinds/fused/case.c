@@ -115,8 +115,8 @@ static bool view_fits(const nv_tensor_view *v, nv_dtype dt, const nv_graph_node 
 
 static void release(fcase *c, nv_tensor_view *v)
 {
-    if (v->data && c->j->table->release_tensor)
-        c->j->table->release_tensor(c->ctx, v);
+    if (v->data && c->j->b.table->release_tensor)
+        c->j->b.table->release_tensor(c->ctx, v);
     v->data = NULL;
 }
 
@@ -142,7 +142,7 @@ static int run_unfused(fcase *c)
                            .n_outputs = 1,
                            .outputs = &outs[k]};
         char err[FUSED_ERRLEN] = "";
-        int br = c->j->table->forward(c->ctx, &call, err, sizeof err);
+        int br = c->j->b.table->forward(c->ctx, &call, err, sizeof err);
         if (br != NV_OK) {
             r = fused_verdict(c, "error", "backend_error",
                               "unfused node '%s' (op '%s'): the backend returned %d: '%s'", n->name,
@@ -183,7 +183,7 @@ static int run_fused(fcase *c)
                           .n_outputs = nout,
                           .outputs = v};
     char err[FUSED_ERRLEN] = "";
-    int r = 0, br = c->j->table->graph(c->ctx, &call, err, sizeof err);
+    int r = 0, br = c->j->b.table->graph(c->ctx, &call, err, sizeof err);
     if (br != NV_OK) {
         r = fused_verdict(c, "error", "backend_error",
                           "fused execution: the backend's graph entry returned %d: '%s'", br, err);

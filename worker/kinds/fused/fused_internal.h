@@ -1,9 +1,24 @@
-/* Internal interface of the fused runner (worker/kinds/fused/case.c, worker/kinds/fused/report.c). */
-#ifndef NUMVAL_WORKER_RUN_FUSED_INTERNAL_H
-#define NUMVAL_WORKER_RUN_FUSED_INTERNAL_H
+/* Internal interface of the fused kind (the folder's own files). */
+#ifndef NUMVAL_WORKER_FUSED_INTERNAL_H
+#define NUMVAL_WORKER_FUSED_INTERNAL_H
 
 #include "core/numerics/compare.h"
+#include "core/spec/fusedspec.h"
 #include "fused.h"
+#include "worker/backends/loader.h"
+#include "worker/runner/job.h"
+
+typedef struct fjob {
+    nvw_job_base b; /* spec, backend, describe(), options, case slots, lock */
+    nv_fusedspec *s;
+    char graph_hash[65];
+    /* NULL, or the exact graph inputs (graph order, contiguous, the case's dtypes
+     * and shapes) used instead of generated ones (worker/kinds/fused/sub.c). */
+    nv_tensor *const *given;
+} fjob;
+
+/* Case i on context ctx: new reference, NULL on ENOMEM (worker/kinds/fused/case.c). */
+json_t *nvw_fused_case(fjob *j, void *ctx, int64_t i);
 
 #define FUSED_ERRLEN 512
 

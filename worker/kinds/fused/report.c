@@ -242,7 +242,7 @@ static int first_divergent(fcase *c, int first)
 static int report_failure(fcase *c)
 {
     fjob *j = c->j;
-    if (!j->opts || !j->opts->on_failure)
+    if (!j->b.opts || !j->b.opts->on_failure)
         return 0;
     int cap = c->g.n_inputs + 2 * c->g.n_nodes;
     const char **names = calloc((size_t)cap, sizeof *names);
@@ -266,11 +266,11 @@ static int report_failure(fcase *c)
         names[i] = buf[i];
     m = json_pack(
         "{s:O, s:O, s:O?, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?}", "spec",
-        j->spec_json, "case", c->cj, "graph", json_object_get(j->spec_json, "graph"), "graph_hash",
-        j->graph_hash, "backend", j->backend_spec, "device", json_object_get(j->describe, "device"),
-        "mode", json_object_get(j->describe, "mode"), "contract",
-        json_object_get(j->describe, "contract"), "backend_build",
-        json_object_get(j->describe, "build"), "tolerance", json_object_get(c->cj, "tolerance"),
+        j->b.spec_json, "case", c->cj, "graph", json_object_get(j->b.spec_json, "graph"),
+        "graph_hash", j->graph_hash, "backend", j->b.backend_spec, "device",
+        json_object_get(j->b.describe, "device"), "mode", json_object_get(j->b.describe, "mode"),
+        "contract", json_object_get(j->b.describe, "contract"), "backend_build",
+        json_object_get(j->b.describe, "build"), "tolerance", json_object_get(c->cj, "tolerance"),
         "failure_class", json_object_get(c->cj, "failure_class"), "first_divergent",
         json_object_get(c->cj, "first_divergent"), "first_mismatches",
         json_object_get(c->cj, "first_mismatches"));
@@ -283,9 +283,9 @@ static int report_failure(fcase *c)
                      .names = names,
                      .tensors = ts};
     char *id = NULL;
-    pthread_mutex_lock(&j->lock);
-    r = j->opts->on_failure(j->opts->ud, &f, &id);
-    pthread_mutex_unlock(&j->lock);
+    pthread_mutex_lock(&j->b.lock);
+    r = j->b.opts->on_failure(j->b.opts->ud, &f, &id);
+    pthread_mutex_unlock(&j->b.lock);
     if (r >= 0 && id)
         json_object_set_new(c->cj, "artifact", json_string(id));
     free(id);

@@ -1,43 +1,32 @@
 /* `numval-worker repro` and `numval-worker minimize` on a fused artifact
- * (repro_fused.h): the stored graph re-run on the stored inputs, and the
- * minimized subgraph written as an artifact of its own. */
+ * (fused.h, worker/repro/cmd.h): the stored graph re-run on the stored inputs,
+ * and the minimized subgraph written as an artifact of its own. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "fused.h"
 #include "repro_fused.h"
 #include "worker/repro/artifact.h"
 
-#define EXIT_PASSES 0
-#define EXIT_FAILS 1
-#define EXIT_ERROR 2
-
-static int load_backend(nvw_frepro *fr, const char *backend, nvw_backend **ret)
+/* Rebuild the fused case and load the backend (the manifest's own spec unless
+ * --backend), which fr->backend then names. */
+static int setup(const nvw_cmd *c, nvw_frepro **ret_fr, nvw_backend **ret_b)
 {
-    const char *spec =
-        backend ? backend : json_string_value(json_object_get(fr->manifest, "backend"));
-    if (!spec) {
-        fprintf(stderr, "numval-worker: the artifact names no backend; give --backend SPEC\n");
-        return -EINVAL;
+    char *err = NULL;
+    int r = nvw_frepro_from_artifact(c->a, c->sha, ret_fr, &err);
+    if (r < 0) {
+        fprintf(stderr, "numval-worker: %s\n", err ? err : strerror(-r));
+        free(err);
+        return r;
     }
-    char err[512] = "";
-    snprintf(fr->backend, sizeof fr->backend, "%s", spec);
-    int r = nvw_backend_load(spec, ret, err, sizeof err);
-    if (r < 0)
-        fprintf(stderr, "numval-worker: %s\n", err[0] ? err : "cannot load the backend");
-    return r;
-}
-
-static void print_json(json_t *j)
-{
-    if (j) {
-        json_dumpf(j, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-        fputc('\n', stdout);
-        fflush(stdout);
-    }
-    json_decref(j);
+    const char *spec = NULL;
+    if ((r = nvw_cmd_backend(c, (*ret_fr)->manifest, ret_b, &spec)) < 0)
+        return r;
+    snprintf((*ret_fr)->backend, sizeof(*ret_fr)->backend, "%s", spec);
+    return 0;
 }
 
 static json_t *divergent(const nvw_fprobe *p)
@@ -46,11 +35,15 @@ static json_t *divergent(const nvw_fprobe *p)
                      "max_ulp", p->max_ulp);
 }
 
-int nvw_frepro_cmd(nvw_frepro *fr, const char *backend, int runs, int timeout_ms)
+int nvw_fused_repro_main(const nvw_cmd *c)
 {
+    nvw_frepro *fr = NULL;
     nvw_backend *b = NULL;
-    if (load_backend(fr, backend, &b) < 0)
-        return EXIT_ERROR;
+    if (setup(c, &fr, &b) < 0) {
+        nvw_frepro_free(fr);
+        return NVW_EXIT_ERROR;
+    }
+    int runs = (int)c->runs, timeout_ms = (int)c->timeout_ms;
     int failed = 0, bits = 0, r = 0;
     nvw_fprobe first, p;
     memset(&first, 0, sizeof first);
@@ -65,7 +58,8 @@ int nvw_frepro_cmd(nvw_frepro *fr, const char *backend, int runs, int timeout_ms
     nvw_backend_free(b);
     if (r < 0) {
         fprintf(stderr, "numval-worker: cannot run a probe: %s\n", strerror(-r));
-        return EXIT_ERROR;
+        nvw_frepro_free(fr);
+        return NVW_EXIT_ERROR;
     }
     bool still = failed > 0;
     fprintf(stderr,
@@ -73,19 +67,20 @@ int nvw_frepro_cmd(nvw_frepro *fr, const char *backend, int runs, int timeout_ms
             "runs; every node's fused value bit-identical to the stored one in %d of %d runs\n",
             nv_dtype_name(fr->dt), fr->node, fr->op, fr->cls,
             still ? "STILL FAILS" : "no longer fails as stored", failed, runs, bits, runs);
-    print_json(json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s}, s:i, s:i, s:i, s:b, s:s, "
-                         "s:s, s:o, s:s, s:o}",
-                         "artifact", fr->sha, "kind", "fused", "graph_hash",
-                         json_string_value(json_object_get(fr->manifest, "graph_hash"))
-                             ? json_string_value(json_object_get(fr->manifest, "graph_hash"))
-                             : "",
-                         "dtype", nv_dtype_name(fr->dt), "stored_class", fr->cls,
-                         "stored_first_divergent", "node", fr->node, "op", fr->op, "dtype",
-                         fr->judge, "runs", runs, "failed", failed, "bit_identical", bits,
-                         "still_fails", still, "verdict", first.verdict, "class", first.cls,
-                         "first_divergent", divergent(&first), "message", first.msg, "signature",
-                         nvw_frepro_signature(fr, NULL, NULL, NULL)));
-    return still ? EXIT_FAILS : EXIT_PASSES;
+    nvw_cmd_print_json(
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s}, s:i, s:i, s:i, s:b, s:s, "
+                  "s:s, s:o, s:s, s:o}",
+                  "artifact", fr->sha, "kind", "fused", "graph_hash",
+                  json_string_value(json_object_get(fr->manifest, "graph_hash"))
+                      ? json_string_value(json_object_get(fr->manifest, "graph_hash"))
+                      : "",
+                  "dtype", nv_dtype_name(fr->dt), "stored_class", fr->cls, "stored_first_divergent",
+                  "node", fr->node, "op", fr->op, "dtype", fr->judge, "runs", runs, "failed",
+                  failed, "bit_identical", bits, "still_fails", still, "verdict", first.verdict,
+                  "class", first.cls, "first_divergent", divergent(&first), "message", first.msg,
+                  "signature", nvw_frepro_signature(fr, NULL, NULL, NULL)));
+    nvw_frepro_free(fr);
+    return still ? NVW_EXIT_FAILS : NVW_EXIT_PASSES;
 }
 
 json_t *nvw_fsub_nodes(const nvw_frepro *fr, const nvw_fsub *sub)
@@ -99,27 +94,25 @@ json_t *nvw_fsub_nodes(const nvw_frepro *fr, const nvw_fsub *sub)
 
 static json_t *extra_keys(const nvw_frepro *fr, const nvw_fmin_result *m, const json_t *extra)
 {
-    json_t *o = json_pack(
-        "{s:o, s:s, s:{s:i, s:i, s:i}, s:{s:s, s:i, s:f, s:s, s:i, s:i, s:o, s:I, s:I}}",
-        "signature", nvw_frepro_signature(fr, NULL, NULL, NULL), "minimized_from", fr->sha,
-        "repro_rate", "runs", m->gate_runs, "failed", m->gate_failed, "bit_identical", m->gate_bits,
-        "minimized", "method",
-        "fused: ddmin over nodes (placeholders fed reference values), then extents "
-        "(power-of-two prefixes, then window bisection)",
-        "probes",
-        m->probes, "seconds", m->seconds, "stop", m->stop, "nodes_before", m->nodes_before,
-        "nodes_after", m->nodes_after, "nodes", nvw_fsub_nodes(fr, &m->sub), "elements_before",
-        (json_int_t)m->elements_before, "elements_after", (json_int_t)m->elements_after);
+    json_t *o =
+        json_pack("{s:o, s:s, s:{s:i, s:i, s:i}, s:{s:s, s:i, s:f, s:s, s:i, s:i, s:o, s:I, s:I}}",
+                  "signature", nvw_frepro_signature(fr, NULL, NULL, NULL), "minimized_from",
+                  fr->sha, "repro_rate", "runs", m->gate_runs, "failed", m->gate_failed,
+                  "bit_identical", m->gate_bits, "minimized", "method",
+                  "fused: ddmin over nodes (placeholders fed reference values), then extents "
+                  "(power-of-two prefixes, then window bisection)",
+                  "probes", m->probes, "seconds", m->seconds, "stop", m->stop, "nodes_before",
+                  m->nodes_before, "nodes_after", m->nodes_after, "nodes",
+                  nvw_fsub_nodes(fr, &m->sub), "elements_before", (json_int_t)m->elements_before,
+                  "elements_after", (json_int_t)m->elements_after);
     /* Where each shrunk extent's window lies in the stored tensors: every dim
      * of that extent, in every input, keeps indices [offset, offset + length). */
     json_t *win = json_array();
     for (int i = 0; o && win && i < m->sub.n_map; i++)
-        json_array_append_new(win, json_pack("{s:I, s:I, s:I}", "extent",
-                                             (json_int_t)m->sub.from[i], "offset",
-                                             (json_int_t)m->sub.off[i], "length",
-                                             (json_int_t)m->sub.to[i]));
-    if (!o || !win ||
-        json_object_set_new(json_object_get(o, "minimized"), "windows", win) < 0) {
+        json_array_append_new(
+            win, json_pack("{s:I, s:I, s:I}", "extent", (json_int_t)m->sub.from[i], "offset",
+                           (json_int_t)m->sub.off[i], "length", (json_int_t)m->sub.to[i]));
+    if (!o || !win || json_object_set_new(json_object_get(o, "minimized"), "windows", win) < 0) {
         json_decref(o);
         return NULL;
     }
@@ -183,14 +176,21 @@ int nvw_fminimized_artifact(nvw_frepro *fr, const nvw_backend *b, const nvw_fmin
     return r;
 }
 
-int nvw_fminimize_cmd(nvw_frepro *fr, const char *backend, const nvw_fmin_opts *o,
-                      const char *output)
+int nvw_fused_minimize_main(const nvw_cmd *c)
 {
+    nvw_frepro *fr = NULL;
     nvw_backend *b = NULL;
-    if (load_backend(fr, backend, &b) < 0)
-        return EXIT_ERROR;
     nvw_fmin_result m;
-    int status = EXIT_ERROR;
+    int status = NVW_EXIT_ERROR;
+    if (setup(c, &fr, &b) < 0)
+        goto out;
+    nvw_fmin_opts mo = {.budget = (int)c->budget,
+                        .deadline_s = c->deadline,
+                        .gate_runs = (int)c->runs,
+                        .timeout_ms = (int)c->timeout_ms,
+                        .progress = c->quiet ? NULL : stderr};
+    const nvw_fmin_opts *o = &mo;
+    const char *output = c->output;
     int r = nvw_fminimize(fr, b, o, &m);
     if (r < 0) {
         fprintf(stderr, "numval-worker: minimization stopped: %s\n", strerror(-r));
@@ -204,7 +204,7 @@ int nvw_fminimize_cmd(nvw_frepro *fr, const char *backend, const nvw_fmin_opts *
                 strerror(-r));
         goto out;
     }
-    print_json(json_pack(
+    nvw_cmd_print_json(json_pack(
         "{s:s, s:s?, s:o, s:{s:i, s:i, s:i}, s:b, s:b, s:i, s:f, s:s, s:i, s:i, s:o, s:I, s:I, "
         "s:o}",
         "artifact", fr->sha, "minimized_artifact", art.sha[0] ? art.sha : NULL, "signature",
@@ -214,8 +214,9 @@ int nvw_fminimize_cmd(nvw_frepro *fr, const char *backend, const nvw_fmin_opts *
         "nodes_after", m.nodes_after, "nodes", nvw_fsub_nodes(fr, &m.sub), "elements_before",
         (json_int_t)m.elements_before, "elements_after", (json_int_t)m.elements_after,
         "first_divergent", divergent(&m.last)));
-    status = !m.flaky && m.verified ? EXIT_FAILS : EXIT_PASSES;
+    status = !m.flaky && m.verified ? NVW_EXIT_FAILS : NVW_EXIT_PASSES;
 out:
     nvw_backend_free(b);
+    nvw_frepro_free(fr);
     return status;
 }

@@ -18,9 +18,9 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "worker/backends/loader.h"
 #include "common/artifact.h"
 #include "core/ops/graph.h"
+#include "worker/backends/loader.h"
 
 #define NVW_FNAME_MAX 64
 
@@ -96,12 +96,12 @@ int nvw_fprobe_run(const nvw_frepro *fr, const nvw_backend *b, const json_t *spe
 bool nvw_fprobe_same(const nvw_frepro *fr, const nvw_fprobe *p);
 
 typedef struct nvw_fmin_opts {
-    int budget;           /* most probes (0: 500) */
-    double deadline_s;    /* 0: 300 s */
-    int gate_runs;        /* 0: 5 */
-    int timeout_ms;       /* per probe (0: 60 s) */
-    FILE *progress;       /* may be NULL */
-    atomic_int *cancel;   /* stop (stop "cancelled") when it becomes non-zero; may be NULL */
+    int budget;         /* most probes (0: 500) */
+    double deadline_s;  /* 0: 300 s */
+    int gate_runs;      /* 0: 5 */
+    int timeout_ms;     /* per probe (0: 60 s) */
+    FILE *progress;     /* may be NULL */
+    atomic_int *cancel; /* stop (stop "cancelled") when it becomes non-zero; may be NULL */
 
 } nvw_fmin_opts;
 
@@ -140,11 +140,5 @@ int nvw_fminimized_artifact(nvw_frepro *fr, const nvw_backend *b, const nvw_fmin
 
 /* The names of the nodes sub keeps, in graph order. New reference. */
 json_t *nvw_fsub_nodes(const nvw_frepro *fr, const nvw_fsub *sub);
-
-/* `numval-worker repro|minimize` for a fused artifact (after nvw_frepro_load):
- * exit codes as for op artifacts (repro.h). */
-int nvw_frepro_cmd(nvw_frepro *fr, const char *backend, int runs, int timeout_ms);
-int nvw_fminimize_cmd(nvw_frepro *fr, const char *backend, const nvw_fmin_opts *o,
-                      const char *output);
 
 #endif

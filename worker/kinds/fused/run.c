@@ -1,67 +1,63 @@
-/* Fused jobs (worker/kinds/fused/fused.h): parse the spec, load the backend, refuse one without
- * a graph entry, run the cases on a pool of threads (one backend context each,
+/* Fused jobs (fused.h): the job skeleton of worker/runner/job.h with the fused
+ * kind's steps: parse the spec (and hash its graph), refuse a backend without a
+ * graph entry, run the cases on a pool of threads (one backend context each,
  * results placed by case index so the output does not depend on the thread
- * count) and build the result. The per-case work is in worker/kinds/fused/case.c. */
-#include "fused.h"
+ * count) and build the result. The per-case work is in case.c. */
+#include "fused_internal.h"
 
 #include <errno.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "worker/runner/case_pool.h"
 #include "common/sha256.h"
-#include "worker/repro/repro_util.h"
+#include "worker/runner/err.h"
 
-/* Case i of the pool (case_pool.h), placed by its index so that the result
- * does not depend on the thread count. */
-static json_t *pool_case(void *job, void *ctx, int64_t i)
+static int f_parse(void *job, char **ret_ptr, char **ret_msg)
+{
+    fjob *j = job;
+    int r = nv_fusedspec_parse(j->b.spec_json, &j->s, ret_ptr, ret_msg);
+    if (r == 0)
+        nv_sha256_hex(j->s->graph_text, strlen(j->s->graph_text), j->graph_hash);
+    return r;
+}
+
+static int f_check(void *job, char **ret_err)
+{
+    const fjob *j = job;
+    if (!j->b.table->graph)
+        return nvw_set_err(ret_err, -ENOTSUP,
+                           "backend '%s' has no graph entry (nv_backend.graph is NULL): it cannot "
+                           "run fused jobs; op jobs still run on it",
+                           j->b.backend_spec);
+    return 0;
+}
+
+static int f_setup(void *job, char **ret_err)
+{
+    (void)ret_err;
+    fjob *j = job;
+    j->b.n_cases = j->s->n_cases;
+    return 0;
+}
+
+/* Case i of the pool, placed by its index by the skeleton. */
+static json_t *f_case(void *job, void *ctx, int64_t i)
 {
     return nvw_fused_case(job, ctx, i);
 }
 
-/* Sets *ret to the message (repro_util.h) and returns 0. */
-#define set_err(ret, ...) nvw_set_err((ret), 0, __VA_ARGS__)
-
-static int read_describe(fjob *j, char **ret_err)
+static json_t *f_result(void *job)
 {
-    if (!j->table->graph) {
-        set_err(ret_err,
-                "backend '%s' has no graph entry (nv_backend.graph is NULL): it cannot "
-                "run fused jobs; op jobs still run on it",
-                j->backend_spec);
-        return -ENOTSUP;
-    }
-    void *ctx = NULL;
-    char err[512] = "";
-    if (j->table->open(j->options, &ctx, err, sizeof err) != NV_OK) {
-        set_err(ret_err, "backend '%s' failed to open: %s", j->backend_spec, err);
-        return -ENODEV;
-    }
-    const char *text = j->table->describe ? j->table->describe(ctx) : NULL;
-    json_error_t jerr;
-    j->describe = text ? json_loads(text, 0, &jerr) : json_object();
-    j->table->close(ctx);
-    if (!json_is_object(j->describe)) {
-        set_err(ret_err, "backend '%s' returned an invalid describe() JSON", j->backend_spec);
-        return -EPROTO;
-    }
-    return 0;
-}
-
-static json_t *result(const fjob *j)
-{
+    const fjob *j = job;
     int64_t n = j->s->n_cases, passed = 0, failed = 0, errors = 0;
     json_t *cases = json_array();
     for (int64_t i = 0; cases && i < n; i++) {
-        const char *v = json_string_value(json_object_get(j->cases[i], "verdict"));
+        const char *v = json_string_value(json_object_get(j->b.cases[i], "verdict"));
         passed += v && !strcmp(v, "passed");
         failed += v && !strcmp(v, "failed");
         errors += !v || !strcmp(v, "error");
-        json_array_append(cases, j->cases[i]);
+        json_array_append(cases, j->b.cases[i]);
     }
-    json_t *build = json_object_get(j->spec_json, "build");
+    json_t *build = json_object_get(j->b.spec_json, "build");
     json_t *r = json_pack(
         "{s:s, s:s, s:s, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:O?, s:I, s:{s:I, s:I, s:I, s:I}, "
         "s:o}",
@@ -69,14 +65,15 @@ static json_t *result(const fjob *j)
         failed   ? "failed"
         : errors ? "error"
                  : "passed",
-        "kind", "fused", "op", "fused", "graph_hash", j->graph_hash, "backend", j->backend_spec,
-        "device", json_object_get(j->describe, "device"), "mode",
-        json_object_get(j->describe, "mode"), "contract", json_object_get(j->describe, "contract"),
-        "backend_build", json_object_get(j->describe, "build"), "build",
-        build ? build : json_object_get(j->describe, "build"), "seed", (json_int_t)j->s->seed,
+        "kind", "fused", "op", "fused", "graph_hash", j->graph_hash, "backend", j->b.backend_spec,
+        "device", json_object_get(j->b.describe, "device"), "mode",
+        json_object_get(j->b.describe, "mode"), "contract",
+        json_object_get(j->b.describe, "contract"), "backend_build",
+        json_object_get(j->b.describe, "build"), "build",
+        build ? build : json_object_get(j->b.describe, "build"), "seed", (json_int_t)j->s->seed,
         "summary", "cases", (json_int_t)n, "passed", (json_int_t)passed, "failed",
         (json_int_t)failed, "errors", (json_int_t)errors, "cases", cases);
-    const char *name = json_string_value(json_object_get(j->spec_json, "name"));
+    const char *name = json_string_value(json_object_get(j->b.spec_json, "name"));
     if (r && name)
         json_object_set_new(r, "name", json_string(name));
     if (r)
@@ -85,71 +82,24 @@ static json_t *result(const fjob *j)
     return r;
 }
 
+static void f_done(void *job)
+{
+    nv_fusedspec_free(((fjob *)job)->s);
+}
+
+static const nvw_runner fused_runner = {.what = "fused case",
+                                        .invalid = "invalid fused job",
+                                        .parse = f_parse,
+                                        .check = f_check,
+                                        .setup = f_setup,
+                                        .run_case = f_case,
+                                        .result = f_result,
+                                        .done = f_done};
+
 int nvw_run_fused(const json_t *spec, const char *backend_spec, const nvw_run_opts *opts,
                   json_t **ret_result, char **ret_err)
 {
     fjob j;
     memset(&j, 0, sizeof j);
-    pthread_mutex_init(&j.lock, NULL);
-    j.spec_json = spec;
-    j.backend_spec = backend_spec;
-    j.opts = opts;
-    nvw_backend *b = NULL;
-    char *ptr = NULL, *msg = NULL, *e = NULL;
-    int r = nv_fusedspec_parse(spec, &j.s, &ptr, &msg);
-    if (r < 0) {
-        if (r == -EINVAL)
-            set_err(&e, "%s%s%s", ptr ? ptr : "", ptr && *ptr ? ": " : "",
-                    msg ? msg : "invalid fused job");
-        goto out;
-    }
-    nv_sha256_hex(j.s->graph_text, strlen(j.s->graph_text), j.graph_hash);
-    char err[512] = "";
-    r = nvw_backend_load(backend_spec, &b, err, sizeof err);
-    if (r < 0) {
-        set_err(&e, "%s", err[0] ? err : "could not load the backend");
-        r = r == -ENOMEM ? r : -ENODEV;
-        goto out;
-    }
-    j.table = nvw_backend_table(b);
-    j.options = nvw_backend_options(b);
-    if ((r = read_describe(&j, &e)) < 0)
-        goto out;
-    j.cases = calloc((size_t)j.s->n_cases + 1, sizeof *j.cases);
-    if (!j.cases) {
-        r = -ENOMEM;
-        goto out;
-    }
-    nvw_case_pool_job pj = {.opts = opts,
-                            .backend = {j.table, j.options, backend_spec},
-                            .n = j.s->n_cases,
-                            .run = pool_case,
-                            .job = &j,
-                            .cases = j.cases,
-                            .what = "fused case"};
-    if ((r = nvw_case_pool_run_job(&pj, &e)) < 0)
-        goto out;
-    json_t *res = result(&j);
-    if (!res) {
-        r = -ENOMEM;
-        goto out;
-    }
-    *ret_result = res;
-out:
-    if (r == -ENOMEM && !e)
-        set_err(&e, "out of memory");
-    if (r < 0 && ret_err)
-        *ret_err = e;
-    else
-        free(e);
-    for (int64_t i = 0; j.cases && i < j.s->n_cases; i++)
-        json_decref(j.cases[i]);
-    free(j.cases);
-    json_decref(j.describe);
-    nv_fusedspec_free(j.s);
-    nvw_backend_free(b);
-    free(ptr);
-    free(msg);
-    pthread_mutex_destroy(&j.lock);
-    return r;
+    return nvw_runner_run(&fused_runner, &j.b, &j, spec, backend_spec, opts, ret_result, ret_err);
 }

@@ -3,14 +3,13 @@
 #include "sub.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/sha256.h"
-#include "worker/repro/repro_util.h"
-#include "fused.h"
+#include "fused_internal.h"
+#include "worker/runner/err.h"
 
 /* The given inputs must match the graph's inputs for the case dtype. */
 static int check_given(const nv_fusedspec *s, nv_tensor *const *given, int n, char **ret_err)
@@ -18,7 +17,7 @@ static int check_given(const nv_fusedspec *s, nv_tensor *const *given, int n, ch
     const nv_graph *g = s->graph;
     if (n != g->n_inputs)
         return nvw_set_err(ret_err, -EINVAL, "%d input tensors given, the graph has %d inputs", n,
-                       g->n_inputs);
+                           g->n_inputs);
     for (int i = 0; i < n; i++) {
         const nv_graph_input *gi = &g->inputs[i];
         const nv_tensor *t = given[i];
@@ -31,26 +30,22 @@ static int check_given(const nv_fusedspec *s, nv_tensor *const *given, int n, ch
             fits = s->n_dtypes == 1 && t->dtype == s->dtypes[0];
         if (!fits)
             return nvw_set_err(ret_err, -EINVAL,
-                           "input tensor '%s' does not fit the graph input (dtype or shape)",
-                           gi->name);
+                               "input tensor '%s' does not fit the graph input (dtype or shape)",
+                               gi->name);
     }
     return 0;
 }
 
 static int describe(fjob *j, json_t **ret_mode, char **ret_err)
 {
-    void *ctx = NULL;
-    char err[512] = "";
-    if (j->table->open(j->options, &ctx, err, sizeof err) != NV_OK)
-        return nvw_set_err(ret_err, -ENODEV, "backend '%s' failed to open: %s", j->backend_spec, err);
-    const char *text = j->table->describe ? j->table->describe(ctx) : NULL;
-    j->describe = text ? json_loads(text, 0, NULL) : json_object();
-    j->table->close(ctx);
-    if (!json_is_object(j->describe))
-        return nvw_set_err(ret_err, -EINVAL, "backend '%s' returned an invalid describe() JSON",
-                       j->backend_spec);
+    char who[600];
+    snprintf(who, sizeof who, "backend '%s'", j->b.backend_spec);
+    int r = nvw_read_describe(j->b.table, j->b.options, who, &j->b.describe, ret_err);
+    if (r < 0)
+        return r == -EPROTO ? -EINVAL : r;
     if (ret_mode)
-        *ret_mode = json_incref(json_object_get(j->describe, "mode"));
+
+        *ret_mode = json_incref(json_object_get(j->b.describe, "mode"));
     return 0;
 }
 
@@ -63,13 +58,13 @@ int nvw_fused_run_given(const json_t *spec, const char *backend_spec, const nv_b
         return nvw_set_err(ret_err, -ENOTSUP, "backend '%s' has no graph entry", backend_spec);
     fjob j;
     memset(&j, 0, sizeof j);
-    pthread_mutex_init(&j.lock, NULL);
+    pthread_mutex_init(&j.b.lock, NULL);
     nvw_run_opts opts = {.threads = 1, .on_failure = on_failure, .ud = ud};
-    j.spec_json = spec;
-    j.backend_spec = backend_spec;
-    j.table = table;
-    j.options = options;
-    j.opts = &opts;
+    j.b.spec_json = spec;
+    j.b.backend_spec = backend_spec;
+    j.b.table = table;
+    j.b.options = options;
+    j.b.opts = &opts;
     j.given = given;
     char *ptr = NULL, *msg = NULL;
     json_t *mode = NULL;
@@ -77,12 +72,12 @@ int nvw_fused_run_given(const json_t *spec, const char *backend_spec, const nv_b
     int r = nv_fusedspec_parse(spec, &j.s, &ptr, &msg);
     if (r < 0) {
         nvw_set_err(ret_err, r, "the fused spec is refused: %s: %s", ptr ? ptr : "",
-                msg ? msg : "out of memory");
+                    msg ? msg : "out of memory");
         goto out;
     }
     if (j.s->n_cases != 1) {
         r = nvw_set_err(ret_err, -EINVAL, "the spec has %lld cases, one is needed",
-                    (long long)j.s->n_cases);
+                        (long long)j.s->n_cases);
         goto out;
     }
     nv_sha256_hex(j.s->graph_text, strlen(j.s->graph_text), j.graph_hash);
@@ -107,10 +102,10 @@ int nvw_fused_run_given(const json_t *spec, const char *backend_spec, const nv_b
     }
 out:
     json_decref(mode);
-    json_decref(j.describe);
+    json_decref(j.b.describe);
     nv_fusedspec_free(j.s);
     free(ptr);
     free(msg);
-    pthread_mutex_destroy(&j.lock);
+    pthread_mutex_destroy(&j.b.lock);
     return r;
 }

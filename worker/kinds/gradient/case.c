@@ -12,7 +12,6 @@
 #include "core/numerics/rng.h"
 #include "core/ref/backward.h"
 #include "gradient_internal.h"
-#include "worker/kinds/op/op_internal.h"
 
 #define ERRLEN 512
 
@@ -75,7 +74,7 @@ static void fail_check(gcase *g, const char *check)
     json_array_append_new(g->failed, json_string(check));
 }
 
-/* Given tensors (repro_grad*.c): copies of the inputs and the output gradient. */
+/* Given tensors (repro_probe.c, minimize.c): copies of the inputs and the output gradient. */
 static int given_inputs(gcase *g)
 {
     const nvw_grad_given *gv = g->given;
@@ -247,7 +246,7 @@ typedef struct dev_run {
 
 static void dev_release(gcase *g, dev_run *d)
 {
-    const nv_backend *t = g->j->table;
+    const nv_backend *t = g->j->b.table;
     if (d->have_y && t->release_tensor)
         t->release_tensor(g->ctx, &d->y);
     for (int k = 0; k < d->n_grads; k++)
@@ -270,7 +269,7 @@ static int dev_call(gcase *g, dev_run *d, char *err)
                      .n_outputs = 1,
                      .outputs = &d->y};
     err[0] = 0;
-    int r = g->j->table->forward(g->ctx, &fc, err, ERRLEN);
+    int r = g->j->b.table->forward(g->ctx, &fc, err, ERRLEN);
     d->have_y = r == NV_OK;
     if (r != NV_OK)
         return r;
@@ -299,7 +298,7 @@ static int dev_call(gcase *g, dev_run *d, char *err)
                            .grad_output = &g->gy_view,
                            .n_grads = d->n_grads,
                            .grad_inputs = d->grads};
-    return g->j->table->backward(g->ctx, &bc, err, ERRLEN);
+    return g->j->b.table->backward(g->ctx, &bc, err, ERRLEN);
 }
 
 /* The device check's class: a backend error outranks a malformed gradient,
@@ -504,7 +503,7 @@ static int device_checks(gcase *g)
 static json_t *header(const gcase *g)
 {
     json_t *shape =
-        json_array_get(json_object_get(g->j->spec_json, "shapes"), (size_t)g->c.shape_index);
+        json_array_get(json_object_get(g->j->b.spec_json, "shapes"), (size_t)g->c.shape_index);
     return json_pack(
         "{s:I, s:s, s:s, s:O?, s:s, s:I, s:I, s:i, s:s}", "index", (json_int_t)g->c.index, "op",
         g->s->op->name, "dtype", nv_dtype_name(g->c.dtype), "shape", shape, "input",

@@ -1,23 +1,39 @@
-/* Gradient jobs (issue 4, docs/JOBS.md "Gradient jobs"): per case, the formula
+/* The gradient kind (docs/JOBS.md "Gradient jobs"): per case, the formula
  * check (reference VJP vs central finite differences in fp64), the device check
  * (the backend's backward vs the reference in the device's dtypes), second
- * order and determinism. */
-#ifndef NUMVAL_WORKER_RUN_GRADIENT_H
-#define NUMVAL_WORKER_RUN_GRADIENT_H
+ * order and determinism. What the kind table (worker/kinds/kinds.c) and the
+ * benches reach the kind through. */
+#ifndef NUMVAL_WORKER_KINDS_GRADIENT_H
+#define NUMVAL_WORKER_KINDS_GRADIENT_H
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/numerics/tensor.h"
 #include "core/spec/gradspec.h"
+#include "worker/repro/cmd.h"
+#include "worker/repro/gate.h"
 #include "worker/runner/run.h"
 
-/* Same contract as nvw_run_job (run.h), for a spec with "kind": "gradient".
- * An inference-only backend, or a non-deterministic op in a deterministic job,
- * is refused: -ENOTSUP with *ret_err saying so. */
+/* Same contract as nvw_run_job (worker/kinds/kinds.h), for a spec with "kind":
+ * "gradient". An inference-only backend, or a non-deterministic op in a
+ * deterministic job, is refused: -ENOTSUP with *ret_err saying so. */
 int nvw_run_gradient(const json_t *spec, const char *backend_spec, const nvw_run_opts *opts,
                      json_t **ret_result, char **ret_err);
+
+/* `numval-worker repro|minimize` on a gradient artifact (repro_cmd.c); exit
+ * codes as in worker/repro/cmd.h. */
+int nvw_grad_repro_main(const nvw_cmd *c);
+int nvw_grad_minimize_main(const nvw_cmd *c);
+
+/* Agent mode (gate.c): the signature key of a failure from its manifest (dtype,
+ * failing check, class), the gate + minimization of a kept failure, and the
+ * replay of a suite case. */
+void nvw_grad_failure_key(const json_t *manifest, char *key, size_t len);
+void nvw_grad_gate(const nvw_gate_env *env, const nvw_gate_case *k);
+void nvw_grad_replay(const nvw_replay_env *env, const nv_artifact *a, const char *sha, json_t *c);
 
 /* ---- the fp64 checks (worker/kinds/gradient/checks.c), usable without a backend ---- */
 

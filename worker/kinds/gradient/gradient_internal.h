@@ -1,25 +1,16 @@
-/* Internal interface of the gradient runner (run_gradient*.c). */
+/* Internal interface of the gradient kind (the folder's own files). */
 #ifndef NUMVAL_WORKER_RUN_GRADIENT_INTERNAL_H
 #define NUMVAL_WORKER_RUN_GRADIENT_INTERNAL_H
 
-#include <pthread.h>
-#include <stdarg.h>
-
-#include "worker/backends/loader.h"
 #include "gradient.h"
+#include "worker/backends/loader.h"
+#include "worker/runner/job.h"
 
 typedef struct gjob {
-    const json_t *spec_json;
+    nvw_job_base b; /* spec, backend, describe(), options, case slots, lock */
     nv_gradspec *g;
-    const char *backend_spec;
-    const nv_backend *table;
-    const char *options;
-    json_t *describe;
     const json_t *saved; /* describe "saved" list of the op (borrowed) */
     bool nondeterministic;
-    const nvw_run_opts *opts;
-    json_t **cases;
-    pthread_mutex_t lock; /* serializes on_failure */
 } gjob;
 
 /* Case i on context ctx: new reference, NULL on ENOMEM (worker/kinds/gradient/case.c).
@@ -28,7 +19,7 @@ typedef struct gjob {
  * material (docs/ARTIFACTS.md "Gradient reproducers"). */
 json_t *nvw_grad_case(gjob *j, void *ctx, int64_t i);
 
-/* A case on given tensors (reproduction and minimization, repro_grad*.c): the
+/* A case on given tensors (reproduction and minimization, repro_probe.c): the
  * device check, and the determinism check when asked or when the spec requires
  * it, on exactly these inputs and this output gradient; no formula or second
  * order check (they do not involve the device). report is called with the

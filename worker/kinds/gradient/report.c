@@ -51,7 +51,7 @@ static int per_input(const gjob *j, const json_t *cj, json_t *m)
 
 static json_t *manifest(const gjob *j, const json_t *cj, const nvw_grad_material *mt)
 {
-    const json_t *spec = j->spec_json, *d = j->describe;
+    const json_t *spec = j->b.spec_json, *d = j->b.describe;
     json_t *empty = json_object();
     json_t *attrs = json_object_get(spec, "attrs");
     json_t *build = json_object_get(spec, "build");
@@ -60,7 +60,7 @@ static json_t *manifest(const gjob *j, const json_t *cj, const nvw_grad_material
         empty
             ? json_pack("{s:O, s:O, s:s, s:s, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O, "
                         "s:O, s:O, s:O, s:O, s:O, s:O, s:s?, s:s?, s:O, s:O, s:b, s:o}",
-                        "spec", spec, "case", cj, "kind", "gradient", "backend", j->backend_spec,
+                        "spec", spec, "case", cj, "kind", "gradient", "backend", j->b.backend_spec,
                         "device", field(d, "device"), "mode", field(d, "mode"), "contract",
                         field(d, "contract"), "backend_build", field(d, "build"), "build",
                         build ? build : field(d, "build"), "attrs", attrs ? attrs : empty, "index",
@@ -117,8 +117,8 @@ static int tensor_list(const gjob *j, const nvw_grad_material *mt, char (*buf)[4
 
 int nvw_grad_hand_over(gjob *j, json_t *cj, const nvw_grad_material *mt, const nvw_grad_given *gv)
 {
-    nvw_failure_fn fn = gv ? gv->report : j->opts ? j->opts->on_failure : NULL;
-    void *ud = gv ? gv->ud : j->opts ? j->opts->ud : NULL;
+    nvw_failure_fn fn = gv ? gv->report : j->b.opts ? j->b.opts->on_failure : NULL;
+    void *ud = gv ? gv->ud : j->b.opts ? j->b.opts->ud : NULL;
     if (!fn)
         return 0;
     char buf[MAX_NAMES][40];
@@ -136,10 +136,10 @@ int nvw_grad_hand_over(gjob *j, json_t *cj, const nvw_grad_material *mt, const n
                      .tensors = ts};
     char *id = NULL;
     if (!gv)
-        pthread_mutex_lock(&j->lock);
+        pthread_mutex_lock(&j->b.lock);
     int r = fn(ud, &f, &id);
     if (!gv)
-        pthread_mutex_unlock(&j->lock);
+        pthread_mutex_unlock(&j->b.lock);
     if (r >= 0 && id)
         json_object_set_new(cj, "artifact", json_string(id));
     free(id);

@@ -11,6 +11,7 @@
 #include "common/sha256.h"
 #include "core/ref/backward.h"
 #include "repro_grad.h"
+#include "worker/repro/artifact.h"
 #include "worker/repro/repro_util.h"
 
 /* An -EINVAL with its message in *ret_err. */
@@ -227,35 +228,15 @@ int nvw_grepro_from_buffer(const uint8_t *buf, size_t len, nvw_grepro **ret, cha
 
 int nvw_grepro_load(const char *path, nvw_grepro **ret, char **ret_err)
 {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f)
-        return fail(ret_err, "cannot read '%s': %s", path, strerror(errno));
-    size_t cap = 1 << 16, len = 0;
-    uint8_t *buf = malloc(cap);
-    while (buf) {
-        if (len == cap) {
-            uint8_t *nb = realloc(buf, cap *= 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-        }
-        size_t k = fread(buf + len, 1, cap - len, f);
-        len += k;
-        if (k == 0)
-            break;
-    }
-    bool bad = ferror(f);
-    if (f != stdin)
-        fclose(f);
-    if (!buf || bad) {
-        free(buf);
-        return buf ? fail(ret_err, "cannot read '%s'", path) : -ENOMEM;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int r = nvw_read_file(path, &buf, &len);
+    if (r < 0) {
+        fail(ret_err, "cannot read '%s': %s", path, strerror(-r));
+        return r == -ENOMEM ? r : -EINVAL;
     }
     char *e = NULL;
-    int r = nvw_grepro_from_buffer(buf, len, ret, &e);
+    r = nvw_grepro_from_buffer(buf, len, ret, &e);
     free(buf);
     if (r == -EINVAL)
         fail(ret_err, "'%s': %s", path, e ? e : "invalid artifact");

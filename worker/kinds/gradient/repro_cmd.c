@@ -1,43 +1,32 @@
 /* `numval-worker repro` and `numval-worker minimize` on a gradient artifact
- * (repro_grad.h): the stored case's device check re-run on the stored inputs
- * and cotangent, and the minimized case written as an artifact of its own. */
+ * (gradient.h, worker/repro/cmd.h): the stored case's device check re-run on the
+ * stored inputs and cotangent, and the minimized case written as an artifact of
+ * its own. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gradient.h"
 #include "repro_grad.h"
 
-#define EXIT_PASSES 0
-#define EXIT_FAILS 1
-#define EXIT_ERROR 2
-
-static int load_backend(const nvw_grepro *gr, const char *backend, nvw_backend **ret,
-                        const char **ret_spec)
+/* Rebuild the gradient case and load the backend (the manifest's own spec
+ * unless --backend). */
+static int setup(const nvw_cmd *c, nvw_grepro **ret_gr, nvw_backend **ret_b, const char **ret_spec)
 {
-    const char *spec =
-        backend ? backend : json_string_value(json_object_get(gr->manifest, "backend"));
-    if (!spec) {
-        fprintf(stderr, "numval-worker: the artifact names no backend; give --backend SPEC\n");
-        return -EINVAL;
+    char *e = NULL;
+    int r = nvw_grepro_from_artifact(c->a, ret_gr, &e);
+    if (r < 0) {
+        if (r == -EINVAL)
+            fprintf(stderr, "numval-worker: '%s': %s\n", c->path, e ? e : "invalid artifact");
+        else
+            fprintf(stderr, "numval-worker: %s\n", strerror(-r));
+        free(e);
+        return r;
     }
-    char err[512] = "";
-    int r = nvw_backend_load(spec, ret, err, sizeof err);
-    if (r < 0)
-        fprintf(stderr, "numval-worker: %s\n", err[0] ? err : "cannot load the backend");
-    *ret_spec = spec;
-    return r;
-}
-
-static void print_json(json_t *j)
-{
-    if (j) {
-        json_dumpf(j, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-        fputc('\n', stdout);
-        fflush(stdout);
-    }
-    json_decref(j);
+    snprintf((*ret_gr)->sha, sizeof(*ret_gr)->sha, "%s", c->sha);
+    return nvw_cmd_backend(c, (*ret_gr)->manifest, ret_b, ret_spec);
 }
 
 static json_t *num(double x)
@@ -45,12 +34,16 @@ static json_t *num(double x)
     return isfinite(x) ? json_real(x) : json_string(x > 0 ? "inf" : "nan");
 }
 
-int nvw_grepro_cmd(nvw_grepro *gr, const char *backend, int runs, int timeout_ms)
+int nvw_grad_repro_main(const nvw_cmd *c)
 {
+    nvw_grepro *gr = NULL;
     nvw_backend *b = NULL;
     const char *spec = NULL;
-    if (load_backend(gr, backend, &b, &spec) < 0)
-        return EXIT_ERROR;
+    if (setup(c, &gr, &b, &spec) < 0) {
+        nvw_grepro_free(gr);
+        return NVW_EXIT_ERROR;
+    }
+    int runs = (int)c->runs, timeout_ms = (int)c->timeout_ms;
     nvw_genv env = {.gr = gr, .b = b, .backend_spec = spec, .timeout_ms = timeout_ms};
     int failed = 0, bits = 0;
     nvw_gprobe_out first = {0};
@@ -58,7 +51,8 @@ int nvw_grepro_cmd(nvw_grepro *gr, const char *backend, int runs, int timeout_ms
     nvw_backend_free(b);
     if (r < 0) {
         fprintf(stderr, "numval-worker: cannot run a probe: %s\n", strerror(-r));
-        return EXIT_ERROR;
+        nvw_grepro_free(gr);
+        return NVW_EXIT_ERROR;
     }
     bool still = failed > 0;
     const char *op = gr->gs->base->op->name;
@@ -68,7 +62,7 @@ int nvw_grepro_cmd(nvw_grepro *gr, const char *backend, int runs, int timeout_ms
             op, nv_dtype_name(gr->dtype), gr->check,
             still ? "STILL FAILS" : "no longer fails as stored", gr->cls, failed, runs, bits, runs,
             first.cls[0] ? "; first run: " : "", first.cls[0] ? first.cls : "");
-    print_json(json_pack(
+    nvw_cmd_print_json(json_pack(
         "{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:b, s:s, s:s, s:s, "
         "s:s, s:o, s:I, s:o}",
         "artifact", gr->sha, "kind", "gradient", "op", op, "dtype", nv_dtype_name(gr->dtype),
@@ -77,19 +71,8 @@ int nvw_grepro_cmd(nvw_grepro *gr, const char *backend, int runs, int timeout_ms
         "check", first.check, "message", first.msg, "headroom", num(first.headroom), "mismatches",
         (json_int_t)first.mismatches, "signature", nvw_grepro_signature(gr, NULL)));
     nvw_gprobe_out_done(&first);
-    return still ? EXIT_FAILS : EXIT_PASSES;
-}
-
-static int write_file(const char *path, const uint8_t *buf, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(buf, 1, len, f) != len || fclose(f) != 0) {
-        fprintf(stderr, "numval-worker: cannot write '%s': %s\n", path, strerror(errno));
-        if (f)
-            fclose(f);
-        return -EIO;
-    }
-    return 0;
+    nvw_grepro_free(gr);
+    return still ? NVW_EXIT_FAILS : NVW_EXIT_PASSES;
 }
 
 static json_t *shapes(const nvw_gmin_result *m)
@@ -104,17 +87,23 @@ static json_t *shapes(const nvw_gmin_result *m)
     return a;
 }
 
-int nvw_gminimize_cmd(nvw_grepro *gr, const char *backend, const nvw_min_opts *o, int timeout_ms,
-                      const char *output)
+int nvw_grad_minimize_main(const nvw_cmd *c)
 {
+    nvw_grepro *gr = NULL;
     nvw_backend *b = NULL;
     const char *spec = NULL;
-    if (load_backend(gr, backend, &b, &spec) < 0)
-        return EXIT_ERROR;
-    nvw_genv env = {.gr = gr, .b = b, .backend_spec = spec, .timeout_ms = timeout_ms};
     nvw_gmin_result m;
-    int status = EXIT_ERROR;
-    int r = nvw_gminimize(&env, o, &m);
+    int status = NVW_EXIT_ERROR;
+    if (setup(c, &gr, &b, &spec) < 0)
+        goto out;
+    nvw_genv env = {.gr = gr, .b = b, .backend_spec = spec, .timeout_ms = (int)c->timeout_ms};
+    nvw_min_opts mo = {.budget = (int)c->budget,
+                       .deadline_s = c->deadline,
+                       .gate_runs = (int)c->runs,
+                       .plain_ddmin = c->plain,
+                       .progress = c->quiet ? NULL : stderr};
+    const char *output = c->output;
+    int r = nvw_gminimize(&env, &mo, &m);
     if (r < 0) {
         fprintf(stderr, "numval-worker: minimization stopped: %s\n", strerror(-r));
         goto out;
@@ -125,7 +114,7 @@ int nvw_gminimize_cmd(nvw_grepro *gr, const char *backend, const nvw_min_opts *o
         size_t len = 0;
         r = nvw_gminimized_artifact(gr, &m, NULL, &buf, &len, sha);
         if (r == 0 && output)
-            r = write_file(output, buf, len);
+            r = nvw_cmd_write_file(output, buf, len);
         free(buf);
         if (r < 0) {
             fprintf(stderr, "numval-worker: cannot build the minimized artifact: %s\n",
@@ -134,7 +123,7 @@ int nvw_gminimize_cmd(nvw_grepro *gr, const char *backend, const nvw_min_opts *o
             goto out;
         }
     }
-    print_json(json_pack(
+    nvw_cmd_print_json(json_pack(
         "{s:s, s:s?, s:s, s:o, s:{s:i, s:i, s:i}, s:b, s:b, s:i, s:f, s:s, s:I, s:I, s:I, s:I, "
         "s:o, s:s, s:s}",
         "artifact", gr->sha, "minimized_artifact", sha[0] ? sha : NULL, "kind", "gradient",
@@ -145,9 +134,10 @@ int nvw_gminimize_cmd(nvw_grepro *gr, const char *backend, const nvw_min_opts *o
         "non_neutral_before", (json_int_t)m.nonneutral_before, "non_neutral_after",
         (json_int_t)m.nonneutral_after, "shapes", shapes(&m), "class", m.last.cls, "check",
         m.last.check));
-    status = !m.flaky && m.verified ? EXIT_FAILS : EXIT_PASSES;
+    status = !m.flaky && m.verified ? NVW_EXIT_FAILS : NVW_EXIT_PASSES;
     nvw_gmin_result_done(&m);
 out:
     nvw_backend_free(b);
+    nvw_grepro_free(gr);
     return status;
 }

@@ -24,7 +24,6 @@
 #include "worker/repro/ddmin.h"
 #include "worker/repro/repro_util.h"
 
-
 #define NVW_GCHECK_MAX 16
 
 /* A stored device gradient, kept encoded for bit-for-bit comparison. */
@@ -135,11 +134,5 @@ void nvw_gmin_result_done(nvw_gmin_result *r);
  * malloc'd, sha its content id. */
 int nvw_gminimized_artifact(const nvw_grepro *gr, const nvw_gmin_result *m, const json_t *extra,
                             uint8_t **ret_buf, size_t *ret_len, char sha[65]);
-
-/* `numval-worker repro|minimize` on a gradient artifact; exit codes as for op
- * artifacts (repro.h). */
-int nvw_grepro_cmd(nvw_grepro *gr, const char *backend, int runs, int timeout_ms);
-int nvw_gminimize_cmd(nvw_grepro *gr, const char *backend, const nvw_min_opts *o, int timeout_ms,
-                      const char *output);
 
 #endif

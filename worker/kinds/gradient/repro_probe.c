@@ -17,10 +17,10 @@
 
 #include "common/sha256.h"
 #include "core/ref/backward.h"
+#include "gradient_internal.h"
+#include "repro_grad.h"
 #include "worker/repro/artifact.h"
 #include "worker/repro/repro_util.h"
-#include "repro_grad.h"
-#include "gradient_internal.h"
 
 typedef struct wire {
     int32_t status; /* 0: an artifact follows; else msg says why not */
@@ -52,7 +52,6 @@ static int on_report(void *ud, const nvw_failure *f, char **ret_id)
     free(cx->buf);
     cx->buf = NULL;
     return nvw_failure_artifact(f, &o, &cx->buf, &cx->len, sha);
-
 }
 
 static bool listed(const json_t *arr, const char *name)
@@ -75,12 +74,12 @@ static void run_on(const nvw_genv *env, void *ctx, nv_tensor *const *in, const n
     json_t *d = text ? json_loads(text, 0, NULL) : json_object();
     gjob j;
     memset(&j, 0, sizeof j);
-    j.spec_json = json_object_get(gr->manifest, "spec");
+    j.b.spec_json = json_object_get(gr->manifest, "spec");
     j.g = gr->gs;
-    j.backend_spec = env->backend_spec;
-    j.table = t;
-    j.options = nvw_backend_options(env->b);
-    j.describe = d;
+    j.b.backend_spec = env->backend_spec;
+    j.b.table = t;
+    j.b.options = nvw_backend_options(env->b);
+    j.b.describe = d;
     j.saved = json_object_get(json_object_get(d, "saved"), op);
     j.nondeterministic = listed(json_object_get(d, "nondeterministic_ops"), op);
     nvw_grad_given gv = {.n_in = gr->n_in,

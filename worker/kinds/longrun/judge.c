@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/kinds/op/op_internal.h"
 #include "longrun_internal.h"
+#include "worker/runner/job.h"
 
 static json_t *num(double x)
 {
@@ -96,8 +96,8 @@ static json_t *final_tests(const nvw_lr_job *j, bool *ret_welch, bool *ret_trim,
         "{s:s, s:o, s:o, s:o, s:o, s:i, s:i, s:i, s:b, s:o}", "rule",
         "paired by seed (device and reference run i share initial weights and data): "
         "Student's paired t-test of device_i - reference_i; reported, not judged",
-        "mean_gap", num(pd.mean), "sd", num(pd.sd), "t", num(pd.t), "p", num(pd.p),
-        "device_worse", pd.positive, "device_better", pd.negative, "of", n, "significant",
+        "mean_gap", num(pd.mean), "sd", num(pd.sd), "t", num(pd.t), "p", num(pd.p), "device_worse",
+        pd.positive, "device_better", pd.negative, "of", n, "significant",
         finite && pd.p < s->alpha, "fraction_of_band", num(band > 0 ? fabs(pd.mean) / band : 0));
     return json_pack("{s:o, s:o, s:o, s:o, s:o}", "welch", welch, "trimmed_mean", trim, "drift",
                      drift, "reference_final", darr(rf, n), "device_final", darr(df, n));

@@ -1,4 +1,4 @@
-/* Internal interface of the long-run runner (run_longrun*.c). */
+/* Internal interface of the long-run kind (run.c, judge.c, series.c). */
 #ifndef NUMVAL_WORKER_RUN_LONGRUN_INTERNAL_H
 #define NUMVAL_WORKER_RUN_LONGRUN_INTERNAL_H
 

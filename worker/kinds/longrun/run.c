@@ -1,37 +1,74 @@
-/* Long-run jobs: load the backend, run every seed on the host reference and on
- * the device (one backend context per thread), then judge (worker/kinds/longrun/judge.c)
- * and assemble the result. */
+/* Long-run jobs (longrun.h): the job skeleton of worker/runner/job.h with the
+ * long-run kind's steps: refuse a backend without backward ops, run every seed
+ * on the host reference and on the device (one backend context per thread),
+ * then judge (judge.c) and assemble the result. */
+#include "longrun.h"
+
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/runner/case_pool.h"
-#include "worker/kinds/op/op_internal.h"
-#include "longrun.h"
 #include "longrun_internal.h"
+#include "worker/runner/case_pool.h"
+#include "worker/runner/err.h"
+#include "worker/runner/job.h"
 
 typedef struct lr_ctx {
+    nvw_job_base b;     /* spec, backend, describe(), options */
+    nv_longrun_spec *s; /* owned; job.s points at it */
     nvw_lr_job job;
-    const nvw_run_opts *opts;
-    const nv_backend *table;
-    const char *options;
     const json_t *saved;
+    json_t *policy; /* the AMP policy (the spec's or the shipped default) */
     nvw_amp amp;
     nvw_data data;
 } lr_ctx;
 
-static void set_err(char **ret, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_err(char **ret, const char *fmt, ...)
+static int lr_parse(void *job, char **ret_ptr, char **ret_msg)
 {
-    if (!ret || *ret)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    if (vasprintf(ret, fmt, ap) < 0)
-        *ret = NULL;
-    va_end(ap);
+    lr_ctx *c = job;
+    int r = nv_longrun_parse(c->b.spec_json, &c->s, ret_ptr, ret_msg);
+    c->job.s = c->s;
+    return r;
+}
+
+static int lr_check(void *job, char **ret_err)
+{
+    const lr_ctx *c = job;
+    if (!c->b.table->backward)
+        return nvw_set_err(ret_err, -ENOTSUP,
+                           "backend '%s' has no backward entry: a long-run job trains through "
+                           "the backend's backward ops",
+                           c->b.backend_spec);
+    return 0;
+}
+
+static int lr_setup(void *job, char **ret_err)
+{
+    lr_ctx *c = job;
+    if (json_is_true(json_object_get(c->b.describe, "inference_only")))
+        return nvw_set_err(ret_err, -ENOTSUP,
+                           "backend '%s' declares itself inference-only: a long-run job needs "
+                           "its backward ops",
+                           c->b.backend_spec);
+    c->saved = json_object_get(c->b.describe, "saved");
+    const nv_longrun_spec *s = c->job.s;
+    c->policy = s->policy ? json_incref(s->policy) : json_loads(nvw_amp_default_json(), 0, NULL);
+    if (!c->policy)
+        return -ENOMEM;
+    if (s->amp) {
+        char *msg = NULL;
+        if (nvw_amp_parse(c->policy, s->amp_dtype, &c->amp, &msg) < 0) {
+            nvw_set_err(ret_err, -EINVAL, "/amp/policy: %s", msg ? msg : "invalid AMP policy");
+            free(msg);
+            return -EINVAL;
+        }
+    }
+    int r = nvw_data_init(&c->data, s);
+    if (r < 0)
+        return r;
+    c->job.has_repeat = s->deterministic;
+    return 0;
 }
 
 /* Task k of the pool: 0..n-1 reference seeds, n..2n-1 device seeds, 2n the
@@ -53,7 +90,7 @@ static int run_task(void *ud, void *dev_ctx, int64_t k, char *err, size_t errlen
     nvw_run *out = k < n ? &c->job.ref[k] : k < 2 * n ? &c->job.dev[k - n] : &c->job.repeat;
     uint64_t seed = s->seeds[k < n ? k : k < 2 * n ? k - n : 0];
     if (!ex.host)
-        ex.table = c->table, ex.ctx = dev_ctx, ex.saved = c->saved, ex.amp = c->amp;
+        ex.table = c->b.table, ex.ctx = dev_ctx, ex.saved = c->saved, ex.amp = c->amp;
     int r = nvw_train_run(s, &c->data, &ex, seed, out);
     if (r < 0)
         snprintf(err, errlen, "%s run of seed %llu failed at step %lld: %s",
@@ -63,12 +100,14 @@ static int run_task(void *ud, void *dev_ctx, int64_t k, char *err, size_t errlen
 }
 
 /* The seeds on a pool (case_pool.h), one thread unless opts ask for more. */
-static int run_tasks(lr_ctx *c, const char *backend_spec, char **ret_err)
+static int lr_run(void *job, char **ret_err)
 {
+    lr_ctx *c = job;
+    const nvw_run_opts *opts = c->b.opts;
     const nv_longrun_spec *s = c->job.s;
-    nvw_case_pool_backend be = {c->table, c->options, backend_spec};
+    nvw_case_pool_backend be = {c->b.table, c->b.options, c->b.backend_spec};
     nvw_case_pool p = {
-        .threads = c->opts && c->opts->threads > 0 ? c->opts->threads : 1,
+        .threads = opts && opts->threads > 0 ? opts->threads : 1,
         .n = 2 * s->n_seeds + (s->deterministic ? 1 : 0),
         .run_case = run_task,
         .ud = c,
@@ -76,31 +115,11 @@ static int run_tasks(lr_ctx *c, const char *backend_spec, char **ret_err)
         .open_ctx = nvw_case_pool_backend_open,
         .close_ctx = nvw_case_pool_backend_close,
         .ctx_ud = &be,
-        .progress = c->opts ? c->opts->progress : NULL,
-        .progress_ud = c->opts ? c->opts->ud : NULL,
-        .cancel = c->opts ? c->opts->cancel : NULL,
+        .progress = opts ? opts->progress : NULL,
+        .progress_ud = opts ? opts->ud : NULL,
+        .cancel = opts ? opts->cancel : NULL,
     };
     return nvw_case_pool_run(&p, ret_err);
-}
-
-static int read_describe(lr_ctx *c, json_t **ret, char **ret_err)
-{
-    void *ctx = NULL;
-    char err[512] = "";
-    if (c->table->open(c->options, &ctx, err, sizeof err) != NV_OK) {
-        set_err(ret_err, "backend failed to open: %s", err);
-        return -ENODEV;
-    }
-    const char *text = c->table->describe ? c->table->describe(ctx) : NULL;
-    json_t *d = text ? json_loads(text, 0, NULL) : json_object();
-    c->table->close(ctx);
-    if (!json_is_object(d)) {
-        json_decref(d);
-        set_err(ret_err, "backend returned an invalid describe() JSON%s", "");
-        return -EPROTO;
-    }
-    *ret = d;
-    return 0;
 }
 
 static json_t *amp_json(const nv_longrun_spec *s, const json_t *policy)
@@ -113,9 +132,11 @@ static json_t *amp_json(const nv_longrun_spec *s, const json_t *policy)
                      "policy", policy, "master_weights", mw ? mw : "fp32");
 }
 
-static json_t *result_json(lr_ctx *c, const char *backend_spec, const json_t *spec,
-                           const json_t *desc, const json_t *policy)
+static json_t *lr_result(void *job)
 {
+    lr_ctx *c = job;
+    const char *backend_spec = c->b.backend_spec;
+    const json_t *spec = c->b.spec_json, *desc = c->b.describe, *policy = c->policy;
     const nv_longrun_spec *s = c->job.s;
     const char *verdict;
     json_t *acc = nvw_lr_judge(&c->job, &verdict);
@@ -148,100 +169,36 @@ static json_t *result_json(lr_ctx *c, const char *backend_spec, const json_t *sp
     return r;
 }
 
-static int setup(lr_ctx *c, nvw_backend **b, const char *backend_spec, json_t **desc,
-                 json_t **policy, char **e)
+static void lr_done(void *job)
 {
-    char err[512] = "";
-    int r = nvw_backend_load(backend_spec, b, err, sizeof err);
-    if (r < 0) {
-        set_err(e, "%s", err[0] ? err : "could not load the backend");
-        return r == -ENOMEM ? r : -ENODEV;
-    }
-    c->table = nvw_backend_table(*b);
-    c->options = nvw_backend_options(*b);
-    if (!c->table->backward) {
-        set_err(e,
-                "backend '%s' has no backward entry: a long-run job trains through the "
-                "backend's backward ops",
-                backend_spec);
-        return -ENOTSUP;
-    }
-    if ((r = read_describe(c, desc, e)) < 0)
-        return r;
-    if (json_is_true(json_object_get(*desc, "inference_only"))) {
-        set_err(e,
-                "backend '%s' declares itself inference-only: a long-run job needs its "
-                "backward ops",
-                backend_spec);
-        return -ENOTSUP;
-    }
-    c->saved = json_object_get(*desc, "saved");
+    lr_ctx *c = job;
     const nv_longrun_spec *s = c->job.s;
-    *policy = s->policy ? json_incref(s->policy) : json_loads(nvw_amp_default_json(), 0, NULL);
-    if (!*policy)
-        return -ENOMEM;
-    if (s->amp) {
-        char *msg = NULL;
-        if (nvw_amp_parse(*policy, s->amp_dtype, &c->amp, &msg) < 0) {
-            set_err(e, "/amp/policy: %s", msg ? msg : "invalid AMP policy");
-            free(msg);
-            return -EINVAL;
+    if (s) {
+        for (int i = 0; i < s->n_seeds; i++) {
+            nvw_run_done(&c->job.ref[i]);
+            nvw_run_done(&c->job.dev[i]);
         }
+        nvw_run_done(&c->job.repeat);
     }
-    if ((r = nvw_data_init(&c->data, s)) < 0)
-        return r;
-    return 0;
+    nvw_data_done(&c->data);
+    json_decref(c->policy);
+    nv_longrun_free(c->s);
 }
+
+/* describe() errors name just "backend", as long-run jobs always have. */
+static const nvw_runner longrun_runner = {.invalid = "invalid job spec",
+                                          .backend_unnamed = true,
+                                          .parse = lr_parse,
+                                          .check = lr_check,
+                                          .setup = lr_setup,
+                                          .run = lr_run,
+                                          .result = lr_result,
+                                          .done = lr_done};
 
 int nvw_run_longrun(const json_t *spec, const char *backend_spec, const nvw_run_opts *opts,
                     json_t **ret_result, char **ret_err)
 {
     lr_ctx c;
     memset(&c, 0, sizeof c);
-    c.opts = opts;
-    nv_longrun_spec *s = NULL;
-    nvw_backend *b = NULL;
-    json_t *desc = NULL, *policy = NULL;
-    char *ptr = NULL, *msg = NULL, *e = NULL;
-    int r = nv_longrun_parse(spec, &s, &ptr, &msg);
-    if (r < 0) {
-        if (r == -EINVAL)
-            set_err(&e, "%s%s%s", ptr ? ptr : "", ptr && *ptr ? ": " : "",
-                    msg ? msg : "invalid job spec");
-        goto out;
-    }
-    c.job.s = s;
-    if ((r = setup(&c, &b, backend_spec, &desc, &policy, &e)) < 0)
-        goto out;
-    c.job.has_repeat = s->deterministic;
-    if ((r = run_tasks(&c, backend_spec, &e)) < 0)
-        goto out;
-    json_t *res = result_json(&c, backend_spec, spec, desc, policy);
-    if (!res) {
-        r = -ENOMEM;
-        goto out;
-    }
-    *ret_result = res;
-out:
-    if (r == -ENOMEM)
-        set_err(&e, "out of memory%s", "");
-    if (r < 0 && ret_err)
-        *ret_err = e;
-    else
-        free(e);
-    free(ptr);
-    free(msg);
-    if (s) {
-        for (int i = 0; i < s->n_seeds; i++) {
-            nvw_run_done(&c.job.ref[i]);
-            nvw_run_done(&c.job.dev[i]);
-        }
-        nvw_run_done(&c.job.repeat);
-    }
-    nvw_data_done(&c.data);
-    json_decref(desc);
-    json_decref(policy);
-    nvw_backend_free(b);
-    nv_longrun_free(s);
-    return r;
+    return nvw_runner_run(&longrun_runner, &c.b, &c, spec, backend_spec, opts, ret_result, ret_err);
 }

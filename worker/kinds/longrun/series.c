@@ -7,8 +7,8 @@
 #include <string.h>
 #include <zstd.h>
 
-#include "worker/kinds/op/op_internal.h"
 #include "longrun_internal.h"
+#include "worker/runner/job.h"
 
 static char *base64(const unsigned char *p, size_t n)
 {

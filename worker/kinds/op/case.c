@@ -14,7 +14,7 @@
 #define ERRLEN 512
 
 typedef struct case_state {
-    nvw_job *job;
+    nvw_op_job *job;
     const nv_jobspec *s;
     nv_job_case c;
     json_t *cj;
@@ -196,7 +196,7 @@ static int forward(case_state *cs, nv_tensor_view *out, int32_t *ret_n_out, int3
         .fell_back = 0,
     };
     err[0] = 0;
-    int r = cs->job->table->forward(cs->ctx, &call, err, ERRLEN);
+    int r = cs->job->b.table->forward(cs->ctx, &call, err, ERRLEN);
     *ret_n_out = call.n_outputs;
     *ret_fb = call.fell_back;
     return r;
@@ -204,8 +204,8 @@ static int forward(case_state *cs, nv_tensor_view *out, int32_t *ret_n_out, int3
 
 static void release(case_state *cs, nv_tensor_view *v)
 {
-    if (v->data && cs->job->table->release_tensor)
-        cs->job->table->release_tensor(cs->ctx, v);
+    if (v->data && cs->job->b.table->release_tensor)
+        cs->job->b.table->release_tensor(cs->ctx, v);
     memset(v, 0, sizeof *v);
 }
 
@@ -372,7 +372,7 @@ out:
 
 static int compare_case(case_state *cs, bool deterministic)
 {
-    const nvw_job *job = cs->job;
+    const nvw_op_job *job = cs->job;
     nv_tolerance tol;
     int r = nvw_case_tolerance(job, cs->c.dtype, cs->out_dt, &tol);
     if (r < 0)
@@ -415,8 +415,8 @@ static int compare_case(case_state *cs, bool deterministic)
 /* on_failure, serially: the exact inputs and the device output. */
 static int report_failure(case_state *cs)
 {
-    nvw_job *job = cs->job;
-    if (!job->opts || !job->opts->on_failure)
+    nvw_op_job *job = cs->job;
+    if (!job->b.opts || !job->b.opts->on_failure)
         return 0;
     const char *names[NV_JOB_MAX_TENSORS + 1];
     const nv_tensor *tensors[NV_JOB_MAX_TENSORS + 1];
@@ -440,9 +440,9 @@ static int report_failure(case_state *cs)
         .tensors = tensors,
     };
     char *id = NULL;
-    pthread_mutex_lock(&job->lock);
-    int r = job->opts->on_failure(job->opts->ud, &f, &id);
-    pthread_mutex_unlock(&job->lock);
+    pthread_mutex_lock(&job->b.lock);
+    int r = job->b.opts->on_failure(job->b.opts->ud, &f, &id);
+    pthread_mutex_unlock(&job->b.lock);
     json_decref(manifest);
     if (r >= 0 && id)
         json_object_set_new(cs->cj, "artifact", json_string(id));
@@ -505,7 +505,7 @@ static json_t *case_header(const case_state *cs)
 {
     const nv_jobspec *s = cs->s;
     json_t *shape =
-        json_array_get(json_object_get(cs->job->spec_json, "shapes"), (size_t)cs->c.shape_index);
+        json_array_get(json_object_get(cs->job->b.spec_json, "shapes"), (size_t)cs->c.shape_index);
     json_t *cj =
         json_pack("{sI ss ss ss sO ss ss sI}", "index", (json_int_t)cs->c.index, "op", s->op->name,
                   "dtype", nv_dtype_name(cs->c.dtype), "out_dtype", nv_dtype_name(cs->out_dt),
@@ -522,7 +522,7 @@ static json_t *case_header(const case_state *cs)
     return cj;
 }
 
-json_t *nvw_case_run(nvw_job *job, void *ctx, int64_t i)
+json_t *nvw_case_run(nvw_op_job *job, void *ctx, int64_t i)
 {
     case_state cs = {.job = job, .s = job->spec, .ctx = ctx};
     if (nv_jobspec_case(cs.s, i, &cs.c) < 0)

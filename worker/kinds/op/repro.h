@@ -10,12 +10,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "worker/backends/loader.h"
 #include "common/artifact.h"
 #include "core/spec/jobspec.h"
+#include "worker/backends/loader.h"
 #include "worker/repro/repro_util.h"
-
-
 
 /* One failing op case rebuilt from an artifact. Everything is owned. */
 typedef struct nvw_repro {
@@ -42,8 +40,6 @@ typedef struct nvw_repro {
  * error naming it. Returns 0, -EINVAL (message in *ret_err, malloc'd) or -ENOMEM. */
 int nvw_repro_from_artifact(const nv_artifact *a, nvw_repro **ret, char **ret_err);
 
-/* Read, decode and rebuild an artifact file ("-" is stdin). Sets rc->sha. */
-int nvw_repro_load(const char *path, nvw_repro **ret, char **ret_err);
 void nvw_repro_free(nvw_repro *rc); /* NULL is a no-op */
 
 /* The failure signature of the case with failure class cls (NULL: the stored
@@ -97,13 +93,5 @@ int nvw_repro_gate(const nvw_probe_env *env, int runs, int *ret_failed, int *ret
  * finite for max and the softmax family, 1 where 0 is outside the domain), or
  * NAN when input i must not be neutralized (class indices, matmul scales). */
 double nvw_neutral_value(const nvw_repro *rc, int i);
-
-
-/* Subcommands of numval-worker (repro_cmd.c). repro: exit 1 when the case still
- * fails with its stored class, 0 when it no longer does, 2 bad input. minimize:
- * exit 1 with a verified minimized reproducer, 0 when flaky or not re-verified,
- * 2 bad input or infrastructure error. */
-int nvw_repro_main(int argc, char **argv);
-int nvw_minimize_main(int argc, char **argv);
 
 #endif

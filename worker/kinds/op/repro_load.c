@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/sha256.h"
 #include "core/numerics/dtype.h"
 #include "repro.h"
 #include "worker/repro/repro_util.h"
@@ -165,76 +164,6 @@ out:
         nvw_repro_free(rc);
         return r;
     }
-    *ret = rc;
-    return 0;
-}
-
-static int read_all(const char *path, uint8_t **ret, size_t *ret_len)
-{
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f)
-        return -errno;
-    size_t cap = 1 << 16, len = 0;
-    uint8_t *buf = malloc(cap);
-    int r = 0;
-    while (buf) {
-        if (len == cap) {
-            uint8_t *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t k = fread(buf + len, 1, cap - len, f);
-        len += k;
-        if (k == 0) {
-            r = ferror(f) ? -EIO : 0;
-            break;
-        }
-    }
-    if (f != stdin)
-        fclose(f);
-    if (!buf)
-        return -ENOMEM;
-    if (r < 0) {
-        free(buf);
-        return r;
-    }
-    *ret = buf;
-    *ret_len = len;
-    return 0;
-}
-
-int nvw_repro_load(const char *path, nvw_repro **ret, char **ret_err)
-{
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    int r = read_all(path, &buf, &len);
-    if (r < 0) {
-        if (ret_err && asprintf(ret_err, "cannot read '%s': %s", path, strerror(-r)) < 0)
-            *ret_err = NULL;
-        return r == -ENOMEM ? r : -EINVAL;
-    }
-    char sha[65];
-    nv_sha256_hex(buf, len, sha);
-    nv_artifact *a = NULL;
-    char *derr = NULL;
-    r = nv_artifact_decode(buf, len, &a, &derr);
-    free(buf);
-    if (r < 0) {
-        fail(ret_err, "'%s' is not a valid artifact: %s", path, derr ? derr : strerror(-r));
-        free(derr);
-        return r == -ENOMEM ? r : -EINVAL;
-    }
-    nvw_repro *rc = NULL;
-    r = nvw_repro_from_artifact(a, &rc, ret_err);
-    nv_artifact_free(a);
-    if (r < 0)
-        return r;
-    memcpy(rc->sha, sha, sizeof sha);
     *ret = rc;
     return 0;
 }

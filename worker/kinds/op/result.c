@@ -8,16 +8,7 @@
 
 #include "op_internal.h"
 
-json_t *nvw_json_num(double x)
-{
-    if (isnan(x))
-        return json_string("nan");
-    if (isinf(x))
-        return json_string(x > 0 ? "inf" : "-inf");
-    return json_real(x);
-}
-
-int nvw_case_tolerance(const nvw_job *job, nv_dtype dt, nv_dtype out_dt, nv_tolerance *ret)
+int nvw_case_tolerance(const nvw_op_job *job, nv_dtype dt, nv_dtype out_dt, nv_tolerance *ret)
 {
     const nv_jobspec *s = job->spec;
     if (s->has_tolerance) {
@@ -58,7 +49,7 @@ static bool elementwise(const nv_op_def *op)
            op->kind == NV_OPK_CAST;
 }
 
-static json_t *mismatch_json(const nvw_job *job, const nv_mismatch *m, int n_in,
+static json_t *mismatch_json(const nvw_op_job *job, const nv_mismatch *m, int n_in,
                              nv_tensor *const *in, int out_ndim, const int64_t *out_shape)
 {
     int64_t idx[NV_MAX_DIMS];
@@ -103,7 +94,7 @@ fail:
     return NULL;
 }
 
-int nvw_case_metrics(json_t *cj, const nvw_job *job, const nv_compare_result *cmp,
+int nvw_case_metrics(json_t *cj, const nvw_op_job *job, const nv_compare_result *cmp,
                      const nv_tolerance *tol, int n_in, nv_tensor *const *in, int out_ndim,
                      const int64_t *out_shape)
 {
@@ -135,13 +126,13 @@ int nvw_case_metrics(json_t *cj, const nvw_job *job, const nv_compare_result *cm
     return 0;
 }
 
-static json_t *describe_field(const nvw_job *job, const char *key)
+static json_t *describe_field(const nvw_op_job *job, const char *key)
 {
-    json_t *v = json_object_get(job->describe, key);
+    json_t *v = json_object_get(job->b.describe, key);
     return v ? v : json_null();
 }
 
-json_t *nvw_case_manifest(const nvw_job *job, const json_t *cj)
+json_t *nvw_case_manifest(const nvw_op_job *job, const json_t *cj)
 {
     static const char *const from_case[] = {
         "index",   "op",         "dtype", "out_dtype", "shape",         "layout",
@@ -151,12 +142,12 @@ json_t *nvw_case_manifest(const nvw_job *job, const json_t *cj)
     if (!empty)
         return NULL;
     json_t *m = json_pack(
-        "{sO sO ss sO sO sO sO sO}", "spec", job->spec_json, "case", cj, "backend",
-        job->backend_spec, "device", describe_field(job, "device"), "mode",
+        "{sO sO ss sO sO sO sO sO}", "spec", job->b.spec_json, "case", cj, "backend",
+        job->b.backend_spec, "device", describe_field(job, "device"), "mode",
         describe_field(job, "mode"), "contract", describe_field(job, "contract"), "backend_build",
         describe_field(job, "build"), "attrs",
-        json_object_get(job->spec_json, "attrs") ? json_object_get(job->spec_json, "attrs")
-                                                 : empty);
+        json_object_get(job->b.spec_json, "attrs") ? json_object_get(job->b.spec_json, "attrs")
+                                                   : empty);
     json_decref(empty);
     if (!m)
         return NULL;
@@ -167,7 +158,7 @@ json_t *nvw_case_manifest(const nvw_job *job, const json_t *cj)
             return NULL;
         }
     }
-    json_t *build = json_object_get(job->spec_json, "build");
+    json_t *build = json_object_get(job->b.spec_json, "build");
     if (json_object_set(m, "build", build ? build : describe_field(job, "build"))) {
         json_decref(m);
         return NULL;
@@ -175,7 +166,7 @@ json_t *nvw_case_manifest(const nvw_job *job, const json_t *cj)
     return m;
 }
 
-json_t *nvw_job_result(const nvw_job *job)
+json_t *nvw_job_result(const nvw_op_job *job)
 {
     const nv_jobspec *s = job->spec;
     int64_t passed = 0, failed = 0, errors = 0;
@@ -184,7 +175,7 @@ json_t *nvw_job_result(const nvw_job *job)
     if (!cases)
         return NULL;
     for (int64_t i = 0; i < s->n_total; i++) {
-        json_t *c = job->cases[i];
+        json_t *c = job->b.cases[i];
         const char *v = json_string_value(json_object_get(c, "verdict"));
         if (v && strcmp(v, "passed") == 0)
             passed++;
@@ -200,8 +191,8 @@ json_t *nvw_job_result(const nvw_job *job)
         }
     }
     const char *verdict = failed ? "failed" : errors ? "error" : "passed";
-    json_t *attrs = json_object_get(job->spec_json, "attrs");
-    json_t *build = json_object_get(job->spec_json, "build");
+    json_t *attrs = json_object_get(job->b.spec_json, "attrs");
+    json_t *build = json_object_get(job->b.spec_json, "build");
     json_t *empty = json_object();
     if (!empty) {
         json_decref(cases);
@@ -209,7 +200,7 @@ json_t *nvw_job_result(const nvw_job *job)
     }
     json_t *r = json_pack(
         "{ss ss ss sO ss sO sO sO sO sO sI s{sI sI sI sI}}", "verdict", verdict, "kind", "op", "op",
-        s->op->name, "attrs", attrs ? attrs : empty, "backend", job->backend_spec, "device",
+        s->op->name, "attrs", attrs ? attrs : empty, "backend", job->b.backend_spec, "device",
         describe_field(job, "device"), "mode", describe_field(job, "mode"), "contract",
         describe_field(job, "contract"), "backend_build", describe_field(job, "build"), "build",
         build ? build : describe_field(job, "build"), "seed", (json_int_t)s->seed, "summary",
@@ -220,7 +211,7 @@ json_t *nvw_job_result(const nvw_job *job)
         json_decref(cases);
         return NULL;
     }
-    const char *name = json_string_value(json_object_get(job->spec_json, "name"));
+    const char *name = json_string_value(json_object_get(job->b.spec_json, "name"));
     if ((name && json_object_set_new(r, "name", json_string(name))) ||
         (s->repeat > 1 && json_object_set_new(r, "deterministic", json_boolean(deterministic))) ||
         json_object_set_new(r, "cases", cases)) {

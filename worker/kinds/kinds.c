@@ -1,0 +1,81 @@
+/* The kind table (kinds.h). The op row comes first: it is the kind of a spec
+ * or an artifact without "kind", and runs whatever no other row does. */
+#include "kinds.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "suite.h"
+#include "worker/kinds/fused/fused.h"
+#include "worker/kinds/gradient/gradient.h"
+#include "worker/kinds/longrun/longrun.h"
+#include "worker/kinds/op/op.h"
+
+static const nvw_kind kinds[] = {
+    {.name = "op",
+     .run = nvw_run_op,
+     .repro_main = nvw_op_repro_main,
+     .minimize_main = nvw_op_minimize_main,
+     .failure_key = nvw_op_failure_key,
+     .gate = nvw_op_gate,
+     .replay = nvw_op_replay},
+    {.name = "fused",
+     .run = nvw_run_fused,
+     .repro_main = nvw_fused_repro_main,
+     .minimize_main = nvw_fused_minimize_main,
+     .failure_key = nvw_fused_failure_key,
+     .gate = nvw_fused_gate,
+     .replay = nvw_fused_replay},
+    {.name = "gradient",
+     .run = nvw_run_gradient,
+     .repro_main = nvw_grad_repro_main,
+     .minimize_main = nvw_grad_minimize_main,
+     .failure_key = nvw_grad_failure_key,
+     .gate = nvw_grad_gate,
+     .replay = nvw_grad_replay},
+    {.name = "longrun", .run = nvw_run_longrun},
+    {.name = "suite", .run = nvw_run_suite},
+};
+
+#define N_KINDS (sizeof kinds / sizeof kinds[0])
+
+const nvw_kind *nvw_kind_named(const json_t *spec, const char **ret_name)
+{
+    const char *name = json_string_value(json_object_get(spec, "kind"));
+    if (!name)
+        name = "op";
+    if (ret_name)
+        *ret_name = name;
+    for (size_t i = 0; i < N_KINDS; i++)
+        if (!strcmp(kinds[i].name, name))
+            return &kinds[i];
+    return NULL;
+}
+
+const nvw_kind *nvw_kind_of_artifact(const nv_artifact *a, const char **ret_name)
+{
+    return nvw_kind_named(json_object_get(a->manifest, "spec"), ret_name);
+}
+
+void nvw_kind_replay_names(char *buf, size_t len)
+{
+    size_t n = 0, k = 0, at = 0;
+    for (size_t i = 0; i < N_KINDS; i++)
+        n += kinds[i].replay != NULL;
+    buf[0] = 0;
+    for (size_t i = 0; i < N_KINDS && at < len; i++) {
+        if (!kinds[i].replay)
+            continue;
+        const char *sep = k == 0 ? "" : k + 1 == n ? " and " : ", ";
+        int w = snprintf(buf + at, len - at, "%s%s", sep, kinds[i].name);
+        at += w > 0 ? (size_t)w : 0;
+        k++;
+    }
+}
+
+int nvw_run_job(const json_t *spec, const char *backend_spec, const nvw_run_opts *opts,
+                json_t **ret_result, char **ret_err)
+{
+    const nvw_kind *k = nvw_kind_named(spec, NULL);
+    return (k && k->run ? k->run : kinds[0].run)(spec, backend_spec, opts, ret_result, ret_err);
+}
