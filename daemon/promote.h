@@ -11,7 +11,10 @@
 
 /* For a result of job_id, in the write that stores it (nvd_store_job_finish_then):
  * promote minimized reproducers ("signature" + "minimized_artifact" on a case)
- * and record suite replays ("suite_case" on a case of a suite job). Idempotent:
+ * and record suite replays ("suite_case" on a case of a suite job). A failure
+ * judged by the job's own tolerance is promoted only if it also fails under the
+ * stored tolerance (else the shipped default) of its op and dtype
+ * (tolerance.h nvd_tolerance_fails_under). Idempotent:
  * a repeat records no second occurrence or run. A case without a well-formed
  * signature is skipped; a store error is returned (negative errno, logged) so
  * the caller rolls back the result with it. */

@@ -1,13 +1,14 @@
 #include "queue.h"
 
 #include <errno.h>
-#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
 #include "daemon/util/util.h"
+#include "replay.h"
+#include "tolerance.h"
 
 struct nvd_waiter {
     uv_timer_t timer;
@@ -202,75 +203,6 @@ int64_t nvd_queue_depth(const nvd_queue *q)
     return q->depth;
 }
 
-int nvd_mode_match(const char *pattern, const json_t *mode)
-{
-    if (!pattern || !*pattern || strcmp(pattern, "*") == 0)
-        return 0;
-    char buf[1024];
-    if (strlen(pattern) >= sizeof(buf))
-        return -1;
-    strcpy(buf, pattern);
-    int n = 0;
-    char *save = NULL;
-    for (char *term = strtok_r(buf, ",", &save); term; term = strtok_r(NULL, ",", &save)) {
-        while (*term == ' ')
-            term++;
-        char *eq = strchr(term, '=');
-        if (!eq)
-            return -1;
-        *eq = '\0';
-        const json_t *v = json_object_get(mode, term);
-        char val[256];
-        if (json_is_string(v))
-            snprintf(val, sizeof(val), "%s", json_string_value(v));
-        else if (json_is_integer(v))
-            snprintf(val, sizeof(val), "%lld", (long long)json_integer_value(v));
-        else if (json_is_boolean(v))
-            snprintf(val, sizeof(val), "%s", json_is_true(v) ? "true" : "false");
-        else if (json_is_real(v))
-            snprintf(val, sizeof(val), "%.17g", json_real_value(v));
-        else
-            return -1;
-        if (fnmatch(eq + 1, val, 0) != 0)
-            return -1;
-        n++;
-    }
-    return n;
-}
-
-/* The current tolerance for (op, dtype) whose mode pattern matches mode most
- * specifically; a new reference or NULL. */
-static json_t *resolve_tolerance(nvd_queue *q, const char *op, const char *dtype,
-                                 const json_t *mode)
-{
-    json_t *rows = NULL;
-    if (nvd_store_tolerances_list(q->store, op, dtype, false, &rows) < 0)
-        return NULL;
-    json_t *best = NULL;
-    int best_score = -1;
-    int64_t best_version = -1;
-    size_t i;
-    json_t *row;
-    json_array_foreach(rows, i, row)
-    {
-        int sc = nvd_mode_match(json_string_value(json_object_get(row, "mode")), mode);
-        int64_t v = json_integer_value(json_object_get(row, "version"));
-        if (sc > best_score || (sc == best_score && sc >= 0 && v > best_version)) {
-            best = json_object_get(row, "tolerance");
-            best_score = sc;
-            best_version = v;
-        }
-    }
-    json_t *out = NULL;
-    if (best && best_score >= 0) {
-        out = json_deep_copy(best);
-        if (out)
-            json_object_set_new(out, "source", json_string("store"));
-    }
-    json_decref(rows);
-    return out;
-}
-
 /* Put the store's tolerances into spec["tolerance_by_dtype"] for each dtype
  * the job does not set itself. */
 static int add_tolerances(nvd_queue *q, const char *op, json_t *spec, const json_t *mode)
@@ -286,7 +218,7 @@ static int add_tolerances(nvd_queue *q, const char *op, json_t *spec, const json
         const char *dt = json_string_value(d);
         if (!dt || (tbd && json_object_get(tbd, dt)))
             continue;
-        json_t *tol = resolve_tolerance(q, op, dt, mode);
+        json_t *tol = nvd_tolerance_stored(q->store, op, dt, mode);
         if (!tol)
             continue;
         if (!tbd) {
@@ -320,6 +252,10 @@ int nvd_queue_claim(nvd_queue *q, const char *device, const json_t *describe, in
         mode = json_object_get(dev, "mode");
     r = add_tolerances(q, json_string_value(json_object_get(c, "op")), json_object_get(c, "spec"),
                        mode);
+    /* A suite replay judges by the tolerances that apply now (replay.h). */
+    const char *kind = json_string_value(json_object_get(json_object_get(c, "spec"), "kind"));
+    if (r == 0 && kind && !strcmp(kind, "suite"))
+        r = nvd_replay_tolerances(q->store, json_object_get(c, "spec"), mode, now);
     json_decref(dev);
     if (r < 0) {
         json_decref(c);

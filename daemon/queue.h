@@ -14,6 +14,7 @@
 #include <uv.h>
 
 #include "daemon/store/store.h"
+#include "tolerance.h" /* nvd_mode_match */
 
 typedef struct nvd_queue nvd_queue;
 typedef struct nvd_waiter nvd_waiter;
@@ -50,9 +51,5 @@ int nvd_queue_wait(nvd_queue *q, const char *device, uint64_t ms, nvd_wait_fn fn
 /* Remove a waiter without calling it. NULL is a no-op. */
 void nvd_queue_unwait(nvd_waiter *w);
 int nvd_queue_waiting(const nvd_queue *q);
-
-/* Specificity of a mode pattern against a mode object: -1 no match, 0 for "*",
- * else the number of key=value terms (values may be fnmatch globs). */
-int nvd_mode_match(const char *pattern, const json_t *mode);
 
 #endif

@@ -1,5 +1,6 @@
 /* Routing, authentication and replies for the JSON API. */
 #include "api.h"
+#include "api_history.h"
 #include "api_longrun.h"
 #include "api_suite.h"
 
@@ -276,6 +277,9 @@ static bool route(api_ctx *x, bool *bad_method)
     ROUTE(is(x, 3, "suite", 0, "retire"), post, NVD_SCOPE_ADMIN,
           if (api_id(x, x->seg[1], &id) == 0) api_suite_retire(x, id));
     ROUTE(is(x, 1, "compare", 0, 0), get, NVD_SCOPE_READ, api_compare(x));
+    /* a test across builds, flaky cases (api_history.c) */
+    ROUTE(is(x, 1, "history", 0, 0), get, NVD_SCOPE_READ, api_history(x));
+    ROUTE(is(x, 1, "flaky", 0, 0), get, NVD_SCOPE_READ, api_flaky(x));
     /* long-run qualification (api_longrun.c) */
     ROUTE(is(x, 1, "amp-policies", 0, 0) && post, post, NVD_SCOPE_ADMIN, api_amp_post(x));
     ROUTE(is(x, 1, "amp-policies", 0, 0), get, NVD_SCOPE_READ, api_amp_list(x));

@@ -55,6 +55,13 @@ void api_metrics(api_ctx *x);
 /* Job and case lists on the threadpool (api_read.c); filters are copied. */
 void api_read_jobs(api_ctx *x, const nvd_job_filter *f);
 void api_read_cases(api_ctx *x, const nvd_case_filter *f);
+/* Any other long read on the threadpool: fn(s, arg, &body) runs there on a
+ * read-only connection and body (a new reference) is the 200 answer; an error
+ * is answered through api_errno(what). arg is malloc'd, owned by the call
+ * (freed after fn ran, also when the connection went away); what is a string
+ * literal. */
+typedef int (*api_read_fn)(nvd_store *s, void *arg, json_t **ret);
+void api_read_run(api_ctx *x, api_read_fn fn, void *arg, const char *what);
 /* Static files: /js/... from the JavaScript library dir, else the web dir. */
 void api_static(nvd_app *app, nvd_http_req *req);
 

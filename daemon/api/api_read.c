@@ -1,4 +1,4 @@
-/* Long reads (job and case lists) on the libuv threadpool with the store's
+/* Long reads (job and case lists, history, flaky cases) on the libuv threadpool with the store's
  * read-only connections, so a page of 1000 cases never stalls the loop. The
  * request's parameters are copied: the connection (and its arena) may go
  * while the work runs, which the abort callback records. */
@@ -13,6 +13,9 @@ typedef struct offload {
     uv_work_t work;
     nvd_app *app;
     nvd_http_req *req; /* NULL once the connection is gone */
+    api_read_fn fn;    /* api_read_run: the read, its argument and its name */
+    void *arg;
+    const char *what;
     bool cases;
     nvd_job_filter jf;
     nvd_case_filter cf;
@@ -45,7 +48,13 @@ static void run(uv_work_t *w)
     offload *o = w->data;
     nvd_store *s = nvd_store_pool_acquire(o->app->read_pool);
     json_t *items = NULL;
-    if (o->cases) {
+    if (o->fn) {
+        o->r = o->fn(s, o->arg, &items);
+        if (o->r == 0) {
+            o->text = json_dumps(items, JSON_COMPACT);
+            json_decref(items);
+        }
+    } else if (o->cases) {
         json_t *job = NULL;
         o->r = nvd_store_job_get(s, o->cf.job_id, &job);
         json_decref(job);
@@ -78,12 +87,13 @@ static void done(uv_work_t *w, int status)
         if (o->r == 0)
             nvd_http_respond(req, 200, "application/json", o->text, strlen(o->text),
                              "Cache-Control: no-store\r\n");
-        else if (o->r == -ENOENT)
+        else if (o->r == -ENOENT && !o->fn)
             api_error(x, 404, "not_found", NULL, "job '%lld' not found", (long long)o->cf.job_id);
         else
-            api_errno(x, o->r, o->cases ? "list cases" : "list jobs");
+            api_errno(x, o->r, o->fn ? o->what : o->cases ? "list cases" : "list jobs");
     }
     free(o->text);
+    free(o->arg);
     free(o);
 }
 
@@ -101,6 +111,7 @@ static void start(api_ctx *x, offload *o)
     o->work.data = o;
     int r = uv_queue_work(x->app->loop, &o->work, run, done);
     if (r < 0) {
+        free(o->arg);
         free(o);
         api_errno(x, r, "queue read");
         return;
@@ -133,5 +144,19 @@ void api_read_cases(api_ctx *x, const nvd_case_filter *f)
     o->cases = true;
     o->cf = *f;
     o->cf.verdict = keep(o, 4, f->verdict);
+    start(x, o);
+}
+
+void api_read_run(api_ctx *x, api_read_fn fn, void *arg, const char *what)
+{
+    offload *o = calloc(1, sizeof(*o));
+    if (!o) {
+        free(arg);
+        api_errno(x, -ENOMEM, what);
+        return;
+    }
+    o->fn = fn;
+    o->arg = arg;
+    o->what = what;
     start(x, o);
 }

@@ -93,10 +93,22 @@ void api_compare(api_ctx *x)
         return;
     }
     if (r == -ENOENT) {
-        api_error(x, 404, "not_found", NULL,
-                  "no build '%s' or '%s' is known (see GET "
-                  "/api/v1/builds)",
-                  base, head);
+        /* Name the side that is missing, not both. */
+        char *h = NULL;
+        bool no_base = nvd_store_build_resolve(x->app->store, base, &h) == -ENOENT;
+        free(h);
+        h = NULL;
+        bool no_head = nvd_store_build_resolve(x->app->store, head, &h) == -ENOENT;
+        free(h);
+        if (no_base && no_head)
+            api_error(x, 404, "not_found", "/base",
+                      "no build '%s' and no build '%s' (a build hash, name or version; see GET "
+                      "/api/v1/builds)",
+                      base, head);
+        else
+            api_error(x, 404, "not_found", no_base ? "/base" : "/head",
+                      "no build '%s' (a build hash, name or version; see GET /api/v1/builds)",
+                      no_base ? base : head);
         return;
     }
     if (r < 0) {

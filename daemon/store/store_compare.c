@@ -16,8 +16,7 @@
 #define DRIFT_MIN_ULP 0.5
 #define DRIFT_MIN_HEADROOM 0.25
 
-/* A build given as its hash, or as a name or version (newest build with it). */
-static int resolve(nvd_store *s, const char *b, char **ret)
+int nvd_store_build_resolve(nvd_store *s, const char *b, char **ret)
 {
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(s->db,
@@ -88,10 +87,11 @@ static int case_into(sqlite3_stmt *st, void *ud)
     char *key = match_of(st, &m);
     if (!key)
         return -ENOMEM;
-    json_t *c =
-        json_pack("{so so sI sI so}", "match", m, "verdict", store_col_str(st, 7), "case_id",
-                  (json_int_t)sqlite3_column_int64(st, 12), "job_id",
-                  (json_int_t)sqlite3_column_int64(st, 13), "failure_class", store_col_str(st, 14));
+    /* The tolerance the case was judged by (a gradient case: its device check's). */
+    json_t *c = json_pack("{so so sI sI so so}", "match", m, "verdict", store_col_str(st, 7),
+                          "case_id", (json_int_t)sqlite3_column_int64(st, 12), "job_id",
+                          (json_int_t)sqlite3_column_int64(st, 13), "failure_class",
+                          store_col_str(st, 14), "tolerance", store_col_json(st, 16));
     int r = c ? 0 : -ENOMEM;
     if (r == 0 && !strcmp((const char *)sqlite3_column_text(st, 0), "gradient"))
         r = json_object_set_new(c, "headroom", store_col_real(st, 15));
@@ -120,7 +120,10 @@ static int cases_of(nvd_store *s, const char *hash, const char *kind, const char
         "json_extract(j.spec, '$.name'), json_extract(c.data, '$.graph_hash'), "
         "json_extract(c.data, '$.mode'), c.id, c.job_id, c.failure_class, "
         "(SELECT max(json_extract(d.value, '$.headroom')) FROM "
-        "json_each(c.data, '$.checks.device') d) "
+        "json_each(c.data, '$.checks.device') d), "
+        "COALESCE(json_extract(c.data, '$.tolerance'), (SELECT json_extract(d.value, "
+        "'$.tolerance') FROM json_each(c.data, '$.checks.device') d WHERE "
+        "json_extract(d.value, '$.tolerance') IS NOT NULL LIMIT 1)) "
         "FROM cases c JOIN jobs j ON j.id = c.job_id WHERE j.build_hash = ?1 AND "
         "j.kind IN ('op', 'gradient', 'fused') AND (?2 IS NULL OR j.kind = ?2) AND "
         "(?3 IS NULL OR c.op = ?3) ORDER BY c.id LIMIT ?4",
@@ -149,10 +152,11 @@ static int cases_of(nvd_store *s, const char *hash, const char *kind, const char
 static json_t *side(const json_t *c)
 {
     const char *metric = json_object_get(c, "headroom") ? "headroom" : "max_ulp";
-    return json_pack("{sO sO sO sO sO}", "case_id", json_object_get(c, "case_id"), "job_id",
+    return json_pack("{sO sO sO sO sO sO}", "case_id", json_object_get(c, "case_id"), "job_id",
                      json_object_get(c, "job_id"), "verdict", json_object_get(c, "verdict"), metric,
                      json_object_get(c, metric), "failure_class",
-                     json_object_get(c, "failure_class"));
+                     json_object_get(c, "failure_class"), "tolerance",
+                     json_object_get(c, "tolerance"));
 }
 
 static const char *verdict(const json_t *c)
@@ -233,9 +237,9 @@ int nvd_store_compare(nvd_store *s, const char *base, const char *head, const ch
 {
     char *bh = NULL, *hh = NULL;
     json_t *bm = NULL, *hm = NULL;
-    int r = resolve(s, base, &bh);
+    int r = nvd_store_build_resolve(s, base, &bh);
     if (r == 0)
-        r = resolve(s, head, &hh);
+        r = nvd_store_build_resolve(s, head, &hh);
     if (r == 0)
         r = cases_of(s, bh, kind, op, &bm);
     if (r == 0)

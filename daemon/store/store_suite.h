@@ -56,10 +56,15 @@ int nvd_store_suite_run(nvd_store *s, int64_t id, int64_t job_id, const char *ve
 /* Build compare (docs/API.md "Compare"): the op, gradient and fused cases of
  * jobs of build base vs head (hash, or a build name or version: its newest
  * hash), of kind and op when given (NULL: all), each matched by its test
- * (store_compare.c match_of); newly_failing, newly_passing and drift, each list
+ * (store_compare.c match_of); newly_failing, newly_passing and drift (each
+ * entry's "base" and "head" carry the tolerance the case was judged by), each list
  * at most NVD_COMPARE_MAX_LISTED long (counts give the totals). -ENOENT for an
  * unknown build, -E2BIG when a build has more than NVD_COMPARE_MAX_CASES
  * cases to compare. */
+/* A build given as its hash, or as a name or version (the newest build with
+ * it), as its hash in *ret (malloc'd). -ENOENT when no build matches. */
+int nvd_store_build_resolve(nvd_store *s, const char *build, char **ret);
+
 #define NVD_COMPARE_MAX_CASES 200000
 #define NVD_COMPARE_MAX_LISTED 1000
 int nvd_store_compare(nvd_store *s, const char *base, const char *head, const char *kind,

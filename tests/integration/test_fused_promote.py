@@ -186,7 +186,7 @@ def test(bins):
               "numvalctl compare --kind fused names the graph, exits 1: %s" % p.stdout[-300:])
 
         # numvalctl repro: the case's artifact downloaded and re-run by numval-worker.
-        p = s.ctl("repro", str(c1["id"]), "--runs", "2", "--worker", bins["worker"],
+        p = s.ctl("repro", str(c1["id"]), "--json", "--runs", "2", "--worker", bins["worker"],
                   token_scope="read")
         out = json.loads(p.stdout) if p.stdout.strip() else {}
         check(p.returncode == 1 and out.get("kind") == "fused" and out.get("still_fails") and

@@ -138,7 +138,7 @@ def test(bins):
         st, err = s.api("GET", "/api/v1/compare?base=g0&head=g1&kind=graph", scope="read")
         check(st == 400 and "'graph'" in err["error"]["message"], "an unknown kind is refused")
 
-        p = s.ctl("repro", str(c1["id"]), "--runs", "2", "--worker", bins["worker"],
+        p = s.ctl("repro", str(c1["id"]), "--json", "--runs", "2", "--worker", bins["worker"],
                   token_scope="read")
         out = json.loads(p.stdout) if p.stdout.strip() else {}
         check(p.returncode == 1 and out.get("kind") == "gradient" and out.get("still_fails")
