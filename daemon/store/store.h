@@ -123,6 +123,9 @@ int nvd_store_tolerances_list(nvd_store *s, const char *op, const char *dtype, b
 
 /* ---- builds ---- */
 int nvd_store_build_put(nvd_store *s, const char *hash, const char *identity_json, int64_t now);
+/* At most limit builds, newest first: by the time numvald first saw each
+ * (created_at), ties in the order they were stored, so the order is the same on
+ * every call. "Newest" means the same in compare and history. */
 int nvd_store_builds_list(nvd_store *s, int limit, json_t **ret);
 
 /* ---- devices ---- */

@@ -152,9 +152,10 @@ static const store_col build_cols[] = {
 
 int nvd_store_builds_list(nvd_store *s, int limit, json_t **ret)
 {
-    sqlite3_stmt *st = store_stmt(s, "SELECT b.hash, b.identity, b.created_at, "
-                                     "(SELECT COUNT(*) FROM jobs j WHERE j.build_hash = b.hash) "
-                                     "FROM builds b ORDER BY b.rowid DESC LIMIT ?1");
+    sqlite3_stmt *st =
+        store_stmt(s, "SELECT b.hash, b.identity, b.created_at, "
+                      "(SELECT COUNT(*) FROM jobs j WHERE j.build_hash = b.hash) "
+                      "FROM builds b ORDER BY b.created_at DESC, b.rowid DESC LIMIT ?1");
     if (!st)
         return -EIO;
     sqlite3_bind_int(st, 1, limit);
