@@ -17,23 +17,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* The numeric values are part of the plugin ABI (include/numval/backend.h). */
-typedef enum nv_dtype {
-    NV_DT_FP64 = 0,
-    NV_DT_FP32 = 1,
-    NV_DT_TF32 = 2,
-    NV_DT_BF16 = 3,
-    NV_DT_FP16 = 4,
-    NV_DT_FP8_E4M3 = 5, /* "fp8_e4m3" (alias "e4m3fn"): no inf, NaN = S.1111.111, max 448 */
-    NV_DT_FP8_E5M2 = 6, /* "fp8_e5m2": IEEE-like, inf and NaN, max 57344 */
-    NV_DT_FP6_E2M3 = 7, /* "fp6_e2m3": no inf/NaN, max 7.5 */
-    NV_DT_FP6_E3M2 = 8, /* "fp6_e3m2": no inf/NaN, max 28 */
-    NV_DT_FP4_E2M1 = 9, /* "fp4_e2m1": no inf/NaN, max 6 */
-    NV_DT_E8M0 = 10,    /* "e8m0": unsigned power of two 2^(e-127), 0xFF = NaN */
-    NV_DT_INT8 = 11,
-    NV_DT_INT32 = 12,
-    NV_DT_COUNT
-} nv_dtype;
+#include "numval/backend.h"
+
+/* The dtypes are the plugin ABI's codes (enum nv_dt, include/numval/backend.h):
+ * fp8_e4m3 is e4m3fn (no inf, NaN S.1111.111, max 448), e8m0 the unsigned MX
+ * scale 2^(e-127) with 0xFF NaN. */
+typedef enum nv_dt nv_dtype;
+/* Not part of the ABI: the count grows with the core. Also the "no dtype" value. */
+#define NV_DT_COUNT (NV_DT_INT32 + 1)
 
 typedef struct nv_dtype_info {
     const char *name;    /* canonical name used in job specs: "fp32", "bf16", "fp8_e4m3" ... */

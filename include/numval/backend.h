@@ -43,28 +43,30 @@ enum {
 };
 
 /* Dtype codes: the values of nv_tensor_view.dtype and nv_op_call.out_dtype. The
- * numbers are fixed (a new dtype gets a new number; none is ever reused) and are
- * the numerics core's nv_dtype values (core/numerics/dtype.h), which
- * tests/unit/backends/test-dtype-abi.c checks at compile time. Each element sits
- * in its storage unit, little-endian; the 6- and 4-bit formats in the low bits of
- * one byte (the high bits zero). Macros, so that a plugin can test with #ifdef
- * for a code that a later header adds. Layouts in docs/BACKEND_ABI.md. */
-#define NV_DTYPE_FP64 0     /* IEEE 754 binary64 (1.11.52); 8 bytes */
-#define NV_DTYPE_FP32 1     /* IEEE 754 binary32 (1.8.23); 4 bytes */
-#define NV_DTYPE_TF32 2     /* 1.8.10 in an fp32 container, low 13 fraction bits 0; 4 bytes */
-#define NV_DTYPE_BF16 3     /* bfloat16 (1.8.7: fp32's upper half); 2 bytes */
-#define NV_DTYPE_FP16 4     /* IEEE 754 binary16 (1.5.10); 2 bytes */
-#define NV_DTYPE_FP8_E4M3 5 /* OCP OFP8 E4M3 (e4m3fn, 1.4.3): no inf, NaN S.1111.111; 1 byte */
-#define NV_DTYPE_FP8_E5M2 6 /* OCP OFP8 E5M2 (1.5.2): IEEE-like inf and NaN; 1 byte */
-#define NV_DTYPE_FP6_E2M3 7 /* OCP MX FP6 E2M3 (1.2.3): no inf or NaN; 1 byte, low 6 bits */
-#define NV_DTYPE_FP6_E3M2 8 /* OCP MX FP6 E3M2 (1.3.2): no inf or NaN; 1 byte, low 6 bits */
-#define NV_DTYPE_FP4_E2M1 9 /* OCP MX FP4 E2M1 (1.2.1): no inf or NaN; 1 byte, low 4 bits */
-#define NV_DTYPE_E8M0 10    /* OCP MX E8M0 scale: 2^(e - 127), 0xFF NaN, unsigned; 1 byte */
-#define NV_DTYPE_INT8 11    /* two's complement; 1 byte */
-#define NV_DTYPE_INT32 12   /* two's complement; 4 bytes */
+ * numbers are fixed (a new dtype gets a new number; none is ever reused). The
+ * numerics core's nv_dtype is this enum (core/numerics/dtype.h), so a plugin and
+ * numval cannot disagree on a code; tests/unit/backends/test-dtype-abi.c checks the
+ * numbers against docs/BACKEND_ABI.md "Dtype codes". Each element sits in its
+ * storage unit, little-endian; the 6- and 4-bit formats in the low bits of one byte
+ * (the high bits zero). */
+enum nv_dt {
+    NV_DT_FP64 = 0, /* IEEE 754 binary64 (1.11.52); 8 bytes */
+    NV_DT_FP32 = 1, /* IEEE 754 binary32 (1.8.23); 4 bytes */
+    NV_DT_TF32 = 2, /* 1.8.10 in an fp32 container, low 13 fraction bits 0; 4 bytes */
+    NV_DT_BF16 = 3, /* bfloat16 (1.8.7: fp32's upper half); 2 bytes */
+    NV_DT_FP16 = 4, /* IEEE 754 binary16 (1.5.10); 2 bytes */
+    NV_DT_FP8_E4M3 = 5, /* OCP OFP8 E4M3 (e4m3fn, 1.4.3): no inf, NaN S.1111.111; 1 byte */
+    NV_DT_FP8_E5M2 = 6, /* OCP OFP8 E5M2 (1.5.2): IEEE-like inf and NaN; 1 byte */
+    NV_DT_FP6_E2M3 = 7, /* OCP MX FP6 E2M3 (1.2.3): no inf or NaN; 1 byte, low 6 bits */
+    NV_DT_FP6_E3M2 = 8, /* OCP MX FP6 E3M2 (1.3.2): no inf or NaN; 1 byte, low 6 bits */
+    NV_DT_FP4_E2M1 = 9, /* OCP MX FP4 E2M1 (1.2.1): no inf or NaN; 1 byte, low 4 bits */
+    NV_DT_E8M0 = 10, /* OCP MX E8M0 scale: 2^(e - 127), 0xFF NaN, unsigned; 1 byte */
+    NV_DT_INT8 = 11, /* two's complement; 1 byte */
+    NV_DT_INT32 = 12, /* two's complement; 4 bytes */
+};
 
 typedef struct nv_tensor_view {
-    int32_t dtype; /* an NV_DTYPE_* code */
+    int32_t dtype; /* an NV_DT_* code */
     int32_t ndim;
     int64_t shape[NV_BACKEND_MAX_DIMS];
     int64_t strides[NV_BACKEND_MAX_DIMS]; /* elements */
@@ -77,7 +79,7 @@ typedef struct nv_tensor_view {
 typedef struct nv_op_call {
     const char *op;         /* catalog name: "exp", "softmax", "matmul" ... */
     const char *attrs_json; /* JSON object text, never NULL ("{}" when none) */
-    int32_t out_dtype;      /* NV_DTYPE_* code the caller asks the result in */
+    int32_t out_dtype;      /* NV_DT_* code the caller asks the result in */
     int32_t n_inputs;
     const nv_tensor_view *inputs;
     int32_t n_outputs;

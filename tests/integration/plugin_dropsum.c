@@ -82,7 +82,7 @@ static int p_forward(void *vc, nv_op_call *call, char *err, size_t errlen)
         return NV_E_UNSUPPORTED;
     }
     const nv_tensor_view *x = &call->inputs[0];
-    if (call->n_inputs != 1 || x->dtype != NV_DTYPE_FP32 || call->out_dtype != NV_DTYPE_FP32) {
+    if (call->n_inputs != 1 || x->dtype != NV_DT_FP32 || call->out_dtype != NV_DT_FP32) {
         snprintf(err, errlen, "sum takes one fp32 input");
         return NV_E_DTYPE;
     }
@@ -126,7 +126,7 @@ static int p_forward(void *vc, nv_op_call *call, char *err, size_t errlen)
         }
     nv_tensor_view *ov = &call->outputs[0];
     memset(ov, 0, sizeof *ov);
-    ov->dtype = NV_DTYPE_FP32;
+    ov->dtype = NV_DT_FP32;
     ov->ndim = x->ndim - 1;
     int64_t stride = 1;
     for (int d = x->ndim - 1, od = ov->ndim - 1; d >= 0; d--) {

@@ -81,7 +81,7 @@ static bool same_shape(const nv_tensor_view *a, const nv_tensor_view *b)
 static int check_inputs(const ctx *c, const nv_op_call *call, bool add, char *err, size_t errlen)
 {
     for (int i = 0; i < call->n_inputs; i++) {
-        if (call->inputs[i].dtype != NV_DTYPE_FP32) {
+        if (call->inputs[i].dtype != NV_DT_FP32) {
             snprintf(err, errlen, "input %d: only fp32", i);
             return NV_E_DTYPE;
         }
@@ -101,7 +101,7 @@ static int p_forward(void *vc, nv_op_call *call, char *err, size_t errlen)
         snprintf(err, errlen, "op '%s' is not offered", call->op);
         return NV_E_UNSUPPORTED;
     }
-    if (call->n_inputs != (add ? 2 : 1) || call->out_dtype != NV_DTYPE_FP32) {
+    if (call->n_inputs != (add ? 2 : 1) || call->out_dtype != NV_DT_FP32) {
         snprintf(err, errlen, "bad call");
         return NV_E_INVALID;
     }
@@ -129,7 +129,7 @@ static int p_forward(void *vc, nv_op_call *call, char *err, size_t errlen)
     }
     nv_tensor_view *o = &call->outputs[0];
     memset(o, 0, sizeof *o);
-    o->dtype = !strcmp(c->bad, "dtype") ? NV_DTYPE_FP16 : NV_DTYPE_FP32;
+    o->dtype = !strcmp(c->bad, "dtype") ? NV_DT_FP16 : NV_DT_FP32;
     o->ndim = x->ndim;
     int64_t stride = 1;
     for (int d = x->ndim - 1; d >= 0; d--) {

@@ -67,7 +67,7 @@ static float get(const nv_tensor_view *v, int64_t i)
 static int alloc_out(nv_tensor_view *o, int ndim, const int64_t *shape)
 {
     memset(o, 0, sizeof(*o));
-    o->dtype = NV_DTYPE_FP32;
+    o->dtype = NV_DT_FP32;
     o->ndim = ndim;
     int64_t n = 1;
     for (int d = ndim - 1; d >= 0; d--) {
@@ -83,7 +83,7 @@ static int p_forward(void *c, nv_op_call *call, char *err, size_t errlen)
 {
     (void)c;
     const nv_tensor_view *x = call->inputs;
-    if (call->n_inputs < 1 || x->dtype != NV_DTYPE_FP32 || call->n_outputs != 1) {
+    if (call->n_inputs < 1 || x->dtype != NV_DT_FP32 || call->n_outputs != 1) {
         snprintf(err, errlen, "test plugin: fp32 inputs and one output only");
         return NV_E_DTYPE;
     }

@@ -1,7 +1,7 @@
 /* A third-party device as a lab would write it: built against
  * include/numval/backend.h alone (meson gives it include/ as its only include
  * directory, so no other numval header can be reached), with the dtypes named by
- * the ABI's NV_DTYPE_* codes and nothing copied from numval's sources. It offers
+ * the ABI's NV_DT_* codes and nothing copied from numval's sources. It offers
  * neg on every signed float dtype, for any layout: the sign bit of each element
  * is flipped, which is exact in every format. e8m0 (unsigned) and the int dtypes
  * are refused with NV_E_DTYPE. */
@@ -17,29 +17,29 @@
 static int float_layout(int32_t dt, int *ret_sign_bit)
 {
     switch (dt) {
-    case NV_DTYPE_FP64:
+    case NV_DT_FP64:
         *ret_sign_bit = 63;
         return 8;
-    case NV_DTYPE_FP32:
-    case NV_DTYPE_TF32:
+    case NV_DT_FP32:
+    case NV_DT_TF32:
         *ret_sign_bit = 31;
         return 4;
-    case NV_DTYPE_BF16:
-    case NV_DTYPE_FP16:
+    case NV_DT_BF16:
+    case NV_DT_FP16:
         *ret_sign_bit = 15;
         return 2;
-    case NV_DTYPE_FP8_E4M3:
-    case NV_DTYPE_FP8_E5M2:
+    case NV_DT_FP8_E4M3:
+    case NV_DT_FP8_E5M2:
         *ret_sign_bit = 7;
         return 1;
-    case NV_DTYPE_FP6_E2M3:
-    case NV_DTYPE_FP6_E3M2:
+    case NV_DT_FP6_E2M3:
+    case NV_DT_FP6_E3M2:
         *ret_sign_bit = 5;
         return 1;
-    case NV_DTYPE_FP4_E2M1:
+    case NV_DT_FP4_E2M1:
         *ret_sign_bit = 3;
         return 1;
-    default: /* NV_DTYPE_E8M0, NV_DTYPE_INT8, NV_DTYPE_INT32 */
+    default: /* NV_DT_E8M0, NV_DT_INT8, NV_DT_INT32 */
         return 0;
     }
 }

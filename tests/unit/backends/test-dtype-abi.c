@@ -1,7 +1,7 @@
-/* The dtype codes of the plugin ABI (NV_DTYPE_* in include/numval/backend.h) are
- * the numerics core's nv_dtype values (core/numerics/dtype.h): checked at compile
- * time for every code, and for the count, so that a dtype added to the core
- * without its ABI code stops the build. At run time: each code's format is the
+/* The dtype codes of the plugin ABI (enum nv_dt in include/numval/backend.h, which
+ * the numerics core's nv_dtype is): their fixed numbers checked at compile time
+ * for every code, and the count, so that a dtype added to the core without its row
+ * in docs/BACKEND_ABI.md stops the build, and a renumbering (an ABI break) too. At run time: each code's format is the
  * one docs/BACKEND_ABI.md documents (name, width, storage, exponent and fraction
  * bits), and a third-party plugin built against backend.h alone
  * (plugin_thirdparty.c) computes neg through the loader in every signed float
@@ -15,21 +15,21 @@
 #include "tests/unit/tap.h"
 #include "worker/backends/loader.h"
 
-#define ABI_CODE(abi, core) _Static_assert((abi) == (int)(core), #abi " != " #core);
-ABI_CODE(NV_DTYPE_FP64, NV_DT_FP64)
-ABI_CODE(NV_DTYPE_FP32, NV_DT_FP32)
-ABI_CODE(NV_DTYPE_TF32, NV_DT_TF32)
-ABI_CODE(NV_DTYPE_BF16, NV_DT_BF16)
-ABI_CODE(NV_DTYPE_FP16, NV_DT_FP16)
-ABI_CODE(NV_DTYPE_FP8_E4M3, NV_DT_FP8_E4M3)
-ABI_CODE(NV_DTYPE_FP8_E5M2, NV_DT_FP8_E5M2)
-ABI_CODE(NV_DTYPE_FP6_E2M3, NV_DT_FP6_E2M3)
-ABI_CODE(NV_DTYPE_FP6_E3M2, NV_DT_FP6_E3M2)
-ABI_CODE(NV_DTYPE_FP4_E2M1, NV_DT_FP4_E2M1)
-ABI_CODE(NV_DTYPE_E8M0, NV_DT_E8M0)
-ABI_CODE(NV_DTYPE_INT8, NV_DT_INT8)
-ABI_CODE(NV_DTYPE_INT32, NV_DT_INT32)
-_Static_assert(NV_DT_COUNT == 13, "a new nv_dtype needs an NV_DTYPE_* code in "
+#define ABI_CODE(code, number) _Static_assert((code) == (number), #code " is not " #number);
+ABI_CODE(NV_DT_FP64, 0)
+ABI_CODE(NV_DT_FP32, 1)
+ABI_CODE(NV_DT_TF32, 2)
+ABI_CODE(NV_DT_BF16, 3)
+ABI_CODE(NV_DT_FP16, 4)
+ABI_CODE(NV_DT_FP8_E4M3, 5)
+ABI_CODE(NV_DT_FP8_E5M2, 6)
+ABI_CODE(NV_DT_FP6_E2M3, 7)
+ABI_CODE(NV_DT_FP6_E3M2, 8)
+ABI_CODE(NV_DT_FP4_E2M1, 9)
+ABI_CODE(NV_DT_E8M0, 10)
+ABI_CODE(NV_DT_INT8, 11)
+ABI_CODE(NV_DT_INT32, 12)
+_Static_assert(NV_DT_COUNT == 13, "a new nv_dtype needs its NV_DT_* code in "
                                   "include/numval/backend.h and a row in docs/BACKEND_ABI.md");
 
 /* docs/BACKEND_ABI.md "Dtype codes", row by row. */
@@ -38,19 +38,19 @@ static const struct {
     const char *name;
     int bits, storage, exp_bits, mant_bits, is_float, has_inf, has_nan;
 } abi[] = {
-    {NV_DTYPE_FP64, "fp64", 64, 8, 11, 52, 1, 1, 1},
-    {NV_DTYPE_FP32, "fp32", 32, 4, 8, 23, 1, 1, 1},
-    {NV_DTYPE_TF32, "tf32", 32, 4, 8, 10, 1, 1, 1},
-    {NV_DTYPE_BF16, "bf16", 16, 2, 8, 7, 1, 1, 1},
-    {NV_DTYPE_FP16, "fp16", 16, 2, 5, 10, 1, 1, 1},
-    {NV_DTYPE_FP8_E4M3, "fp8_e4m3", 8, 1, 4, 3, 1, 0, 1},
-    {NV_DTYPE_FP8_E5M2, "fp8_e5m2", 8, 1, 5, 2, 1, 1, 1},
-    {NV_DTYPE_FP6_E2M3, "fp6_e2m3", 6, 1, 2, 3, 1, 0, 0},
-    {NV_DTYPE_FP6_E3M2, "fp6_e3m2", 6, 1, 3, 2, 1, 0, 0},
-    {NV_DTYPE_FP4_E2M1, "fp4_e2m1", 4, 1, 2, 1, 1, 0, 0},
-    {NV_DTYPE_E8M0, "e8m0", 8, 1, 8, 0, 1, 0, 1},
-    {NV_DTYPE_INT8, "int8", 8, 1, 0, 0, 0, 0, 0},
-    {NV_DTYPE_INT32, "int32", 32, 4, 0, 0, 0, 0, 0},
+    {NV_DT_FP64, "fp64", 64, 8, 11, 52, 1, 1, 1},
+    {NV_DT_FP32, "fp32", 32, 4, 8, 23, 1, 1, 1},
+    {NV_DT_TF32, "tf32", 32, 4, 8, 10, 1, 1, 1},
+    {NV_DT_BF16, "bf16", 16, 2, 8, 7, 1, 1, 1},
+    {NV_DT_FP16, "fp16", 16, 2, 5, 10, 1, 1, 1},
+    {NV_DT_FP8_E4M3, "fp8_e4m3", 8, 1, 4, 3, 1, 0, 1},
+    {NV_DT_FP8_E5M2, "fp8_e5m2", 8, 1, 5, 2, 1, 1, 1},
+    {NV_DT_FP6_E2M3, "fp6_e2m3", 6, 1, 2, 3, 1, 0, 0},
+    {NV_DT_FP6_E3M2, "fp6_e3m2", 6, 1, 3, 2, 1, 0, 0},
+    {NV_DT_FP4_E2M1, "fp4_e2m1", 4, 1, 2, 1, 1, 0, 0},
+    {NV_DT_E8M0, "e8m0", 8, 1, 8, 0, 1, 0, 1},
+    {NV_DT_INT8, "int8", 8, 1, 0, 0, 0, 0, 0},
+    {NV_DT_INT32, "int32", 32, 4, 0, 0, 0, 0, 0},
 };
 #define N_ABI ((int)(sizeof abi / sizeof abi[0]))
 
@@ -66,8 +66,8 @@ static void test_formats(void)
                abi[k].name, abi[k].bits, abi[k].storage, abi[k].exp_bits, abi[k].mant_bits);
     }
     nv_dtype dt;
-    tap_ok(nv_dtype_from_name("e4m3fn", &dt) == 0 && (int)dt == NV_DTYPE_FP8_E4M3,
-           "alias e4m3fn is code NV_DTYPE_FP8_E4M3");
+    tap_ok(nv_dtype_from_name("e4m3fn", &dt) == 0 && (int)dt == NV_DT_FP8_E4M3,
+           "alias e4m3fn is code NV_DT_FP8_E4M3");
     tap_ok(nv_dtype_get((nv_dtype)N_ABI) == NULL, "no dtype behind code %d", N_ABI);
 }
 
