@@ -1,4 +1,4 @@
-/* Comparison of device values against exact references (DESIGN.md "Comparison"):
+/* Comparison of device values against exact references (docs/DESIGN.md "Numerics"):
  * NaN positions must match, infinities must match in sign, finite values are
  * judged by the tolerance; metrics in ULPs of the output dtype (glibc libm-test:
  * |got - exact| / ulp(exact)), absolute and relative. */
