@@ -138,86 +138,6 @@ int nvc_cmd_jobs(nvc_conn *c, int argc, char **argv)
     return NVC_EXIT_OK;
 }
 
-/* Longest line a compact array is printed on before it is cut. */
-#define SHOW_LINE 160
-
-/* Whether an array holds only scalars or arrays of scalars (one line). */
-static bool flat_array(const json_t *a)
-{
-    size_t i;
-    const json_t *e;
-    json_array_foreach(a, i, e)
-    {
-        if (json_is_object(e))
-            return false;
-        if (json_is_array(e) && !flat_array(e))
-            return false;
-    }
-    return true;
-}
-
-/* A base64 payload in a result (the long run's series.data, "encoding":
- * "zstd+base64") is no reading matter: it is named by its size and where to get
- * it. *ret is malloc'd, NULL when v is no such payload. */
-static char *blob_text(const json_t *parent, const char *key, const json_t *v, const char *job_id)
-{
-    const char *enc = json_string_value(json_object_get(parent, "encoding"));
-    size_t len = json_string_length(v);
-    bool b64 = enc && strstr(enc, "base64") && !strcmp(key, "data");
-    if (!b64 && len > 512) {
-        /* Any other long run of base64 characters. */
-        const char *t = json_string_value(v);
-        b64 = strspn(t, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") == len;
-    }
-    if (!b64 || !json_is_string(v))
-        return NULL;
-    const json_t *cb = json_object_get(parent, "compressed_bytes");
-    long long n =
-        json_is_integer(cb) ? (long long)json_integer_value(cb) : (long long)(len / 4 * 3);
-    char *out = NULL;
-    if (asprintf(&out, "<%lld bytes %s, GET /api/v1/jobs/%s for the data>", n,
-                 enc && strstr(enc, "zstd") ? "zstd" : "base64", job_id) < 0)
-        return NULL;
-    return out;
-}
-
-/* Print key and v at indent: scalars on the key's line, objects as indented
- * keys, arrays of scalars on one line (cut past SHOW_LINE), arrays of objects
- * as "- " items. */
-static void show_value(const json_t *parent, const char *key, const json_t *v, int indent,
-                       const char *job_id)
-{
-    int width = indent < 13 ? 14 - indent : 1;
-    if (json_is_object(v) && json_object_size(v) > 0) {
-        printf("%*s%s:\n", indent, "", key);
-        const char *k;
-        const json_t *e;
-        json_object_foreach((json_t *)v, k, e) show_value(v, k, e, indent + 2, job_id);
-        return;
-    }
-    if (json_is_array(v) && json_array_size(v) > 0 && !flat_array(v)) {
-        printf("%*s%s:\n", indent, "", key);
-        size_t i;
-        const json_t *e;
-        json_array_foreach(v, i, e)
-        {
-            char item[32];
-            snprintf(item, sizeof item, "- [%zu]", i);
-            show_value(v, item, e, indent + 2, job_id);
-        }
-        return;
-    }
-    char *t = blob_text(parent, key, v, job_id);
-    if (!t)
-        t = nvc_json_text(v);
-    if (t && json_is_array(v) && strlen(t) > SHOW_LINE)
-        printf("%*s%-*s %.*s... (%zu items; --json for all)\n", indent, "", width, key, SHOW_LINE,
-               t, json_array_size(v));
-    else
-        printf("%*s%-*s %s\n", indent, "", width, key, t ? t : "-");
-    free(t);
-}
-
 int nvc_cmd_show(nvc_conn *c, int argc, char **argv)
 {
     const nvc_opt opts[] = {NVC_GLOBAL_OPTS(c), {NULL, NULL, NULL}};
@@ -246,11 +166,11 @@ int nvc_cmd_show(nvc_conn *c, int argc, char **argv)
             if (!strcmp(key, "spec"))
                 continue;
             json_t *dev = !strcmp(key, "device") ? device_text(job) : NULL;
-            show_value(job, key, dev ? dev : v, 0, jid);
+            nvc_show_value(job, key, dev ? dev : v, 0, jid);
             json_decref(dev);
         }
         if (json_object_get(job, "spec"))
-            show_value(job, "spec", json_object_get(job, "spec"), 0, jid);
+            nvc_show_value(job, "spec", json_object_get(job, "spec"), 0, jid);
     }
     json_decref(resp);
     return NVC_EXIT_OK;
@@ -333,10 +253,11 @@ out:
 
 int nvc_cmd_cases(nvc_conn *c, int argc, char **argv)
 {
-    bool failed = false;
-    const nvc_opt opts[] = {NVC_GLOBAL_OPTS(c), {"failed", NULL, &failed}, {NULL, NULL, NULL}};
+    bool failed = false, csv = false;
+    const nvc_opt opts[] = {
+        NVC_GLOBAL_OPTS(c), {"failed", NULL, &failed}, {"csv", NULL, &csv}, {NULL, NULL, NULL}};
     const char *pos[1];
-    if (parse(argc, argv, opts, pos, 1, "usage: numvalctl cases JOB_ID [--failed]") < 0)
+    if (parse(argc, argv, opts, pos, 1, "usage: numvalctl cases JOB_ID [--failed] [--csv]") < 0)
         return NVC_EXIT_ERROR;
     json_t *cases = NULL;
     char *err = NULL;
@@ -346,19 +267,39 @@ int nvc_cmd_cases(nvc_conn *c, int argc, char **argv)
         free(err);
         return NVC_EXIT_ERROR;
     }
+    /* ID is what `numvalctl repro` and GET /api/v1/cases/{id} take; INDEX is the
+     * case's place in its job. */
+    const char *h[] = {"ID",    "INDEX",   "VERDICT",  "OP",    "DTYPE", "SHAPE",   "LAYOUT",
+                       "INPUT", "MAX_ULP", "MISMATCH", "CLASS", "TOL_V", "ARTIFACT"};
+    const char *k[] = {"id",      "index",      "verdict",       "op",
+                       "dtype",   "shape",      "layout",        "input",
+                       "max_ulp", "mismatches", "failure_class", "tolerance_version",
+                       "artifact"};
     if (c->json) {
         json_t *o = json_pack("{s:O}", "cases", cases);
         nvc_print_json(o);
         json_decref(o);
+    } else if (csv) {
+        /* The table's columns; a missing value is an empty field. Numbers keep
+         * every digit (the table rounds to 6). */
+        nvc_csv_row(stdout, 13, h);
+        size_t i;
+        const json_t *cs;
+        json_array_foreach(cases, i, cs)
+        {
+            char *cells[13];
+            for (int j = 0; j < 13; j++) {
+                const json_t *v = json_object_get(cs, k[j]);
+                cells[j] = !v || json_is_null(v) ? NULL
+                           : json_is_real(v)
+                               ? json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(17))
+                               : nvc_json_text(v);
+            }
+            nvc_csv_row(stdout, 13, (const char *const *)cells);
+            for (int j = 0; j < 13; j++)
+                free(cells[j]);
+        }
     } else {
-        /* ID is what `numvalctl repro` and GET /api/v1/cases/{id} take; INDEX is the
-         * case's place in its job. */
-        const char *h[] = {"ID",    "INDEX",   "VERDICT",  "OP",    "DTYPE", "SHAPE",   "LAYOUT",
-                           "INPUT", "MAX_ULP", "MISMATCH", "CLASS", "TOL_V", "ARTIFACT"};
-        const char *k[] = {"id",      "index",      "verdict",       "op",
-                           "dtype",   "shape",      "layout",        "input",
-                           "max_ulp", "mismatches", "failure_class", "tolerance_version",
-                           "artifact"};
         print_rows(cases, 13, h, k);
     }
     json_decref(cases);

@@ -72,12 +72,24 @@ int nvc_table_add(nvc_table *t, const char *const *cells); /* copies */
 void nvc_table_print(const nvc_table *t, FILE *f);
 void nvc_table_free(nvc_table *t);
 
+/* One CSV record (RFC 4180): fields with a comma, a quote or a line break are
+ * quoted, quotes doubled; NULL is an empty field; the record ends with CRLF. */
+void nvc_csv_row(FILE *f, int n, const char *const *cells);
+
 /* Render a JSON scalar (or compact JSON for containers) as text; malloc'd.
  * NULL (a missing key) renders as "-". */
 char *nvc_json_text(const json_t *v);
 /* An id (the API's ids are integers; strings are accepted too) as text in
  * buf[32]; "" when v is neither. Returns buf. */
 const char *nvc_id_text(const json_t *v, char buf[32]);
+/* Print key and v readably to stdout at indent spaces: a scalar on the key's
+ * line, an object as its keys indented below, an array of scalars on one line
+ * (cut past 160 characters), an array of objects as "- [i]" items; base64
+ * payloads (a "data" next to an "encoding" naming base64, or any long base64
+ * string) by their size, and where job_id (may be NULL) serves them. parent is
+ * the object holding key (may be NULL). */
+void nvc_show_value(const json_t *parent, const char *key, const json_t *v, int indent,
+                    const char *job_id);
 /* Print a JSON value indented, to stdout. */
 void nvc_print_json(const json_t *v);
 /* Read a whole file as JSON; returns NULL with *ret_err set. */
@@ -93,6 +105,8 @@ int nvc_cmd_artifact(nvc_conn *c, int argc, char **argv);
 int nvc_cmd_tolerance(nvc_conn *c, int argc, char **argv);
 int nvc_cmd_builds(nvc_conn *c, int argc, char **argv);
 int nvc_cmd_devices(nvc_conn *c, int argc, char **argv);
+int nvc_cmd_history(nvc_conn *c, int argc, char **argv); /* cmd_history.c */
+int nvc_cmd_flaky(nvc_conn *c, int argc, char **argv);   /* cmd_history.c */
 
 /* Fetch every case of a job (following cursors); failed_only filters. */
 int nvc_fetch_cases(const nvc_conn *c, const char *job_id, bool failed_only, json_t **ret,
@@ -106,6 +120,17 @@ int nvc_junit_write(const char *path, const json_t *jobs, const json_t *cases, c
 void nvc_junit_suite_name(const json_t *job, char *buf, size_t n);
 /* A job's duration (finished_at - started_at) in seconds; 0 when unknown. */
 double nvc_job_seconds(const json_t *job);
+
+/* A tolerance object as a short text: "\u2264 1 ULP (v2)", "\u2264 atol A + rtol R \u00b7 |ref|
+ * (default)", "bound c 2, growth n (job)"; "none" for a non-object. */
+void nvc_tolerance_text(const json_t *tol, char *buf, size_t n);
+
+/* The spec of a rerun of job_id's failed cases (cmd_rerun.c): op, gradient and
+ * fused jobs restricted to the dtypes, shapes, layouts and input classes the
+ * failed cases used; a suite job to its failed suite cases; a long run whole.
+ * Prints what it reruns to stderr. *ret a new reference; -EINVAL (message
+ * printed) for a job without a failed case, or another negative errno. */
+int nvc_rerun_spec(const nvc_conn *c, const char *job_id, json_t **ret);
 
 void nvc_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -1,5 +1,6 @@
 /* numvalctl repro, compare and suite. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -73,10 +74,18 @@ static int download(const nvc_conn *c, const char *sha, const char *path)
     return r;
 }
 
-static int spawn_wait(char **argv)
+/* Run argv with stdout and stderr into the files out and err; the exit status,
+ * or NVC_EXIT_ERROR when it could not run. */
+static int spawn_wait(char **argv, const char *out, const char *err)
 {
+    posix_spawn_file_actions_t fa;
+    if (posix_spawn_file_actions_init(&fa) != 0)
+        return NVC_EXIT_ERROR;
+    posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&fa, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     pid_t pid;
-    int r = posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ);
+    int r = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
     if (r != 0) {
         nvc_error("cannot run '%s': %s (give --worker PATH or set NUMVAL_WORKER)", argv[0],
                   strerror(r));
@@ -86,6 +95,41 @@ static int spawn_wait(char **argv)
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
     return WIFEXITED(st) ? WEXITSTATUS(st) : NVC_EXIT_ERROR;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (f && m) {
+        char chunk[4096];
+        size_t n;
+        while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+            fwrite(chunk, 1, n, m);
+    }
+    if (f)
+        fclose(f);
+    if (m)
+        fclose(m);
+    return buf;
+}
+
+/* The worker's messages to stderr, its mentions of the artifact's temporary
+ * file (deleted when numvalctl exits) replaced by what names it for good. */
+static void forward_err(const char *text, const char *tmpfile, const char *name)
+{
+    for (const char *p = text ? text : ""; *p;) {
+        const char *hit = tmpfile ? strstr(p, tmpfile) : NULL;
+        if (!hit) {
+            fputs(p, stderr);
+            break;
+        }
+        fwrite(p, 1, (size_t)(hit - p), stderr);
+        fputs(name, stderr);
+        p = hit + strlen(tmpfile);
+    }
 }
 
 int nvc_cmd_repro(nvc_conn *c, int argc, char **argv)
@@ -102,7 +146,7 @@ int nvc_cmd_repro(nvc_conn *c, int argc, char **argv)
     if (nvc_parse(argc, argv, opts, pos, 1, &npos, &err) < 0 || npos != 1) {
         nvc_error("%s", err ? err
                             : "usage: numvalctl repro CASE_ID [--backend SPEC] [--minimized] "
-                              "[--runs N] [--worker PATH] [--keep FILE]");
+                              "[--runs N] [--worker PATH] [--keep FILE] [--json]");
         free(err);
         return NVC_EXIT_ERROR;
     }
@@ -123,17 +167,21 @@ int nvc_cmd_repro(nvc_conn *c, int argc, char **argv)
         json_decref(resp);
         return NVC_EXIT_ERROR;
     }
+    /* The worker's output goes to a temporary directory; the artifact too
+     * unless --keep names where it stays. */
     char tmpl[] = "/tmp/numvalctl-repro-XXXXXX";
-    char file[PATH_MAX];
-    if (keep) {
-        snprintf(file, sizeof file, "%s", keep);
-    } else if (!mkdtemp(tmpl)) {
+    if (!mkdtemp(tmpl)) {
         nvc_error("cannot create a temporary directory: %s", strerror(errno));
         json_decref(resp);
         return NVC_EXIT_ERROR;
-    } else {
-        snprintf(file, sizeof file, "%s/%.64s.nvart", tmpl, sha);
     }
+    char file[PATH_MAX], out[PATH_MAX], errf[PATH_MAX];
+    if (keep)
+        snprintf(file, sizeof file, "%s", keep);
+    else
+        snprintf(file, sizeof file, "%s/%.64s.nvart", tmpl, sha);
+    snprintf(out, sizeof out, "%s/out.json", tmpl);
+    snprintf(errf, sizeof errf, "%s/err.txt", tmpl);
     int status = NVC_EXIT_ERROR;
     if (download(c, sha, file) == 0) {
         char wbuf[PATH_MAX];
@@ -151,12 +199,32 @@ int nvc_cmd_repro(nvc_conn *c, int argc, char **argv)
             args[n++] = (char *)runs;
         }
         args[n] = NULL;
-        status = spawn_wait(args);
+        status = spawn_wait(args, out, errf);
+        char *o = slurp(out), *e = slurp(errf), name[120];
+        snprintf(name, sizeof name, "artifact %.12s", sha);
+        forward_err(e, keep ? NULL : file, name);
+        json_t *res = o ? json_loads(o, 0, NULL) : NULL;
+        if (c->json || !json_is_object(res)) {
+            fputs(o ? o : "", stdout);
+        } else {
+            char idb[32];
+            printf("case %s (%s artifact %s):\n", nvc_id_text(json_object_get(cj, "id"), idb),
+                   minimized ? "minimized" : "failure", sha);
+            const char *k;
+            const json_t *v;
+            json_object_foreach(res, k, v) nvc_show_value(res, k, v, 2, NULL);
+            if (keep)
+                printf("  %-12s %s\n", "kept at", keep);
+        }
+        json_decref(res);
+        free(o);
+        free(e);
     }
-    if (!keep) {
+    if (!keep)
         unlink(file);
-        rmdir(tmpl);
-    }
+    unlink(out);
+    unlink(errf);
+    rmdir(tmpl);
     json_decref(resp);
     return status;
 }
@@ -165,8 +233,8 @@ static void print_side(const json_t *e, const char *title)
 {
     const json_t *m = json_object_get(e, "match");
     const char *kind = json_string_value(json_object_get(m, "kind"));
-    const char *metric = json_object_get(json_object_get(e, "head"), "headroom") ? "headroom"
-                                                                                  : "max_ulp";
+    const char *metric =
+        json_object_get(json_object_get(e, "head"), "headroom") ? "headroom" : "max_ulp";
     char *shape = nvc_json_text(json_object_get(m, "shape"));
     char *attrs = nvc_json_text(json_object_get(m, "attrs"));
     char *bu = nvc_json_text(json_object_get(json_object_get(e, "base"), metric));
@@ -186,13 +254,22 @@ static void print_side(const json_t *e, const char *title)
     free(attrs);
     free(bu);
     free(hu);
+    /* A changed tolerance explains a verdict that changed with the same error. */
+    const json_t *bt = json_object_get(json_object_get(e, "base"), "tolerance");
+    const json_t *ht = json_object_get(json_object_get(e, "head"), "tolerance");
+    if ((bt || ht) && !json_equal((json_t *)bt, (json_t *)ht)) {
+        char a[200], b[200];
+        nvc_tolerance_text(bt, a, sizeof a);
+        nvc_tolerance_text(ht, b, sizeof b);
+        printf("  %-14s tolerance changed: %s -> %s\n", "", a, b);
+    }
 }
 
 int nvc_cmd_compare(nvc_conn *c, int argc, char **argv)
 {
     const char *kind = NULL, *op = NULL;
-    nvc_opt opts[] = {NVC_GLOBAL_OPTS(c), {"kind", &kind, NULL}, {"op", &op, NULL},
-                      {NULL, NULL, NULL}};
+    nvc_opt opts[] = {
+        NVC_GLOBAL_OPTS(c), {"kind", &kind, NULL}, {"op", &op, NULL}, {NULL, NULL, NULL}};
     const char *pos[2];
     int npos = 0;
     char *err = NULL;
@@ -206,8 +283,8 @@ int nvc_cmd_compare(nvc_conn *c, int argc, char **argv)
     char *b = nvc_escape(pos[0]), *h = nvc_escape(pos[1]);
     char *k = kind ? nvc_escape(kind) : NULL, *o = op ? nvc_escape(op) : NULL;
     char path[1200];
-    snprintf(path, sizeof path, "/api/v1/compare?base=%s&head=%s%s%s%s%s", b ? b : "",
-             h ? h : "", k ? "&kind=" : "", k ? k : "", o ? "&op=" : "", o ? o : "");
+    snprintf(path, sizeof path, "/api/v1/compare?base=%s&head=%s%s%s%s%s", b ? b : "", h ? h : "",
+             k ? "&kind=" : "", k ? k : "", o ? "&op=" : "", o ? o : "");
     free(b);
     free(h);
     free(k);
@@ -265,7 +342,15 @@ static int suite_retire(nvc_conn *c, const char *id, const char *reason)
         free(err);
         return NVC_EXIT_ERROR;
     }
-    nvc_print_json(r);
+    if (c->json) {
+        nvc_print_json(r);
+    } else {
+        const json_t *one = json_object_get(r, "suite_case");
+        printf("suite case %s retired: %s\n", id,
+               json_string_value(json_object_get(one, "retire_reason"))
+                   ? json_string_value(json_object_get(one, "retire_reason"))
+                   : reason);
+    }
     json_decref(r);
     return NVC_EXIT_OK;
 }
@@ -304,8 +389,13 @@ int nvc_cmd_suite(nvc_conn *c, int argc, char **argv)
         return NVC_EXIT_ERROR;
     }
     const json_t *list = json_object_get(r, "suite");
-    if (c->json || !list) {
+    const json_t *one = json_object_get(r, "suite_case");
+    if (c->json || (!list && !one)) {
         nvc_print_json(r);
+    } else if (one) {
+        const char *k;
+        const json_t *v;
+        json_object_foreach((json_t *)one, k, v) nvc_show_value(one, k, v, 0, NULL);
     } else {
         /* KIND: op or fused (a fused case's OP and DTYPE are its first divergent
          * node's op and the dtype it was judged in). */

@@ -14,31 +14,46 @@ static const char USAGE[] =
     "  submit JOB.json [--device NAME [--new-device]] [--priority N]\n"
     "         [--build build.json | --build-name N --build-version V --commit C]\n"
     "         [--wait] [--junit FILE] [--timeout S]\n"
-    "                      submit a job or a suite file; print the job ids. --wait exits\n"
-    "                      0 if every case passed, 1 if any failed, 2 on error\n"
+    "                      submit a job or a suite file; print the job ids. --wait prints\n"
+    "                      each job's verdict and a summary line; exits 0 if every case\n"
+    "                      passed, 1 if any failed, 2 on error\n"
+    "  submit --rerun-failed JOB_ID [--device ...] [--build ...] [--wait] [--junit FILE] ...\n"
+    "                      submit the job's spec restricted to its failed cases\n"
     "  jobs [--state S] [--kind K] [--device D] [--build B] [--limit N] [--cursor C]\n"
-    "  show JOB_ID\n"
+    "  show JOB_ID         one job, readable (--json: the API's JSON)\n"
     "  cancel JOB_ID...\n"
-    "  cases JOB_ID [--failed]\n"
+    "  cases JOB_ID [--failed] [--csv]\n"
+    "                      the cases of a job; --csv: RFC 4180 CSV with a header row\n"
     "  artifact SHA256 [-o FILE [--tensor NAME]] [--manifest]\n"
     "                      download a failure artifact (or one tensor's raw bytes)\n"
     "  tolerance list [--op X] [--dtype D]\n"
     "  tolerance history --op X --dtype D\n"
     "  tolerance set --op X --dtype D [--mode PATTERN] --metric ulp|allclose|bound\n"
-    "         (--max-ulp U | --atol A --rtol R | --c C --growth n|log2n|sqrtn)\n"
+    "         (--max-ulp U | --atol A --rtol R | --c C --growth n|log2n|sqrtn [--u-dtype D])\n"
     "         --reason-code CODE --reason TEXT\n"
-    "  builds\n"
-    "  devices\n"
+    "  builds              build identities, newest first\n"
+    "  devices             devices with their state and last crash\n"
     "  repro CASE_ID [--backend SPEC] [--minimized] [--runs N] [--worker PATH] [--keep FILE]\n"
     "                      re-run a stored failure locally from its artifact alone; exits 1\n"
     "                      if it still fails, 0 if it no longer does\n"
     "  compare BASE_BUILD HEAD_BUILD [--kind op|gradient|fused] [--op OP]\n"
-    "                      newly failing, newly passing and drifting cases between builds\n"
-    "  suite list [--state active|retired] | suite show ID | suite retire ID --reason TEXT\n"
+    "                      newly failing, newly passing and drifting cases between builds,\n"
+    "                      with tolerance changes; exits 1 if the head newly fails a case,\n"
+    "                      3 if no case matched\n"
+    "  history --op OP --dtype DT [--kind op|gradient|fused] [--shape JSON] [--layout L]\n"
+    "         [--input CLASS] [--device D] [--limit N]\n"
+    "                      one test's verdict, error and tolerance per build, oldest first\n"
+    "  flaky [--limit N]   the cases the agent's gate found flaky, with their rates\n"
+    "  suite list [--state active|retired]\n"
+    "                      the permanent suite of promoted reproducers\n"
+    "  suite show ID       one suite case with its replay history and audit trail\n"
+    "  suite retire ID --reason TEXT\n"
     "  schedules           numvald's cron schedules, their next and last runs\n"
     "\n"
+    "--json (before or after the command) prints the API's JSON instead of text.\n"
     "Server and token also come from NUMVAL_SERVER and NUMVAL_TOKEN\n"
-    "(default server http://127.0.0.1:8080).\n";
+    "(default server http://127.0.0.1:8080). Exit status: 0 success, 1 failed cases\n"
+    "(submit --wait, repro, compare), 2 error, 3 compare matched nothing.\n";
 
 typedef struct command {
     const char *name;
@@ -46,11 +61,12 @@ typedef struct command {
 } command;
 
 static const command COMMANDS[] = {
-    {"submit", nvc_cmd_submit},       {"jobs", nvc_cmd_jobs},     {"show", nvc_cmd_show},
-    {"cancel", nvc_cmd_cancel},       {"cases", nvc_cmd_cases},   {"artifact", nvc_cmd_artifact},
-    {"tolerance", nvc_cmd_tolerance}, {"builds", nvc_cmd_builds}, {"devices", nvc_cmd_devices},
+    {"submit", nvc_cmd_submit},       {"jobs", nvc_cmd_jobs},       {"show", nvc_cmd_show},
+    {"cancel", nvc_cmd_cancel},       {"cases", nvc_cmd_cases},     {"artifact", nvc_cmd_artifact},
+    {"tolerance", nvc_cmd_tolerance}, {"builds", nvc_cmd_builds},   {"devices", nvc_cmd_devices},
     {"repro", nvc_cmd_repro},         {"compare", nvc_cmd_compare}, {"suite", nvc_cmd_suite},
-    {"schedules", nvc_cmd_schedules}, /* cmd_schedules.c */
+    {"schedules", nvc_cmd_schedules},                           /* cmd_schedules.c */
+    {"history", nvc_cmd_history},     {"flaky", nvc_cmd_flaky}, /* cmd_history.c */
 };
 
 int main(int argc, char **argv)

@@ -10,7 +10,7 @@
 
 typedef struct submit_opts {
     const char *file, *device, *priority, *build, *build_name, *build_version, *commit;
-    const char *junit, *timeout;
+    const char *junit, *timeout, *rerun;
     bool wait, new_device;
 } submit_opts;
 
@@ -172,9 +172,10 @@ static const char *str_or(const json_t *o, const char *key, const char *dflt)
 
 static void print_progress(const json_t *job)
 {
-    char idb[32];
+    char idb[32], suite[300];
+    nvc_junit_suite_name(job, suite, sizeof suite);
     fprintf(stderr, "numvalctl: job %s (%s): %s, %lld/%lld cases done, %lld failed\n",
-            nvc_id_text(json_object_get(job, "id"), idb), str_or(job, "op", "-"),
+            nvc_id_text(json_object_get(job, "id"), idb), suite,
             str_or(job, "state", "?"),
             (long long)json_integer_value(json_object_get(job, "cases_done")),
             (long long)json_integer_value(json_object_get(job, "cases_total")),
@@ -362,8 +363,12 @@ static int submit_all(const nvc_conn *c, const submit_opts *o, json_t *jobs)
     if (o->timeout && parse_long(o->timeout, "--timeout", 1, 86400 * 7, &timeout) < 0)
         return -EINVAL;
     char *err = NULL;
-    json_t *spec = nvc_load_json_file(o->file, &err), *build = NULL;
-    if (!spec) {
+    json_t *spec = NULL, *build = NULL;
+    if (o->rerun) {
+        int r = nvc_rerun_spec(c, o->rerun, &spec);
+        if (r < 0)
+            return r;
+    } else if (!(spec = nvc_load_json_file(o->file, &err))) {
         nvc_error("%s", err ? err : "out of memory");
         free(err);
         return -EINVAL;
@@ -401,16 +406,20 @@ int nvc_cmd_submit(nvc_conn *c, int argc, char **argv)
                             {"timeout", &o.timeout, NULL},
                             {"wait", NULL, &o.wait},
                             {"new-device", NULL, &o.new_device},
+                            {"rerun-failed", &o.rerun, NULL},
                             {NULL, NULL, NULL}};
     const char *pos[1];
     int npos = 0;
     char *err = NULL;
-    if (nvc_parse(argc, argv, opts, pos, 1, &npos, &err) < 0 || npos != 1) {
-        nvc_error("%s", err ? err : "usage: numvalctl submit JOB.json [--wait] ...");
+    if (nvc_parse(argc, argv, opts, pos, 1, &npos, &err) < 0 || npos != (o.rerun ? 0 : 1)) {
+        nvc_error("%s", err       ? err
+                        : o.rerun ? "--rerun-failed JOB_ID takes the job's spec: give no JOB.json"
+                                  : "usage: numvalctl submit (JOB.json | --rerun-failed JOB_ID) "
+                                    "[--wait] ...");
         free(err);
         return NVC_EXIT_ERROR;
     }
-    o.file = pos[0];
+    o.file = o.rerun ? NULL : pos[0];
     if (check_device(c, &o) < 0)
         return NVC_EXIT_ERROR;
     json_t *jobs = json_array();

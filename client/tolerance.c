@@ -224,3 +224,34 @@ out:
     free(dt);
     return status;
 }
+
+void nvc_tolerance_text(const json_t *tol, char *buf, size_t n)
+{
+    const char *metric = json_string_value(json_object_get(tol, "metric"));
+    const char *src = json_string_value(json_object_get(tol, "source"));
+    json_int_t ver = json_integer_value(json_object_get(tol, "version"));
+    double a = json_number_value(json_object_get(tol, "max_ulp"));
+    int off;
+    if (!json_is_object(tol) || !metric)
+        off = snprintf(buf, n, "none");
+    else if (!strcmp(metric, "ulp"))
+        off = snprintf(buf, n, "\u2264 %g ULP", a);
+    else if (!strcmp(metric, "allclose"))
+        off = snprintf(buf, n, "\u2264 atol %g + rtol %g \u00b7 |ref|",
+                       json_number_value(json_object_get(tol, "atol")),
+                       json_number_value(json_object_get(tol, "rtol")));
+    else if (!strcmp(metric, "bound"))
+        off =
+            snprintf(buf, n, "bound c %g, growth %s", json_number_value(json_object_get(tol, "c")),
+                     json_string_value(json_object_get(tol, "growth"))
+                         ? json_string_value(json_object_get(tol, "growth"))
+                         : "-");
+    else
+        off = snprintf(buf, n, "%s", metric);
+    if (off < 0 || (size_t)off >= n || !json_is_object(tol))
+        return;
+    if (ver > 0)
+        snprintf(buf + off, n - (size_t)off, " (v%lld)", (long long)ver);
+    else if (src)
+        snprintf(buf + off, n - (size_t)off, " (%s)", src);
+}

@@ -117,22 +117,34 @@ int nvc_table_add(nvc_table *t, const char *const *cells)
     return 0;
 }
 
+/* Display width of UTF-8 text: its code points (continuation bytes do not
+ * count), so "\u2264 1 ULP" lines up. */
+static int text_width(const char *s)
+{
+    int n = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        n += (*p & 0xc0) != 0x80;
+    return n;
+}
+
 void nvc_table_print(const nvc_table *t, FILE *f)
 {
     int w[64] = {0};
     for (int r = 0; r < t->nrows; r++)
         for (int c = 0; c < t->ncols && c < 64; c++) {
-            int n = (int)strlen(t->cells[(size_t)r * t->ncols + c]);
+            int n = text_width(t->cells[(size_t)r * t->ncols + c]);
             if (n > w[c])
                 w[c] = n;
         }
     for (int r = 0; r < t->nrows; r++) {
         for (int c = 0; c < t->ncols; c++) {
             const char *cell = t->cells[(size_t)r * t->ncols + c];
-            if (c == t->ncols - 1)
+            if (c == t->ncols - 1) {
                 fprintf(f, "%s\n", cell);
-            else
-                fprintf(f, "%-*s  ", w[c < 64 ? c : 63], cell);
+            } else {
+                fputs(cell, f);
+                fprintf(f, "%*s", w[c < 64 ? c : 63] - text_width(cell) + 2, "");
+            }
         }
     }
 }
@@ -204,4 +216,106 @@ json_t *nvc_load_json_file(const char *path, char **ret_err)
     if (n < 0)
         *ret_err = NULL;
     return j;
+}
+
+void nvc_csv_row(FILE *f, int n, const char *const *cells)
+{
+    for (int i = 0; i < n; i++) {
+        const char *c = cells[i] ? cells[i] : "";
+        if (i)
+            fputc(',', f);
+        if (strpbrk(c, ",\"\r\n")) {
+            fputc('"', f);
+            for (; *c; c++) {
+                if (*c == '"')
+                    fputc('"', f);
+                fputc(*c, f);
+            }
+            fputc('"', f);
+        } else {
+            fputs(c, f);
+        }
+    }
+    fputs("\r\n", f);
+}
+
+/* Longest line a compact array is printed on before it is cut. */
+#define SHOW_LINE 160
+
+/* Whether an array holds only scalars or arrays of scalars (one line). */
+static bool flat_array(const json_t *a)
+{
+    size_t i;
+    const json_t *e;
+    json_array_foreach(a, i, e)
+    {
+        if (json_is_object(e))
+            return false;
+        if (json_is_array(e) && !flat_array(e))
+            return false;
+    }
+    return true;
+}
+
+/* A base64 payload in a result (the long run's series.data, "encoding":
+ * "zstd+base64") is no reading matter: it is named by its size and where to get
+ * it. *ret is malloc'd, NULL when v is no such payload. */
+static char *blob_text(const json_t *parent, const char *key, const json_t *v, const char *job_id)
+{
+    const char *enc = json_string_value(json_object_get(parent, "encoding"));
+    size_t len = json_string_length(v);
+    bool b64 = enc && strstr(enc, "base64") && !strcmp(key, "data");
+    if (!b64 && len > 512) {
+        /* Any other long run of base64 characters. */
+        const char *t = json_string_value(v);
+        b64 = strspn(t, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") == len;
+    }
+    if (!b64 || !json_is_string(v))
+        return NULL;
+    const json_t *cb = json_object_get(parent, "compressed_bytes");
+    long long n =
+        json_is_integer(cb) ? (long long)json_integer_value(cb) : (long long)(len / 4 * 3);
+    char *out = NULL;
+    if (asprintf(&out, "<%lld bytes %s%s%s%s>", n, enc && strstr(enc, "zstd") ? "zstd" : "base64",
+                 job_id ? ", GET /api/v1/jobs/" : "", job_id ? job_id : "",
+                 job_id ? " for the data" : "") < 0)
+        return NULL;
+    return out;
+}
+
+/* Print key and v at indent: scalars on the key's line, objects as indented
+ * keys, arrays of scalars on one line (cut past SHOW_LINE), arrays of objects
+ * as "- " items. */
+void nvc_show_value(const json_t *parent, const char *key, const json_t *v, int indent,
+                    const char *job_id)
+{
+    int width = indent < 13 ? 14 - indent : 1;
+    if (json_is_object(v) && json_object_size(v) > 0) {
+        printf("%*s%s:\n", indent, "", key);
+        const char *k;
+        const json_t *e;
+        json_object_foreach((json_t *)v, k, e) nvc_show_value(v, k, e, indent + 2, job_id);
+        return;
+    }
+    if (json_is_array(v) && json_array_size(v) > 0 && !flat_array(v)) {
+        printf("%*s%s:\n", indent, "", key);
+        size_t i;
+        const json_t *e;
+        json_array_foreach(v, i, e)
+        {
+            char item[32];
+            snprintf(item, sizeof item, "- [%zu]", i);
+            nvc_show_value(v, item, e, indent + 2, job_id);
+        }
+        return;
+    }
+    char *t = blob_text(parent, key, v, job_id);
+    if (!t)
+        t = nvc_json_text(v);
+    if (t && json_is_array(v) && strlen(t) > SHOW_LINE)
+        printf("%*s%-*s %.*s... (%zu items; --json for all)\n", indent, "", width, key, SHOW_LINE,
+               t, json_array_size(v));
+    else
+        printf("%*s%-*s %s\n", indent, "", width, key, t ? t : "-");
+    free(t);
 }
