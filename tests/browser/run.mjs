@@ -102,7 +102,7 @@ before(async () => {
   assert.equal(b.status, 201, JSON.stringify(b.body));
   const c = await api(svc, 'POST', '/jobs', {...MANY_SPEC, device: 'emu0'}, svc.submitToken);
   assert.equal(c.status, 201, JSON.stringify(c.body));
-  const f = await api(svc, 'POST', '/jobs', {...FUSED_SPEC, device: 'emufused'}, svc.submitToken);
+  const f = await api(svc, 'POST', '/jobs', {...FUSED_SPEC, build: BUILD, device: 'emufused'}, svc.submitToken);
   assert.equal(f.status, 201, JSON.stringify(f.body));
   const l = await api(svc, 'POST', '/jobs', LONGRUN_SPEC, svc.submitToken);
   assert.equal(l.status, 201, JSON.stringify(l.body));
@@ -145,14 +145,71 @@ test('a large job opens with one page of cases and pages with a cursor', {skip: 
   const rows = page.locator('#cases-table tbody tr');
   assert.equal(await rows.count(), 100);
   assert.equal(await rows.first().locator('td').first().innerText(), '#0');
-  // The histogram scans every case in the background, in pages of at most 1000.
-  await page.locator('figcaption', {hasText: `all ${MANY_CASES} cases`}).waitFor({timeout: 20000});
+  // The histogram scans every case in the background, in pages of at most 1000, and
+  // says what it counts: one value per case, its largest element error.
+  await page.locator('figcaption', {hasText: `Per-case maximum ULP error, ${MANY_CASES} cases`}).waitFor({timeout: 20000});
+  assert.equal(await page.locator('#sec-per-case-maximum-ulp-error').innerText(), 'Per-case maximum ULP error');
   assert.ok(seen.slice(1).every((q) => Number(q.get('limit')) <= 1000));
   page.off('request', onReq);
   await shown(page, /[?&]cursor=/, () => page.getByRole('link', {name: 'Next cases ›'}).click());
   await page.locator('#cases-table tbody tr td', {hasText: /^#100$/}).waitFor();
   assert.equal(await rows.first().locator('td').first().innerText(), '#100');
   await shot('00-large-job');
+});
+
+// RFC 4180 read independently of web/app/csv.js: quoted fields may hold commas,
+// doubled quotes and line breaks; records end in CRLF.
+function parseCsv(text) {
+  const rows = [];
+  let row = [], field = '', i = 0, quoted = false;
+  while (i < text.length) {
+    const ch = text[i];
+    if (quoted) {
+      if (ch === '"' && text[i + 1] === '"') { field += '"'; i += 2; continue; }
+      if (ch === '"') { quoted = false; i++; continue; }
+      field += ch; i++; continue;
+    }
+    if (ch === '"' && field === '') { quoted = true; i++; continue; }
+    if (ch === ',') { row.push(field); field = ''; i++; continue; }
+    if (ch === '\r' && text[i + 1] === '\n') { row.push(field); rows.push(row); row = []; field = ''; i += 2; continue; }
+    assert.ok(ch !== '\n' && ch !== '\r' && ch !== '"', `bare ${JSON.stringify(ch)} at ${i}: not RFC 4180`);
+    field += ch; i++;
+  }
+  assert.equal(field, '', 'the last record ends in CRLF');
+  assert.equal(row.length, 0, 'the last record ends in CRLF');
+  return rows;
+}
+
+test('Download CSV: every case of the job over all pages, as RFC 4180', {skip: SKIP}, async () => {
+  const seen = [];
+  const onReq = (r) => { if (/\/cases\?/.test(r.url())) seen.push(new URL(r.url()).searchParams); };
+  await visit(page, svc.url + `/#/jobs/${manyJob.id}`);
+  await page.locator('#cases-table').waitFor();
+  page.on('request', onReq);
+  const [dl] = await Promise.all([page.waitForEvent('download'), page.getByRole('link', {name: 'Download CSV'}).click()]);
+  page.off('request', onReq);
+  assert.equal(dl.suggestedFilename(), `numval-job-${manyJob.id}-cases.csv`);
+  const file = path.join(tmp, 'cases.csv');
+  await dl.saveAs(file);
+  const rows = parseCsv(fs.readFileSync(file, 'utf8'));
+  const header = rows[0];
+  assert.deepEqual(header.slice(0, 4), ['case_id', 'job_id', 'index', 'verdict']);
+  // One record per case of the job (the table shows 100; the file has all of them).
+  assert.equal(rows.length - 1, manyJob.cases_total);
+  assert.ok(rows.every((r) => r.length === header.length), 'every record has every field');
+  // Fetched through the cursor API in pages of 1000.
+  assert.ok(seen.length >= Math.ceil(MANY_CASES / 1000) && seen.every((q) => q.get('limit') === '1000'));
+  const col = (name) => header.indexOf(name);
+  assert.deepEqual(rows.slice(1).map((r) => Number(r[col('index')])), [...Array(MANY_CASES).keys()]);
+  assert.ok(rows.slice(1).every((r) => r[col('verdict')] === 'passed' && r[col('job_id')] === String(manyJob.id)));
+  // Values as the API has them, full precision; the shape as JSON (quoted: it has no comma here).
+  const first = (await api(svc, 'GET', `/jobs/${manyJob.id}/cases?limit=1`)).body.cases[0];
+  assert.equal(rows[1][col('case_id')], String(first.id));
+  assert.equal(rows[1][col('max_ulp')], String(first.max_ulp));
+  assert.equal(rows[1][col('shape')], JSON.stringify(first.shape));
+  assert.equal(rows[1][col('dtype')], 'fp32');
+  await page.locator('#cases-csv + .action-status',
+    {hasText: `${MANY_CASES} cases saved as numval-job-${manyJob.id}-cases.csv.`}).waitFor();
 });
 
 test('dashboard shows devices, builds and the failing job', {skip: SKIP}, async () => {
@@ -168,14 +225,29 @@ test('dashboard shows devices, builds and the failing job', {skip: SKIP}, async 
   assert.match(await failures.innerText(), /op · exp/);
   assert.doesNotMatch(await failures.innerText(), new RegExp(`#${passJob.id}\\b`));
   assert.doesNotMatch(await failures.innerText(), new RegExp(`#${manyJob.id}\\b`));
-  // Latest builds: the one build both jobs ran, with the cases they passed and failed.
+  // Latest builds: the one build the pass, fail and fused jobs ran, with the cases they
+  // passed and failed.
   const build = page.locator('#dash-builds tbody tr').first();
   await build.waitFor();
   const cells = await build.locator('td').allInnerTexts();
   assert.equal(cells[0], BUILD.name);
   assert.equal(cells[1], BUILD.version);
-  assert.equal(Number(cells[3]), passJob.cases_passed + failJob.cases_passed);
-  assert.equal(Number(cells[4]), passJob.cases_failed + failJob.cases_failed);
+  assert.equal(Number(cells[3]), passJob.cases_passed + failJob.cases_passed + fusedJob.cases_passed);
+  assert.equal(Number(cells[4]), passJob.cases_failed + failJob.cases_failed + fusedJob.cases_failed);
+  // Regressions of the latest build: newly failing cases of the newest build against
+  // the one before it, as GET /compare has them, each linking to its case.
+  const builds = (await api(svc, 'GET', '/builds')).body.builds;
+  assert.ok(builds.length >= 2, JSON.stringify(builds));
+  const reg = (await api(svc, 'GET', `/compare?base=${builds[1].id}&head=${builds[0].id}`)).body;
+  const regBox = page.locator('#dash-reg');
+  await regBox.locator('#dash-reg-pair').waitFor();
+  if (reg.newly_failing.length) {
+    const rows = page.locator('#dash-regressions tbody tr');
+    assert.equal(await rows.count(), Math.min(10, reg.newly_failing.length));
+    assert.equal(await rows.first().locator('a').getAttribute('href'), `#/cases/${reg.newly_failing[0].head.case_id}`);
+  } else {
+    assert.match(await regBox.locator('#dash-reg-none').innerText(), /^None/);
+  }
   await shot('01-dashboard');
 });
 
@@ -261,9 +333,21 @@ test('case shows the first mismatch, the tolerance reason and the repro command'
   const row = page.locator('#mismatches tbody tr').first();
   const cells = await row.locator('td').allInnerTexts();
   assert.equal(cells[0], `[${mm.index.join(', ')}]`);
-  assert.equal(cells[2], String(mm.got));
-  assert.equal(cells[3], String(mm.exact));
-  assert.ok(Number(cells[4]) > 0.5, `ulp error ${cells[4]} exceeds the 0.5 ULP tolerance`);
+  assert.equal(cells[1], mm.inputs.map(String).join(', '));
+  assert.equal(cells[3], String(mm.got));
+  assert.equal(cells[5], String(mm.exact));
+  assert.ok(Number(cells[7]) > 0.5, `ulp error ${cells[7]} exceeds the 0.5 ULP tolerance`);
+  // Bit patterns in fp32, worked out here by the platform's own conversion (Float32Array
+  // rounds to nearest even): the inputs and the device value are fp32 already; the
+  // correctly rounded value is the exact one rounded to fp32.
+  const f32 = (x) => `0x${new Uint32Array(new Float32Array([x]).buffer)[0].toString(16).padStart(8, '0')}`;
+  assert.equal(cells[2], mm.inputs.map(f32).join(', '));
+  assert.equal(cells[4], f32(mm.got));
+  assert.equal(cells[6], f32(mm.exact));
+  assert.notEqual(cells[4], cells[6], 'a mismatch beyond 0.5 ULP is not the correctly rounded value');
+  const heads = await page.locator('#mismatches thead th').allInnerTexts();
+  assert.deepEqual(heads.slice(0, 7), ['Index', 'Inputs', 'Input bits (fp32)', 'Device', 'Device bits (fp32)', 'Exact',
+    'Correctly rounded bits (fp32)']);
   assert.match(await page.locator('.copyable code').innerText(), new RegExp(`numvalctl .*repro ${caseId}$`));
   await shot('05-case');
 });
@@ -285,6 +369,90 @@ test('artifact download is the stored, content-addressed zstd container', {skip:
   const viaCtl = path.join(tmp, 'artifact-ctl.zst');
   execFileSync(BINS.ctl, ['--server', svc.url, 'artifact', c.artifact, '-o', viaCtl], {timeout: 15000});
   assert.ok(fs.readFileSync(viaCtl).equals(bytes));
+});
+
+test('case page: no stray "null", human labels, minimized artifact link, history link', {skip: SKIP}, async () => {
+  const c = (await api(svc, 'GET', `/cases/${caseId}`)).body.case;
+  await visit(page, svc.url + `/#/cases/${caseId}`);
+  // No text node of #main itself (between its sections) and no line of the page reads "null".
+  const stray = await page.evaluate(() => [...document.getElementById('main').childNodes]
+    .filter((n) => n.nodeType === Node.TEXT_NODE && n.textContent.trim()).map((n) => n.textContent));
+  assert.deepEqual(stray, []);
+  assert.ok(!/(^|\n)\s*null\s*(\n|$)/.test(await page.locator('#main').innerText()), 'a line reads "null"');
+  // Nothing on the page failed to draw (the tolerance's version history included:
+  // exp fp32 has no stored version yet).
+  assert.deepEqual(await page.locator('#main .error').allInnerTexts(), []);
+  assert.match(await page.locator('#tol-history-box').innerText(), /^No stored versions/);
+  // Every row label is words, none a raw key such as out_dtype or nan_mismatches.
+  const labels = await page.locator('#main dl.kv dt').allInnerTexts();
+  assert.deepEqual(labels.filter((l) => /_/.test(l)), []);
+  assert.ok(c.out_dtype && labels.includes('Output dtype'), labels.join('|'));
+  assert.ok(c.nan_mismatches !== undefined && labels.includes('NaN mismatches'), labels.join('|'));
+  const summaries = await page.locator('#main details > summary').allInnerTexts();
+  assert.deepEqual(summaries.filter((l) => /_/.test(l)), []);
+  // The gate as the worker recorded it.
+  if (c.repro_rate) {
+    assert.equal(await page.locator('#repro-rate').innerText(),
+      `${c.repro_rate.failed} of ${c.repro_rate.runs} runs failed, ${c.repro_rate.bit_identical} bit-identical`);
+  }
+  // The minimized artifact is a download of the stored bytes, like the artifact.
+  if (c.minimized_artifact) {
+    const a = page.locator('#minimized-artifact-link');
+    assert.ok((await a.getAttribute('href')).endsWith(`/api/v1/artifacts/${c.minimized_artifact}`));
+    const [dl] = await Promise.all([page.waitForEvent('download'), a.click()]);
+    const file = path.join(tmp, 'minimized.zst');
+    await dl.saveAs(file);
+    assert.equal(crypto.createHash('sha256').update(fs.readFileSync(file)).digest('hex'), c.minimized_artifact);
+  }
+  // This test's history across builds: the link carries the case's whole key.
+  const hl = page.getByRole('link', {name: 'History across builds'});
+  const q = new URLSearchParams((await hl.getAttribute('href')).split('?')[1]);
+  assert.deepEqual(Object.fromEntries(q), {op: c.op, dtype: c.dtype, shape: JSON.stringify(c.shape), layout: c.layout,
+    input: c.input, device: c.device});
+  await shown(page, /^\/history\?/, () => hl.click());
+  assert.equal(await page.locator('h1').innerText(), 'History across builds');
+  // The one build this test ran on, its worst case this one (the view across three
+  // builds: trends.mjs).
+  const hist = await api(svc, 'GET', `/history?${q}`);
+  assert.equal(hist.status, 200, JSON.stringify(hist.body));
+  assert.deepEqual(hist.body.points.map((p) => [p.identity.name, p.verdict]), [[BUILD.name, 'failed']]);
+  const rows = page.locator('#history-points tbody tr');
+  assert.equal(await rows.count(), 1);
+  assert.equal(await rows.first().getAttribute('data-verdict'), 'failed');
+  assert.equal(await page.locator('#history-chart svg a.point[data-verdict="failed"]').getAttribute('href'),
+    `#/cases/${hist.body.points[0].case_id}`);
+});
+
+test('element-wise ULP histogram: drawn when cases carry one, labelled as such', {skip: SKIP}, async () => {
+  // The worker does not send "ulp_histogram" yet: the answers are given one here
+  // (docs: web/app/charts.js elementBins), on the real case and the real job's cases.
+  const HIST = {edges: [0, 0.5, 1, 2, 4], counts: [10, 100, 40, 5, 1, 0], nonfinite: 0};
+  const add = async (route, f) => {
+    const headers = {...route.request().headers()};
+    delete headers['if-none-match'];
+    const body = await (await route.fetch({headers})).json();
+    await route.fulfill({json: f(body)});
+  };
+  await page.route(`**/api/v1/cases/${caseId}`, (r) => add(r, (b) => ({case: {...b.case, ulp_histogram: HIST}})));
+  await page.route(`**/api/v1/jobs/${failJob.id}/cases?**`, (r) => add(r, (b) =>
+    ({...b, cases: b.cases.map((c) => ({...c, ulp_histogram: HIST}))})));
+  try {
+    await visit(page, svc.url + `/#/cases/${caseId}`);
+    const fig = page.locator('#element-histogram figure');
+    assert.equal(await fig.locator('figcaption').innerText(), 'ULP error of every element, 156 elements');
+    const bins = await fig.locator('table.sr-table tr').evaluateAll((rs) => rs.slice(1).map((r) => r.textContent));
+    assert.deepEqual(bins, ['010', '≤0.5100', '≤140', '≤25', '≤41', '>40', 'NaN/Inf0']);
+    await visit(page, svc.url + `/#/jobs/${failJob.id}`);
+    const n = failJob.cases_total;
+    await page.locator('figcaption', {hasText: `ULP error of every element, ${156 * n} elements in ${n} cases`}).waitFor();
+    assert.equal(await page.locator('#sec-per-case-maximum-ulp-error').innerText(), 'Element-wise ULP error');
+  } finally {
+    await page.unroute(`**/api/v1/cases/${caseId}`);
+    await page.unroute(`**/api/v1/jobs/${failJob.id}/cases?**`);
+  }
+  // Without it (the real answers): the case page has no such section.
+  await visit(page, svc.url + `/#/cases/${caseId}`);
+  assert.equal(await page.locator('#element-histogram').count(), 0);
 });
 
 test('write actions ask for a token and show the server refusal', {skip: SKIP}, async () => {
@@ -374,6 +542,12 @@ test('phone width: dashboard and case stay readable', {skip: SKIP}, async () => 
   await shot('11-dashboard-phone');
   await visit(page, svc.url + `/#/cases/${caseId}`);
   await shot('12-case-phone');
+  for (const route of [`/#/cases/${caseId}`, `/#/jobs/${failJob.id}`, '/#/builds', '/#/flaky',
+    '/#/history?op=exp&dtype=fp32']) {
+    await visit(page, svc.url + route);
+    const over = await page.evaluate(() => document.documentElement.scrollWidth - innerWidth);
+    assert.ok(over <= 1, `${route} scrolls sideways by ${over}px at phone width`);
+  }
   await page.setViewportSize({width: 1280, height: 860});
 });
 
@@ -409,6 +583,13 @@ test('fused case: the graph with the first divergent node highlighted', {skip: S
   assert.deepEqual(c.nodes.map((n) => n.state), ['diverged', 'within_tolerance', 'diverged', 'within_tolerance']);
   const text = await page.locator('#first-divergent').innerText();
   assert.ok(text.includes(`max ${c.first_divergent.max_ulp} ULP`), text);
+  // Its history across builds is keyed by the graph's name (the job's "name") as op,
+  // and numvald finds this build's case under that key.
+  const q = new URLSearchParams((await page.locator('#history-link').getAttribute('href')).split('?')[1]);
+  assert.deepEqual([q.get('kind'), q.get('op'), q.get('dtype'), q.get('input')], ['fused', FUSED_SPEC.name, 'bf16', 'normal']);
+  const hist = await api(svc, 'GET', `/history?${q}`);
+  assert.equal(hist.status, 200, JSON.stringify(hist.body));
+  assert.deepEqual(hist.body.points.map((p) => [p.identity.name, p.verdict, p.case_id]), [[BUILD.name, 'failed', c.id]]);
   await shot('14-fused-case');
 });
 
@@ -466,6 +647,15 @@ test('build compare: newly failing exp cases between the two builds', {skip: SKI
   assert.match(cells[1], /passed/);
   assert.match(cells[2], /failed/);
   assert.match(await page.locator('#cmp-summary').innerText(), new RegExp(`Newly failing\\s+${r.newly_failing.length}`));
+  // Both builds ran the exp job at the same 0.5 ULP: each side shows it (once the
+  // server sends it), and no row is marked as a tolerance change.
+  assert.deepEqual([r.newly_failing[0].base.tolerance.max_ulp, r.newly_failing[0].head.tolerance.max_ulp], [0.5, 0.5]);
+  assert.equal(await rows.first().locator('td.tol-base').innerText(), '≤ 0.5 ULP');
+  assert.equal(await rows.first().locator('td.tol-head').innerText(), '≤ 0.5 ULP');
+  assert.equal(await page.locator('#cmp-failing tr.tol-changed').count(), 0);
+  // The dropdowns select the two builds compared, not the newest twice.
+  assert.equal(await page.locator('#c-base').inputValue(), id(BASE_BUILD));
+  assert.equal(await page.locator('#c-head').inputValue(), id(BUILD));
   await shot('15-compare');
 });
 

@@ -13,6 +13,8 @@ import {renderTolerances} from './views/tolerances.js';
 import {renderDevices} from './views/devices.js';
 import {renderBuilds, renderCompare} from './views/builds.js';
 import {renderSuite} from './views/suite.js';
+import {renderHistory} from './views/history.js';
+import {renderFlaky} from './views/flaky.js';
 
 route('/', renderDashboard);
 route('/jobs', renderJobs);
@@ -23,6 +25,8 @@ route('/devices', renderDevices);
 route('/builds', renderBuilds);
 route('/compare', renderCompare);
 route('/suite', renderSuite);
+route('/history', renderHistory);
+route('/flaky', renderFlaky);
 
 const main = document.getElementById('main');
 let cleanups = [];

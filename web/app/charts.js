@@ -36,11 +36,47 @@ export function ulpBins(values) {
   return {labels, counts};
 }
 
-export function histogram({labels, counts, title, markAt}) {
+// An element-wise ULP error histogram as a case may carry it ("ulp_histogram": bins
+// of element counts) into {labels, counts}, or null when it has none of the shapes
+// read here: {"edges": [e0, e1, ...], "counts": [...]} (counts[i]: elements with
+// error <= edges[i] and above edges[i-1]; one more count is the elements above the
+// last edge; "nonfinite" the NaN/Inf ones), {"labels": [...], "counts": [...]},
+// or bins [{"le" | "upper": edge, "count": n}] (alone or under "bins").
+export function elementBins(hist) {
+  if (!hist || typeof hist !== 'object') return null;
+  const ok = (c) => Array.isArray(c) && c.length && c.every((n) => Number.isFinite(Number(n)));
+  const out = (labels, counts, nonfinite) => {
+    if (nonfinite != null && Number(nonfinite) >= 0) { labels.push('NaN/Inf'); counts.push(Number(nonfinite)); }
+    return {labels, counts: counts.map(Number)};
+  };
+  if (Array.isArray(hist.labels) && ok(hist.counts) && hist.labels.length === hist.counts.length) {
+    return out(hist.labels.map(String), [...hist.counts], hist.nonfinite);
+  }
+  if (Array.isArray(hist.edges) && ok(hist.counts) &&
+      (hist.counts.length === hist.edges.length || hist.counts.length === hist.edges.length + 1)) {
+    const labels = hist.edges.map((e, i) => (i === 0 && Number(e) === 0 ? '0' : `≤${num(Number(e))}`));
+    if (hist.counts.length > hist.edges.length) labels.push(`>${num(Number(hist.edges[hist.edges.length - 1]))}`);
+    return out(labels, [...hist.counts], hist.nonfinite);
+  }
+  const bins = Array.isArray(hist) ? hist : Array.isArray(hist.bins) ? hist.bins : null;
+  if (bins && bins.length && bins.every((b) => b && Number.isFinite(Number(b.count)))) {
+    const labels = bins.map((b) => {
+      const e = b.le ?? b.upper ?? b.edge;
+      if (e === undefined || e === null) return String(b.label ?? '?');
+      if (typeof e === 'string' && !Number.isFinite(Number(e))) return e;
+      return Number(e) === 0 ? '0' : `≤${num(Number(e))}`;
+    });
+    return out(labels, bins.map((b) => b.count), Array.isArray(hist) ? null : hist.nonfinite);
+  }
+  return null;
+}
+
+// xLabel: what the bars count, written under the axis.
+export function histogram({labels, counts, title, markAt, xLabel = 'max ULP error per case'}) {
   const canvas = h('canvas', {role: 'img', 'aria-label': title});
   const table = h('table.sr-table', h('caption', title),
     h('tr', h('th', 'bin'), h('th', 'count')),
-    labels.map((l, i) => h('tr', h('td', l), h('td', counts[i]))));
+    labels.map((l, i) => h('tr', h('td', l), h('td', String(counts[i])))));
   const wrap = h('figure.chart', canvas, h('figcaption', title),
     h('details', h('summary', 'Data table'), table));
   const draw = () => {
@@ -68,7 +104,7 @@ export function histogram({labels, counts, title, markAt}) {
       g.fillText(l, pad.l + i * bw + bw / 2, pad.t + ph + 14);
     });
     g.textAlign = 'left';
-    g.fillText('max ULP error per case', pad.l, hgt - 4);
+    g.fillText(xLabel, pad.l, hgt - 4);
   };
   requestAnimationFrame(draw);
   window.addEventListener('resize', draw);

@@ -7,6 +7,10 @@
 //           dash?: bool, marks?: [[x, y, label]...]}]
 // band: a shaded range; outer: a wider range drawn as a dotted outline (an envelope);
 // marks: points singled out with a cross (e.g. skipped steps); a non-finite y breaks the line.
+// links: [{x, y, href, label, failed}]: points drawn as dots that are links (a failed
+// one as a ring with a cross), each named by its label.
+// xTicks: [[x, text]...]: category labels on the x axis instead of numbers (the
+// data table's rows are named by them too).
 
 import {h, num} from './util.js';
 
@@ -84,6 +88,7 @@ export function extent(series, logY) {
     for (const [x, y] of sr.points || []) take(x, y);
     for (const [x, lo, hi] of [...(sr.band || []), ...(sr.outer || [])]) { take(x, lo); take(x, hi); }
     for (const [x, y] of sr.marks || []) take(x, y);
+    for (const p of sr.links || []) take(p.x, p.y);
   }
   return {x0, x1, y0, y1};
 }
@@ -115,7 +120,8 @@ function describe(series, ext, {xLabel, yLabel, logY}) {
     `${yLabel || 'y'} from ${num(ext.y0)} to ${num(ext.y1)}${logY ? ' (logarithmic axis)' : ''}.`;
 }
 
-function dataTable(series, title, xLabel) {
+function dataTable(series, title, xLabel, xTicks) {
+  const xName = new Map(xTicks || []);
   const xs = [...new Set(series.flatMap((sr) => [...(sr.points || []), ...(sr.band || [])].map((p) => p[0])))]
     .sort((a, b) => a - b);
   const cols = [];
@@ -135,7 +141,7 @@ function dataTable(series, title, xLabel) {
     h('div.table-wrap', h('table.data.sr-table',
       h('caption', title + (rows.length < xs.length ? ` (first ${rows.length} of ${xs.length} rows)` : '')),
       h('thead', h('tr', h('th', {scope: 'col'}, xLabel || 'x'), cols.map((c) => h('th', {scope: 'col'}, c.name)))),
-      h('tbody', rows.map((x) => h('tr', h('th', {scope: 'row'}, num(x)),
+      h('tbody', rows.map((x) => h('tr', h('th', {scope: 'row'}, xName.has(x) ? xName.get(x) : num(x)),
         cols.map((c) => h('td.num', num(c.at(x))))))))));
 }
 
@@ -146,6 +152,14 @@ function legendItem(sr, i) {
     s('line', {x1: 1, y1: 6, x2: 21, y2: 6, stroke: c, 'stroke-width': 2,
       'stroke-dasharray': sr.dash ? '5 3' : null}));
   return h('li', {dataset: {series: i}}, sw, ' ', sr.name);
+}
+
+// The x tick labels: numbers (nice ticks), or the given category labels thinned so
+// about one fits per 70 px.
+function xTickList(xTicks, x0, x1, pw) {
+  if (!xTicks) return niceTicks(x0, x1, 6).map((v) => [v, tickText(v)]);
+  const every = Math.max(1, Math.ceil(xTicks.length / Math.max(1, Math.floor(pw / 70))));
+  return xTicks.filter((_, i) => i % every === 0 || i === xTicks.length - 1);
 }
 
 // Draws the plot into svg for a width w (in CSS pixels; the viewBox follows it).
@@ -171,8 +185,8 @@ function draw(svg, titleEl, descEl, series, o, w) {
       yt.map((v) => s('g', {class: 'tick y'},
         s('line', {x1: pad.l, x2: pad.l + pw, y1: Y(v).toFixed(1), y2: Y(v).toFixed(1), class: 'grid'}),
         s('text', {x: pad.l - 5, y: (Y(v) + 4).toFixed(1), 'text-anchor': 'end'}, tickText(v)))),
-      niceTicks(x0, x1, 6).map((v) => s('text', {class: 'tick x', x: X(v).toFixed(1), y: pad.t + ph + 15,
-        'text-anchor': 'middle'}, tickText(v))),
+      xTickList(o.xTicks, x0, x1, pw).map(([v, t]) => s('text', {class: 'tick x', x: X(v).toFixed(1), y: pad.t + ph + 15,
+        'text-anchor': 'middle'}, t)),
       s('line', {x1: pad.l, x2: pad.l + pw, y1: pad.t + ph, y2: pad.t + ph, class: 'axis'}),
       s('line', {x1: pad.l, x2: pad.l, y1: pad.t, y2: pad.t + ph, class: 'axis'}),
       s('text', {class: 'label', x: pad.l + pw / 2, y: hgt - 4, 'text-anchor': 'middle'}, o.xLabel || ''),
@@ -190,7 +204,17 @@ function draw(svg, titleEl, descEl, series, o, w) {
           'stroke-linejoin': 'round', 'stroke-dasharray': sr.dash ? '6 3' : null}),
         (sr.marks || []).filter(([, y]) => Number.isFinite(Y(y))).map(([x, y, label]) => s('path', {class: 'mark',
           d: `M${X(x) - 4} ${Y(y) - 4}l8 8m0 -8l-8 8`, stroke: c, 'stroke-width': 2},
-        s('title', label || `${num(x)}: ${num(y)}`))));
+        s('title', label || `${num(x)}: ${num(y)}`))),
+        (sr.links || []).filter((p) => Number.isFinite(Y(p.y))).map((p) => {
+          const cx = X(p.x), cy = Y(p.y);
+          return s('a', {class: 'point', href: p.href, 'aria-label': p.label, 'data-x': p.x,
+            'data-verdict': p.failed ? 'failed' : 'passed'},
+          s('title', p.label),
+          // A failed point's ring and cross take their colour from the stylesheet (--bad).
+          s('circle', {cx: cx.toFixed(1), cy: cy.toFixed(1), r: p.failed ? 5.5 : 4, fill: c, stroke: c}),
+          p.failed ? s('path', {class: 'fail-mark', d: `M${(cx - 3).toFixed(1)} ${(cy - 3).toFixed(1)}l6 6m0 -6l-6 6`,
+            'stroke-width': 2}) : null);
+        }));
     }));
     kids.push(axes, plot);
   }
@@ -199,17 +223,17 @@ function draw(svg, titleEl, descEl, series, o, w) {
 }
 
 // A figure with the SVG chart, its legend, caption and data table.
-export function svgLineChart({series, title, xLabel, yLabel, logY, height}) {
+export function svgLineChart({series, title, xLabel, yLabel, logY, height, xTicks}) {
   const id = `svgc-${++uid}`;
   const titleEl = s('title', {id: `${id}-t`}, title);
   const descEl = s('desc', {id: `${id}-d`});
   const svg = s('svg', {role: 'img', 'aria-labelledby': `${id}-t`, 'aria-describedby': `${id}-d`,
     class: 'line-chart', preserveAspectRatio: 'xMinYMin meet'});
-  const o = {xLabel, yLabel, logY, height};
+  const o = {xLabel, yLabel, logY, height, xTicks};
   let w = 720;
   draw(svg, titleEl, descEl, series, o, w);
   const fig = h('figure.chart.svg-chart', svg,
-    h('ul.legend', series.map(legendItem)), h('figcaption', title), dataTable(series, title, xLabel));
+    h('ul.legend', series.map(legendItem)), h('figcaption', title), dataTable(series, title, xLabel, xTicks));
   // Redraw at the width the page gives it, so text keeps its size on a phone.
   if (typeof ResizeObserver === 'function') {
     new ResizeObserver((entries) => {

@@ -1,21 +1,53 @@
-// Builds and build compare (newly failing, fixed, error growth). Compare appears
-// when the server offers GET /api/v1/compare.
+// Builds and build compare (newly failing, fixed, error growth, with the tolerance
+// each side was judged by). Compare appears when the server offers GET /api/v1/compare.
 
 import {h, num, when, section, empty, shortId, kv, badge} from '../util.js';
-import {optional} from '../api.js';
+import {optional, getJson, ApiError} from '../api.js';
 import {href} from '../router.js';
-import {buildsOf} from './common.js';
+import {buildsOf, tolMetric, tolLimit} from './common.js';
 
-function buildLabel(b) {
+export function buildLabel(b) {
   return `${b.name || shortId(b.id)}${b.version ? ' ' + b.version : ''}${b.commit ? ' @' + String(b.commit).slice(0, 8) : ''}`;
 }
 
+// The build a compare reference names, as numvald resolves it (docs/API.md
+// "Compare"; daemon/store/store_compare.c): its id (the build hash), else the
+// newest build (the first: GET /builds lists newest first) whose name or version it
+// is. Null when none matches.
+export function resolveBuild(builds, ref) {
+  if (ref === undefined || ref === null || ref === '') return null;
+  const r = String(ref);
+  return builds.find((b) => String(b.id) === r || (b.hash != null && String(b.hash) === r))
+    || builds.find((b) => (b.version != null && String(b.version) === r) || (b.name != null && String(b.name) === r))
+    || null;
+}
+
+// The pair the form shows: what the query names, else head = the newest build and
+// base = its predecessor (the build before it in the newest-first list).
+export function comparePair(builds, query) {
+  const head = resolveBuild(builds, query.head) || builds[0] || null;
+  let base = resolveBuild(builds, query.base);
+  if (!base) {
+    const i = head ? builds.indexOf(head) : -1;
+    base = builds[i + 1] || builds.find((b) => b !== head) || null;
+  }
+  return {base, head};
+}
+
 function compareForm(builds, query) {
-  const opts = (sel) => builds.map((b) => h('option', {value: b.id, selected: String(b.id) === sel}, buildLabel(b)));
-  const f = h('form.filters', {id: 'compare-form'},
-    h('div.field', h('label', {for: 'c-base'}, 'Base build'), h('select', {id: 'c-base', name: 'base'}, opts(query.base))),
-    h('div.field', h('label', {for: 'c-head'}, 'Head build'), h('select', {id: 'c-head', name: 'head'}, opts(query.head))),
-    h('div.field.actions', h('button', {type: 'submit'}, 'Compare')));
+  const {base, head} = comparePair(builds, query);
+  const opts = (sel) => builds.map((b) => h('option', {value: b.id, selected: b === sel}, buildLabel(b)));
+  const enough = builds.length >= 2;
+  const unknown = ['base', 'head'].filter((k) => query[k] && !resolveBuild(builds, query[k]));
+  const f = h('form.filters', {id: 'compare-form', 'aria-label': 'Compare two builds'},
+    h('div.field', h('label', {for: 'c-base'}, 'Base build'), h('select', {id: 'c-base', name: 'base'}, opts(base))),
+    h('div.field', h('label', {for: 'c-head'}, 'Head build'), h('select', {id: 'c-head', name: 'head'}, opts(head))),
+    h('div.field.actions', h('button', {type: 'submit', disabled: !enough, 'aria-describedby': enough ? null : 'compare-note'},
+      'Compare')),
+    !enough ? h('p.muted.field.wide', {id: 'compare-note', role: 'status'},
+      `Compare needs two builds; ${builds.length} registered.`) : null,
+    unknown.length ? h('p.error.field.wide', {id: 'compare-unknown', role: 'alert'},
+      unknown.map((k) => `No build '${query[k]}' for ${k}.`).join(' ')) : null);
   f.addEventListener('submit', (ev) => {
     ev.preventDefault();
     location.hash = href('/compare', Object.fromEntries(new FormData(f)));
@@ -28,12 +60,12 @@ export async function renderBuilds(ctx) {
   const {main, query} = ctx;
   const body = await optional('/builds');
   const builds = buildsOf(body);
-  main.append(h('h1', 'Builds'));
+  main.append(h('h1', 'Builds'), section('Compare two builds', compareForm(builds, query)));
   if (!builds.length) {
-    main.append(section('Builds', empty('No builds recorded yet.')));
+    main.append(section('All builds', empty('No builds recorded yet.')));
     return;
   }
-  main.append(section('Compare two builds', builds.length > 1 ? compareForm(builds, query) : empty('Compare needs two builds.')),
+  main.append(
     section('All builds', h('div.table-wrap', h('table.data', {id: 'builds'},
       h('thead', h('tr', ['Build', 'Version', 'Commit', 'Identity', 'Seen', 'Jobs'].map((t) => h('th', {scope: 'col'}, t)))),
       h('tbody', builds.map((b) => h('tr',
@@ -67,29 +99,61 @@ function sideCell(x) {
     x.failure_class ? h('span.muted', ` ${x.failure_class}`) : null);
 }
 
+// The tolerance a side was judged by ("—" when the server sends none).
+export function tolText(t) {
+  if (!t || typeof t !== 'object') return '—';
+  const v = t.version != null && Number(t.version) > 0 ? ` (v${t.version})` : '';
+  return `${tolMetric(t)}${v}`;
+}
+
+function tolCell(t, cls) {
+  if (!t || typeof t !== 'object') return h(`td.${cls}`, '—');
+  return h(`td.${cls}`, {title: [t.reason_code, t.reason].filter(Boolean).join(': ') || null}, tolText(t));
+}
+
+// Both sides carry a tolerance and what they allow differs.
+export function tolChanged(entry) {
+  const a = entry && entry.base && entry.base.tolerance, b = entry && entry.head && entry.head.tolerance;
+  return Boolean(a && b && tolLimit(a) !== tolLimit(b));
+}
+
 function caseList(title, list, id, growth, note, total) {
   const shown = total != null && total > list.length ? `${list.length} of ${total}` : `${list.length}`;
-  return section(`${title} (${shown})`, note || null, list.length ? h('div.table-wrap', h('table.data', {id},
-    h('thead', h('tr', ['Case (kind · op or graph · dtype · shape · layout · input)', 'Base', 'Head', growth ? 'Growth' : null]
-      .filter(Boolean).map((t) => h('th', {scope: 'col'}, t)))),
-    h('tbody', list.map((c) => h('tr',
-      h('td', matchText(c.match)), sideCell(c.base), sideCell(c.head),
-      growth ? h('td.num', `×${num(c.growth)}`) : null))))) : empty('None.'));
+  const changed = list.filter(tolChanged).length;
+  return section(`${title} (${shown})`, note || null,
+    changed ? h('p', {class: 'tol-note'}, h('strong', `${changed} of these`),
+      ' were judged by a different tolerance on the two builds (rows marked "tolerance changed").') : null,
+    list.length ? h('div.table-wrap', h('table.data', {id},
+      h('thead', h('tr', ['Case (kind · op or graph · dtype · shape · layout · input)', 'Base', 'Head',
+        'Base tolerance', 'Head tolerance', growth ? 'Growth' : null]
+        .filter(Boolean).map((t) => h('th', {scope: 'col'}, t)))),
+      h('tbody', list.map((c) => {
+        const ch = tolChanged(c);
+        return h('tr', {class: ch ? 'tol-changed' : null, dataset: {tolChanged: ch ? 'true' : 'false'}},
+          h('td', matchText(c.match), ch ? h('span.tag.tol-flag', ' tolerance changed') : null),
+          sideCell(c.base), sideCell(c.head),
+          tolCell(c.base && c.base.tolerance, 'tol-base'), tolCell(c.head && c.head.tolerance, 'tol-head'),
+          growth ? h('td.num', `×${num(c.growth)}`) : null);
+      })))) : empty('None.'));
 }
 
 export async function renderCompare(ctx) {
   document.title = 'Build compare · numval';
   const {main, query} = ctx;
   const builds = buildsOf(await optional('/builds'));
-  main.append(h('p.crumbs', h('a', {href: '#/builds'}, 'Builds'), ' › compare'), h('h1', 'Build compare'));
-  if (builds.length > 1) main.append(compareForm(builds, query));
+  main.append(h('p.crumbs', h('a', {href: '#/builds'}, 'Builds'), ' › compare'), h('h1', 'Build compare'),
+    compareForm(builds, query));
   if (!query.base || !query.head) {
-    main.append(empty('Choose a base and a head build.'));
+    main.append(empty(builds.length >= 2 ? 'Choose a base and a head build.' : 'Nothing to compare yet.'));
     return;
   }
-  const r = await optional(`/compare?base=${encodeURIComponent(query.base)}&head=${encodeURIComponent(query.head)}`);
-  if (r === null) {
-    main.append(section('Result', empty('No data for these builds (unknown build, or no build compare on this server).')));
+  let r;
+  try {
+    r = await getJson(`/compare?base=${encodeURIComponent(query.base)}&head=${encodeURIComponent(query.head)}`);
+  } catch (e) {
+    // 404: an unknown build (numvald names it) or no compare on this server; 413: too many cases.
+    if (!(e instanceof ApiError) || e.status === 0) throw e;
+    main.append(section('Result', h('div.error', {id: 'cmp-error', role: 'alert'}, `${e.status}: ${e.message}`)));
     return;
   }
   const arr = (k) => (Array.isArray(r[k]) ? r[k] : []);
@@ -107,6 +171,8 @@ export async function renderCompare(ctx) {
       ['Error growth', num(cnt.drift ?? arr('drift').length)],
     ])), h('p.muted', 'Op cases match by op, dtype, shape, layout, input class and attributes; gradient cases also by check mode; '
       + 'fused cases by graph name and hash, dtype and input class. The newest case of a match counts.'),
+    cnt.matched === 0 ? h('p.error', {id: 'cmp-nothing', role: 'status'}, 'No case of the head matches a case of the base: '
+      + 'this compare checked nothing (a CI gate on it should fail).') : null,
     r.truncated ? h('p.muted', {id: 'cmp-truncated'}, 'Each list shows its first 1000 entries; the counts above are the totals.') : null),
     caseList('Newly failing', arr('newly_failing'), 'cmp-failing', false, null, cnt.newly_failing),
     caseList('Fixed (newly passing)', arr('newly_passing'), 'cmp-fixed', false, null, cnt.newly_passing),

@@ -6,6 +6,8 @@ import {h, num, badge, empty, qs} from '../util.js';
 import {getJson} from '../api.js';
 import {href} from '../router.js';
 import {tolMetric, listOf} from './common.js';
+import {elementBins} from '../charts.js';
+import {toCsv, downloadText} from '../csv.js';
 
 const COLS = [
   {key: 'index', label: '#', num: true},
@@ -42,6 +44,26 @@ export function casesTable(job, query, base) {
   const pager = h('nav.pager', {'aria-label': 'Case pages'});
 
   const filterId = 'case-filter';
+  // Download CSV: every case of the job under this verdict filter (all pages, not
+  // only the one in view), made into a file in the page.
+  const csvStatus = h('span.action-status', {'aria-live': 'polite'});
+  const csvName = `numval-job-${job.id}${verdict ? '-' + verdict : ''}-cases.csv`;
+  const csvLink = h('a.button.secondary', {href: '#', id: 'cases-csv', download: csvName,
+    onclick: async (ev) => {
+      ev.preventDefault();
+      if (csvLink.getAttribute('aria-disabled') === 'true') return;
+      csvLink.setAttribute('aria-disabled', 'true');
+      try {
+        csvStatus.textContent = 'Fetching cases…';
+        const all = await allCases(job.id, verdict, (n) => { csvStatus.textContent = `Fetching cases… ${num(n)}`; });
+        downloadText(casesCsv(all), csvName);
+        csvStatus.textContent = `${num(all.length)} cases saved as ${csvName}.`;
+      } catch (e) {
+        csvStatus.textContent = `Could not export: ${e.message}`;
+      } finally {
+        csvLink.removeAttribute('aria-disabled');
+      }
+    }}, 'Download CSV');
   const controls = h('div.filters',
     h('div.field', h('span.label', 'Verdict'), h('div.seg', {role: 'group', 'aria-label': 'Verdict'},
       ['', 'failed', 'passed', 'error'].map((v) => h('a.button.secondary', {
@@ -49,7 +71,8 @@ export function casesTable(job, query, base) {
         'aria-current': v === verdict ? 'true' : null}, v || 'all')))),
     h('div.field', h('label', {for: filterId}, 'Filter this page'),
       h('input', {id: filterId, type: 'search', placeholder: 'dtype, layout, input…',
-        oninput: (e) => { state.filter = e.target.value.toLowerCase(); draw(); }})));
+        oninput: (e) => { state.filter = e.target.value.toLowerCase(); draw(); }})),
+    h('div.field.actions', csvLink, csvStatus));
 
   function value(c, col) { return col.text ? col.text(c) : c[col.key]; }
 
@@ -111,15 +134,49 @@ export function casesTable(job, query, base) {
 }
 
 // Scans cases in large pages in the background for the histogram; stops at `max`.
+// values: each case's max_ulp; hists: each case's element-wise histogram or null.
 export async function scanUlps(jobId, verdict, max, onProgress, alive) {
-  const values = [];
+  const values = [], hists = [];
   let cursor = '';
   do {
     const body = await getJson(`/jobs/${encodeURIComponent(jobId)}/cases` +
       qs({verdict, limit: 1000, cursor}));
-    for (const c of listOf(body, 'cases')) values.push(c.max_ulp);
+    for (const c of listOf(body, 'cases')) {
+      values.push(c.max_ulp);
+      hists.push(elementBins(c.ulp_histogram));
+    }
     cursor = body.next_cursor || '';
     onProgress(values, !cursor);
   } while (cursor && values.length < max && alive());
-  return {values, complete: !cursor};
+  return {values, hists, complete: !cursor};
+}
+
+// Every case of a job (of one verdict when given), page after page of the cursor API.
+export async function allCases(jobId, verdict, onProgress = () => {}) {
+  const out = [];
+  let cursor = '';
+  do {
+    const body = await getJson(`/jobs/${encodeURIComponent(jobId)}/cases` + qs({verdict, limit: 1000, cursor}));
+    out.push(...listOf(body, 'cases'));
+    cursor = body.next_cursor || '';
+    onProgress(out.length);
+  } while (cursor);
+  return out;
+}
+
+// The CSV columns of a case table: values as stored (full precision), the shape as
+// JSON, the tolerance as its limit and its version.
+export const CSV_COLS = [
+  ['case_id', (c) => c.id], ['job_id', (c) => c.job_id], ['index', (c) => c.index], ['verdict', (c) => c.verdict],
+  ['op', (c) => c.op], ['dtype', (c) => c.dtype], ['out_dtype', (c) => c.out_dtype],
+  ['shape', (c) => (Array.isArray(c.shape) ? JSON.stringify(c.shape) : c.shape)], ['layout', (c) => c.layout],
+  ['input', (c) => c.input], ['seed', (c) => c.seed], ['max_ulp', (c) => c.max_ulp], ['mean_ulp', (c) => c.mean_ulp],
+  ['p99_ulp', (c) => c.p99_ulp], ['max_abs', (c) => c.max_abs], ['max_rel', (c) => c.max_rel],
+  ['mismatches', (c) => c.mismatches], ['headroom', (c) => c.headroom], ['failure_class', (c) => c.failure_class],
+  ['tolerance', (c) => (c.tolerance ? tolMetric(c.tolerance) : null)],
+  ['tolerance_version', (c) => c.tolerance_version], ['device', (c) => c.device], ['build_id', (c) => c.build_id],
+];
+
+export function casesCsv(cases) {
+  return toCsv(CSV_COLS.map(([k]) => k), cases.map((c) => CSV_COLS.map(([, f]) => f(c))));
 }

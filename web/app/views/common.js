@@ -96,3 +96,43 @@ export function normBuild(b) {
 export function buildsOf(body) {
   return listOf(body, 'builds').map(normBuild);
 }
+
+// Human labels of the fields the worker and numvald put on a case (docs/RESULT_SCHEMA.md,
+// docs/ARTIFACTS.md, docs/API.md), so no page shows a raw key. A key not listed reads
+// as its words ("graph_hash" -> "graph hash").
+export const FIELD_LABELS = {
+  id: 'case id', job_id: 'job', index: 'case index', verdict: 'verdict', kind: 'kind',
+  op: 'op', dtype: 'dtype', out_dtype: 'output dtype', acc_dtype: 'accumulation dtype',
+  case_dtype: 'case dtype', shape: 'shape', layout: 'layout', input: 'input class', attrs: 'attributes',
+  sample: 'sample', seed: 'seed', mode: 'numerical mode', graph: 'graph', graph_hash: 'graph hash',
+  compared: 'elements compared', max_ulp: 'max ULP error', mean_ulp: 'mean ULP error',
+  p99_ulp: 'p99 ULP error', max_abs: 'max abs error', max_rel: 'max rel error',
+  mismatches: 'mismatches', nan_mismatches: 'NaN mismatches', inf_mismatches: 'Inf mismatches',
+  headroom: 'headroom', failure_class: 'failure class', error: 'error', deterministic: 'deterministic',
+  repeat: 'repeats', expect_error: 'expected error', expected_code: 'expected code',
+  returned_code: 'returned code', fell_back: 'fell back to the host', flaky: 'flaky',
+  artifact: 'artifact', minimized_artifact: 'minimized artifact', minimized_elements: 'minimized elements',
+  repro_rate: 'reproduction rate', signature: 'failure signature', suite_case: 'suite case',
+  tolerance: 'tolerance', tolerance_version: 'tolerance version', build_id: 'build', device: 'device',
+  first_mismatches: 'first mismatching elements', first_divergent: 'first divergent node',
+  ulp_histogram: 'element-wise ULP error histogram', nodes: 'nodes', check: 'check', checks: 'checks',
+  reason: 'reason', reason_code: 'reason code', created_at: 'created', duration_ms: 'duration (ms)',
+};
+
+export function fieldLabel(key) {
+  return FIELD_LABELS[key] ?? String(key).replace(/_/g, ' ');
+}
+
+// The label at the start of a row ("output dtype" -> "Output dtype").
+export function fieldTitle(key) {
+  const l = fieldLabel(key);
+  return l.charAt(0).toUpperCase() + l.slice(1);
+}
+
+// What a tolerance allows, as a comparable key: the metric and its parameters
+// (not the reason or the version: a new version with the same limit is no change).
+export function tolLimit(t) {
+  if (!t || typeof t !== 'object') return null;
+  const keys = ['metric', 'max_ulp', 'atol', 'rtol', 'c', 'growth', 'u_dtype'];
+  return JSON.stringify(keys.map((k) => t[k] ?? null));
+}

@@ -1,9 +1,14 @@
-// Dashboard: queue depth, devices, latest builds with pass/fail counts, recent
-// failures. Polls with ETags and redraws only what changed.
+// Dashboard: queue depth, devices, regressions of the latest build against its
+// predecessor, latest builds with pass/fail counts, recent failures. Polls with
+// ETags and redraws only what changed.
 
 import {h, clear, num, when, badge, empty, errorBox, section, shortId} from '../util.js';
-import {getJson, optional, poll} from '../api.js';
+import {getJson, get, optional, poll, ApiError} from '../api.js';
+import {href} from '../router.js';
 import {jobsTable, deviceState, listOf, buildsOf} from './common.js';
+import {matchText, buildLabel} from './builds.js';
+
+const REG_ROWS = 10;
 
 const POLL_MS = 2000;
 // Initial loads remember their bodies so the first poll does not redraw unchanged data.
@@ -82,6 +87,58 @@ async function buildRows(builds) {
   return rows;
 }
 
+// Newly failing cases of the newest build (GET /builds lists newest first) against
+// the build before it, from GET /compare. Returns {key, node}: key is what the
+// content depends on, so an unchanged answer is not redrawn under the user's focus.
+async function regressions(builds) {
+  if (builds.length < 2) {
+    return {key: `n${builds.length}`, node: empty(`Regressions compare the newest build with the one before it: ` +
+      `needs two builds; ${builds.length} registered.`)};
+  }
+  const [head, base] = builds;
+  const cmp = href('/compare', {base: base.id, head: head.id});
+  const intro = h('p', {id: 'dash-reg-pair'}, h('strong', buildLabel(head)), ' against its predecessor ',
+    h('strong', buildLabel(base)), ' · ', h('a', {href: cmp}, 'full compare'));
+  let r;
+  try {
+    const res = await get(`/compare?base=${encodeURIComponent(base.id)}&head=${encodeURIComponent(head.id)}`, {track: true});
+    r = res.data;
+  } catch (e) {
+    if (!(e instanceof ApiError)) throw e;
+    const msg = e.status === 404 ? 'This server has no build compare (GET /api/v1/compare answered 404).'
+      : e.status === 413 ? `Too many cases to compare here (${e.message}); narrow it on the compare page.`
+        : `Compare failed: ${e.message}`;
+    return {key: `e${head.id}${base.id}${e.status}`, node: h('div', intro, h('p.muted', msg))};
+  }
+  const list = Array.isArray(r.newly_failing) ? r.newly_failing : [];
+  const cnt = r.counts || {};
+  const total = cnt.newly_failing ?? list.length;
+  const key = JSON.stringify([head.id, base.id, list.map((x) => x.head && x.head.case_id), total, cnt.matched]);
+  if (cnt.matched === 0) {
+    return {key, node: h('div', intro, h('p', {id: 'dash-reg-none'}, 'None: no case of the newest build matches one of its ' +
+      'predecessor, so nothing was compared.'))};
+  }
+  if (!list.length) {
+    return {key, node: h('div', intro, h('p', {id: 'dash-reg-none'},
+      `None: no case newly fails (${num(cnt.matched)} matched cases compared).`))};
+  }
+  const shown = list.slice(0, REG_ROWS);
+  return {key, node: h('div', intro, h('div.table-wrap', h('table.data', {id: 'dash-regressions'},
+    h('caption', `${num(total)} newly failing case${total === 1 ? '' : 's'} of ${num(cnt.matched)} matched` +
+      (total > shown.length ? `; the first ${shown.length}` : '')),
+    h('thead', h('tr', ['Case', 'Base', 'Head'].map((t) => h('th', {scope: 'col'}, t)))),
+    h('tbody', shown.map((x) => {
+      const hc = x.head || {}, bc = x.base || {};
+      const err = (c) => (c.max_ulp !== undefined ? `${num(c.max_ulp)} ULP` : `headroom ${num(c.headroom)}`);
+      return h('tr', {dataset: {verdict: 'failed'}},
+        h('td', hc.case_id != null ? h('a', {href: `#/cases/${encodeURIComponent(hc.case_id)}`}, matchText(x.match))
+          : matchText(x.match)),
+        h('td', badge(bc.verdict || 'unknown'), ' ', err(bc)),
+        h('td', badge(hc.verdict || 'unknown'), ' ', err(hc), hc.failure_class ? h('span.muted', ` ${hc.failure_class}`) : null));
+    })))),
+  total > shown.length ? h('p', h('a', {href: cmp}, `All ${num(total)} newly failing cases`)) : null)};
+}
+
 export async function renderDashboard(ctx) {
   document.title = 'Dashboard · numval';
   const {main} = ctx;
@@ -89,16 +146,19 @@ export async function renderDashboard(ctx) {
   const queueBox = h('div');
   const devBox = h('div');
   const buildBox = h('div');
+  const regBox = h('div', {id: 'dash-reg'});
   const failBox = h('div');
   const runBox = h('div');
   main.append(h('h1', 'Dashboard'), live,
     section('Queue', queueBox),
     section('Devices', devBox),
     section('Running jobs', runBox),
+    section('Regressions of the latest build', regBox),
     section('Latest builds', buildBox),
     section('Recent failures', failBox));
 
   const state = {};
+  let regKey = null;
   const names = () => Object.fromEntries(buildsOf(state.builds).map((b) =>
     [b.id, `${b.name || shortId(b.id)}${b.version ? ' ' + b.version : ''}`]));
   async function draw(which) {
@@ -117,6 +177,11 @@ export async function renderDashboard(ctx) {
               .map((t) => h('th', {scope: 'col'}, t)))),
             h('tbody', await buildRows(builds))))
           : empty('No builds recorded yet.'));
+        const reg = await regressions(builds);
+        if (reg.key !== regKey) {
+          regKey = reg.key;
+          clear(regBox).append(reg.node);
+        }
       }
       if (which.failures) {
         const fails = listOf(state.failures, 'jobs');

@@ -3,13 +3,22 @@
 import {h, num, badge, when, duration, kv, section, empty, errorBox, shortId} from '../util.js';
 import {getJson, optional, post, poll} from '../api.js';
 import {writeAction} from '../auth.js';
-import {histogram, ulpBins} from '../charts.js';
+import {histogram, ulpBins, elementBins} from '../charts.js';
 import {jobProgress, jobWhat, buildsOf} from './common.js';
 import {casesTable, scanUlps} from './cases-table.js';
 import {longrunSection} from './longrun.js';
 
 const ACTIVE = ['queued', 'leased', 'running'];
 const HIST_MAX = 5000;
+
+// The element-wise histograms of the cases summed, when every case has one with the
+// same bins; else null.
+export function sumBins(hists) {
+  if (!hists.length || hists.some((x) => !x)) return null;
+  const labels = hists[0].labels;
+  if (hists.some((x) => x.labels.length !== labels.length || x.labels.some((l, i) => l !== labels[i]))) return null;
+  return {labels: [...labels], counts: labels.map((_, i) => hists.reduce((a, x) => a + x.counts[i], 0))};
+}
 
 const devLink = (d) => h('a', {href: `#/devices?name=${encodeURIComponent(d)}`}, d);
 
@@ -93,25 +102,38 @@ export async function renderJob(ctx) {
     lrBox);
   // A long-run job has no cases: its result is the training record above.
   const cases = job.kind !== 'longrun';
+  let histHead = null;
   if (cases) {
-    main.append(section('Cases', table.el), section('ULP error histogram', histBox));
+    const histSec = section('Per-case maximum ULP error', histBox);
+    histHead = histSec.querySelector('h2');
+    main.append(section('Cases', table.el), histSec);
     await table.load();
   }
 
+  // What the histogram counts, said in its caption: per-case maxima (one value per
+  // case: its largest element error), unless every case carries its element-wise
+  // histogram ("ulp_histogram"), whose bins are then summed over the cases.
   async function hist() {
     try {
-      const {values, complete} = await scanUlps(id, query.verdict || '', HIST_MAX, () => {}, ctx.alive);
+      const {values, hists, complete} = await scanUlps(id, query.verdict || '', HIST_MAX, () => {}, ctx.alive);
       if (!ctx.alive()) return;
+      const what = query.verdict ? `${query.verdict} cases` : 'cases';
+      const of = complete ? `${num(values.length)} ${what}` : `first ${num(values.length)} of ${num(job.cases_total)} ${what}`;
+      const elem = sumBins(hists);
+      if (elem) {
+        const n = elem.counts.reduce((a, b) => a + b, 0);
+        histHead.textContent = 'Element-wise ULP error';
+        histBox.replaceChildren(histogram({...elem, xLabel: 'ULP error per element',
+          title: `ULP error of every element, ${num(n)} elements in ${of}`}));
+        return;
+      }
       const finite = values.filter((v) => v !== undefined && v !== null);
       if (!finite.length) {
         histBox.replaceChildren(empty('No ULP metrics in these cases (yet).'));
         return;
       }
-      const what = query.verdict ? `${query.verdict} cases` : 'cases';
-      const title = complete
-        ? `Max ULP error of all ${num(values.length)} ${what}`
-        : `Max ULP error of the first ${num(values.length)} ${what} (of ${num(job.cases_total)})`;
-      histBox.replaceChildren(histogram({...ulpBins(finite), title}));
+      histBox.replaceChildren(histogram({...ulpBins(finite), xLabel: 'maximum ULP error of a case',
+        title: `Per-case maximum ULP error, ${of} (each case counts once, by its largest element error)`}));
     } catch (e) {
       histBox.replaceChildren(errorBox(e));
     }
