@@ -1,5 +1,5 @@
 #!/bin/sh
-# The PyTorch harness on a real GPU (issue 9): run the smoke suite and the
+# The PyTorch harness on a real GPU: run the smoke suite and the
 # gradient suite through exec:torch_harness.py --device cuda, plus the
 # protocol-level checks of tests/integration/test_torch_harness.py pointed at
 # cuda, and keep every result under OUT. Nothing here has been run on a GPU yet:

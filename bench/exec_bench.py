@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Cases per second through the exec protocol vs the in-process emu backend, for
-10^5-element fp32 cases (issue 9). Run by bench/exec_bench.sh.
+10^5-element fp32 cases. Run by bench/exec_bench.sh.
 
 Each (backend, op) runs the same job with SMALL and LARGE samples, REPEAT times;
 per-case figures are (LARGE run - SMALL run) / (LARGE - SMALL), so process and

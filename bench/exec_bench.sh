@@ -1,6 +1,6 @@
 #!/bin/sh
 # Cases per second through the exec protocol vs the in-process emu backend, for
-# 10^5-element cases (issue 9); see bench/exec_bench.py for the method.
+# 10^5-element cases; see bench/exec_bench.py for the method.
 # usage: bench/exec_bench.sh [BUILD_DIR]     (prints a markdown table)
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

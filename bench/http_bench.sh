@@ -1,5 +1,5 @@
 #!/bin/bash
-# numvald HTTP benchmark (issue 3): wrk (Debian) against numvald and, in the same
+# numvald HTTP benchmark: wrk (Debian) against numvald and, in the same
 # run, against nginx (Debian) serving a static JSON file of the same size as the
 # ceiling.
 #   - GET /api/v1/jobs/{id} at 64 connections (anonymous read and with a token)

@@ -1,4 +1,4 @@
-/* Minimization cost (issue 6, bench/minimize_bench.c): the rows of the table
+/* Minimization cost (bench/minimize_bench.c): the rows of the table
  * for fused and gradient failures, each a stored failure artifact minimized by
  * numval's minimizer and by a plain ddmin baseline with the same probe budget
  * and deadline, every probe a forked child. */

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Numerics benchmarks side by side (issue 2, "What must be shown"): builds a
+# Numerics benchmarks side by side: builds a
 # release tree in build-bench/ and runs
 #   1. compare_bench: nv_compare_f32 vs numpy.allclose vs torch.testing.assert_close
 #      on the same 5e7 fp32 pairs, plus memcpy of the same bytes;

@@ -3,14 +3,14 @@
 # release build; each is optional and skipped with a message when missing or
 # when its target does not build. Benchmarks are never run by tests (timings
 # on shared machines are noise); their figures go to bench/RESULTS.md.
-#   run-numerics.sh        compare kernel vs numpy/torch, refmath vs MPFR (issue 2)
-#   http_bench.sh          numvald vs nginx with wrk, durable POSTs (issue 3)
-#   store_bench            1,000,000 stored cases: list query times and plans (issue 3)
-#   gradcheck_peers.py     gradient checks vs torch.autograd.gradcheck (issue 4)
-#   fused_bench            fused jobs: three executions plus capture vs the reference (issue 5)
-#   minimize_bench.sh      minimizer vs a plain ddmin on injected faults (issue 6)
-#   train_peer.py          long-run training steps/s vs torch on the CPU (issue 7)
-#   exec_bench.sh          exec protocol vs the in-process emu (issue 9)
+#   run-numerics.sh        compare kernel vs numpy/torch, refmath vs MPFR
+#   http_bench.sh          numvald vs nginx with wrk, durable POSTs
+#   store_bench            1,000,000 stored cases: list query times and plans
+#   gradcheck_peers.py     gradient checks vs torch.autograd.gradcheck
+#   fused_bench            fused jobs: three executions plus capture vs the reference
+#   minimize_bench.sh      minimizer vs a plain ddmin on injected faults
+#   train_peer.py          long-run training steps/s vs torch on the CPU
+#   exec_bench.sh          exec protocol vs the in-process emu
 # Usage: bench/run.sh [BUILD_DIR]   (default: build-bench-svc, a release build)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

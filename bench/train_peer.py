@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Long-run training speed (issue 7): the same MLP (in -> hidden, gelu -> classes,
+"""Long-run training speed: the same MLP (in -> hidden, gelu -> classes,
 cross entropy, AdamW), sizes and batch trained by torch on the CPU, side by side
 with numval's bench/train_bench in the same run. Per step both sides draw a fresh
 batch x ~ N(0, 1) and sample labels from a fixed tanh teacher network, then run

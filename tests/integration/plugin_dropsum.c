@@ -1,4 +1,4 @@
-/* A test device for issue 6 built only against include/numval/backend.h: fp32
+/* A test device built only against include/numval/backend.h: fp32
  * "sum" along one axis (attrs {"axis": k}, default -1), accumulated in fp64 and
  * rounded once to fp32 (so its correct result is within 0.5 ulp of fp32 plus the
  * fp64 accumulation error, far inside any fp32 bound), with one injected fault:

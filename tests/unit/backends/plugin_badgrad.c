@@ -1,4 +1,4 @@
-/* A deliberately wrong backward (issue 4): the emu device, except that
+/* A deliberately wrong backward: the emu device, except that
  * sigmoid's backward uses the input x where the saved output y belongs
  * (gy x (1 - x)), and layer_norm's input gradient drops the mean term
  * (rstd (g - xhat mean(g xhat)) without - mean(g)). The gradient job must fail
