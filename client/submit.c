@@ -11,7 +11,7 @@
 typedef struct submit_opts {
     const char *file, *device, *priority, *build, *build_name, *build_version, *commit;
     const char *junit, *timeout, *rerun;
-    bool wait, new_device;
+    bool wait, new_device, quiet;
 } submit_opts;
 
 /* A job pinned to a device no worker has ever served would wait forever: refuse
@@ -184,7 +184,7 @@ static void print_progress(const json_t *job)
 
 /* Refresh one job; tolerates an unreachable server (a daemon restart) by
  * returning -EAGAIN so the caller retries. */
-static int refresh(const nvc_conn *c, json_t *jobs, size_t i)
+static int refresh(const nvc_conn *c, json_t *jobs, size_t i, bool quiet)
 {
     json_t *job = json_array_get(jobs, i), *resp = NULL;
     char path[512], *err = NULL, idb[32];
@@ -209,14 +209,14 @@ static int refresh(const nvc_conn *c, json_t *jobs, size_t i)
         !json_equal(json_object_get(old, "state"), json_object_get(fresh, "state")) ||
         !json_equal(json_object_get(old, "cases_done"), json_object_get(fresh, "cases_done"));
     json_array_set(jobs, i, fresh);
-    if (changed)
+    if (changed && !quiet)
         print_progress(fresh);
     json_decref(resp);
     return 0;
 }
 
 /* Poll until every job is terminal or the timeout passes. */
-static int wait_jobs(const nvc_conn *c, json_t *jobs, double timeout_s)
+static int wait_jobs(const nvc_conn *c, json_t *jobs, double timeout_s, bool quiet)
 {
     double start = now_s(), unreachable_since = 0, pause = 0.2;
     for (;;) {
@@ -226,7 +226,7 @@ static int wait_jobs(const nvc_conn *c, json_t *jobs, double timeout_s)
             if (is_terminal(st))
                 continue;
             all_done = false;
-            int r = refresh(c, jobs, i);
+            int r = refresh(c, jobs, i, quiet);
             if (r == -EAGAIN) {
                 lost = true;
                 break;
@@ -405,6 +405,7 @@ int nvc_cmd_submit(nvc_conn *c, int argc, char **argv)
                             {"junit", &o.junit, NULL},
                             {"timeout", &o.timeout, NULL},
                             {"wait", NULL, &o.wait},
+                            {"quiet", NULL, &o.quiet},
                             {"new-device", NULL, &o.new_device},
                             {"rerun-failed", &o.rerun, NULL},
                             {NULL, NULL, NULL}};
@@ -433,7 +434,7 @@ int nvc_cmd_submit(nvc_conn *c, int argc, char **argv)
         status = NVC_EXIT_OK;
         goto out;
     }
-    if (wait_jobs(c, jobs, o.timeout ? atof(o.timeout) : 0) < 0)
+    if (wait_jobs(c, jobs, o.timeout ? atof(o.timeout) : 0, o.quiet) < 0)
         goto out;
     status = verdict(jobs, now_s() - start);
     if (o.junit && write_junit(c, jobs, o.junit) < 0)

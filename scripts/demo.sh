@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up and run the main job: install what is missing, build, start numvald on the
 # embedded SQLite default (./var) with one local worker on the emulated accelerator,
-# submit the smoke suite, print the verdicts and leave the daemon running.
+# submit the smoke suite, print each job's verdict once and the totals, and leave the
+# daemon running with the URL of this build's results.
 #   scripts/demo.sh          run (idempotent: restarts a daemon it started before)
 #   scripts/demo.sh stop     stop the daemon it started
 set -euo pipefail
@@ -23,8 +24,14 @@ stop_daemon() {
 if [ "${1:-}" = "stop" ]; then stop_daemon; exit 0; fi
 
 scripts/deps.sh build
-if [ ! -d build-release ]; then meson setup build-release --buildtype=release >/dev/null; fi
-ninja -C build-release >/dev/null
+if [ ! -d build-release ]; then
+    echo "numval: configuring build-release (meson, release)"
+    meson setup build-release --buildtype=release >/dev/null
+fi
+# Only the three programs (and what they link): the demo runs nothing else, so the
+# tests and benchmarks are not built. ninja shows its own progress.
+echo "numval: building numvald, numval-worker and numvalctl in build-release"
+ninja -C build-release daemon/numvald worker/numval-worker client/numvalctl
 
 bin="$top/build-release"
 mkdir -p "$data"
@@ -57,16 +64,40 @@ done
 token=$("$bin/daemon/numvald" token create "demo-$$" --scope submit --data-dir "$data" | tail -1)
 export NUMVAL_SERVER="$url" NUMVAL_TOKEN="$token"
 
-echo "numval: submitting the smoke suite (suites/smoke.json) to $url"
+build="$(git rev-parse --short HEAD 2>/dev/null || echo dev)"
+echo "numval: submitting the smoke suite (suites/smoke.json) to $url as build demo $build"
+# One line per job (its verdict; why it did not pass) and the summary line, from
+# numvalctl's stderr; the job ids on its stdout would repeat them.
+report="$data/demo-report.txt"
 set +e
-"$bin/client/numvalctl" submit suites/smoke.json --build-name demo --build-version "$(git rev-parse --short HEAD 2>/dev/null || echo dev)" --wait
-rc=$?
+"$bin/client/numvalctl" submit suites/smoke.json --build-name demo --build-version "$build" \
+    --wait --quiet 2>&1 >/dev/null | tee "$report"
+rc=${PIPESTATUS[0]}
 set -e
-"$bin/client/numvalctl" jobs --limit 50
+summary=$(grep -E '^== [0-9]+ jobs?: ' "$report" | tail -1 || true)
+if [[ $summary =~ ^==\ ([0-9]+)\ jobs?:\ ([0-9]+)\ passed,\ ([0-9]+)\ failed,\ ([0-9]+)\ errors?\ in ]]; then
+    jobs=${BASH_REMATCH[1]} passed=${BASH_REMATCH[2]} failed=${BASH_REMATCH[3]} errors=${BASH_REMATCH[4]}
+    cases=$((passed + failed + errors))
+    if [ "$failed" = 0 ] && [ "$errors" = 0 ]; then
+        echo "numval: $jobs jobs, $cases cases: all passed"
+    else
+        echo "numval: $jobs jobs, $cases cases: $failed failed, $errors errors (see the lines above)"
+    fi
+else
+    echo "numval: the suite did not finish (numvalctl exit $rc; see above)"
+fi
+
+# This build's jobs in the web UI: the jobs page filtered by the build's id.
+build_id=$("$bin/client/numvalctl" --json builds | python3 -c '
+import json, sys
+b = [x for x in json.load(sys.stdin)["builds"]
+     if x["identity"].get("name") == "demo" and x["identity"].get("version") == sys.argv[1]]
+print(b[0]["id"] if b else "")' "$build" 2>/dev/null || true)
 
 cat <<MSG
 
 numval is running:
+  results     $url/#/jobs${build_id:+?build=$build_id}
   web UI      $url/
   API         $url/api/v1/jobs
   log         $data/numvald.log
