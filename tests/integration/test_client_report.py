@@ -116,9 +116,14 @@ def kinds_checks(s):
     prop = {p.get("name"): p.get("value") for p in op.iter("property")}
     check(prop.get("job.id") == ids[0], "the job id stays a property")
 
-    # A second run of the same file: the same suite and test case names.
-    p = s.ctl("submit", "kinds.json", "--wait", "--junit", "b.xml", "--timeout", "240",
+    # A second run of the same file: the same suite and test case names. --quiet
+    # (the demo's): each job once, then the summary line, nothing else.
+    p = s.ctl("submit", "kinds.json", "--wait", "--quiet", "--junit", "b.xml", "--timeout", "240",
               timeout=300)
+    err = p.stderr.strip().splitlines()
+    check(len(err) == 5 and all(l.startswith("numvalctl: job ") for l in err[:4]) and
+          len({l.split()[2] for l in err[:4]}) == 4 and SUMMARY.match(err[4]),
+          "--wait --quiet: one line per job and the summary: %r" % err)
     again, _ = junit(os.path.join(s.tmp, "b.xml"))
     check(sorted(again) == sorted(suites) and
           all(names(again[k]) == names(suites[k]) for k in suites),
