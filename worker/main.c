@@ -30,7 +30,8 @@ static void usage(FILE *f)
             "usage: numval-worker run JOB.json --backend SPEC [--threads N] [--output FILE]\n"
             "                     [--artifacts DIR]\n"
             "       numval-worker --server URL --token T --device NAME --backend SPEC\n"
-            "                     [--threads N] [--once]\n"
+            "                     [--threads N] [--once] [--claim-wait-ms MS] [--max-artifacts N]\n"
+            "                     [--minimize-deadline S]\n"
             "       numval-worker repro ARTIFACT.nvart [--backend SPEC] [--runs N]\n"
             "       numval-worker minimize ARTIFACT.nvart [--backend SPEC] [-o OUT] [--budget N]\n"
             "                     [--deadline S] [--runs N] [--plain-ddmin] [--quiet]\n"
@@ -44,7 +45,11 @@ static void usage(FILE *f)
             "check-backend  load SPEC and open one context (exec: find its program);\n"
             "         exit 0 when it can be used, 2 with a message naming what is wrong.\n"
             "SPEC     emu | emu:key=value,... | plugin:/path/lib.so[?options] | exec:COMMAND\n"
-            "agent    without \"run\": claim jobs for one device from numvald (docs/JOBS.md).\n");
+            "agent    without \"run\": claim jobs for one device from numvald (docs/JOBS.md):\n"
+            "         --claim-wait-ms MS long-poll wait per claim (default 20000),\n"
+            "         --max-artifacts N failure artifacts uploaded per job (default 256),\n"
+            "         --minimize-deadline S seconds per job to gate and minimize failures\n"
+            "         (default 120, 0 off; docs/CLIENT.md \"numval-worker agent mode\").\n");
 }
 
 /* "done/total cases" on a terminal's stderr; nothing when stderr is a file, so

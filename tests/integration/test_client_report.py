@@ -215,6 +215,10 @@ def help_checks(s):
     missing = [c for c in cmds if ("  " + c) not in out] + [o for o in opts if o not in out]
     check(p.returncode == 0 and not missing, "--help names every command and option (missing %s)"
           % missing)
+    w = subprocess.run([s.bins["worker"], "--help"], capture_output=True, text=True, timeout=60)
+    missing = [o for o in ("--claim-wait-ms", "--max-artifacts", "--minimize-deadline", "--once",
+                           "--threads") if o not in w.stdout + w.stderr]
+    check(not missing, "numval-worker --help names the agent's options (missing %s)" % missing)
 
 
 def repro_checks(s, bins, ids):
