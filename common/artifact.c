@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -277,7 +278,12 @@ static int fail(char **ret_err, const char *fmt, ...)
     return -EBADMSG;
 }
 
-/* Decompress one complete zstd frame with a declared size; no trailing bytes. */
+/* Decompress one complete zstd frame with a declared size; no trailing bytes.
+ * Memory follows the output the frame actually produces, not its declared
+ * size: a 17-byte frame may declare 2 GiB. A declared size the compressed bytes
+ * cannot hold is refused first: every block that produces output takes at least
+ * 4 bytes (RFC 8878 §3.1.1.2: a 3-byte header and one byte of an RLE block)
+ * and produces at most ZSTD_BLOCKSIZE_MAX (128 KiB). */
 static int decompress(const void *buf, size_t len, uint8_t **ret, size_t *ret_len, char **ret_err)
 {
     size_t flen = ZSTD_findFrameCompressedSize(buf, len);
@@ -291,18 +297,59 @@ static int decompress(const void *buf, size_t len, uint8_t **ret, size_t *ret_le
     if (raw > NV_ARTIFACT_MAX_RAW)
         return fail(ret_err, "artifact content size '%llu' exceeds the limit of %llu bytes", raw,
                     (unsigned long long)NV_ARTIFACT_MAX_RAW);
-    uint8_t *out = malloc(raw ? raw : 1);
-    if (!out)
-        return -ENOMEM;
-    size_t n = ZSTD_decompress(out, raw, buf, len);
-    if (ZSTD_isError(n) || n != raw) {
-        free(out);
-        return fail(ret_err, "artifact zstd frame is corrupt: %s",
-                    ZSTD_isError(n) ? ZSTD_getErrorName(n) : "size mismatch");
+    if (raw / ZSTD_BLOCKSIZE_MAX > len / 4)
+        return fail(ret_err,
+                    "artifact zstd frame declares '%llu' bytes of content, more than its %zu "
+                    "compressed bytes can hold",
+                    raw, len);
+    ZSTD_DCtx *dctx = ZSTD_createDCtx();
+    size_t cap = raw < ((size_t)1 << 20) ? (size_t)raw : (size_t)1 << 20;
+    uint8_t *out = malloc(cap ? cap : 1);
+    int r = 0;
+    if (!dctx || !out) {
+        r = -ENOMEM;
+        goto out;
+    }
+    ZSTD_inBuffer in = {buf, len, 0};
+    ZSTD_outBuffer o = {out, cap, 0};
+    for (;;) {
+        size_t in_before = in.pos, out_before = o.pos;
+        size_t z = ZSTD_decompressStream(dctx, &o, &in);
+        if (ZSTD_isError(z)) {
+            r = fail(ret_err, "artifact zstd frame is corrupt: %s", ZSTD_getErrorName(z));
+            goto out;
+        }
+        if (z == 0)
+            break; /* the frame is complete, checksum verified */
+        bool progress = in.pos != in_before || o.pos != out_before;
+        if (o.pos == o.size && o.size < raw) {
+            /* Grow as output arrives, doubling, up to the declared size. */
+            size_t ncap = o.size * 2 < raw ? o.size * 2 : (size_t)raw;
+            uint8_t *n = realloc(out, ncap);
+            if (!n) {
+                r = -ENOMEM;
+                goto out;
+            }
+            out = n;
+            o.dst = out;
+            o.size = ncap;
+        } else if (!progress) {
+            r = fail(ret_err, "artifact zstd frame is corrupt: %s",
+                     o.pos == o.size ? "more content than declared" : "truncated");
+            goto out;
+        }
+    }
+    if (o.pos != raw) {
+        r = fail(ret_err, "artifact zstd frame is corrupt: size mismatch");
+        goto out;
     }
     *ret = out;
-    *ret_len = n;
-    return 0;
+    *ret_len = o.pos;
+    out = NULL;
+out:
+    ZSTD_freeDCtx(dctx);
+    free(out);
+    return r;
 }
 
 static int parse_manifest(rbuf *rb, nv_artifact *a, char **ret_err)

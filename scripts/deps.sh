@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Install the Debian 12 packages numval needs (only the missing ones).
 #   scripts/deps.sh build    compiler, meson and the libraries
-#   scripts/deps.sh test     build + what the tests drive (python3, torch, chromium, node)
+#   scripts/deps.sh test     build + what the tests drive (python3, torch, chromium, node,
+#                            clang and libFuzzer for the fuzz pass)
 #   scripts/deps.sh bench    test + the peers of the benchmarks (wrk, nginx)
 set -euo pipefail
 
 build_pkgs=(gcc pkg-config meson ninja-build libuv1-dev libsqlite3-dev libcurl4-openssl-dev
             libjansson-dev libzstd-dev libhttp-parser-dev libinih-dev libmpfr-dev libgmp-dev
             python3 zstd curl ca-certificates)
-test_pkgs=(python3-numpy python3-torch python3-jsonschema chromium fonts-liberation)
+# clang + libclang-rt-14-dev (libFuzzer and the sanitizer runtimes; only recommended by
+# clang) + llvm (llvm-symbolizer, for stack traces): the fuzz pass, scripts/fuzz.sh.
+test_pkgs=(python3-numpy python3-torch python3-jsonschema chromium fonts-liberation
+           clang libclang-rt-14-dev llvm)
 bench_pkgs=(wrk nginx-light)
 
 want=("${build_pkgs[@]}")

@@ -2,7 +2,8 @@
 # Set up and run every test: installs what is missing (Debian packages, the browser
 # tests' npm packages), builds with -Werror, runs all meson test suites, then
 # rebuilds with AddressSanitizer + UndefinedBehaviorSanitizer and runs the unit and
-# integration suites again. Ends with "N passed, N failed" over every test run.
+# integration suites again, then runs each fuzz target for 60 s (scripts/fuzz.sh --ci).
+# Ends with "N passed, N failed" over every test run.
 #
 #   scripts/test.sh --repeat N [--busy K] SUITE...
 #       proves a suite is not flaky: builds build-test, runs the meson suites N times
@@ -51,6 +52,11 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export NV_TEST_SANITIZER=1
 run_suite build-asan -Dwerror=true --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
     -- --suite unit --suite integration --no-suite slow --timeout-multiplier 3
+
+# Fuzz pass (docs/RELIABILITY.md): the libFuzzer targets of tests/fuzz in a clang build
+# (build-fuzz), each 60 s from its committed seeds (meson suite 'fuzz', counted below).
+scripts/fuzz.sh --ci || status=1
+logs+=(build-fuzz/meson-logs/testlog.json)
 
 python3 - "${logs[@]}" <<'PY'
 import json, sys

@@ -449,9 +449,20 @@ int nv_graph_infer(nv_graph *g, nv_dtype dt, const char *base, char **ret_pointe
                      n->name, n->op->name, nv_dtype_name(n->dtype));
             break;
         }
+        /* Checked, and limited as graph inputs are: a node's extents come from
+         * its inputs', and a matmul's output can outgrow both operands. */
+        bool big = false;
         n->numel = 1;
-        for (int d = 0; d < n->ndim; d++)
-            n->numel *= n->shape[d];
+        for (int d = 0; d < n->ndim && !big; d++)
+            big = __builtin_mul_overflow(n->numel, n->shape[d], &n->numel) ||
+                  n->numel > NV_GRAPH_MAX_EXTENT;
+        if (big) {
+            r = fail(&e, fp, n->json_index, 0,
+                     "node '%s' (op '%s') would output more than %lld elements, the limit per "
+                     "tensor",
+                     n->name, n->op->name, (long long)NV_GRAPH_MAX_EXTENT);
+            break;
+        }
     }
     if (r < 0 || e.msg || e.oom)
         return finish(&e, r < 0 ? r : -EINVAL, ret_pointer, ret_msg);

@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "jobspec.h"
 
@@ -30,6 +31,15 @@ typedef struct nv_gradspec {
     nv_grad_param rtol;
     bool has_device_tolerance; /* "device_tolerance" (base->tolerance holds it) */
 } nv_gradspec;
+
+/* The entries of input i's structured Jacobian as "mode": "full" stores it
+ * (n_out x n_pos of nv_jac_map_new, core/ops/jacobian.h), from the shapes alone:
+ * O(1) in the tensor sizes, where the map itself is O(numel). in[] as for
+ * nv_op_infer. Returns 0 with *ret (INT64_MAX when the count overflows int64_t),
+ * or -EINVAL when op has no backward, input i gets no gradient or nv_op_infer
+ * refuses the inputs. */
+int nv_gradspec_jacobian_entries(const nv_op_def *op, const nv_op_attrs *a, int n_in,
+                                 const nv_tensor *const *in, int i, int64_t *ret);
 
 /* Whether the JSON object is a gradient job ("kind": "gradient"). */
 bool nv_gradspec_is(const json_t *spec);

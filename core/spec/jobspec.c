@@ -443,27 +443,61 @@ out:
     return r;
 }
 
-/* Every (dtype, shape) must make inputs the catalog accepts, within the element
- * limit; every expect_error kind must make inputs it refuses with its code. */
+/* The refusal of a tensor over the element limit: what ("input 1", "the
+ * output") and its count, numel INT64_MAX standing for a count past int64_t
+ * (the extents' product, checked, overflowed). */
+static int fail_elements(nv_spec_err *e, const char *ptr, const char *what, int64_t numel)
+{
+    if (numel == INT64_MAX)
+        return nv_spec_fail(e, ptr,
+                            "%s would hold more than 2^63 elements (the product of its extents "
+                            "overflows), more than the limit of %lld per tensor",
+                            what, (long long)NV_JOB_MAX_ELEMENTS);
+    return nv_spec_fail(e, ptr,
+                        "%s would hold %lld elements, more than the limit of %lld per tensor", what,
+                        (long long)numel, (long long)NV_JOB_MAX_ELEMENTS);
+}
+
+/* The element count of an inferred shape, checked: INT64_MAX when it overflows. */
+static int64_t shape_numel(int ndim, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        if (__builtin_mul_overflow(n, shape[d], &n))
+            return INT64_MAX;
+    return n;
+}
+
+/* Every (dtype, shape) must make inputs the catalog accepts and an output, all
+ * within the element limit; every expect_error kind must make inputs it refuses
+ * with its code. Metadata only: nothing here is proportional to a tensor's size. */
 static int check_cases(nv_jobspec *s, nv_spec_err *e)
 {
     nv_tensor t[NV_JOB_MAX_TENSORS];
     char err[512];
     for (int j = 0; j < s->n_shapes; j++) {
         for (int d = 0; d < s->n_dtypes; d++) {
-            char ptr[64];
+            char ptr[64], what[32];
             snprintf(ptr, sizeof ptr, "/shapes/%d", j);
+            memset(t, 0, sizeof t);
             int n = nv_jobspec_tensors(s, &s->shapes[j], s->dtypes[d], -1, t, NV_JOB_MAX_TENSORS);
+            if (n == -EOVERFLOW) {
+                int i = 0;
+                while (i < NV_JOB_MAX_TENSORS - 1 && t[i].numel != INT64_MAX)
+                    i++;
+                snprintf(what, sizeof what, "input %d", i);
+                return fail_elements(e, ptr, what, INT64_MAX);
+            }
             if (n < 0)
                 return nv_spec_fail(e, ptr,
                                     "%s shapes are [..batch, M, K, N] or [[..,M,K], [..,K,N]]",
                                     s->op->name);
-            for (int i = 0; i < n; i++)
-                if (t[i].numel > NV_JOB_MAX_ELEMENTS)
-                    return nv_spec_fail(e, ptr,
-                                        "input %d would hold %lld elements, more than the limit "
-                                        "of %lld per tensor",
-                                        i, (long long)t[i].numel, (long long)NV_JOB_MAX_ELEMENTS);
+            for (int i = 0; i < n; i++) {
+                if (t[i].numel > NV_JOB_MAX_ELEMENTS) {
+                    snprintf(what, sizeof what, "input %d", i);
+                    return fail_elements(e, ptr, what, t[i].numel);
+                }
+            }
             const nv_tensor *in[NV_JOB_MAX_TENSORS];
             for (int i = 0; i < n; i++)
                 in[i] = &t[i];
@@ -479,6 +513,10 @@ static int check_cases(nv_jobspec *s, nv_spec_err *e)
             if (r != 0)
                 return nv_spec_fail(e, ptr, "op '%s' does not take this shape: %s", s->op->name,
                                     err);
+            /* A matmul's output can outgrow both operands ([M, 1] x [1, N]). */
+            int64_t out = shape_numel(ndim, shape);
+            if (out > NV_JOB_MAX_ELEMENTS)
+                return fail_elements(e, ptr, "the output", out);
         }
     }
     for (int x = 0; x < s->n_expect; x++) {
@@ -539,7 +577,13 @@ static int parse_all(const json_t *spec, nv_jobspec *s, nv_spec_err *e)
     r = parse_expect(spec, s, e);
     if (r < 0)
         return r;
-    s->n_cases = (int64_t)s->n_dtypes * s->n_shapes * s->n_layouts * s->n_classes * s->samples;
+    /* Each factor is bounded by its parser (at most 1024 shapes, 1000 samples ...),
+     * so the product fits; checked all the same, as every size from input is. */
+    int64_t axes[] = {s->n_shapes, s->n_layouts, s->n_classes, s->samples};
+    s->n_cases = s->n_dtypes;
+    for (size_t i = 0; i < sizeof axes / sizeof axes[0]; i++)
+        if (__builtin_mul_overflow(s->n_cases, axes[i], &s->n_cases))
+            s->n_cases = INT64_MAX;
     if (s->n_cases > NV_JOB_MAX_CASES)
         return nv_spec_fail(e, "",
                             "the job expands to %lld cases (dtypes x shapes x layouts x inputs x "

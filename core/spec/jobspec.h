@@ -108,7 +108,10 @@ nv_dtype nv_jobspec_out_dtype(const nv_jobspec *s, nv_dtype dt);
 /* The input tensors of a case, without data: dtype, ndim, shape (contiguous
  * strides, numel). Matmul scales follow the op's inputs. bad: build the invalid
  * inputs of an expect_error kind instead (>= 0), or -1 for the valid ones.
- * Returns the tensor count, or -EINVAL when the kind does not apply to the op. */
+ * Returns the tensor count; -EINVAL when the kind does not apply to the op,
+ * -ERANGE for a matmul shape of the single form with fewer than 3 extents,
+ * -EOVERFLOW when a tensor's element count (checked) does not fit in int64_t:
+ * that tensor's numel is then INT64_MAX. */
 int nv_jobspec_tensors(const nv_jobspec *s, const nv_job_shape *sh, nv_dtype dt, int bad,
                        nv_tensor *ret, int max);
 

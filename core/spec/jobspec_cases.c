@@ -2,6 +2,7 @@
 #include "jobspec.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 nv_dtype nv_jobspec_out_dtype(const nv_jobspec *s, nv_dtype dt)
@@ -18,7 +19,12 @@ nv_dtype nv_jobspec_out_dtype(const nv_jobspec *s, nv_dtype dt)
     return dt;
 }
 
-static void set_meta(nv_tensor *t, nv_dtype dt, int ndim, const int64_t *dims)
+/* Contiguous metadata of a tensor of extents dims. The element count is a
+ * product of extents from the job spec: checked, so that extents whose product
+ * wraps around (121675828 x 118441921 x 1280 is 1024 modulo 2^64) cannot pass
+ * for a small tensor. Returns 0, or -EOVERFLOW when the count does not fit in
+ * int64_t (numel is then INT64_MAX, which every limit refuses). */
+static int set_meta(nv_tensor *t, nv_dtype dt, int ndim, const int64_t *dims)
 {
     memset(t, 0, sizeof *t);
     t->dtype = dt;
@@ -27,9 +33,13 @@ static void set_meta(nv_tensor *t, nv_dtype dt, int ndim, const int64_t *dims)
     for (int d = ndim - 1; d >= 0; d--) {
         t->shape[d] = dims[d];
         t->strides[d] = t->numel;
-        t->numel *= dims[d];
+        if (__builtin_mul_overflow(t->numel, dims[d], &t->numel)) {
+            t->numel = t->storage_len = INT64_MAX;
+            return -EOVERFLOW;
+        }
     }
     t->storage_len = t->numel;
+    return 0;
 }
 
 static int axis_of(const nv_jobspec *s, int ndim)
@@ -83,8 +93,8 @@ static int matmul_scales(const nv_jobspec *s, nv_tensor *t, int n, int max)
     default:
         return n;
     }
-    set_meta(&t[n], sdt, ra, da);
-    set_meta(&t[n + 1], sdt, rb, db);
+    if (set_meta(&t[n], sdt, ra, da) < 0 || set_meta(&t[n + 1], sdt, rb, db) < 0)
+        return -EOVERFLOW;
     return n + 2;
 }
 
@@ -93,11 +103,13 @@ static int make_tensors(const nv_jobspec *s, const nv_job_shape *sh, nv_dtype dt
 {
     const nv_op_def *op = s->op;
     int n = op->n_inputs;
+    bool overflow = false;
     if (n > max || n < 1)
         return -EINVAL;
     if (sh->n > 0) {
         for (int i = 0; i < n; i++)
-            set_meta(&t[i], op->inputs[i].is_index ? NV_DT_INT32 : dt, sh->ndim[i], sh->dims[i]);
+            overflow |= set_meta(&t[i], op->inputs[i].is_index ? NV_DT_INT32 : dt, sh->ndim[i],
+                                 sh->dims[i]) < 0;
     } else if (op->kind == NV_OPK_MATMUL) {
         int nd = sh->ndim[0];
         if (nd < 3 || n != 2)
@@ -110,15 +122,15 @@ static int make_tensors(const nv_jobspec *s, const nv_job_shape *sh, nv_dtype dt
         a[nd - 2] = d[nd - 2];
         b[nd - 3] = d[nd - 2];
         b[nd - 2] = d[nd - 1];
-        set_meta(&t[0], dt, nd - 1, a);
-        set_meta(&t[1], dt, nd - 1, b);
+        overflow |= set_meta(&t[0], dt, nd - 1, a) < 0;
+        overflow |= set_meta(&t[1], dt, nd - 1, b) < 0;
     } else {
         const int64_t *d = sh->dims[0];
         int nd = sh->ndim[0];
         /* layer_norm and rms_norm normalize over the last axis (catalog). */
         bool last = strcmp(op->name, "layer_norm") == 0 || strcmp(op->name, "rms_norm") == 0;
         int ax = last ? nd - 1 : axis_of(s, nd);
-        set_meta(&t[0], dt, nd, d);
+        overflow |= set_meta(&t[0], dt, nd, d) < 0;
         for (int i = 1; i < n; i++) {
             int64_t x[NV_MAX_DIMS];
             if (op->inputs[i].is_index) {
@@ -126,15 +138,17 @@ static int make_tensors(const nv_jobspec *s, const nv_job_shape *sh, nv_dtype dt
                 for (int k = 0; k < nd; k++)
                     if (k != ax)
                         x[r++] = d[k];
-                set_meta(&t[i], NV_DT_INT32, r, x);
+                overflow |= set_meta(&t[i], NV_DT_INT32, r, x) < 0;
             } else if (op->kind == NV_OPK_REDUCE) {
                 x[0] = ax >= 0 ? d[ax] : 1;
-                set_meta(&t[i], dt, 1, x);
+                overflow |= set_meta(&t[i], dt, 1, x) < 0;
             } else {
-                set_meta(&t[i], dt, nd, d);
+                overflow |= set_meta(&t[i], dt, nd, d) < 0;
             }
         }
     }
+    if (overflow)
+        return -EOVERFLOW;
     if (op->kind == NV_OPK_MATMUL)
         return matmul_scales(s, t, n, max);
     return n;
@@ -158,8 +172,7 @@ static int make_bad(const nv_jobspec *s, nv_tensor *t, int n, nv_expect_kind k, 
             d[0] = 1;
         int which = op->kind == NV_OPK_MATMUL ? nd - 2 : nd - 1;
         d[which < 0 ? 0 : which] += 1;
-        set_meta(x, x->dtype, nd, d);
-        return n;
+        return set_meta(x, x->dtype, nd, d) < 0 ? -EOVERFLOW : n;
     }
     for (int i = 0; i < op->n_inputs; i++) {
         if (op->inputs[i].is_index) {

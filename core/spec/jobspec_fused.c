@@ -67,11 +67,11 @@ static int parse_list(const json_t *spec, const char *key, int *out, int max, in
         const char *s = json_string_value(v);
         int id = -1, r;
         if (strcmp(key, "dtypes") == 0) {
-            nv_dtype dt;
+            nv_dtype dt = NV_DT_FP32; /* id counts only when r >= 0 */
             r = s ? nv_dtype_from_name(s, &dt) : -EINVAL;
             id = (int)dt;
         } else {
-            nv_input_class c;
+            nv_input_class c = NV_IN_NORMAL;
             r = s ? nv_input_class_from_name(s, &c) : -EINVAL;
             id = (int)c;
         }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/ops/jacobian.h"
+#include "core/ops/opmeta.h"
 #include "spec_internal.h"
 
 /* Defaults and their reasons (torch.autograd.gradcheck uses the same values). */
@@ -150,31 +151,77 @@ static int check_op_dtypes(const nv_jobspec *b, nv_spec_err *e)
     return 0;
 }
 
-/* Full mode stores n_out x n_pos entries per input (nv_jac_map). */
+int nv_gradspec_jacobian_entries(const nv_op_def *op, const nv_op_attrs *a, int n_in,
+                                 const nv_tensor *const *in, int i, int64_t *ret)
+{
+    if (!nv_op_has_backward(op, a) || !nv_op_grad_input(op, i) || i >= n_in)
+        return -EINVAL;
+    int nd;
+    int64_t shape[NV_MAX_DIMS];
+    char err[256];
+    if (nv_op_infer(op, a, n_in, in, &nd, shape, err, sizeof err) != 0)
+        return -EINVAL;
+    int64_t n_out = 1, n_pos = 1;
+    for (int d = 0; d < nd; d++)
+        if (__builtin_mul_overflow(n_out, shape[d], &n_out))
+            n_out = INT64_MAX;
+    /* n_pos of nv_jac_map_new (jacobian.c), kind by kind. */
+    const nv_tensor *x = in[0];
+    switch (nv_op_jac_kind(op, a)) {
+    case NV_JAC_DIAGONAL:
+        break;
+    case NV_JAC_DENSE:
+        n_pos = in[i]->numel;
+        break;
+    case NV_JAC_BILINEAR:
+        n_pos = x->ndim > 0 ? x->shape[x->ndim - 1] : 1;
+        break;
+    case NV_JAC_ROW_BLOCK: {
+        if (i > 0)
+            break; /* weight and bias: one position per element */
+        int ax = nvo_norm_axis(op, a, x->ndim);
+        if (ax < 0)
+            return -EINVAL;
+        n_pos = x->shape[ax];
+        break;
+    }
+    }
+    if (n_out == INT64_MAX || __builtin_mul_overflow(n_out, n_pos, ret))
+        *ret = INT64_MAX;
+    return 0;
+}
+
+/* Full mode holds n_out x n_pos entries per input (nv_jac_map). Counted from
+ * the shapes (nv_gradspec_jacobian_entries), never by building the map: that
+ * is O(numel) memory and time, gigabytes for a spec at the element limit. */
 static int check_sizes(const nv_gradspec *g, nv_spec_err *e)
 {
     const nv_jobspec *b = g->base;
     nv_tensor t[NV_JOB_MAX_TENSORS];
+    if (g->fast)
+        return 0; /* projections: no Jacobian is stored */
     for (int j = 0; j < b->n_shapes; j++) {
         int n = nv_jobspec_tensors(b, &b->shapes[j], b->dtypes[0], -1, t, NV_JOB_MAX_TENSORS);
         const nv_tensor *in[NV_JOB_MAX_TENSORS];
         for (int i = 0; i < n; i++)
             in[i] = &t[i];
         for (int i = 0; i < n && i < b->op->n_inputs; i++) {
-            nv_jac_map *m = NULL;
-            if (!nv_op_grad_input(b->op, i) || nv_jac_map_new(b->op, &b->attrs, n, in, i, &m))
+            int64_t entries;
+            if (nv_gradspec_jacobian_entries(b->op, &b->attrs, n, in, i, &entries) < 0 ||
+                entries <= NV_GRAD_MAX_JACOBIAN)
                 continue;
-            int64_t entries = m->n_out * m->n_pos;
-            nv_jac_map_free(m);
             char ptr[32];
             snprintf(ptr, sizeof ptr, "/shapes/%d", j);
-            if (!g->fast && entries > NV_GRAD_MAX_JACOBIAN)
-                return nv_spec_fail(
-                    e, ptr,
-                    "the structured Jacobian of input '%s' has %lld entries, "
-                    "more than %lld for \"mode\": \"full\"; use \"mode\": \"fast\" or "
-                    "a smaller shape",
-                    b->op->inputs[i].name, (long long)entries, (long long)NV_GRAD_MAX_JACOBIAN);
+            char count[32];
+            if (entries == INT64_MAX)
+                snprintf(count, sizeof count, "more than 2^63");
+            else
+                snprintf(count, sizeof count, "%lld", (long long)entries);
+            return nv_spec_fail(e, ptr,
+                                "the structured Jacobian of input '%s' has %s entries, "
+                                "more than %lld for \"mode\": \"full\"; use \"mode\": \"fast\" or "
+                                "a smaller shape",
+                                b->op->inputs[i].name, count, (long long)NV_GRAD_MAX_JACOBIAN);
         }
     }
     return 0;

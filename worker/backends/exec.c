@@ -426,10 +426,13 @@ static int read_outputs(exec_ctx *c, json_t *tensors, nv_tensor_view *outs, int 
                 return NV_E_DEVICE;
             }
             v->strides[d] = numel;
-            numel *= v->shape[d];
+            /* Checked: extents up to 2^32 each overflow int64_t in two dims
+             * (saturated, the count is refused below unless an extent is 0). */
+            if (__builtin_mul_overflow(numel, v->shape[d], &numel))
+                numel = INT64_MAX;
         }
-        int64_t nbytes = numel * nv_dtype_get(dt)->storage_bytes;
-        if (numel > PAYLOAD_MAX || json_integer_value(json_object_get(t, "nbytes")) != nbytes) {
+        int64_t nbytes = numel <= PAYLOAD_MAX ? numel * nv_dtype_get(dt)->storage_bytes : -1;
+        if (nbytes < 0 || json_integer_value(json_object_get(t, "nbytes")) != nbytes) {
             fail(c, err, errlen, "reply tensor %d: nbytes disagrees with dtype and shape", i);
             return NV_E_DEVICE;
         }
@@ -443,6 +446,55 @@ static int read_outputs(exec_ctx *c, json_t *tensors, nv_tensor_view *outs, int 
         }
     }
     return NV_OK;
+}
+
+static void free_outputs(nv_tensor_view *outs, int n_outs)
+{
+    for (int i = 0; i < n_outs; i++) {
+        free(outs[i].data);
+        outs[i].data = NULL;
+    }
+}
+
+/* Read the reply to request id: its header line, then (status "ok") the
+ * payloads into outs. NV_OK, the harness's error code, NV_E_DEVICE (a garbled
+ * or short reply) or NV_E_NOMEM; outs may hold buffers on failure. */
+static int read_reply(exec_ctx *c, uint64_t id, nv_tensor_view *outs, int n_outs, int64_t deadline,
+                      int32_t *ret_fell_back, char *err, size_t errlen)
+{
+    char *line = NULL;
+    int io = read_line(c, &line, deadline);
+    if (io < 0) {
+        fail(c, err, errlen, "%s", io_what(io));
+        return NV_E_DEVICE;
+    }
+    int r;
+    json_error_t jerr;
+    json_t *reply = json_loads(line, 0, &jerr);
+    const char *type = json_string_value(json_object_get(reply, "type"));
+    const char *status = json_string_value(json_object_get(reply, "status"));
+    if (!reply || !type || strcmp(type, "result") != 0 || !status ||
+        json_integer_value(json_object_get(reply, "id")) != (json_int_t)id) {
+        fail(c, err, errlen, "garbled reply to request %llu: '%.160s'", (unsigned long long)id,
+             line);
+        r = NV_E_DEVICE;
+    } else if (strcmp(status, "ok") != 0) {
+        const char *msg = json_string_value(json_object_get(reply, "message"));
+        snprintf(err, errlen, "%s", msg ? msg : "the harness refused the call");
+        r = error_code(json_string_value(json_object_get(reply, "code")));
+        json_t *t = json_object_get(reply, "tensors");
+        if (json_array_size(t) > 0) { /* an error reply carries no payload by protocol */
+            fail(c, err, errlen, "error reply with tensors");
+            r = NV_E_DEVICE;
+        }
+    } else {
+        r = read_outputs(c, json_object_get(reply, "tensors"), outs, n_outs, deadline, err, errlen);
+        if (r == NV_OK && ret_fell_back)
+            *ret_fell_back = json_is_true(json_object_get(reply, "fallback"));
+    }
+    free(line);
+    json_decref(reply);
+    return r;
 }
 
 /* Send one request (hdr gets "id" and "tensors") and read its reply into outs.
@@ -459,8 +511,7 @@ static int transact(exec_ctx *c, json_t *hdr, const nv_tensor_view *const *ins, 
     uint8_t **bufs = calloc((size_t)n_ins + 1, sizeof(*bufs));
     const uint8_t **data = calloc((size_t)n_ins + 1, sizeof(*data));
     size_t *lens = calloc((size_t)n_ins + 1, sizeof(*lens));
-    char *head = NULL, *line = NULL;
-    json_t *reply = NULL;
+    char *head = NULL;
     if (!descs || !bufs || !data || !lens) {
         r = NV_E_NOMEM;
         goto out;
@@ -487,42 +538,15 @@ static int transact(exec_ctx *c, json_t *hdr, const nv_tensor_view *const *ins, 
     io = io < 0 ? io : write_all(c, "\n", 1, deadline);
     for (int i = 0; io == 0 && i < n_ins; i++)
         io = write_all(c, data[i], lens[i], deadline);
-    io = io < 0 ? io : read_line(c, &line, deadline);
     if (io < 0) {
         fail(c, err, errlen, "%s", io_what(io));
         r = NV_E_DEVICE;
         goto out;
     }
-    json_error_t jerr;
-    reply = json_loads(line, 0, &jerr);
-    const char *type = json_string_value(json_object_get(reply, "type"));
-    const char *status = json_string_value(json_object_get(reply, "status"));
-    if (!reply || !type || strcmp(type, "result") != 0 || !status ||
-        json_integer_value(json_object_get(reply, "id")) != (json_int_t)id) {
-        fail(c, err, errlen, "garbled reply to request %llu: '%.160s'", (unsigned long long)id,
-             line);
-        r = NV_E_DEVICE;
-    } else if (strcmp(status, "ok") != 0) {
-        const char *msg = json_string_value(json_object_get(reply, "message"));
-        snprintf(err, errlen, "%s", msg ? msg : "the harness refused the call");
-        r = error_code(json_string_value(json_object_get(reply, "code")));
-        json_t *t = json_object_get(reply, "tensors");
-        if (json_array_size(t) > 0) { /* an error reply carries no payload by protocol */
-            fail(c, err, errlen, "error reply with tensors");
-            r = NV_E_DEVICE;
-        }
-    } else {
-        r = read_outputs(c, json_object_get(reply, "tensors"), outs, n_outs, deadline, err,
-                         errlen);
-        if (r == NV_OK && ret_fell_back)
-            *ret_fell_back = json_is_true(json_object_get(reply, "fallback"));
-    }
+    r = read_reply(c, id, outs, n_outs, deadline, ret_fell_back, err, errlen);
 out:
     if (r == NV_E_DEVICE || r == NV_E_NOMEM) {
-        for (int i = 0; i < n_outs; i++) {
-            free(outs[i].data);
-            outs[i].data = NULL;
-        }
+        free_outputs(outs, n_outs);
         harness_kill(c);
     }
     for (int i = 0; bufs && i < n_ins; i++)
@@ -531,9 +555,25 @@ out:
     free(data);
     free(lens);
     free(head);
-    free(line);
     json_decref(descs);
-    json_decref(reply);
+    return r;
+}
+
+int nvw_exec_read_reply(int fd, uint64_t id, nv_tensor_view *outs, int n_outs, int timeout_ms,
+                        char *err, size_t errlen)
+{
+    exec_ctx c = {.command = "(reply reader)",
+                  .pid = -1,
+                  .to_fd = -1,
+                  .from_fd = fd,
+                  .err_fd = -1,
+                  .rbuf = malloc(LINE_MAX_BYTES + 1)};
+    if (!c.rbuf)
+        return NV_E_NOMEM;
+    int r = read_reply(&c, id, outs, n_outs, now_ms() + timeout_ms, NULL, err, errlen);
+    if (r == NV_E_DEVICE || r == NV_E_NOMEM)
+        free_outputs(outs, n_outs);
+    free(c.rbuf);
     return r;
 }
 

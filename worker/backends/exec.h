@@ -6,11 +6,23 @@
 #ifndef NUMVAL_WORKER_EXEC_H
 #define NUMVAL_WORKER_EXEC_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "numval/backend.h"
 
 #define NVW_EXEC_PROTOCOL 1
 
 /* The exec backend's table (static storage). */
 const nv_backend *nvw_exec_table(void);
+
+/* Read one reply frame to request id (header line + payloads, docs/EXEC_PROTOCOL.md)
+ * from fd exactly as the backend reads a harness's stdout, for tests and the
+ * fuzzer (tests/fuzz). outs[0..n_outs) must come zeroed. NV_OK with them filled
+ * (each data malloc'd, the caller frees it), the harness's error code, or
+ * NV_E_DEVICE / NV_E_NOMEM with err set and no buffers left in outs. timeout_ms
+ * bounds the whole read. */
+int nvw_exec_read_reply(int fd, uint64_t id, nv_tensor_view *outs, int n_outs, int timeout_ms,
+                        char *err, size_t errlen);
 
 #endif
