@@ -338,14 +338,23 @@ static int header_bytes(conn *c, const char *at, size_t n, int state)
     return 0;
 }
 
+/* http-parser reports a chunked body's trailer fields through the header
+ * callbacks too, after the headers were indexed: they are discarded (RFC 9112
+ * §7.1.2 lets a recipient ignore trailers), so the index never changes under a
+ * handler. */
 static int on_header_field(http_parser *p, const char *at, size_t n)
 {
-    return header_bytes(conn_of(p), at, n, 1);
+    conn *c = conn_of(p);
+    if (c->phase == PH_BODY)
+        return 0;
+    return header_bytes(c, at, n, 1);
 }
 
 static int on_header_value(http_parser *p, const char *at, size_t n)
 {
     conn *c = conn_of(p);
+    if (c->phase == PH_BODY)
+        return 0;
     if (c->rq.hstate == 0)
         return cb_fail(c, 400, "bad_request", "header value without a name");
     return header_bytes(c, at, n, 2);
@@ -404,7 +413,8 @@ static int index_headers(conn *c)
     rq->hdr = nvd_http_alloc(&rq->pub, sizeof(char *) * 2 * (size_t)(rq->n_headers + 1));
     if (!rq->hdr)
         return cb_fail(c, 503, "unavailable", "out of memory");
-    const char *p = rq->hbuf, *end = rq->hbuf + rq->hlen;
+    /* No header at all leaves hbuf NULL: no pointer arithmetic on it. */
+    const char *p = rq->hbuf, *end = p ? p + rq->hlen : NULL;
     int n = 0;
     while (p && p < end && n < rq->n_headers) {
         rq->hdr[2 * n] = p;
