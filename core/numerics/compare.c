@@ -32,11 +32,12 @@ static const char *const class_names[] = {
     [NV_FAIL_INF_MISMATCH] = "inf_mismatch",
     [NV_FAIL_ULP_EXCEEDED] = "ulp_exceeded",
     [NV_FAIL_BOUND_EXCEEDED] = "bound_exceeded",
+    [NV_FAIL_SIGNED_ZERO] = "signed_zero_mismatch",
 };
 
 const char *nv_failure_class_name(nv_failure_class c)
 {
-    return (unsigned)c <= NV_FAIL_BOUND_EXCEEDED ? class_names[c] : NULL;
+    return (unsigned)c < sizeof class_names / sizeof class_names[0] ? class_names[c] : NULL;
 }
 
 /* ---- log-binned histogram of ulp errors ---- */
@@ -170,6 +171,9 @@ int nv_compare(const nv_compare_input *in, const nv_tolerance *tol, nv_compare_r
         return -EINVAL;
     double u = ldexp(1, -(ui->is_float ? ui->mant_bits + 1 : 0));
     double bound_k = tol->c * growth(tol, in->reduction_len) * u;
+    /* Only formats with a signed zero (not the ints, not e8m0) have a sign to judge. */
+    const nv_dtype_info *oi = nv_dtype_get(in->dtype);
+    bool judge_sign = in->zero_sign && oi->is_float && oi->is_signed;
 
     static _Thread_local acc a; /* 16 KiB of bins: kept off the stack */
     memset(&a, 0, sizeof(a));
@@ -182,7 +186,7 @@ int nv_compare(const nv_compare_input *in, const nv_tolerance *tol, nv_compare_r
         double s, t;
         nv_two_sum(g, -e, &s, &t); /* s + t == got - hi exactly */
         double err = fabs(s + (t - lo));
-        double ex = e + lo;
+        double ex = lo != 0 ? e + lo : e; /* e + 0 would turn an exact -0 into +0 */
         double ulp = exact_ulp(in->dtype, e, lo);
         double ue = err / ulp;
         double rel = ex != 0 ? err / fabs(ex) : (err == 0 ? 0 : INFINITY);
@@ -212,6 +216,11 @@ int nv_compare(const nv_compare_input *in, const nv_tolerance *tol, nv_compare_r
             r.mismatches++;
             add_first(&r, i, g, ex, ue, err, allowed,
                       tol->metric == NV_TOL_BOUND ? NV_FAIL_BOUND_EXCEEDED : NV_FAIL_ULP_EXCEEDED);
+        } else if (judge_sign && g == 0 && signbit(g) != signbit(e)) {
+            /* The value is right, its zero's sign is not: -0 for +0 or the reverse. */
+            r.mismatches++;
+            r.zero_sign_mismatches++;
+            add_first(&r, i, g, ex, ue, err, allowed, NV_FAIL_SIGNED_ZERO);
         }
     }
     r.compared = in->n;

@@ -18,6 +18,7 @@ typedef enum nv_failure_class {
     NV_FAIL_INF_MISMATCH,
     NV_FAIL_ULP_EXCEEDED,   /* ulp and allclose metrics */
     NV_FAIL_BOUND_EXCEEDED, /* bound metric */
+    NV_FAIL_SIGNED_ZERO,    /* a zero of the wrong sign where the op defines it */
 } nv_failure_class;
 
 const char *nv_failure_class_name(nv_failure_class c);
@@ -30,6 +31,13 @@ typedef struct nv_compare_input {
     const double *exact_lo;  /* low part (double-double) or NULL */
     const double *abs_sum;   /* bound metric: sum |x_i| of each output's reduction, or NULL */
     int64_t reduction_len;   /* bound metric: n of g(n) */
+    /* Judge the sign of zero results (the op defines it: nv_op_zero_sign_judged,
+     * core/ops/catalog.h): a device zero whose sign differs from the exact
+     * value's, itself within the tolerance, is a signed_zero_mismatch. The sign
+     * of the exact value is that of the correctly rounded result, also when it
+     * underflows to zero (IEEE 754-2019 §6.3; §7.5: a zero result of underflow
+     * keeps the sign of the exact value). false: -0 and +0 are equal. */
+    bool zero_sign;
 } nv_compare_input;
 
 typedef struct nv_mismatch {
@@ -40,6 +48,7 @@ typedef struct nv_mismatch {
 
 typedef struct nv_compare_result {
     int64_t compared, mismatches, nan_mismatches, inf_mismatches;
+    int64_t zero_sign_mismatches; /* of the mismatches: zeros of the wrong sign */
     double max_ulp, mean_ulp, p99_ulp; /* over finite pairs; p99 from a log-binned histogram:
                                         * 8 bins per octave, reported as the upper edge of its
                                         * bin (at most 12.5% above, capped at max_ulp; below

@@ -6,6 +6,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "rng.h"
@@ -19,6 +20,9 @@ static const char *const class_names[NV_IN_COUNT] = {
     [NV_IN_MIDPOINTS] = "midpoints",
     [NV_IN_CANCELLATION] = "cancellation",
     [NV_IN_DOMAIN_EDGES] = "domain_edges",
+    [NV_IN_OFFSET] = "offset",
+    [NV_IN_SWEEP] = "sweep",
+    [NV_IN_EXHAUSTIVE] = "exhaustive",
 };
 
 const char *nv_input_class_name(nv_input_class c)
@@ -40,6 +44,37 @@ int nv_input_class_from_name(const char *name, nv_input_class *ret)
         }
     }
     return -EINVAL;
+}
+
+/* "exhaustive" enumerates 2^bits encodings: up to 16 bits (65536 values; bf16 and
+ * fp16 whole). fp32's 2^32 belong to a bulk path of their own. */
+#define EXHAUSTIVE_MAX_BITS 16
+
+int nv_input_class_check(nv_input_class c, nv_dtype dt, int64_t n, char *msg, size_t len)
+{
+    const nv_dtype_info *di = nv_dtype_get(dt);
+    if (!di || (int)c < 0 || c >= NV_IN_COUNT) {
+        snprintf(msg, len, "unknown input class or dtype");
+        return -EINVAL;
+    }
+    if (c != NV_IN_EXHAUSTIVE)
+        return 0;
+    if (di->bits > EXHAUSTIVE_MAX_BITS) {
+        snprintf(msg, len,
+                 "input class 'exhaustive' enumerates every encoding and takes dtypes of at most "
+                 "%d bits; '%s' has %d (use 'sweep': every k-th encoding across its range)",
+                 EXHAUSTIVE_MAX_BITS, di->name, di->bits);
+        return -EINVAL;
+    }
+    int64_t all = (int64_t)1 << di->bits;
+    if (n < all) {
+        snprintf(msg, len,
+                 "input class 'exhaustive' needs at least %lld elements for every encoding of "
+                 "'%s'; the tensor has %lld (use a shape of at least %lld elements)",
+                 (long long)all, di->name, (long long)n, (long long)all);
+        return -EINVAL;
+    }
+    return 0;
 }
 
 /* Generation context shared by the class generators. */
@@ -181,18 +216,38 @@ static int specials_list(const nv_dtype_info *di, double *out)
     return n;
 }
 
-/* Specials at even positions, normal values at odd ones. Specials are not held
- * to the domain: NaN, Inf and signed zeros outside it test the op's IEEE 754
- * special-case rules (§9.2), e.g. log(-Inf) = NaN. */
+/* Unary ops: specials at even positions, normal values at odd ones. Operand t
+ * of an elementwise op of 2 or 3 operands (cross_arity): position i holds tuple
+ * k = i mod L^arity of the specials list plus one normal value (L entries),
+ * digit t of k in base L, so that every ordered pair or triple of specials, and
+ * each special against a normal value in both orders, meets at fixed positions
+ * of all operands: (NaN, x) and (x, NaN), (+Inf, -Inf), (+0, -0) and (-0, +0).
+ * IEEE 754-2019 defines each: §6.2 NaN propagation, §7.2 invalid operations
+ * (inf - inf, 0 x inf, fma(0, inf, c)), §6.3 the sign of zero sums and products,
+ * §9.6 maximum/minimum. Specials are not held to the domain: NaN, Inf and
+ * signed zeros outside it test the op's special-case rules (§9.2), e.g.
+ * log(-Inf) = NaN. */
 static void gen_specials(gen *g, double *out, int64_t n)
 {
     double sp[16];
     int ns = specials_list(g->di, sp);
+    for (int k = 0; k < ns; k++)
+        sp[k] = nv_dtype_round(g->rq->dtype, sp[k], &NV_ROUND_DEFAULT, 0);
+    int arity = g->rq->domain.cross_arity;
+    int t = g->rq->tensor_index;
+    if (arity < 2 || t < 0 || t >= arity) {
+        for (int64_t i = 0; i < n; i++)
+            out[i] = i % 2 == 0 ? sp[(i / 2) % ns] : gen_normal(g);
+        return;
+    }
+    int64_t L = ns + 1, tuples = 1, place = 1;
+    for (int a = 0; a < arity; a++)
+        tuples *= L;
+    for (int a = 0; a < t; a++)
+        place *= L;
     for (int64_t i = 0; i < n; i++) {
-        if (i % 2 == 0)
-            out[i] = nv_dtype_round(g->rq->dtype, sp[(i / 2) % ns], &NV_ROUND_DEFAULT, 0);
-        else
-            out[i] = gen_normal(g);
+        int64_t d = (i % tuples) / place % L;
+        out[i] = d < ns ? sp[d] : gen_normal(g);
     }
 }
 
@@ -305,14 +360,17 @@ static void gen_cancellation(gen *g, double *out, int64_t n)
     }
 }
 
+/* Up to 512 edges per op and dtype (tanh's regime changes in fp64: 397). */
+#define MAX_EDGES 512
+
 static void gen_domain_edges(gen *g, double *out, int64_t n)
 {
-    double edges[64], list[192];
+    static _Thread_local double edges[MAX_EDGES], list[3 * MAX_EDGES];
     int ne = 0, nl = 0;
     if (g->rq->domain.edges)
-        ne = g->rq->domain.edges(g->rq->dtype, edges, 64);
-    if (ne > 64)
-        ne = 64;
+        ne = g->rq->domain.edges(g->rq->dtype, edges, MAX_EDGES);
+    if (ne > MAX_EDGES)
+        ne = MAX_EDGES;
     for (int k = 0; k < ne; k++) {
         double e = round_to(g->rq->dtype, edges[k], NV_ROUND_NEAREST_EVEN);
         list[nl++] = e;
@@ -321,6 +379,126 @@ static void gen_domain_edges(gen *g, double *out, int64_t n)
     }
     for (int64_t i = 0; i < n; i++)
         out[i] = nl > 0 ? list[i % nl] : gen_normal(g);
+}
+
+/* The offset-to-spread ratio R of "offset" in dt: 10^4 (|mean| >> sigma, so that
+ * E[x^2] - E[x]^2 in fp32 loses about R^2 2^-24 = 6 times the variance to
+ * cancellation, Chan, Golub & LeVeque 1983; Higham §1.9), but at most 2^(p-4) so
+ * that the spread stays 8 ulps of the offset or more (bf16: 16, fp16: 128). */
+static double offset_ratio(const nv_dtype_info *di)
+{
+    if (!di->is_float)
+        return di->bits == 8 ? 32 : 1e4;
+    return fmax(1, fmin(1e4, ldexp(1, di->mant_bits + 1 - 4)));
+}
+
+/* Runs of reduction_len (rows along the reduction axis; the whole tensor when
+ * there is none): each row draws an offset c with |c| in [R, 2R) and a sign the
+ * domain allows, then x = c + N(0, 1). Per-channel parameters get normal values. */
+static void gen_offset(gen *g, double *out, int64_t n)
+{
+    if (g->rq->domain.param) {
+        for (int64_t i = 0; i < n; i++)
+            out[i] = gen_normal(g);
+        return;
+    }
+    int64_t run = g->rq->reduction_len > 1 ? g->rq->reduction_len : n;
+    double R = offset_ratio(g->di), c = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (i % run == 0)
+            c = signed_in_domain(g, R * (1 + nv_rng_uniform(&g->rng)));
+        out[i] = fit(g, c + nv_rng_normal(&g->rng));
+    }
+}
+
+/* A dtype's encodings by magnitude ordinal: the non-negative finite values in
+ * increasing order are ordinals 0 .. count - 1, encoded as ordinal x step (the
+ * magnitude bits of an IEEE-like format order as its values, IEEE 754-2019
+ * §3.4; tf32 keeps its 19 bits at the top of a 32-bit container), the sign bit
+ * added for the negative ones. Integers: 0 .. 2^(bits-1) - 1 and their negative
+ * counterparts -1 .. -2^(bits-1). */
+typedef struct ordinals {
+    uint64_t count, step, sign;
+    bool is_int, two_signs;
+} ordinals;
+
+static ordinals ordinals_of(const gen *g)
+{
+    const nv_dtype_info *di = g->di;
+    nv_dtype dt = g->rq->dtype;
+    ordinals o = {.is_int = !di->is_float, .two_signs = di->is_signed, .step = 1};
+    if (o.is_int) {
+        o.count = (uint64_t)1 << (di->bits - 1);
+        return o;
+    }
+    if (di->has_subnormals && di->min_subnormal < di->min_normal)
+        o.step = nv_dtype_encode(dt, di->min_subnormal, &NV_ROUND_DEFAULT, 0);
+    if (o.step == 0)
+        o.step = 1;
+    o.count = nv_dtype_encode(dt, di->max_finite, &NV_ROUND_DEFAULT, 0) / o.step + 1;
+    o.sign = di->is_signed ? nv_dtype_encode(dt, -0.0, &NV_ROUND_DEFAULT, 0) : 0;
+    return o;
+}
+
+static double ordinal_value(const gen *g, const ordinals *o, uint64_t k, bool neg)
+{
+    if (o->is_int)
+        return neg ? -(double)k - 1 : (double)k;
+    return nv_dtype_decode(g->rq->dtype, k * o->step | (neg ? o->sign : 0), false);
+}
+
+/* Every k-th encoding, both signs: element i of n is sign i mod 2 (+ first) and
+ * ordinal round(j (count - 1) / (m - 1)) of the m = ceil(n / 2) per sign, j = i / 2:
+ * k = (count - 1) / (m - 1), from +-0 to +-max_finite; with m >= count every
+ * encoding, cycled. Deterministic (no random draws): the seed does not change
+ * it. Operand t > 0 of a multi-input op reads the sequence rotated by an odd
+ * offset near 0.382 t n, which pairs each value with one far along the range and
+ * of the other sign. Not held to the domain (like "specials"). */
+static void gen_sweep(gen *g, double *out, int64_t n)
+{
+    ordinals o = ordinals_of(g);
+    int64_t m = o.two_signs ? (n + 1) / 2 : n;
+    int t = g->rq->tensor_index > 0 ? g->rq->tensor_index : 0;
+    int64_t rot = n > 1 ? ((int64_t)((double)n * 0.381966 * t) | 1) % n : 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t p = t > 0 ? (i + rot) % n : i;
+        bool neg = o.two_signs && (p & 1);
+        uint64_t j = (uint64_t)(o.two_signs ? p / 2 : p), k;
+        if ((uint64_t)m >= o.count)
+            k = j % o.count;
+        else if (m < 2)
+            k = 0;
+        else {
+            double f = (double)j * (double)(o.count - 1) / (double)(m - 1);
+            k = f >= (double)(o.count - 1) ? o.count - 1 : (uint64_t)f;
+        }
+        out[i] = ordinal_value(g, &o, k, neg);
+    }
+}
+
+/* Every encoding of a dtype of at most 16 bits, NaNs and infinities included:
+ * with B = 2^bits, operand 0 holds encoding i mod B at element i; operand t > 0
+ * holds (i / B^t + G_t (i mod B)) mod B (G_t odd, so each block of B elements
+ * is again every encoding), and B^2 elements give every ordered pair of a
+ * binary op. Deterministic; not held to the domain. */
+static int gen_exhaustive(gen *g, double *out, int64_t n)
+{
+    static const uint64_t G[] = {0, 0x9E3779B9u, 0x85EBCA6Bu, 0xC2B2AE35u};
+    if (g->di->bits > EXHAUSTIVE_MAX_BITS)
+        return -EINVAL;
+    uint64_t B = (uint64_t)1 << g->di->bits;
+    int t = g->rq->tensor_index > 0 ? g->rq->tensor_index % 4 : 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t u = (uint64_t)i, e = u % B;
+        if (t > 0) {
+            uint64_t q = u;
+            for (int a = 0; a < t; a++)
+                q /= B;
+            e = (q + G[t] * e) % B;
+        }
+        out[i] = nv_dtype_decode(g->rq->dtype, e, false);
+    }
+    return 0;
 }
 
 /* Matmul scales (the tensors after the op's n_inputs): e8m0 powers of two
@@ -387,6 +565,20 @@ int nv_inputs_generate(const nv_input_request *rq, double *out, int64_t n)
         return 0;
     case NV_IN_DOMAIN_EDGES:
         gen_domain_edges(&g, out, n);
+        return 0;
+    case NV_IN_OFFSET:
+        gen_offset(&g, out, n);
+        return 0;
+    case NV_IN_SWEEP:
+    case NV_IN_EXHAUSTIVE:
+        if (d->param) {
+            for (int64_t i = 0; i < n; i++)
+                out[i] = gen_normal(&g);
+            return 0;
+        }
+        if (rq->cls == NV_IN_EXHAUSTIVE)
+            return gen_exhaustive(&g, out, n);
+        gen_sweep(&g, out, n);
         return 0;
     default:
         return -EINVAL;

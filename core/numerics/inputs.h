@@ -10,6 +10,7 @@
 #define NUMVAL_INPUTS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "dtype.h"
@@ -24,6 +25,9 @@ typedef enum nv_input_class {
     NV_IN_MIDPOINTS,    /* "midpoints": exact rounding midpoints of the target dtype */
     NV_IN_CANCELLATION, /* "cancellation": large values of both signs that cancel + small */
     NV_IN_DOMAIN_EDGES, /* "domain_edges": the op's edges() and their neighbours */
+    NV_IN_OFFSET,       /* "offset": rows of a large common offset and a small spread */
+    NV_IN_SWEEP,        /* "sweep": every k-th encoding of the dtype, both signs */
+    NV_IN_EXHAUSTIVE,   /* "exhaustive": every encoding (dtypes of at most 16 bits) */
     NV_IN_COUNT
 } nv_input_class;
 
@@ -31,6 +35,14 @@ typedef enum nv_input_class {
 const char *nv_input_class_name(nv_input_class c);
 /* Parse a class name. Returns 0 or -EINVAL. */
 int nv_input_class_from_name(const char *name, nv_input_class *ret);
+
+/* Whether class c can fill a value tensor of n elements of dtype dt. Returns 0,
+ * or -EINVAL with a sentence in msg (naming the class, the dtype and what to
+ * use instead): "exhaustive" takes dtypes of at most 16 bits and at least one
+ * element per encoding. The other classes take every dtype and size. Job-spec
+ * validation calls it so that such a job is refused before it runs;
+ * nv_inputs_generate refuses the same requests with -EINVAL. */
+int nv_input_class_check(nv_input_class c, nv_dtype dt, int64_t n, char *msg, size_t len);
 
 /* Domain edges for the "domain_edges" class in dtype dt: up to max values
  * written to out, count returned (nv_op_def.edges). */
@@ -53,6 +65,16 @@ typedef struct nv_input_domain {
      * a tie. x is tensor 0, regenerated from this request with tensor_index 0,
      * so tensor 0 must share this tensor's domain (add, sub: the whole line). */
     bool tie_partner;
+    /* "specials" for an elementwise op of 2 or 3 operands (its arity here; 0 or
+     * 1: the unary layout). Position i holds tuple i mod L^arity of the ordered
+     * tuples over the specials list plus one normal value (L entries), operand t
+     * taking digit t: every ordered pair (triple) of specials, (NaN, x) and
+     * (x, NaN) alike, sits at a fixed position of the operands. */
+    int cross_arity;
+    /* A per-channel parameter (layer_norm / rms_norm weight and bias): "offset",
+     * "sweep" and "exhaustive" give it normal values, since they describe the
+     * rows it scales. */
+    bool param;
 } nv_input_domain;
 
 typedef struct nv_input_request {

@@ -4,14 +4,15 @@
  * tolerances tolerances.c; the exact references are core/ref/reference.c.
  *
  * Input domains (nv_op_input_desc lo/hi, closed intervals) bound the random
- * classes (normal, uniform, near_zero, large, midpoints, cancellation): log and
- * log2 take [0, inf) (0 gives -inf, IEEE 754-2019 §9.2.1), log1p [-1, inf), sqrt,
- * rsqrt [0, inf), pow's base [0, inf) (a negative base with an integer exponent is
- * exercised by pow's domain edges); every other input takes the whole line.
- * "specials" and "domain_edges" ignore the domain on purpose: NaN, +-Inf and
- * values outside the domain test the op's IEEE 754 special-case behaviour, which
- * the reference defines. "cancellation" is meaningful for add, sub, fma, the
- * reductions and matmul; every op accepts every class. */
+ * classes (normal, uniform, near_zero, large, midpoints, cancellation, offset):
+ * log and log2 take [0, inf) (0 gives -inf, IEEE 754-2019 §9.2.1), log1p
+ * [-1, inf), sqrt, rsqrt [0, inf), pow's base [0, inf) (a negative base with an
+ * integer exponent is exercised by pow's domain edges); every other input takes
+ * the whole line. "specials", "domain_edges", "sweep" and "exhaustive" ignore
+ * the domain on purpose: NaN, +-Inf and values outside the domain test the op's
+ * IEEE 754 special-case behaviour, which the reference defines. "cancellation"
+ * is meaningful for add, sub, fma, the reductions and matmul; every op accepts
+ * every class. */
 #include <errno.h>
 #include <float.h>
 #include <math.h>
@@ -186,7 +187,21 @@ nv_input_domain nv_op_input_domain(const nv_op_def *op, int i)
     d.hi = in->hi;
     d.edges = i == 0 ? op->edges : NULL;
     d.tie_partner = i == 1 && (id == NVO_ADD || id == NVO_SUB);
+    /* "specials" meet as every ordered tuple in the operands of add .. fma, pow,
+     * maximum, minimum; "offset", "sweep" and "exhaustive" describe the rows of
+     * layer_norm / rms_norm, not their per-channel weight and bias. */
+    if (op->kind == NV_OPK_BINARY || op->kind == NV_OPK_TERNARY)
+        d.cross_arity = op->n_inputs;
+    d.param = i > 0 && (id == NVO_LAYER_NORM || id == NVO_RMS_NORM);
     return d;
+}
+
+bool nv_op_zero_sign_judged(const nv_op_def *op)
+{
+    /* Reductions and matmul start their accumulators from +0 where IEEE's sum
+     * of -0 terms is -0, and the max reduction keeps whichever of -0 and +0 its
+     * comparisons meet first: their zero's sign is not part of the contract. */
+    return op && op->kind != NV_OPK_REDUCE && op->kind != NV_OPK_MATMUL;
 }
 
 /* ---- dtype support ---- */

@@ -84,6 +84,16 @@ const nv_op_def *nv_op_all(size_t *ret_n);
  * input 1. op NULL: plain values on the whole real line. */
 nv_input_domain nv_op_input_domain(const nv_op_def *op, int i);
 
+/* Whether a device's zero result must have the sign of the exact one (the
+ * comparison's nv_compare_input.zero_sign): true for the elementwise ops, where
+ * IEEE 754-2019 defines it (§6.3 sums, products, quotients, sqrt(-0) = -0 and
+ * zero results of underflow; §5.5.1 negate, abs; §9.6 maximum, minimum with
+ * -0 < +0; §9.2.1 odd functions at +-0; §5.4.2 conversions), and numval's
+ * contract extends it to sigmoid, erf, gelu, silu and relu (a correctly
+ * rounded zero has the exact value's sign; relu(-0) = +0); false for the
+ * reductions and matmul (docs/TOLERANCES.md "Signed zero" says why). */
+bool nv_op_zero_sign_judged(const nv_op_def *op);
+
 /* Attributes from a JSON object (NULL = all defaults). Unknown keys are refused.
  * On error returns -EINVAL and a malloc'd message naming the key in *ret_msg. */
 int nv_op_parse_attrs(const nv_op_def *op, const json_t *obj, nv_op_attrs *ret, char **ret_msg);

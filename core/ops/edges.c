@@ -175,7 +175,14 @@ int nvo_edges_log1p(nv_dtype dt, double *out, int max)
     return e.n;
 }
 
-/* tanh(x) rounds to 1 once 1 - tanh x = 2 / (e^2x + 1) <= 2^-(p+1). */
+/* tanh(x) rounds to 1 once 1 - tanh x = 2 / (e^2x + 1) <= 2^-(p+1). Below that
+ * the result's ulp halves each time 1 - tanh x crosses a power of two 2^-k, at
+ * x_k = ln(2^(k+1) - 1) / 2: those regime changes for k = 1 .. p (in fp32, 0.35
+ * apart up to 9.0; they include where bf16 and fp16 round to 1, 3.47 and 4.5),
+ * then 4, 4.5 .. 9, both signs. A tanh that saturates early (to exactly +-1 for
+ * |x| > 4, where fp32's exact 1 - tanh 4 = 6.7e-4 is 11000 ulps) meets them at
+ * fixed positions; the saturation threshold itself sits where the error is
+ * 0.5 ulp. The threshold comes first: a short list keeps it. */
 int nvo_edges_tanh(nv_dtype dt, double *out, int max)
 {
     START;
@@ -185,6 +192,15 @@ int nvo_edges_tanh(nv_dtype dt, double *out, int max)
     add(&e, e.di->min_subnormal);
     add(&e, -e.di->min_subnormal);
     add(&e, 0.0);
+    for (int k = 1; k <= prec(&e); k++) {
+        double x = log(ldexp(1, k + 1) - 1) / 2;
+        around(&e, x, 1);
+        around(&e, -x, 1);
+    }
+    for (int j = 0; j <= 10; j++) {
+        around(&e, 4 + j / 2.0, 1);
+        around(&e, -(4 + j / 2.0), 1);
+    }
     return e.n;
 }
 

@@ -68,8 +68,15 @@ static void exact_fma(double a, double b, double c, double *hi, double *lo)
     two_sum(e2, s, &h, &u);
     double l = u + t;
     fast_two_sum(h, l, hi, lo);
-    if (!isfinite(*hi))
+    /* Where the expansion leaves fp64 (fp64 operands: a sum beyond DBL_MAX, whose
+     * two_sum gives inf - inf = NaN) or gives zero (exact, or a product's low part
+     * lost below 2^-1074), the hardware fma's one rounding is the answer: the
+     * overflow result, and the zero's sign of IEEE 754-2019 §6.3 (-0 for -0 + -0
+     * and for a negative result below half the smallest subnormal). */
+    if (!isfinite(*hi) || (*hi == 0 && *lo == 0)) {
+        *hi = fma(a, b, c);
         *lo = 0;
+    }
 }
 
 static void exact_div(double x, double y, nv_dtype dt, mpfr_ptr q, double *hi, double *lo)

@@ -541,6 +541,35 @@ static int check_cases(nv_jobspec *s, nv_spec_err *e)
     return 0;
 }
 
+/* Every input class must be able to fill every value tensor of every case
+ * (nv_input_class_check: "exhaustive" takes dtypes of at most 16 bits and one
+ * element per encoding); refused at /inputs/N naming the input and shape.
+ * Metadata only, like check_cases. */
+static int check_class_inputs(nv_jobspec *s, nv_spec_err *e)
+{
+    nv_tensor t[NV_JOB_MAX_TENSORS];
+    char msg[256], ptr[32];
+    for (int k = 0; k < s->n_classes; k++) {
+        for (int j = 0; j < s->n_shapes; j++) {
+            for (int d = 0; d < s->n_dtypes; d++) {
+                memset(t, 0, sizeof t);
+                int n =
+                    nv_jobspec_tensors(s, &s->shapes[j], s->dtypes[d], -1, t, NV_JOB_MAX_TENSORS);
+                for (int i = 0; i < n; i++) {
+                    nv_input_domain dom = nv_op_input_domain(s->op, i);
+                    if (dom.role != NV_INPUT_VALUES || dom.param ||
+                        nv_input_class_check(s->classes[k], t[i].dtype, t[i].numel, msg,
+                                             sizeof msg) == 0)
+                        continue;
+                    snprintf(ptr, sizeof ptr, "/inputs/%d", k);
+                    return nv_spec_fail(e, ptr, "%s (input %d of /shapes/%d)", msg, i, j);
+                }
+            }
+        }
+    }
+    return 0;
+}
+
 static int parse_all(const json_t *spec, nv_jobspec *s, nv_spec_err *e)
 {
     int r = check_kind_and_keys(spec, e);
@@ -590,7 +619,10 @@ static int parse_all(const json_t *spec, nv_jobspec *s, nv_spec_err *e)
                             "samples), more than the limit of %d; split it",
                             (long long)s->n_cases, NV_JOB_MAX_CASES);
     s->n_total = s->n_cases + (int64_t)s->n_dtypes * s->n_expect;
-    return check_cases(s, e);
+    r = check_cases(s, e);
+    if (r < 0)
+        return r;
+    return check_class_inputs(s, e);
 }
 
 int nv_jobspec_parse(const json_t *spec, nv_jobspec **ret, char **ret_pointer, char **ret_msg)

@@ -25,7 +25,7 @@ static void test_ulp_by_hand(void)
     double exact[] = {1.0, 2.0, 1.0, 1.0, 0x1p-140};
     double lo[] = {0, 0, 0x1p-30, -0x1p-40, 0};
     double got[] = {1 + 0x1p-23, 2 - 0x1p-23, 1.0, 1 - 0x1p-24, 0x1p-140 + 0x1p-148};
-    nv_compare_input in = {NV_DT_FP32, 5, got, exact, lo, NULL, 0};
+    nv_compare_input in = {NV_DT_FP32, 5, got, exact, lo, NULL, 0, false};
     nv_tolerance t = ulp_tol(1);
     nv_compare_result r;
     int rc = nv_compare(&in, &t, &r);
@@ -48,7 +48,7 @@ static void test_specials(void)
 {
     double exact[] = {NAN, 1.0, NAN, INFINITY, INFINITY, 3e38, INFINITY, 0.0};
     double got[] = {NAN, NAN, 1.0, INFINITY, -INFINITY, INFINITY, 3e38, -0.0};
-    nv_compare_input in = {NV_DT_FP32, 8, got, exact, NULL, NULL, 0};
+    nv_compare_input in = {NV_DT_FP32, 8, got, exact, NULL, NULL, 0, false};
     nv_tolerance t = ulp_tol(1);
     nv_compare_result r;
     nv_compare(&in, &t, &r);
@@ -67,7 +67,7 @@ static void test_allclose(void)
 {
     double exact[] = {1.0, 1.0, 100.0};
     double got[] = {1.0005, 1.002, 100.05};
-    nv_compare_input in = {NV_DT_FP64, 3, got, exact, NULL, NULL, 0};
+    nv_compare_input in = {NV_DT_FP64, 3, got, exact, NULL, NULL, 0, false};
     nv_tolerance t = ulp_tol(0);
     t.metric = NV_TOL_ALLCLOSE;
     t.atol = 1e-3;
@@ -87,7 +87,7 @@ static void test_bound(void)
     double exact[] = {1.0, 1.0};
     double got[] = {1.05, 1.07};
     double abs_sum[] = {1000, 1000};
-    nv_compare_input in = {NV_DT_FP32, 2, got, exact, NULL, abs_sum, 1000};
+    nv_compare_input in = {NV_DT_FP32, 2, got, exact, NULL, abs_sum, 1000, false};
     nv_tolerance t = ulp_tol(0);
     t.metric = NV_TOL_BOUND;
     t.c = 1;
@@ -125,7 +125,7 @@ static void test_first_and_p99(void)
     }
     for (int i = 0; i < 40; i++)
         got[N - 1 - 7 * i] = 1.5 + 0x1p-50;
-    nv_compare_input in = {NV_DT_FP64, N, got, exact, lo, NULL, 0};
+    nv_compare_input in = {NV_DT_FP64, N, got, exact, lo, NULL, 0, false};
     nv_tolerance t = ulp_tol(1);
     nv_compare_result r;
     nv_compare(&in, &t, &r);
@@ -203,7 +203,7 @@ static void test_f32_kernel(void)
             t.rtol = 1e-6;
         }
         nv_compare_result a, b;
-        nv_compare_input in = {NV_DT_FP32, N, gd, ed, NULL, NULL, 0};
+        nv_compare_input in = {NV_DT_FP32, N, gd, ed, NULL, NULL, 0, false};
         int rc = nv_compare_f32(g, e, N, &t, &a) | nv_compare(&in, &t, &b);
         if (!same_result(&a, &b))
             tap_diag(
@@ -224,6 +224,43 @@ static void test_f32_kernel(void)
     free(ed);
 }
 
+/* Signed zero (IEEE 754-2019 §6.3): with zero_sign, a device zero of the other
+ * sign than the exact value fails on its own class, after the value checks; the
+ * exact sign of a result that underflows to zero is that of the exact value. */
+static void test_signed_zero(void)
+{
+    /* -0 for x - x (must be +0); +0 for -0 * 1; +0 for -2^-200 (fp32 rounds it to
+     * -0); -0 for +2^-150 (the tie rounds to +0); a right -0; a plain value. */
+    double exact[] = {0.0, -0.0, -0x1p-200, 0x1p-150, -0.0, 1.0, -0x1.8p-148};
+    double got[] = {-0.0, 0.0, 0.0, -0.0, -0.0, 1.0, 0.0};
+    nv_compare_input in = {
+        .dtype = NV_DT_FP32, .n = 7, .got = got, .exact = exact, .zero_sign = true};
+    nv_tolerance t = ulp_tol(1);
+    nv_compare_result r;
+    nv_compare(&in, &t, &r);
+    /* The last: exact -3 2^-149, got +0, 3 ulps: a value error, judged first. */
+    tap_ok(r.zero_sign_mismatches == 4 && r.mismatches == 5 && r.nan_mismatches == 0 &&
+               r.failure == NV_FAIL_SIGNED_ZERO && r.first[0].index == 0 &&
+               r.first[0].kind == NV_FAIL_SIGNED_ZERO && r.first[0].ulp_err == 0 &&
+               r.first[4].index == 6 && r.first[4].kind == NV_FAIL_ULP_EXCEEDED,
+           "zero of the wrong sign: signed_zero_mismatch (%lld), a wrong value stays ulp_exceeded",
+           (long long)r.zero_sign_mismatches);
+    tap_ok(signbit(r.first[1].exact) && r.first[1].exact == 0,
+           "the reported exact value keeps its -0");
+    tap_ok(strcmp(nv_failure_class_name(NV_FAIL_SIGNED_ZERO), "signed_zero_mismatch") == 0,
+           "class name signed_zero_mismatch");
+    in.zero_sign = false;
+    nv_compare(&in, &t, &r);
+    tap_ok(r.zero_sign_mismatches == 0 && r.mismatches == 1, "not judged: -0 equals +0");
+    in.zero_sign = true;
+    in.dtype = NV_DT_E8M0; /* no zero at all, let alone a signed one */
+    in.n = 1;
+    double one = 1.0;
+    in.got = in.exact = &one;
+    nv_compare(&in, &t, &r);
+    tap_ok(r.mismatches == 0, "unsigned formats: nothing to judge");
+}
+
 int main(void)
 {
     test_ulp_by_hand();
@@ -232,5 +269,6 @@ int main(void)
     test_bound();
     test_first_and_p99();
     test_f32_kernel();
+    test_signed_zero();
     return tap_done();
 }

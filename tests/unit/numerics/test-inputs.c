@@ -1,9 +1,11 @@
 /* Input generators: determinism, representability in the dtype (checked with the
  * compiler's own float/_Float16 conversions and bit patterns, not dtype.c),
  * each class's defining property, and domain restriction. */
+#include <errno.h>
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tests/unit/tap.h"
@@ -84,14 +86,17 @@ static double a[N], b[N];
 static void test_determinism(void)
 {
     for (int c = 0; c < NV_IN_COUNT; c++) {
-        gen((nv_input_class)c, NV_DT_FP32, NV_DT_BF16, &op_log, 0, a, N);
-        gen((nv_input_class)c, NV_DT_FP32, NV_DT_BF16, &op_log, 0, b, N);
-        bool same = true;
+        /* exhaustive takes dtypes of at most 16 bits */
+        nv_dtype dt = c == NV_IN_EXHAUSTIVE ? NV_DT_FP16 : NV_DT_FP32;
+        int r = gen((nv_input_class)c, dt, NV_DT_BF16, &op_log, 0, a, N);
+        r |= gen((nv_input_class)c, dt, NV_DT_BF16, &op_log, 0, b, N);
+        bool same = r == 0;
         for (int i = 0; i < N; i++)
             same = same && TAP_SAME_DOUBLE(a[i], b[i]) && signbit(a[i]) == signbit(b[i]);
-        /* A shorter tensor is a prefix: values do not depend on the call's length. */
-        gen((nv_input_class)c, NV_DT_FP32, NV_DT_BF16, &op_log, 0, b, 100);
-        for (int i = 0; i < 100; i++)
+        /* A shorter tensor is a prefix: values do not depend on the call's length
+         * (but a sweep spreads its points over the length it is given). */
+        gen((nv_input_class)c, dt, NV_DT_BF16, &op_log, 0, b, 100);
+        for (int i = 0; c != NV_IN_SWEEP && i < 100; i++)
             same = same && TAP_SAME_DOUBLE(a[i], b[i]);
         tap_ok(same, "%s: same request, same values", nv_input_class_name((nv_input_class)c));
     }
@@ -107,8 +112,10 @@ static void test_representable(void)
 {
     for (int c = 0; c < NV_IN_COUNT; c++) {
         bool ok32 = true, ok16 = true, okbf = true;
-        gen((nv_input_class)c, NV_DT_FP32, NV_DT_FP16, &op_add, 0, a, N);
-        for (int i = 0; i < N; i++)
+        int r = gen((nv_input_class)c, NV_DT_FP32, NV_DT_FP16, &op_add, 0, a, N);
+        if (c == NV_IN_EXHAUSTIVE)
+            ok32 = r == -EINVAL; /* 2^32 encodings: refused */
+        for (int i = 0; r == 0 && i < N; i++)
             ok32 = ok32 && is_f32(a[i]);
         gen((nv_input_class)c, NV_DT_FP16, NV_DT_FP16, &op_add, 0, a, N);
         for (int i = 0; i < N; i++)
@@ -235,8 +242,10 @@ static void test_domain(void)
 {
     bool in = true, unit = true;
     for (int c = 0; c < NV_IN_COUNT; c++) {
-        if (c == NV_IN_SPECIALS)
-            continue; /* specials test IEEE behaviour outside the domain on purpose */
+        /* specials, sweep and exhaustive test IEEE behaviour outside the domain on
+         * purpose */
+        if (c == NV_IN_SPECIALS || c == NV_IN_SWEEP || c == NV_IN_EXHAUSTIVE)
+            continue;
         gen((nv_input_class)c, NV_DT_FP32, NV_DT_BF16, &op_log, 0, a, N);
         for (int i = 0; i < N; i++)
             in = in && a[i] >= 0;
@@ -284,6 +293,282 @@ static void test_index_and_scales(void)
     tap_ok(pow2, "matmul e8m0 scales: powers of two in [2^-4, 2^4]");
 }
 
+/* add-like and fma-like ops: "specials" enumerate the ordered tuples. */
+#define CROSS(k)                                                                                   \
+    {                                                                                              \
+        .bounded = true, .lo = -INFINITY, .hi = INFINITY, .cross_arity = k                         \
+    }
+static const fake_op op_bin = {{CROSS(2), CROSS(2)}};
+static const fake_op op_fma = {{CROSS(3), CROSS(3), CROSS(3)}};
+
+/* The fp32 specials by hand (IEEE 754-2019 §3.4 binary32): 0..8, and 9 for any
+ * other (normal) value. */
+static int f32_special_index(double v)
+{
+    static const double sp[] = {INFINITY, -INFINITY, 0x1p-149, -0x1p-149, FLT_MAX, -FLT_MAX};
+    if (isnan(v))
+        return 0;
+    if (v == 0)
+        return signbit(v) ? 4 : 3;
+    for (int k = 0; k < 6; k++)
+        if (v == sp[k])
+            return k < 2 ? k + 1 : k + 3;
+    return 9;
+}
+
+static void test_specials_cross(void)
+{
+    /* Unary: unchanged, the list at even positions in its order. */
+    gen(NV_IN_SPECIALS, NV_DT_FP32, NV_DT_FP32, NULL, 0, a, 64);
+    bool order = true;
+    for (int i = 0; i < 36; i += 2)
+        order = order && f32_special_index(a[i]) == (i / 2) % 9;
+    tap_ok(order,
+           "unary specials: NaN, +Inf, -Inf, +0, -0, +-min subnormal, +-max at even positions");
+
+    /* Binary: each ordered pair of the 9 specials and a normal value once in 100. */
+    gen(NV_IN_SPECIALS, NV_DT_FP32, NV_DT_FP32, &op_bin, 0, a, 256);
+    gen(NV_IN_SPECIALS, NV_DT_FP32, NV_DT_FP32, &op_bin, 1, b, 256);
+    int seen[10][10] = {{0}};
+    for (int i = 0; i < 100; i++)
+        seen[f32_special_index(a[i])][f32_special_index(b[i])]++;
+    int pairs = 0;
+    for (int x = 0; x < 10; x++)
+        for (int y = 0; y < 10; y++)
+            pairs += seen[x][y] == 1;
+    tap_ok(pairs == 100, "binary specials: all 100 ordered pairs in the first 100 positions (%d)",
+           pairs);
+    tap_ok(seen[0][9] == 1 && seen[9][0] == 1 && seen[1][2] == 1 && seen[2][1] == 1 &&
+               seen[3][4] == 1 && seen[4][3] == 1,
+           "(NaN, x), (x, NaN), (+Inf, -Inf), (-Inf, +Inf), (+0, -0), (-0, +0) all present");
+
+    /* Ternary: 1000 positions hold the 1000 ordered triples. */
+    static double c[1000];
+    gen(NV_IN_SPECIALS, NV_DT_FP32, NV_DT_FP32, &op_fma, 0, a, 1000);
+    gen(NV_IN_SPECIALS, NV_DT_FP32, NV_DT_FP32, &op_fma, 1, b, 1000);
+    gen(NV_IN_SPECIALS, NV_DT_FP32, NV_DT_FP32, &op_fma, 2, c, 1000);
+    static bool tri[1000];
+    memset(tri, 0, sizeof tri);
+    int triples = 0;
+    for (int i = 0; i < 1000; i++) {
+        int k =
+            f32_special_index(a[i]) * 100 + f32_special_index(b[i]) * 10 + f32_special_index(c[i]);
+        triples += !tri[k];
+        tri[k] = true;
+    }
+    tap_ok(triples == 1000, "fma specials: all 1000 ordered triples (%d)", triples);
+
+    /* e4m3fn has no infinity: NaN, +-0, +-min subnormal 2^-9, +-448 and a normal value. */
+    gen(NV_IN_SPECIALS, NV_DT_FP8_E4M3, NV_DT_FP8_E4M3, &op_bin, 0, a, 64);
+    gen(NV_IN_SPECIALS, NV_DT_FP8_E4M3, NV_DT_FP8_E4M3, &op_bin, 1, b, 64);
+    bool nan448 = false, inf = false;
+    for (int i = 0; i < 64; i++) {
+        nan448 |= isnan(a[i]) && b[i] == -448;
+        inf |= isinf(a[i]) || isinf(b[i]);
+    }
+    tap_ok(nan448 && !inf, "e4m3 binary specials: (NaN, -448) among 8 x 8 pairs, no infinity");
+}
+
+/* "offset": rows of 512 with |mean| in [R, 2R) and a unit spread; fp32's R = 10^4. */
+static void test_offset(void)
+{
+    enum { ROWS = 16, LEN = 512 };
+    static double v[ROWS * LEN];
+    nv_input_request rq = {.domain = LINE,
+                           .dtype = NV_DT_FP32,
+                           .target = NV_DT_FP32,
+                           .cls = NV_IN_OFFSET,
+                           .seed = 11,
+                           .reduction_len = LEN};
+    bool rows = true, naive_wrong = true, finite_sq = true;
+    double worst = INFINITY;
+    for (uint32_t cs = 0; cs < 5; cs++) {
+        rq.case_index = cs;
+        nv_inputs_generate(&rq, v, ROWS * LEN);
+        for (int r = 0; r < ROWS; r++) {
+            const double *x = v + r * LEN;
+            double m = 0, q = 0;
+            for (int j = 0; j < LEN; j++)
+                m += x[j] / LEN;
+            for (int j = 0; j < LEN; j++)
+                q += (x[j] - m) * (x[j] - m) / LEN;
+            double sd = sqrt(q);
+            rows = rows && fabs(m) >= 9.9e3 && fabs(m) < 2.01e4 && sd > 0.8 && sd < 1.25;
+            /* The textbook one-pass formula in fp32 (what the offset class is for). */
+            float s1 = 0, s2 = 0;
+            for (int j = 0; j < LEN; j++) {
+                float f = (float)x[j];
+                s1 += f;
+                s2 += f * f;
+                finite_sq = finite_sq && isfinite(f * f);
+            }
+            float mean = s1 / LEN, naive = s2 / LEN - mean * mean;
+            double rel = fabs((double)naive - q) / q;
+            worst = fmin(worst, rel);
+            naive_wrong = naive_wrong && rel >= 0.5;
+        }
+    }
+    tap_ok(rows, "fp32 offset: every row |mean| in [10^4, 2 10^4), sd about 1 (5 seeds x 16 rows)");
+    tap_ok(naive_wrong && finite_sq,
+           "fp32 E[x^2] - E[x]^2 is off by half the variance or more in every row, x^2 finite "
+           "(smallest relative error %.3g)",
+           worst);
+    rq.dtype = rq.target = NV_DT_BF16;
+    nv_inputs_generate(&rq, v, LEN);
+    double m = 0;
+    for (int j = 0; j < LEN; j++)
+        m += v[j] / LEN;
+    tap_ok(fabs(m) >= 15.5 && fabs(m) < 32.5, "bf16 offset: R = 2^(p-4) = 16 (mean %g)", m);
+    rq.dtype = rq.target = NV_DT_FP32;
+    rq.domain.param = true;
+    nv_inputs_generate(&rq, v, LEN);
+    bool small = true;
+    for (int j = 0; j < LEN; j++)
+        small = small && fabs(v[j]) < 8;
+    tap_ok(small, "offset: per-channel parameters get normal values");
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    double u = *(const double *)x, w = *(const double *)y;
+    return (u > w) - (u < w);
+}
+
+/* "sweep": every k-th encoding; fp32 at 65536 elements puts points where
+ * PyTorch 1.13's sigmoid returns 0 (exact values normal or subnormal floats). */
+static void test_sweep(void)
+{
+    enum { M = 65536 };
+    static double v[M], w[M];
+    gen(NV_IN_SWEEP, NV_DT_FP32, NV_DT_FP32, &op_log, 0, v, M);
+    int in_gap = 0, neg = 0;
+    bool finite = true, ends = false, inc = true;
+    double last = -1;
+    for (int i = 0; i < M; i++) {
+        in_gap += v[i] >= -104 && v[i] <= -88.72;
+        neg += signbit(v[i]) != 0;
+        finite = finite && isfinite(v[i]) && is_f32(v[i]);
+        if (i % 2 == 0) {
+            inc = inc && v[i] > last;
+            last = v[i];
+        }
+    }
+    ends = v[0] == 0 && !signbit(v[0]) && v[1] == 0 && signbit(v[1]) && v[M - 2] == FLT_MAX &&
+           v[M - 1] == -FLT_MAX;
+    tap_ok(in_gap >= 16, "fp32 sweep of 65536: %d points in [-104, -88.72]", in_gap);
+    tap_ok(finite && ends && inc && neg == M / 2,
+           "fp32 sweep: +-0 to +-max finite, increasing, half negative, ignores the domain");
+    /* bf16 has 32640 finite non-negative values: 65536 elements hold them all. */
+    gen(NV_IN_SWEEP, NV_DT_BF16, NV_DT_BF16, NULL, 0, v, M);
+    static bool hit[M];
+    memset(hit, 0, sizeof hit);
+    int distinct = 0;
+    for (int i = 0; i < M; i++) {
+        uint32_t top = f32_bits(v[i]) >> 16; /* the bf16 encoding */
+        distinct += is_bf16(v[i]) && !hit[top];
+        hit[top] = true;
+    }
+    tap_ok(distinct == 2 * 32640, "bf16 sweep of 65536: every finite bf16 value (%d)", distinct);
+    /* Operand 1 of a binary op: the same values in another order. */
+    gen(NV_IN_SWEEP, NV_DT_FP32, NV_DT_FP32, &op_bin, 0, v, 4096);
+    gen(NV_IN_SWEEP, NV_DT_FP32, NV_DT_FP32, &op_bin, 1, w, 4096);
+    int same_pos = 0;
+    for (int i = 0; i < 4096; i++)
+        same_pos += v[i] == w[i];
+    qsort(v, 4096, sizeof v[0], cmp_double);
+    qsort(w, 4096, sizeof w[0], cmp_double);
+    bool perm = true;
+    for (int i = 0; i < 4096; i++)
+        perm = perm && v[i] == w[i];
+    tap_ok(perm && same_pos < 8, "binary sweep: operand 1 is operand 0 rotated (%d equal)",
+           same_pos);
+    gen(NV_IN_SWEEP, NV_DT_INT8, NV_DT_FP32, NULL, 0, v, 256);
+    qsort(v, 256, sizeof v[0], cmp_double);
+    bool ints = true;
+    for (int i = 0; i < 256; i++)
+        ints = ints && v[i] == i - 128;
+    tap_ok(ints, "int8 sweep of 256: every value -128 .. 127");
+}
+
+/* "exhaustive": every fp16 encoding, checked against the compiler's _Float16. */
+static void test_exhaustive(void)
+{
+    enum { M = 65536 };
+    static double v[M], w[M];
+    int r = gen(NV_IN_EXHAUSTIVE, NV_DT_FP16, NV_DT_FP16, &op_bin, 0, v, M);
+    bool all = r == 0;
+    int nans = 0;
+    for (int i = 0; i < M; i++) {
+        uint16_t u = (uint16_t)i;
+        f16 h;
+        memcpy(&h, &u, 2);
+        double want = (double)h;
+        all = all && (isnan(want) ? isnan(v[i]) : (v[i] == want && signbit(v[i]) == signbit(want)));
+        nans += isnan(v[i]) != 0;
+    }
+    tap_ok(all && nans == 2046, "fp16 exhaustive: element i is encoding i (%d NaNs)", nans);
+    gen(NV_IN_EXHAUSTIVE, NV_DT_FP16, NV_DT_FP16, &op_bin, 1, w, M);
+    int nans1 = 0, same_pos = 0;
+    for (int i = 0; i < M; i++) {
+        nans1 += isnan(w[i]) != 0;
+        same_pos += v[i] == w[i];
+    }
+    qsort(v, M, sizeof v[0], cmp_double); /* NaNs compare equal to all: sort the rest */
+    int k = 0;
+    for (int i = 0; i < M; i++)
+        if (!isnan(w[i]))
+            w[k++] = w[i];
+    int k0 = 0;
+    static double v2[M];
+    gen(NV_IN_EXHAUSTIVE, NV_DT_FP16, NV_DT_FP16, &op_bin, 0, v2, M);
+    for (int i = 0; i < M; i++)
+        if (!isnan(v2[i]))
+            v2[k0++] = v2[i];
+    qsort(w, (size_t)k, sizeof w[0], cmp_double);
+    qsort(v2, (size_t)k0, sizeof v2[0], cmp_double);
+    bool perm = k == k0;
+    for (int i = 0; perm && i < k; i++)
+        perm = v2[i] == w[i];
+    tap_ok(perm && nans1 == 2046 && same_pos < 64,
+           "fp16 exhaustive, operand 1: every encoding once, in another order");
+    /* e4m3: 65536 elements make every ordered pair (NaN's two encodings read alike). */
+    gen(NV_IN_EXHAUSTIVE, NV_DT_FP8_E4M3, NV_DT_FP8_E4M3, &op_bin, 0, v, M);
+    gen(NV_IN_EXHAUSTIVE, NV_DT_FP8_E4M3, NV_DT_FP8_E4M3, &op_bin, 1, w, M);
+    static uint8_t pair[256][256];
+    memset(pair, 0, sizeof pair);
+    int distinct = 0;
+    for (int i = 0; i < M; i++) {
+        /* e4m3 values by hand: 254 non-NaN values, indexed by their order in
+         * the element sequence of operand 0's first 256. */
+        int x = i % 256, y = -1;
+        for (int j = 0; j < 256; j++)
+            if ((isnan(w[i]) && isnan(v[j])) || (w[i] == v[j] && signbit(w[i]) == signbit(v[j]))) {
+                y = j;
+                break;
+            }
+        if (isnan(v[x]))
+            x = isnan(v[0x7f]) ? 0x7f : x;
+        if (y >= 0 && !pair[x][y]) {
+            pair[x][y] = 1;
+            distinct++;
+        }
+    }
+    tap_ok(distinct == 255 * 255, "e4m3 exhaustive binary of 65536: every ordered pair (%d)",
+           distinct);
+    char msg[256];
+    tap_ok(gen(NV_IN_EXHAUSTIVE, NV_DT_FP32, NV_DT_FP32, NULL, 0, v, 16) == -EINVAL &&
+               nv_input_class_check(NV_IN_EXHAUSTIVE, NV_DT_FP32, M, msg, sizeof msg) == -EINVAL &&
+               strstr(msg, "'fp32'") && strstr(msg, "'sweep'"),
+           "exhaustive fp32 refused: %s", msg);
+    tap_ok(nv_input_class_check(NV_IN_EXHAUSTIVE, NV_DT_BF16, 1000, msg, sizeof msg) == -EINVAL &&
+               strstr(msg, "65536") && strstr(msg, "1000"),
+           "exhaustive bf16 on 1000 elements refused: %s", msg);
+    tap_ok(nv_input_class_check(NV_IN_EXHAUSTIVE, NV_DT_BF16, M, msg, sizeof msg) == 0 &&
+               nv_input_class_check(NV_IN_SWEEP, NV_DT_FP64, 8, msg, sizeof msg) == 0 &&
+               nv_input_class_check(NV_IN_EXHAUSTIVE, NV_DT_FP4_E2M1, 16, msg, sizeof msg) == 0,
+           "exhaustive bf16 of 65536, fp4 of 16 and sweep of fp64 accepted");
+}
+
 int main(void)
 {
     tap_ok(nv_input_class_name(NV_IN_NEAR_ZERO) &&
@@ -293,6 +578,10 @@ int main(void)
     tap_ok(nv_input_class_from_name("domain_edges", &c) == 0 && c == NV_IN_DOMAIN_EDGES &&
                nv_input_class_from_name("gaussian", &c) < 0,
            "class names parse");
+    tap_ok(nv_input_class_from_name("offset", &c) == 0 && c == NV_IN_OFFSET &&
+               nv_input_class_from_name("sweep", &c) == 0 && c == NV_IN_SWEEP &&
+               nv_input_class_from_name("exhaustive", &c) == 0 && c == NV_IN_EXHAUSTIVE,
+           "offset, sweep, exhaustive parse");
     test_determinism();
     test_representable();
     test_normal_moments();
@@ -302,5 +591,9 @@ int main(void)
     test_cancellation();
     test_domain();
     test_index_and_scales();
+    test_specials_cross();
+    test_offset();
+    test_sweep();
+    test_exhaustive();
     return tap_done();
 }

@@ -117,6 +117,40 @@ static void threshold_one(nv_dtype dt, mpfr_ptr t)
     mpfr_clear(u);
 }
 
+/* tanh: every binade of the result below 1 (1 - tanh x = 2^-k, k = 2 .. p) is
+ * bracketed, and a tanh that returns exactly +-1 for |x| > 4 is more than 1 ulp
+ * off at some edge (by MPFR: |1 - tanh x| / ulp(tanh x), ulp = 2^-p below 1). */
+static void tanh_regimes(nv_dtype dt)
+{
+    const nv_dtype_info *di = nv_dtype_get(dt);
+    static double e[512];
+    int n = nv_op_find("tanh")->edges(dt, e, 512);
+    mpfr_t t, v;
+    mpfr_inits2(200, t, v, (mpfr_ptr)0);
+    bool all = true;
+    for (int k = 2; k <= di->mant_bits + 1; k++) {
+        mpfr_set_ui(t, 1, MPFR_RNDN);
+        mpfr_set_ui_2exp(v, 1, -k, MPFR_RNDN);
+        mpfr_sub(t, t, v, MPFR_RNDN);
+        all = all && brackets(e, n, dt, mpfr_tanh, t);
+    }
+    tap_ok(all, "%s tanh: each crossing 1 - tanh x = 2^-k bracketed (%d edges)", nv_dtype_name(dt),
+           n);
+    double worst = 0;
+    for (int i = 0; i < n; i++) {
+        if (!(fabs(e[i]) > 4))
+            continue;
+        mpfr_set_d(v, fabs(e[i]), MPFR_RNDN);
+        mpfr_tanh(v, v, MPFR_RNDN);
+        mpfr_ui_sub(v, 1, v, MPFR_RNDN);
+        mpfr_mul_2si(v, v, di->mant_bits + 1, MPFR_RNDN);
+        worst = fmax(worst, mpfr_get_d(v, MPFR_RNDN));
+    }
+    tap_ok(worst > 1, "%s tanh: returning +-1 for |x| > 4 is %.4g ulps off at an edge",
+           nv_dtype_name(dt), worst);
+    mpfr_clears(t, v, (mpfr_ptr)0);
+}
+
 int main(void)
 {
     static const nv_dtype dts[] = {NV_DT_FP32, NV_DT_BF16, NV_DT_FP16, NV_DT_FP64};
@@ -194,5 +228,8 @@ int main(void)
     tap_ok(get("exp", NV_DT_FP32, e) > 0 && nv_op_find("exp")->edges(NV_DT_FP32, e, 3) == 3,
            "edges respect max");
     mpfr_clear(t);
+    tanh_regimes(NV_DT_FP32);
+    tanh_regimes(NV_DT_FP16);
+    tanh_regimes(NV_DT_FP64);
     return tap_done();
 }

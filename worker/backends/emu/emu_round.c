@@ -22,6 +22,11 @@ static double round2_fp64(emu_call *c, double hi, double lo)
     if (lo != 0 && isfinite(hi)) {
         switch (c->rm.rounding) {
         case NV_ROUND_NEAREST_EVEN:
+            /* (+-DBL_MAX, +-2^970 or more) reaches the overflow threshold
+             * 2^1024 (1 - 2^-54): nearest gives inf (IEEE 754-2019 §7.4). */
+            if (fabs(hi) == 0x1.fffffffffffffp1023 && fabs(lo) >= 0x1p970 &&
+                signbit(lo) == signbit(hi))
+                r = copysign(INFINITY, hi);
             break;
         case NV_ROUND_TOWARD_ZERO:
             if ((hi > 0) != (lo > 0))
@@ -135,6 +140,13 @@ double emu_fma(emu_call *c, nv_dtype dt, double a, double b, double s)
 {
     double p = a * b;
     double pe = fma(a, b, -p);
+    /* fp64 under round to nearest, a finite product beyond fp64's range or a
+     * nonzero one below it: the hardware fma rounds a b + s once, as IEEE
+     * 754-2019 §5.4.1 asks (a b + inf = inf; fma(2^-1074, -1.3, 2^-1074) = -0,
+     * §6.3), where the expansion below would lose the product's low part. */
+    if ((dt == NV_DT_FP64 && c->rm.rounding == NV_ROUND_NEAREST_EVEN) ||
+        (!isfinite(p) && isfinite(a) && isfinite(b)) || (p == 0 && a != 0 && b != 0))
+        return emu_round(c, dt, fma(a, b, s));
     if (!isfinite(p) || !isfinite(s) || p == 0)
         return emu_add(c, dt, p, s);
     double h, e;

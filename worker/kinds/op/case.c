@@ -387,6 +387,7 @@ static int compare_case(case_state *cs, bool deterministic)
         .abs_sum = cs->abs->data,
         .reduction_len = nv_op_reduction_len(cs->s->op, &cs->s->attrs, cs->n_in,
                                              (const nv_tensor *const *)cs->in),
+        .zero_sign = nv_op_zero_sign_judged(cs->s->op),
     };
     nv_compare_result cmp;
     r = nv_compare(&ci, &tol, &cmp);

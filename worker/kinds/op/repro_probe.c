@@ -143,6 +143,7 @@ static int judge(const nvw_repro *rc, nv_tensor *const *in, const nv_tensor *got
         .abs_sum = abs->data,
         .reduction_len =
             nv_op_reduction_len(op, &rc->js->attrs, rc->n_in, (const nv_tensor *const *)in),
+        .zero_sign = nv_op_zero_sign_judged(op),
     };
     nv_compare_result cmp;
     if (nv_compare(&ci, &rc->tol, &cmp) < 0) {

@@ -110,6 +110,8 @@ int nvw_case_metrics(json_t *cj, const nvw_op_job *job, const nv_compare_result 
             json_object_set_new(cj, "mismatches", json_integer(cmp->mismatches)) |
             json_object_set_new(cj, "nan_mismatches", json_integer(cmp->nan_mismatches)) |
             json_object_set_new(cj, "inf_mismatches", json_integer(cmp->inf_mismatches)) |
+            json_object_set_new(cj, "zero_sign_mismatches",
+                                json_integer(cmp->zero_sign_mismatches)) |
             json_object_set_new(cj, "headroom", nvw_json_num(cmp->headroom));
     if (r)
         return -ENOMEM;
