@@ -30,6 +30,29 @@ int nv_op_forward_f64(const nv_op_def *op, const nv_op_attrs *a, int n_in,
 int nv_op_vjp(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
               const double *gy, double *const *gx, double *const *mag);
 
+/* Reference second-order VJP (double backward, a VJP of the VJP) in fp64. With
+ * g_i = VJP(x, gy)_i the first-order gradients of the differentiable inputs,
+ * hx[k] (numel of in[k]) = d/dx_k sum_i <g_i, v[i]> = (H v)_k, where H is the
+ * Hessian of gy . f(x) over all differentiable inputs (mixed blocks included):
+ * what a framework's double backward returns for the inputs when it is handed
+ * v as the cotangent of the gradients. Evaluated as the directional derivative
+ * of the closed-form VJP along v (forward mode over the reverse formulas), so
+ * its error is a few fp64 ulps of mag, like nv_op_vjp's. v[i] (numel of in[i])
+ * may be NULL (a zero direction); hx[k] may be NULL to skip it; mag (may be
+ * NULL; layout of hx) receives the product with |.| on every term and factor.
+ * Returns 0 or a negative NV_E_* code. */
+int nv_op_vjp2(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
+               const double *gy, const double *const *v, double *const *hx, double *const *mag);
+
+/* The longest sum in evaluating input i's reference VJP or second-order VJP
+ * from the inputs alone, forward statistics recomputed (softmax, norm2: the line;
+ * layer_norm weight: the rows plus the line; matmul A: N, B: M; 1 for
+ * elementwise ops): the n of the worst-case rounding bound gamma_n of that
+ * evaluation (Higham §3.1, §4.2), which the second-order check's error model
+ * and the device's double-backward tolerance scale with. */
+int64_t nv_op_grad_eval_len(const nv_op_def *op, const nv_op_attrs *a, int n_in,
+                            const nv_tensor *const *in, int i);
+
 /* Sensitivity of input 0's gradient to a relative perturbation of the forward
  * output y, for ops whose backward is naturally computed from y (tanh: 1 - y^2,
  * sigmoid, exp, sqrt, rsqrt, reciprocal, softmax, log_softmax, norm2,

@@ -14,4 +14,11 @@ int nvb_forward_matmul(const nv_tensor *const *in, double *out);
 int nvb_vjp_matmul(const nv_tensor *const *in, const double *gy, double *const *gx,
                    double *const *mag);
 
+/* Second-order VJPs of the row-wise ops and matmul (ref_backward2_rows.c), same
+ * contract as backward.h nv_op_vjp2. */
+int nvb_vjp2_rows(int id, const nv_op_attrs *a, const nv_tensor *const *in, const double *gy,
+                  const double *const *v, double *const *hx, double *const *mag);
+int nvb_vjp2_matmul(const nv_tensor *const *in, const double *gy, const double *const *v,
+                    double *const *hx, double *const *mag);
+
 #endif

@@ -149,9 +149,11 @@ static void d_unary(int id, const nv_op_attrs *a, double x, double *d, double *d
         *dabs = s * (1 + s);
         return;
     }
-    case NVO_ERF:
+    case NVO_ERF: /* the device's exp(-x^2) carries x^2 u of relative error from x^2's rounding */
         v = TWO_SQRT_PI * exp(-x * x);
-        break;
+        *d = v;
+        *dabs = v * (1 + x * x);
+        return;
     case NVO_GELU:
         if (a->gelu_tanh) {
             double k = SQRT_2_PI * (1 + 3 * GELU_C * x * x);
@@ -161,8 +163,9 @@ static void d_unary(int id, const nv_op_attrs *a, double x, double *d, double *d
         } else {
             double phi = INV_SQRT_2PI * exp(-0.5 * x * x);
             *d = 0.5 * erfc(-x / M_SQRT2) + x * phi;
-            /* the device's 0.5 (1 + erf(x / sqrt 2)) cancels for x << 0 */
-            *dabs = 0.5 * (1 + fabs(erf(x / M_SQRT2))) + fabs(x) * phi;
+            /* the device's 0.5 (1 + erf(x / sqrt 2)) cancels for x << 0; its
+             * exp(-x^2 / 2) carries x^2 u / 2 from the rounding of the argument */
+            *dabs = 0.5 * (1 + fabs(erf(x / M_SQRT2))) + fabs(x) * phi * (1 + 0.5 * x * x);
         }
         return;
     case NVO_SILU:

@@ -28,7 +28,9 @@
 extern "C" {
 #endif
 
-#define NV_BACKEND_ABI_VERSION 1
+/* Version 2 appended nv_backend.double_backward (and nv_double_backward_call);
+ * numval still loads version-1 tables, which end before it. */
+#define NV_BACKEND_ABI_VERSION 2
 #define NV_BACKEND_MAX_DIMS 8
 
 enum {
@@ -104,6 +106,28 @@ typedef struct nv_backward_call {
     nv_tensor_view *grad_inputs; /* backend-allocated; dtype declared by the backend */
 } nv_backward_call;
 
+/* Double backward (the VJP of the VJP) of one op. With g_i = VJP(x, gy)_i the
+ * gradients backward returns, the backend fills, per differentiable input k,
+ * grad_inputs[k] = d/dx_k sum_i <g_i, grad_grads[i]>: the gradient of the
+ * inputs that a framework's double backward gives when grad_grads is the
+ * cotangent of the first-order gradients (equivalently H v, H the Hessian of
+ * gy . f(x) over the differentiable inputs, v the stacked grad_grads; mixed
+ * blocks included). Inputs, saved tensors and grad_output as for backward;
+ * grad_grads has one tensor per differentiable input, shaped like it (a
+ * zero tensor for a direction the caller does not want). */
+typedef struct nv_double_backward_call {
+    const char *op;
+    const char *attrs_json;
+    int32_t n_inputs;
+    const nv_tensor_view *inputs;
+    int32_t n_saved;
+    const nv_tensor_view *saved;
+    const nv_tensor_view *grad_output;
+    int32_t n_grads;                  /* differentiable inputs */
+    const nv_tensor_view *grad_grads; /* n_grads directions, shaped like their inputs */
+    nv_tensor_view *grad_inputs;      /* n_grads results, backend-allocated, dtype as backward's */
+} nv_double_backward_call;
+
 /* A graph (fused subgraph) call: graph_json is the graph spec of docs/JOBS.md.
  * Graph inputs in order; outputs: the graph's outputs, and when capture is set,
  * every node's output in topological order after them. */
@@ -129,18 +153,31 @@ typedef struct nv_backend {
     /* JSON object text describing the device, owned by the backend and valid until
      * close: {"device": str, "build": {...identity...}, "mode": {...numerical
      * mode...}, "contract": {...dtype contract...}, "inference_only": bool,
-     * "nondeterministic_ops": [str...], "saved": {"op": ["input:0"|"output:0"]}} */
+     * "nondeterministic_ops": [str...], "saved": {"op": ["input:0"|"output:0"]},
+     * "gradient_dtype": "input" | a dtype name (the dtype of every gradient;
+     * "input", the default: each gradient in its input's dtype)}. A backend that
+     * declares "inference_only": true must refuse backward with an NV_E_* code
+     * and a message (numval calls it once to check). */
     const char *(*describe)(void *ctx);
 
     int (*forward)(void *ctx, nv_op_call *call, char *err, size_t errlen);
-    /* May be NULL (no backward: an inference-only backend). */
+    /* May be NULL (no backward: an inference-only backend). Gradients come in
+     * describe's "gradient_dtype". */
     int (*backward)(void *ctx, nv_backward_call *call, char *err, size_t errlen);
     /* May be NULL (no fused execution). */
     int (*graph)(void *ctx, nv_graph_call *call, char *err, size_t errlen);
 
     /* Release a tensor's data the backend allocated in outputs/grad_inputs. */
     void (*release_tensor)(void *ctx, nv_tensor_view *t);
+
+    /* ---- ABI version 2 ---- */
+    /* May be NULL (no double backward: gradient jobs check second order on the
+     * reference only). NV_E_UNSUPPORTED for an op it does not offer. */
+    int (*double_backward)(void *ctx, nv_double_backward_call *call, char *err, size_t errlen);
 } nv_backend;
+
+/* The size of a version-1 table (everything before double_backward). */
+#define NV_BACKEND_V1_SIZE offsetof(nv_backend, double_backward)
 
 /* The one symbol a plugin exports. */
 typedef const nv_backend *(*nv_backend_entry_fn)(void);

@@ -58,7 +58,7 @@ BEHAVIOURS = {
                           'sys.exit(0)'),
     "bad_nbytes": ("1", 'send({"type": "result", "id": msg["id"], "status": "ok", "tensors": '
                         '[{"name": "output:0", "dtype": "fp32", "shape": [8], "nbytes": 4}]}, b"abcd")'),
-    "protocol2": ("2", "pass"),
+    "protocol3": ("3", "pass"),
 }
 
 JOB = {"kind": "op", "op": "exp", "dtypes": ["fp32"], "shapes": [[8]], "inputs": ["normal"],
@@ -86,9 +86,9 @@ def fake_harnesses(tmp):
             f.write(FAKE.replace("PROTOCOL", proto).replace("BEHAVIOUR", behaviour))
         rc, res, err = run(tmp, JOB, "exec:%s %s" % (sys.executable, path), timeout=60,
                            env={"NUMVAL_EXEC_TIMEOUT": "2"})
-        if name == "protocol2":
-            ok(rc == 2 and "protocol 2" in err and "speaks 1" in err,
-               "a harness speaking protocol 2 is refused at load with both versions named", err)
+        if name == "protocol3":
+            ok(rc == 2 and "protocol 3" in err and "speaks 2" in err,
+               "a harness speaking protocol 3 is refused at load with both versions named", err)
             continue
         cases = res["cases"] if res else []
         errors = [c for c in cases if c.get("verdict") == "error"]

@@ -159,12 +159,14 @@ def expected_testcases(job, cases):
         if job["kind"] in ("op", "suite") or c["verdict"] not in ("passed", "failed"):
             out.append(verdict_tc(c))
         elif job["kind"] == "gradient":
-            for k in [k for k in ("formula", "device", "second_order", "determinism")
-                      if k in c["checks"]]:
+            for k in [k for k in ("formula", "device", "second_order", "determinism",
+                                  "double_backward", "contract") if k in c["checks"]]:
                 if k not in c["failed_checks"]:
                     out.append(("passed", None))
                 else:
-                    cls = c.get("failure_class") if k in ("device", "determinism") else None
+                    cls = (c.get("failure_class")
+                           if k in ("device", "determinism", "double_backward", "contract")
+                           else None)
                     out.append(("failed", cls or "gradient_check"))
         elif job["kind"] == "fused":
             for node in c.get("nodes", []):

@@ -2,7 +2,10 @@
 """numval's gradient job kind (docs/JOBS.md) against the PyTorch harness on the CPU,
 once per way an operator acquires its derivative: torch's built-in
 formulas, a custom autograd.Function, AOTAutograd, legal in-place ops on views, and
-an in-place change of a saved tensor that autograd must refuse.
+an in-place change of a saved tensor that autograd must refuse. Order-2 jobs check
+torch's double backward (torch.autograd.grad with create_graph=True, exec protocol
+2) against numval's reference second-order VJP; a custom Function whose backward
+detaches its saved output (right first derivative, wrong second) fails that check.
 
 usage: test_torch_gradient.py NUMVAL_WORKER SOURCE_ROOT    (TAP; exit 77 without torch)"""
 import json
@@ -54,14 +57,26 @@ def results_of(res, jobs):
     return rs if len(rs) == len(jobs) else [{} for _ in jobs]
 
 
+def double_checked(r):
+    """Every case of an order-2 result checked torch's double backward and it passed."""
+    cases = r.get("cases", [])
+    return cases and all(
+        c["checks"].get("second_order", {}).get("device_double_backward", "").startswith("offered")
+        and c["checks"].get("double_backward")
+        and all(v.get("passed") for v in c["checks"]["double_backward"].values()) for c in cases)
+
+
 def passing(tmp, autograd, jobs, extra=()):
     rc, res, err = run(tmp, list(jobs) + list(extra), autograd)
     results = results_of(res, list(jobs) + list(extra))
     for j, r in zip(jobs, results):
         bad = [c for c in r.get("cases", []) if c["verdict"] != "passed"]
-        ok(r.get("verdict") == "passed" and r.get("mode", {}).get("autograd") == autograd,
-           "autograd '%s': %s passes formula, device and second-order checks in %s" % (
-               autograd, j["op"], "/".join(j["dtypes"])), json.dumps(bad)[:1500] or err)
+        second = j.get("order") == 2
+        ok(r.get("verdict") == "passed" and r.get("mode", {}).get("autograd") == autograd
+           and (not second or double_checked(r)),
+           "autograd '%s': %s passes formula, device%s checks in %s" % (
+               autograd, j["op"], ", double-backward and second-order" if second else "",
+               "/".join(j["dtypes"])), json.dumps(bad or r.get("cases", [])[:1])[:1500] or err)
     return results[len(jobs):]
 
 
@@ -85,7 +100,12 @@ def main():
     with tempfile.TemporaryDirectory(prefix="numval-torchgrad-") as tmp:
         res = passing(tmp, "builtin", [job("tanh"), job("softmax", shape=(4, 16)),
                                        job("layer_norm", shape=(4, 16)),
-                                       job("matmul", shape=(4, 8, 3), order=1)], [BF16_TANH])
+                                       job("matmul", shape=(4, 8, 3)),
+                                       job("gelu"), job("rms_norm", shape=(4, 16)),
+                                       job("cross_entropy", shape=(4, 16)),
+                                       job("sigmoid", dtypes=["fp32", "bf16"]),
+                                       job("tanh", dtypes=["bf16"], shape=(4096,), mode="fast")],
+                      [BF16_TANH])
         v = bf16_verdict(res)
         ok(v[0] == "passed", "bf16 tanh through torch's fused tanh_backward passes", v[2])
         res = passing(tmp, "custom_function", [job("tanh"), job("sigmoid"), job("exp")],
@@ -93,6 +113,16 @@ def main():
         v = bf16_verdict(res)
         ok(v[0] == "failed" and v[1] == "device",
            "bf16 tanh through a composed custom Function fails the device check", v[2])
+        jobs = [job("tanh"), job("sigmoid")]
+        rc, res, err = run(tmp, jobs, "custom_detached")
+        for j, r in zip(jobs, results_of(res, jobs)):
+            cases = r.get("cases", [])
+            ok(cases and all(c.get("failed_checks") == ["double_backward"]
+                             and c.get("failure_class") == "second_order_mismatch"
+                             and c["checks"]["device"]["x"]["passed"] for c in cases),
+               "custom Function with a detached saved output: %s's first derivative passes, "
+               "its double backward fails (second_order_mismatch)" % j["op"],
+               json.dumps(cases)[:1500] or err)
         passing(tmp, "aot", [job("tanh", order=1), job("softmax", shape=(4, 16), order=1)])
         passing(tmp, "inplace_view", [job("exp"), job("sin")])
         jobs = [job("tanh", order=1), job("neg", order=1)]

@@ -102,6 +102,20 @@ def double_backward(h):
     # g_a = gy * b: d<g_a, v>/da = 0, d<g_a, v>/db = gy v (exact products in fp64)
     ok(hdr["status"] == "ok" and np.array_equal(out[0], np.zeros(64)) and
        np.array_equal(out[1], GY * V), "mul second order: (0, gy v)", hdr)
+    # protocol 2: one direction per input; d/dx sum_i <g_i, v_i> = (gy v_b, gy v_a)
+    W = rng.standard_normal(64)
+    hdr, out = h.call({"type": "double_backward", "op": "mul", "attrs": {}, "n_inputs": 2,
+                       "n_saved": 0, "n_grads": 2},
+                      [("fp64", X), ("fp64", Y), ("fp64", GY), ("fp64", V), ("fp64", W)])
+    ok(hdr["status"] == "ok" and np.array_equal(out[0], GY * W) and
+       np.array_equal(out[1], GY * V), "mul second order, both directions: (gy v_b, gy v_a)", hdr)
+    # a custom Function whose backward detaches its saved output: autograd sees no
+    # path from x through y, so its double backward is 0 where -2 gy v t (1 - t^2) belongs
+    hdr, out = h.call({"type": "double_backward", "op": "tanh",
+                       "attrs": {"autograd": "custom_detached"}, "n_inputs": 1, "n_saved": 0},
+                      [("fp64", X), ("fp64", GY), ("fp64", V)])
+    ok(hdr["status"] == "ok" and np.array_equal(out[0], np.zeros(64)),
+       "custom_detached tanh: the double backward loses the term through y (0)", hdr)
 
 
 def operator_checks(h):

@@ -24,7 +24,7 @@ class Harness:
         self.p = subprocess.Popen([TORCH_PY, path] + list(args), stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=stderr or subprocess.DEVNULL)
         self.next_id = 0
-        self._send({"type": "hello", "protocol": 1})
+        self._send({"type": "hello", "protocol": 2})
         self.hello, _ = self._recv()
 
     def _send(self, hdr, payloads=()):

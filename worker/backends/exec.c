@@ -37,6 +37,7 @@ typedef struct exec_ctx {
     char *rbuf;   /* bytes read from the harness, not yet consumed */
     size_t rlen;
     uint64_t next_id;
+    int protocol; /* the version the running harness answered (1 or 2) */
     int timeout_ms;
     int start_timeout_ms; /* for the hello: importing a runtime takes seconds */
     /* Released output buffers kept for the next reply: a fresh malloc of a large
@@ -245,20 +246,28 @@ static int spawn(exec_ctx *c, char *err, size_t errlen)
     return 0;
 }
 
-/* Start the harness and exchange hellos; keeps the first describe it sent. */
+/* Start the harness and exchange hellos; keeps the first describe it sent. The
+ * worker says protocol 2; a harness may answer 2, or 1 (it then serves
+ * everything but double_backward, which is "not offered"); any other version
+ * is refused naming both. */
 static int harness_start(exec_ctx *c, char *err, size_t errlen)
 {
     int r = spawn(c, err, errlen);
     if (r < 0)
         return NV_E_DEVICE;
     int64_t deadline = now_ms() + c->start_timeout_ms;
-    static const char hello[] = "{\"type\":\"hello\",\"protocol\":1}\n";
+    char hello[64];
+    snprintf(hello, sizeof hello, "{\"type\":\"hello\",\"protocol\":%d}\n", NVW_EXEC_PROTOCOL);
     char *line = NULL;
-    r = write_all(c, hello, sizeof(hello) - 1, deadline);
+    r = write_all(c, hello, strlen(hello), deadline);
     if (r == 0)
         r = read_line(c, &line, deadline);
     if (r < 0) {
-        fail(c, err, errlen, "no hello: %s", io_what(r));
+        fail(c, err, errlen,
+             "no hello: %s (this worker speaks exec protocol %d, and accepts a harness that "
+             "answers 1; a harness that exits on a newer hello must be updated to "
+             "docs/EXEC_PROTOCOL.md)",
+             io_what(r), NVW_EXEC_PROTOCOL);
         harness_kill(c);
         return NV_E_DEVICE;
     }
@@ -269,14 +278,19 @@ static int harness_start(exec_ctx *c, char *err, size_t errlen)
     if (!msg || !type || strcmp(type, "hello") != 0 || !json_is_integer(proto)) {
         fail(c, err, errlen, "first line is not a hello: '%.120s'", line);
         r = NV_E_DEVICE;
-    } else if (json_integer_value(proto) != NVW_EXEC_PROTOCOL) {
-        fail(c, err, errlen, "speaks protocol %lld, this worker speaks %d",
+    } else if (json_integer_value(proto) != NVW_EXEC_PROTOCOL && json_integer_value(proto) != 1) {
+        fail(c, err, errlen,
+             "speaks protocol %lld, this worker speaks %d (and accepts 1): update the harness "
+             "or the worker (docs/EXEC_PROTOCOL.md)",
              (long long)json_integer_value(proto), NVW_EXEC_PROTOCOL);
         r = NV_E_DEVICE;
-    } else if (!c->describe) {
-        json_t *d = json_object_get(msg, "describe");
-        c->describe = json_dumps(json_is_object(d) ? d : json_object(), JSON_COMPACT);
-        r = c->describe ? NV_OK : NV_E_NOMEM;
+    } else {
+        c->protocol = (int)json_integer_value(proto);
+        if (!c->describe) {
+            json_t *d = json_object_get(msg, "describe");
+            c->describe = json_dumps(json_is_object(d) ? d : json_object(), JSON_COMPACT);
+            r = c->describe ? NV_OK : NV_E_NOMEM;
+        }
     }
     json_decref(msg);
     free(line);
@@ -629,6 +643,41 @@ static int exec_backward(void *ctx, nv_backward_call *call, char *err, size_t er
     return r;
 }
 
+/* Protocol 2: inputs, saved, grad_output, then one direction per gradient. */
+static int exec_double_backward(void *ctx, nv_double_backward_call *call, char *err, size_t errlen)
+{
+    exec_ctx *c = ctx;
+    int r = NV_OK;
+    if (c->pid < 0 && (r = harness_start(c, err, errlen)) != NV_OK)
+        return r;
+    if (c->protocol < 2)
+        return snprintf(err, errlen,
+                        "not offered: harness '%s' speaks exec protocol %d; double_backward "
+                        "needs protocol 2",
+                        c->command, c->protocol),
+               NV_E_UNSUPPORTED;
+    const nv_tensor_view *ins[49];
+    int n = 0;
+    if (call->n_inputs < 0 || call->n_saved < 0 || call->n_grads < 0 ||
+        call->n_inputs + call->n_saved + call->n_grads > 48)
+        return snprintf(err, errlen, "too many tensors"), NV_E_INVALID;
+    for (int i = 0; i < call->n_inputs; i++)
+        ins[n++] = &call->inputs[i];
+    for (int i = 0; i < call->n_saved; i++)
+        ins[n++] = &call->saved[i];
+    ins[n++] = call->grad_output;
+    for (int i = 0; i < call->n_grads; i++)
+        ins[n++] = &call->grad_grads[i];
+    json_t *hdr =
+        json_pack("{s:s, s:s, s:i, s:i, s:i}", "type", "double_backward", "op", call->op,
+                  "n_inputs", call->n_inputs, "n_saved", call->n_saved, "n_grads", call->n_grads);
+    r = hdr ? attrs_into(hdr, call->attrs_json, err, errlen) : NV_E_NOMEM;
+    if (r == NV_OK)
+        r = transact(c, hdr, ins, n, call->grad_inputs, call->n_grads, NULL, err, errlen);
+    json_decref(hdr);
+    return r;
+}
+
 /* Idle harnesses kept for the next open() with the same command: starting a
  * harness (importing PyTorch) costs seconds, and the runner opens one context per
  * thread per job. At process exit their stdin closes and they exit on EOF. */
@@ -764,6 +813,7 @@ static const nv_backend exec_table = {
     .backward = exec_backward,
     .graph = NULL,
     .release_tensor = exec_release,
+    .double_backward = exec_double_backward,
 };
 
 const nv_backend *nvw_exec_table(void)

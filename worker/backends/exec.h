@@ -11,7 +11,9 @@
 
 #include "numval/backend.h"
 
-#define NVW_EXEC_PROTOCOL 1
+/* The exec protocol version the worker speaks (docs/EXEC_PROTOCOL.md); 2 added
+ * double_backward. A harness answering 1 is served without it. */
+#define NVW_EXEC_PROTOCOL 2
 
 /* The exec backend's table (static storage). */
 const nv_backend *nvw_exec_table(void);

@@ -16,6 +16,9 @@ struct nvw_backend {
     void *dl; /* dlopen handle for plugins, NULL for built-ins */
     char *options;
     const char *kind;
+    /* A version-1 plugin's table widened to this version's layout (the entries
+     * it predates NULL): numval reads every entry through a full nv_backend. */
+    nv_backend widened;
 };
 
 static nvw_backend *backend_new(const nv_backend *table, void *dl, const char *opts,
@@ -51,24 +54,29 @@ static const char *missing_function(const nv_backend *t)
     return NULL;
 }
 
+/* Versions 1 and 2 are loaded: version 2 only appended double_backward, so a
+ * version-1 table is a prefix of this one (its size NV_BACKEND_V1_SIZE). A
+ * newer or unknown version may have changed what its fields mean: refused. */
 static int check_table(const nv_backend *t, const char *path, char *err, size_t errlen)
 {
     if (!t) {
         snprintf(err, errlen, "plugin '%s': %s() returned NULL", path, NV_BACKEND_ENTRY_SYMBOL);
         return -EINVAL;
     }
-    if (t->abi_version != NV_BACKEND_ABI_VERSION) {
+    if (t->abi_version != NV_BACKEND_ABI_VERSION && t->abi_version != 1) {
         snprintf(err, errlen,
                  "plugin '%s' was built for backend ABI version %u, but this numval speaks "
-                 "version %d: rebuild it against this numval's include/numval/backend.h",
+                 "version %d (and loads version 1): rebuild it against this numval's "
+                 "include/numval/backend.h",
                  path, (unsigned)t->abi_version, NV_BACKEND_ABI_VERSION);
         return -EINVAL;
     }
-    if (t->struct_size < sizeof(nv_backend)) {
+    size_t need = t->abi_version == 1 ? NV_BACKEND_V1_SIZE : sizeof(nv_backend);
+    if (t->struct_size < need) {
         snprintf(err, errlen,
-                 "plugin '%s' declares a backend table of %u bytes, but ABI version %d needs "
+                 "plugin '%s' declares a backend table of %u bytes, but ABI version %u needs "
                  "%zu: rebuild it against this numval's include/numval/backend.h",
-                 path, (unsigned)t->struct_size, NV_BACKEND_ABI_VERSION, sizeof(nv_backend));
+                 path, (unsigned)t->struct_size, (unsigned)t->abi_version, need);
         return -EINVAL;
     }
     const char *fn = missing_function(t);
@@ -130,6 +138,11 @@ static int load_plugin(const char *rest, nvw_backend **ret, char *err, size_t er
         snprintf(err, errlen, "out of memory");
         r = -ENOMEM;
         goto out;
+    }
+    if (table->abi_version == 1) { /* read only the prefix it has */
+        memcpy(&b->widened, table, NV_BACKEND_V1_SIZE);
+        b->widened.double_backward = NULL;
+        b->table = &b->widened;
     }
     *ret = b;
     r = 0;

@@ -4,6 +4,9 @@ Modes (request attr "autograd", else the harness's --autograd flag):
   builtin          torch's own derivative formulas (derivatives.yaml)
   custom_function  a hand-written torch.autograd.Function (tanh, sigmoid, exp:
                    derivative from the saved output, as kernels do)
+  custom_detached  the same Function with the classic double-backward bug: its
+                   backward uses the saved output detached, so the first
+                   derivative is right and the second loses every term through y
   aot              AOTAutograd (functorch.compile.aot_function): the backward is
                    a traced FX graph generated from the forward
   inplace_view     legal in-place: the op's in-place variant (exp_, tanh_ ...) on a
@@ -15,7 +18,9 @@ Modes (request attr "autograd", else the harness's --autograd flag):
                    (tanh saves its output, sin its input): error code
                    "inplace_modified". Ops that saved neither (neg, add) must
                    still give the right gradient.
-Double backward: hvp() = d<VJP(x, gy)_0, v>/dx through create_graph=True.
+Double backward: hvp() = d/dx sum_i <VJP(x, gy)_i, v_i> through create_graph=True
+(the gradient of the inputs a double backward gives for cotangents v_i of the
+first-order gradients; exec protocol 2, docs/EXEC_PROTOCOL.md).
 """
 
 import torch
@@ -27,27 +32,31 @@ class HarnessError(Exception):
         self.code = code
 
 
-MODES = ("builtin", "custom_function", "aot", "inplace_view", "inplace_saved")
+MODES = ("builtin", "custom_function", "custom_detached", "aot", "inplace_view",
+         "inplace_saved")
 
 
 class _FromOutput(torch.autograd.Function):
     """y = f(x) with dy/dx written by hand from the saved output y."""
 
     @staticmethod
-    def forward(ctx, x, name):
+    def forward(ctx, x, name, detached=False):
         y = {"tanh": torch.tanh, "sigmoid": torch.sigmoid, "exp": torch.exp}[name](x)
         ctx.save_for_backward(y)
         ctx.name = name
+        ctx.detached = detached
         return y
 
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
+        if ctx.detached:  # autograd no longer sees that y depends on x
+            y = y.detach()
         if ctx.name == "tanh":
-            return g * (1 - y * y), None
+            return g * (1 - y * y), None, None
         if ctx.name == "sigmoid":
-            return g * y * (1 - y), None
-        return g * y, None
+            return g * y * (1 - y), None, None
+        return g * y, None, None
 
 
 # Ops with an in-place method of the same name + "_" on a tensor.
@@ -68,11 +77,11 @@ def make_fn(how, op, attrs, forward_op):
 
     if how == "builtin":
         return plain
-    if how == "custom_function":
+    if how in ("custom_function", "custom_detached"):
         if op not in ("tanh", "sigmoid", "exp"):
-            raise HarnessError("unsupported", f"autograd 'custom_function' covers tanh, sigmoid "
+            raise HarnessError("unsupported", f"autograd '{how}' covers tanh, sigmoid "
                                               f"and exp, not '{op}'")
-        return lambda x: _FromOutput.apply(x, op)
+        return lambda x: _FromOutput.apply(x, op, how == "custom_detached")
     if how == "aot":
         from functorch.compile import aot_function, make_boxed_func
 
@@ -128,18 +137,21 @@ def vjp(how, op, attrs, xs, grad_out, forward_op):
     return [g if g is not None else torch.zeros_like(x) for g, x in zip(grads, diff)]
 
 
-def hvp(how, op, attrs, xs, grad_out, v, forward_op):
-    """Second order: d<g_0, v>/dx_i for each floating-point input, where
-    g_0 = VJP(x, grad_out) for input 0, differentiated through create_graph=True."""
+def hvp(how, op, attrs, xs, grad_out, vs, forward_op):
+    """Second order: d/dx_k sum_i <g_i, v_i> for each floating-point input k, where
+    g = VJP(x, grad_out) is differentiated through create_graph=True. vs holds one
+    direction per floating-point input, in order (missing ones are zero)."""
     fn = make_fn(how, op, attrs, forward_op)
     leaves = _leaves(xs)
     diff = [x for x in leaves if x.requires_grad]
     try:
         y = fn(*leaves)
-        (g0,) = torch.autograd.grad(y, diff[0], grad_out, create_graph=True)
-        if not g0.requires_grad:  # the derivative of input 0 does not depend on x
+        gs = torch.autograd.grad(y, diff, grad_out, create_graph=True, allow_unused=True)
+        terms = [(g * v.to(g.dtype)).sum() for g, v in zip(gs, vs)
+                 if g is not None and g.requires_grad]
+        if not terms:  # no first-order gradient depends on x: the second order is 0
             return [torch.zeros_like(x) for x in diff]
-        grads = torch.autograd.grad(g0, diff, v, allow_unused=True)
+        grads = torch.autograd.grad(sum(terms), diff, allow_unused=True)
     except RuntimeError as e:
         raise (_classify(e) or e) from e
     return [g if g is not None else torch.zeros_like(x) for g, x in zip(grads, diff)]

@@ -27,7 +27,7 @@ import torch_autograd
 import torch_rng
 from torch_autograd import HarnessError
 
-PROTOCOL = 1
+PROTOCOL = 2  # 2 added double_backward with one direction per input; a worker saying 1 gets 1
 AUTOGRAD = "builtin"  # set by --autograd
 AT_HELLO = None  # (user, sys) CPU seconds when the hello was sent, for benchmarks
 
@@ -262,8 +262,12 @@ def handle(device, msg, tensors):
         if kind == "backward":
             outs = torch_autograd.vjp(how, msg["op"], attrs, xs, gy, forward_op)
         else:
-            outs = torch_autograd.hvp(how, msg["op"], attrs, xs, gy, tensors[n_in + n_saved + 1],
-                                      forward_op)
+            # one direction per floating-point input after grad_output (protocol 2);
+            # fewer (protocol 1 sent one, for input 0) leave the others zero
+            floats = [x for x in xs if x.is_floating_point()]
+            vs = list(tensors[n_in + n_saved + 1:])
+            vs += [torch.zeros_like(x) for x in floats[len(vs):]]
+            outs = torch_autograd.hvp(how, msg["op"], attrs, xs, gy, vs[:len(floats)], forward_op)
         return [f"grad_input:{i}" for i in range(len(outs))], outs, {"autograd": how}
     if kind == "rng":
         got = torch_rng.streams(device, int(msg.get("seed", 0)), int(msg.get("n", 1024)),
@@ -275,10 +279,11 @@ def handle(device, msg, tensors):
 def serve(device, inp, out):
     line = inp.readline(1 << 20)
     hello = json.loads(line)
-    if hello.get("type") != "hello" or hello.get("protocol") != PROTOCOL:
-        sys.stderr.write(f"torch_harness: expected hello protocol {PROTOCOL}, got {line[:200]!r}\n")
+    if hello.get("type") != "hello" or hello.get("protocol") not in (1, PROTOCOL):
+        sys.stderr.write(f"torch_harness: expected hello protocol 1 or {PROTOCOL}, "
+                         f"got {line[:200]!r}\n")
         return 2
-    send(out, {"type": "hello", "protocol": PROTOCOL, "describe": describe(device)})
+    send(out, {"type": "hello", "protocol": hello["protocol"], "describe": describe(device)})
     global AT_HELLO
     r = resource.getrusage(resource.RUSAGE_SELF)
     AT_HELLO = (r.ru_utime, r.ru_stime)

@@ -349,6 +349,7 @@ static const nv_backend emu_table = {
     .backward = emu_backward,
     .graph = emu_graph, /* emu_graph.c (fused jobs) */
     .release_tensor = emu_release,
+    .double_backward = emu_double_backward, /* emu_backward_call.c */
 };
 
 const nv_backend *nvw_emu_backend(void)

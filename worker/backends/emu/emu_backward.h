@@ -77,7 +77,8 @@ int emu_bwd_rows(emu_call *c, int id, const nv_op_def *op, const nv_op_attrs *a,
                  const emu_bwd_io *io, char *err, size_t errlen);
 int emu_bwd_matmul(emu_call *c, const emu_bwd_io *io);
 
-/* The backend table's backward entry (emu.c). */
+/* The backend table's backward and double-backward entries (emu.c). */
 int emu_backward(void *ctx, nv_backward_call *call, char *err, size_t errlen);
+int emu_double_backward(void *ctx, nv_double_backward_call *call, char *err, size_t errlen);
 
 #endif

@@ -2,7 +2,7 @@
  * catalog and the emu's "saved" list, decodes the saved tensors and the output
  * gradient, runs the op's backward kernel and encodes one gradient per
  * differentiable input, in that input's dtype after rounding to the storage
- * dtype (describe(): "gradient_dtype": "input"). */
+ * dtype (describe(): "gradient_dtype": "input"); and the double-backward entry. */
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -205,21 +205,35 @@ static int run(emu_ctx *ctx, const nv_op_def *op, int id, const nv_op_attrs *a,
     return r;
 }
 
-int emu_backward(void *vctx, nv_backward_call *call, char *err, size_t errlen)
+/* The op of a backward or double-backward call, refused as the emu refuses
+ * it: inference-only mode, unknown ops, ops without a backward. */
+static int find_op(const emu_ctx *ctx, const char *name, const char *what, const nv_op_def **ret,
+                   int *ret_id, char *err, size_t errlen)
 {
-    emu_ctx *ctx = vctx;
     if (ctx->mode.inference_only)
         return fail(err, errlen, NV_E_UNSUPPORTED,
                     "this emu device is inference-only "
-                    "(mode 'inference_only=on'): it offers no backward for '%s'",
-                    call->op ? call->op : "(null)");
-    const nv_op_def *op = call->op ? nv_op_find(call->op) : NULL;
+                    "(mode 'inference_only=on'): it offers no %s for '%s'",
+                    what, name ? name : "(null)");
+    const nv_op_def *op = name ? nv_op_find(name) : NULL;
     int id = op ? op_id(op) : -1;
     if (id < 0)
-        return fail(err, errlen, NV_E_UNSUPPORTED, "unknown op '%s'",
-                    call->op ? call->op : "(null)");
+        return fail(err, errlen, NV_E_UNSUPPORTED, "unknown op '%s'", name ? name : "(null)");
     if (!op->differentiable || op->kind == NV_OPK_CAST)
-        return fail(err, errlen, NV_E_UNSUPPORTED, "op '%s' has no backward on emu", op->name);
+        return fail(err, errlen, NV_E_UNSUPPORTED, "op '%s' has no %s on emu", op->name, what);
+    *ret = op;
+    *ret_id = id;
+    return NV_OK;
+}
+
+int emu_backward(void *vctx, nv_backward_call *call, char *err, size_t errlen)
+{
+    emu_ctx *ctx = vctx;
+    const nv_op_def *op;
+    int id;
+    int r0 = find_op(ctx, call->op, "backward", &op, &id, err, errlen);
+    if (r0 < 0)
+        return r0;
     bstate s;
     memset(&s, 0, sizeof s);
     nv_op_attrs a;
@@ -250,6 +264,119 @@ out:
     nv_tensor_free(s.gy);
     for (int i = 0; i < NV_OP_MAX_INPUTS; i++)
         free(s.gx[i]);
+    json_decref(s.attrs_json);
+    return r;
+}
+
+/* ---- double backward ---- */
+
+/* The directions: one per differentiable input, shaped like it. */
+static int decode_dirs(const emu_ctx *ctx, const nv_op_def *op, const nv_double_backward_call *call,
+                       const bstate *s, nv_tensor **dirs, char *err, size_t errlen)
+{
+    int n_grads = 0;
+    for (int i = 0; i < op->n_inputs; i++)
+        n_grads += nv_op_grad_input(op, i);
+    if (call->n_grads != n_grads || !call->grad_grads || !call->grad_inputs)
+        return fail(err, errlen, NV_E_INVALID,
+                    "double backward of '%s' takes and produces %d gradients", op->name, n_grads);
+    for (int k = 0; k < n_grads; k++) {
+        if (!(dirs[k] = from_view(&call->grad_grads[k], ctx->mode.daz)))
+            return fail(err, errlen, NV_E_INVALID,
+                        "double backward of '%s': grad_grads[%d] is not a valid tensor view",
+                        op->name, k);
+        bool same = dirs[k]->ndim == s->in[k]->ndim;
+        for (int d = 0; same && d < dirs[k]->ndim; d++)
+            same = dirs[k]->shape[d] == s->in[k]->shape[d];
+        if (!same)
+            return fail(err, errlen, NV_E_SHAPE,
+                        "double backward of '%s': grad_grads[%d] is not shaped like input %d",
+                        op->name, k, k);
+    }
+    return NV_OK;
+}
+
+/* The exact second-order VJP of the decoded operands (the fp64 reference,
+ * core/ref/backward.h nv_op_vjp2, whose error is ~2^-53 relative), rounded
+ * once to the storage dtype under the mode's rounding: a correctly rounded
+ * double backward, as transcendental=exact is a correctly rounded forward. */
+static int run2(emu_ctx *ctx, const nv_op_def *op, const nv_op_attrs *a,
+                nv_double_backward_call *call, bstate *s, nv_tensor **dirs, char *err,
+                size_t errlen)
+{
+    emu_bwd_io io;
+    memset(&io, 0, sizeof io);
+    nv_backward_call bc = {.op = call->op,
+                           .attrs_json = call->attrs_json,
+                           .n_inputs = call->n_inputs,
+                           .inputs = call->inputs,
+                           .n_saved = call->n_saved,
+                           .saved = call->saved,
+                           .grad_output = call->grad_output};
+    int r = decode(ctx, op, &bc, s, &io, err, errlen);
+    if (r < 0 || (r = check_shapes(op, a, s, err, errlen)) < 0 ||
+        (r = decode_dirs(ctx, op, call, s, dirs, err, errlen)) < 0)
+        return r;
+    const double *v[NV_OP_MAX_INPUTS] = {0};
+    for (int k = 0; k < call->n_grads; k++) {
+        v[k] = dirs[k]->data;
+        s->gx[k] = calloc((size_t)(s->in[k]->numel > 0 ? s->in[k]->numel : 1), sizeof(double));
+        if (!s->gx[k])
+            return fail(err, errlen, NV_E_NOMEM, "out of memory");
+    }
+    r = nv_op_vjp2(op, a, s->n_in, (const nv_tensor *const *)s->in, s->gy->data, v, s->gx, NULL);
+    if (r < 0)
+        return fail(err, errlen, r, "double backward of '%s' failed (%d)", op->name, r);
+    emu_call ec;
+    emu_bwd_call_init(&ec, &ctx->mode, op, a, s->in[0]->dtype);
+    for (int i = 0; r == NV_OK && i < call->n_grads; i++) {
+        r = encode(&ec, s->in[i], s->gx[i], &call->grad_inputs[i]);
+        if (r < 0) {
+            for (int k = 0; k < i; k++) {
+                free(call->grad_inputs[k].data);
+                call->grad_inputs[k].data = NULL;
+            }
+            snprintf(err, errlen, "out of memory");
+        }
+    }
+    return r;
+}
+
+int emu_double_backward(void *vctx, nv_double_backward_call *call, char *err, size_t errlen)
+{
+    emu_ctx *ctx = vctx;
+    const nv_op_def *op;
+    int id;
+    int r = find_op(ctx, call->op, "double backward", &op, &id, err, errlen);
+    if (r < 0)
+        return r;
+    bstate s;
+    memset(&s, 0, sizeof s);
+    nv_tensor *dirs[NV_OP_MAX_INPUTS] = {0};
+    nv_op_attrs a;
+    char *msg = NULL;
+    json_error_t jerr;
+    s.attrs_json = json_loads(call->attrs_json ? call->attrs_json : "{}", 0, &jerr);
+    if (!json_is_object(s.attrs_json) || nv_op_parse_attrs(op, s.attrs_json, &a, &msg) < 0) {
+        r = NV_E_INVALID;
+        snprintf(err, errlen, "bad attrs for the double backward of '%s': %s", op->name,
+                 msg ? msg : "not a JSON object");
+    } else if (!nv_op_has_backward(op, &a)) {
+        r = fail(err, errlen, NV_E_UNSUPPORTED,
+                 "op '%s' has no double backward on emu with matmul scales", op->name);
+    } else {
+        r = run2(ctx, op, &a, call, &s, dirs, err, errlen);
+    }
+    free(msg);
+    for (int i = 0; i < s.n_in; i++)
+        nv_tensor_free(s.in[i]);
+    for (int i = 0; i < s.n_saved; i++)
+        nv_tensor_free(s.saved[i]);
+    nv_tensor_free(s.gy);
+    for (int i = 0; i < NV_OP_MAX_INPUTS; i++) {
+        free(s.gx[i]);
+        nv_tensor_free(dirs[i]);
+    }
     json_decref(s.attrs_json);
     return r;
 }

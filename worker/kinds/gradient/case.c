@@ -1,7 +1,7 @@
 /* One case of a gradient job (worker/kinds/gradient/gradient_internal.h). The case JSON holds a
- * "checks" object (formula, device, second_order, determinism), each with a
- * verdict per differentiable input and its first wrong elements; "failed_check"
- * names the first failing one. */
+ * "checks" object (contract, formula, device, determinism, double_backward,
+ * second_order), each with a verdict per differentiable input and its first
+ * wrong elements; "failed_check" names the first failing one. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,6 +12,7 @@
 #include "core/numerics/rng.h"
 #include "core/ref/backward.h"
 #include "gradient_internal.h"
+#include "worker/runner/err.h"
 
 #define ERRLEN 512
 
@@ -50,10 +51,12 @@ typedef struct gcase {
     nv_tensor *dgrad[NV_OP_MAX_INPUTS];  /* device gradients by op input index */
     nv_tensor *dgrad2[NV_OP_MAX_INPUTS]; /* the determinism check's second run */
     const char *dev_cls;                 /* the device check's failure class */
+    nvw_grad_dbl dbl;                    /* the double-backward check (double.c) */
     bool det_failed;
+    bool probe; /* nvw_grad_probe_backward: call backward even when forward fails */
 } gcase;
 
-static json_t *index_json(const nv_tensor *t, int64_t lin)
+json_t *nvw_grad_index_json(const nv_tensor *t, int64_t lin)
 {
     json_t *a = json_array();
     int64_t idx[NV_MAX_DIMS];
@@ -170,13 +173,22 @@ static json_t *report_json(const gcase *g, int i, const nvw_grad_report *r, bool
         const nvw_grad_bad *b = &r->bad[k];
         json_t *e = json_pack("{s:o, s:o}", "analytic", nvw_json_num(b->analytic), "numeric",
                               nvw_json_num(b->numeric));
+        if (e && b->allowed > 0)
+            json_object_set_new(e, "allowed", nvw_json_num(b->allowed));
         if (b->in_index >= 0)
-            json_object_set_new(e, "input_index", index_json(g->in[i], b->in_index));
+            json_object_set_new(e, "input_index", nvw_grad_index_json(g->in[i], b->in_index));
         if (b->out_index >= 0)
             json_object_set_new(e, second ? "gradient_index" : "output_index",
-                                second ? index_json(g->in[i], b->out_index)
-                                       : index_json(g->gy, b->out_index));
+                                second ? nvw_grad_index_json(g->in[i], b->out_index)
+                                       : nvw_grad_index_json(g->gy, b->out_index));
         json_array_append_new(bad, e);
+    }
+    if (o && second) { /* the error model's choices (checks.c "second order") */
+        json_object_set_new(o, "vjp2_calls", json_integer((json_int_t)r->vjp2_calls));
+        json_object_set_new(o, "step",
+                            json_pack("{s:o, s:o}", "min", nvw_json_num(r->step_min), "max",
+                                      nvw_json_num(r->step_max)));
+        json_object_set_new(o, "eval_len", json_integer((json_int_t)r->eval_len));
     }
     if (o && bad && r->n_bad)
         json_object_set_new(o, "first_mismatches", bad);
@@ -226,10 +238,11 @@ static int fp64_checks(gcase *g, bool second)
         if (!rep.passed || (!second && !st.passed))
             fail_check(g, check);
     }
-    if (second)
+    if (second) {
         json_object_set_new(per, "device_double_backward",
-                            json_string("not offered: the backend ABI (nv_backend) has no "
-                                        "double-backward entry"));
+                            json_string(g->dbl.offer ? g->dbl.offer : "not checked"));
+        json_object_set_new(per, "error_model", json_string(NVW_GRAD_SECOND_MODEL));
+    }
     for (int i = 0; i < g->n_in; i++)
         nv_tensor_free(cp[i]);
     return r;
@@ -242,6 +255,8 @@ typedef struct dev_run {
     nv_tensor_view grads[NV_OP_MAX_INPUTS];
     int n_grads;
     bool have_y;
+    nv_tensor_view saved[NV_JOB_MAX_TENSORS + 1]; /* views of the case's inputs and y */
+    int n_saved;
 } dev_run;
 
 static void dev_release(gcase *g, dev_run *d)
@@ -271,9 +286,9 @@ static int dev_call(gcase *g, dev_run *d, char *err)
     err[0] = 0;
     int r = g->j->b.table->forward(g->ctx, &fc, err, ERRLEN);
     d->have_y = r == NV_OK;
-    if (r != NV_OK)
+    if (r != NV_OK && !g->probe)
         return r;
-    nv_tensor_view saved[NV_JOB_MAX_TENSORS + 1];
+    nv_tensor_view *saved = d->saved;
     int n_saved = 0;
     size_t k;
     json_t *v;
@@ -284,11 +299,13 @@ static int dev_call(gcase *g, dev_run *d, char *err)
             break;
         if (!strncmp(name, "input:", 6) && atoi(name + 6) < g->n_in)
             saved[n_saved++] = g->views[atoi(name + 6)];
-        else if (!strcmp(name, "output:0"))
+        else if (!strcmp(name, "output:0") && d->have_y)
             saved[n_saved++] = d->y;
     }
+    d->n_saved = n_saved;
     for (int i = 0; i < op->n_inputs; i++)
         d->n_grads += nv_op_grad_input(op, i);
+    err[0] = 0;
     nv_backward_call bc = {.op = op->name,
                            .attrs_json = g->s->attrs_json,
                            .n_inputs = op->n_inputs,
@@ -334,21 +351,47 @@ static double unit_roundoff(nv_dtype dt)
     return ldexp(1, -(nv_dtype_get(dt)->mant_bits + 1));
 }
 
+const char *nvw_grad_dtype_label(const gjob *j)
+{
+    return j->grad_dtype_name ? j->grad_dtype_name : "input";
+}
+
+nv_dtype nvw_grad_dtype(const gjob *j, nv_dtype input_dtype)
+{
+    /* not parsed (a job state built by hand): the ABI's default, "input" */
+    return !j->grad_dtype_name || j->grad_dtype_input ? input_dtype : j->grad_dtype;
+}
+
+json_t *nvw_grad_malformed(const gjob *j, const nv_tensor *in, const nv_tensor_view *gv)
+{
+    nv_dtype want = nvw_grad_dtype(j, in->dtype);
+    if (gv->dtype == (int32_t)want && gv->ndim == in->ndim)
+        return NULL;
+    const char *got = nv_dtype_name((nv_dtype)gv->dtype);
+    json_t *o = gv->dtype != (int32_t)want
+                    ? json_sprintf("gradient dtype '%s' is not the declared one: '%s' (describe: "
+                                   "\"gradient_dtype\": \"%s\")",
+                                   got ? got : "?", nv_dtype_name(want), nvw_grad_dtype_label(j))
+                    : json_string("gradient rank differs");
+    return json_pack("{s:b, s:o, s:s}", "passed", 0, "error", o, "got_dtype", got ? got : "?");
+}
+
+nv_dtype nvw_grad_compute_dtype(const nv_jobspec *s, nv_dtype dt)
+{
+    return s->op->kind == NV_OPK_MATMUL ? s->attrs.acc_dtype
+           : dt == NV_DT_FP64           ? NV_DT_FP64
+                                        : NV_DT_FP32;
+}
+
 /* Compare gradient i of the device with the reference; add to per. */
 static int compare_grad(gcase *g, int i, const nv_tensor_view *gv, json_t *per)
 {
     const nv_op_def *op = g->s->op;
     const char *name = op->inputs[i].name;
-    nv_dtype dt = g->in[i]->dtype;
-    if (gv->dtype != (int32_t)dt || gv->ndim != g->in[i]->ndim) {
-        const char *got = nv_dtype_name((nv_dtype)gv->dtype);
-        json_object_set_new(per, name,
-                            json_pack("{s:b, s:s}", "passed", 0, "error",
-                                      gv->dtype != (int32_t)dt
-                                          ? "gradient dtype differs from the input's "
-                                            "(describe: \"gradient_dtype\": \"input\")"
-                                          : "gradient rank differs"));
-        json_object_set_new(json_object_get(per, name), "got_dtype", json_string(got ? got : "?"));
+    nv_dtype dt = g->in[i]->dtype, gdt = nvw_grad_dtype(g->j, dt);
+    json_t *bad_out = nvw_grad_malformed(g->j, g->in[i], gv);
+    if (bad_out) {
+        json_object_set_new(per, name, bad_out);
         dev_fail(g, "bad_output");
         return 0;
     }
@@ -368,12 +411,7 @@ static int compare_grad(gcase *g, int i, const nv_tensor_view *gv, json_t *per)
                            sens);
     int64_t nred =
         nv_op_vjp_reduction_len(op, &g->s->attrs, g->n_in, (const nv_tensor *const *)g->in, i);
-    /* matmul accumulates in its "acc" attribute's dtype (fp32 by default), as its
-     * forward tolerance assumes */
-    nv_dtype cdt = op->kind == NV_OPK_MATMUL ? g->s->attrs.acc_dtype
-                   : dt == NV_DT_FP64        ? NV_DT_FP64
-                                             : NV_DT_FP32;
-    nv_dtype sdt = dt;
+    nv_dtype cdt = nvw_grad_compute_dtype(g->s, dt), sdt = dt;
     judge_dtypes(g, name, &sdt, &cdt);
     double us = unit_roundoff(sdt), uc = unit_roundoff(cdt);
     int64_t bad = 0;
@@ -381,8 +419,9 @@ static int compare_grad(gcase *g, int i, const nv_tensor_view *gv, json_t *per)
     json_t *first = json_array();
     for (int64_t e = 0; r == 0 && e < n; e++) {
         double gotv = got->data[e], err = fabs(gotv - ref[e]);
-        /* the final store rounds the computed value: half an ulp of its binade */
-        double ulp = fmax(nv_dtype_ulp(dt, ref[e]), nv_dtype_ulp(dt, gotv));
+        /* the final store rounds the computed value to the gradient's dtype: half
+         * an ulp of its binade */
+        double ulp = fmax(nv_dtype_ulp(gdt, ref[e]), nv_dtype_ulp(gdt, gotv));
         double allowed = ulp / 2 + us * sens[e] + (8 + (double)nred) * uc * mag[e];
         if (isnan(err))
             err = INFINITY;
@@ -392,17 +431,18 @@ static int compare_grad(gcase *g, int i, const nv_tensor_view *gv, json_t *per)
             continue;
         if (bad++ < 8)
             json_array_append_new(
-                first, json_pack("{s:o, s:o, s:o, s:o, s:o}", "index", index_json(g->in[i], e),
-                                 "got", nvw_json_num(gotv), "expected", nvw_json_num(ref[e]),
-                                 "abs_error", nvw_json_num(err), "allowed", nvw_json_num(allowed)));
+                first,
+                json_pack("{s:o, s:o, s:o, s:o, s:o}", "index", nvw_grad_index_json(g->in[i], e),
+                          "got", nvw_json_num(gotv), "expected", nvw_json_num(ref[e]), "abs_error",
+                          nvw_json_num(err), "allowed", nvw_json_num(allowed)));
     }
     json_t *o = json_pack(
-        "{s:b, s:s, s:I, s:I, s:o, s:o, s:{s:s, s:s, s:s, s:I, s:s, s:s}}", "passed", bad == 0,
-        "dtype", nv_dtype_name(dt), "compared", (json_int_t)n, "mismatches", (json_int_t)bad,
-        "max_abs_error", nvw_json_num(max_abs), "headroom", nvw_json_num(worst), "tolerance",
-        "metric", "gradient_bound", "u_storage", nv_dtype_name(sdt), "u_compute",
-        nv_dtype_name(cdt), "reduction_len", (json_int_t)nred, "reason_code",
-        nred > 1 ? "reduction_length" : "dtype_precision", "reason", DEVICE_REASON);
+        "{s:b, s:s, s:s, s:I, s:I, s:o, s:o, s:{s:s, s:s, s:s, s:I, s:s, s:s}}", "passed", bad == 0,
+        "dtype", nv_dtype_name(gdt), "gradient_dtype", nvw_grad_dtype_label(g->j), "compared",
+        (json_int_t)n, "mismatches", (json_int_t)bad, "max_abs_error", nvw_json_num(max_abs),
+        "headroom", nvw_json_num(worst), "tolerance", "metric", "gradient_bound", "u_storage",
+        nv_dtype_name(sdt), "u_compute", nv_dtype_name(cdt), "reduction_len", (json_int_t)nred,
+        "reason_code", nred > 1 ? "reduction_length" : "dtype_precision", "reason", DEVICE_REASON);
     if (o && bad)
         json_object_set_new(o, "first_mismatches", first);
     else
@@ -445,7 +485,7 @@ static int determinism(gcase *g, const dev_run *d1, char *err)
         if (a && b)
             json_object_set_new(o, "first_difference",
                                 json_pack("{s:s, s:o, s:o, s:o}", "input", g->s->op->inputs[k].name,
-                                          "index", index_json(g->in[k], e), "run_1",
+                                          "index", nvw_grad_index_json(g->in[k], e), "run_1",
                                           nvw_json_num(a->data[e]), "run_2",
                                           nvw_json_num(b->data[e])));
         nv_tensor_free(a);
@@ -468,6 +508,28 @@ static int determinism(gcase *g, const dev_run *d1, char *err)
     return 0;
 }
 
+/* Order 2: the backend's double backward with the device check's operands. */
+static int double_backward(gcase *g, const dev_run *d)
+{
+    nvw_grad_dbl *b = &g->dbl;
+    *b = (nvw_grad_dbl){.j = g->j,
+                        .ctx = g->ctx,
+                        .s = g->s,
+                        .case_index = g->c.index,
+                        .n_in = g->n_in,
+                        .in = g->in,
+                        .views = g->views,
+                        .gy = g->gy,
+                        .gy_view = &g->gy_view,
+                        .saved = d->saved,
+                        .n_saved = d->n_saved,
+                        .checks = g->checks};
+    int r = nvw_grad_double_backward(b);
+    if (b->cls)
+        fail_check(g, "double_backward");
+    return r;
+}
+
 static int device_checks(gcase *g)
 {
     char err[ERRLEN];
@@ -481,6 +543,7 @@ static int device_checks(gcase *g)
         json_object_set_new(per, "error", json_sprintf("the backend returned %d: '%s'", r, err));
         dev_fail(g, "backend_error");
         dev_release(g, &d);
+        g->dbl.offer = "not checked: the device check's backward failed";
         return 0;
     }
     for (int k = 0, i = 0; i < g->s->op->n_inputs; i++) {
@@ -496,6 +559,8 @@ static int device_checks(gcase *g)
             r = compare_grad(g, i, &d.grads[k++], per);
     if (r == 0 && (g->s->repeat > 1 || g->s->deterministic || (g->given && g->given->determinism)))
         r = determinism(g, &d, err);
+    if (r == 0 && !g->given && g->j->g->order == 2)
+        r = double_backward(g, &d);
     dev_release(g, &d);
     return r;
 }
@@ -513,6 +578,10 @@ static json_t *header(const gcase *g)
 
 static int body(gcase *g)
 {
+    if (g->j->contract) { /* the device contradicts its describe() (run.c) */
+        json_object_set_new(g->checks, "contract", json_deep_copy(g->j->contract));
+        fail_check(g, "contract");
+    }
     int r = make_inputs(g);
     if (r < 0)
         return r;
@@ -520,21 +589,31 @@ static int body(gcase *g)
         return device_checks(g);
     if ((r = fp64_checks(g, false)) < 0)
         return r;
-    if ((r = device_checks(g)) < 0)
+    if (g->j->contract_refused) /* it refuses backward: the contract check says how */
+        g->dbl.offer = "not checked: the device refuses backward";
+    else if ((r = device_checks(g)) < 0)
         return r;
     if (g->j->g->order == 2 && (r = fp64_checks(g, true)) < 0)
         return r;
     return 0;
 }
 
-/* The failure class and the check that found it: the device check's class,
- * else "nondeterminism" from the determinism check; NULL when the device
- * passed both (a formula or second-order failure is the reference's, not the
- * device's, and has no reproducer). */
+/* The failure class and the check that found it, for the reproducer: the
+ * device check's class, else "nondeterminism" from the determinism check; NULL
+ * when the device passed both (a formula or second-order failure is the
+ * reference's, not the device's, and has no reproducer). */
 static const char *failure_class(const gcase *g, const char **ret_check)
 {
     *ret_check = g->dev_cls ? "device" : g->det_failed ? "determinism" : NULL;
     return g->dev_cls ? g->dev_cls : g->det_failed ? "nondeterminism" : NULL;
+}
+
+/* The device failures without a reproducer (the replay runs the device and
+ * determinism checks only): the double-backward check's class, else
+ * "contract_mismatch". */
+static const char *unreproduced_class(const gcase *g)
+{
+    return g->dbl.cls ? g->dbl.cls : g->j->contract ? "contract_mismatch" : NULL;
 }
 
 static void case_done(gcase *g)
@@ -567,8 +646,9 @@ static json_t *run_case(gcase *g, int64_t i)
     json_object_set_new(g->cj, "verdict", json_string(r < 0 ? "error" : fc ? "failed" : "passed"));
     if (fc)
         json_object_set_new(g->cj, "failed_check", json_string(fc));
-    if (r == 0 && cls)
-        json_object_set_new(g->cj, "failure_class", json_string(cls));
+    const char *cls_json = cls ? cls : unreproduced_class(g);
+    if (r == 0 && cls_json)
+        json_object_set_new(g->cj, "failure_class", json_string(cls_json));
     if (r < 0)
         json_object_set_new(g->cj, "error", json_sprintf("the case could not run (%d)", r));
     if (g->given) { /* "shape" stays the job case's; the given tensors' own shapes */
@@ -613,4 +693,42 @@ json_t *nvw_grad_settings(const gjob *j)
                      "reason", g->eps.reason, "from_job", g->eps.set, "atol", "value",
                      g->atol.value, "reason", g->atol.reason, "from_job", g->atol.set, "rtol",
                      "value", g->rtol.value, "reason", g->rtol.reason, "from_job", g->rtol.set);
+}
+
+int nvw_grad_probe_backward(gjob *j, void *ctx, int *ret_code, char *msg, size_t msglen)
+{
+    gcase g = {.j = j, .s = j->g->base, .ctx = ctx, .probe = true};
+    int r = nv_jobspec_case(g.s, 0, &g.c);
+    if (r == 0)
+        r = make_inputs(&g);
+    if (r == 0) {
+        char err[ERRLEN];
+        dev_run d;
+        *ret_code = dev_call(&g, &d, err);
+        snprintf(msg, msglen, "%s", err);
+        dev_release(&g, &d);
+    }
+    case_done(&g);
+    return r < 0 ? r : 0;
+}
+
+int nvw_grad_dtype_parse(gjob *j, const json_t *describe, char **ret_err)
+{
+    const json_t *v = json_object_get(describe, "gradient_dtype");
+    const char *name = v ? json_string_value(v) : "input";
+    nv_dtype dt = NV_DT_FP32;
+    bool input = name && !strcmp(name, "input");
+    bool ok = input || (name && nv_dtype_from_name(name, &dt) == 0 &&
+                        (dt == NV_DT_FP64 || dt == NV_DT_FP32 || dt == NV_DT_TF32 ||
+                         dt == NV_DT_BF16 || dt == NV_DT_FP16));
+    if (!ok)
+        return nvw_set_err(ret_err, -EPROTO,
+                           "backend '%s' declares describe \"gradient_dtype\": '%s': expected "
+                           "\"input\" or one of fp64, fp32, tf32, bf16, fp16 "
+                           "(docs/BACKEND_ABI.md \"describe()\")",
+                           j->b.backend_spec, name ? name : "(not a string)");
+    j->grad_dtype_name = name;
+    j->grad_dtype_input = input;
+    j->grad_dtype = dt;
+    return 0;
 }

@@ -16,9 +16,6 @@
 #include "core/ref/backward.h"
 #include "gradient.h"
 
-/* Second differences of gy . f: rounding error ~ u |f| / h2^2, truncation
- * ~ h2^2 |f''''|: h2 = 1e-4 balances both near 1e-8. */
-#define SECOND_STEP 1e-4
 #define N_PROBES 4
 
 typedef struct scratch {
@@ -70,7 +67,7 @@ static void judge(const nvw_grad_problem *p, nvw_grad_report *r, int64_t o, int6
     r->passed = false;
     r->mismatches++;
     if (r->n_bad < NVW_GRAD_MAX_BAD)
-        r->bad[r->n_bad++] = (nvw_grad_bad){o, e, a, n};
+        r->bad[r->n_bad++] = (nvw_grad_bad){o, e, a, n, allowed};
 }
 
 static void report_init(nvw_grad_report *r, const char *what)
@@ -233,7 +230,7 @@ static int probes(const nvw_grad_problem *p, int i, const nv_jac_map *m, scratch
                 r->passed = false;
                 r->mismatches++;
                 if (r->n_bad < NVW_GRAD_MAX_BAD)
-                    r->bad[r->n_bad++] = (nvw_grad_bad){o, e, 0, s->fp[o] - s->fm[o]};
+                    r->bad[r->n_bad++] = (nvw_grad_bad){o, e, 0, s->fp[o] - s->fm[o], 0};
             }
         }
     }
@@ -292,120 +289,278 @@ int nvw_grad_formula(const nvw_grad_problem *p, int i, bool fast, nvw_grad_repor
     return rc;
 }
 
-/* ---- second order ---- */
+/* ---- second order ----
+ *
+ * The reference second-order VJP (core/ref/backward.h nv_op_vjp2: (H d)_i for a
+ * direction d over all differentiable inputs) against central differences of
+ * the reference VJP along d:
+ *   N(h) = (g_i(x + h d) - g_i(x - h d)) / 2h = (H d)_i + h^2/6 D^3 g_i[d, d, d] + O(h^4).
+ * Error model (Nocedal & Wright, Numerical Optimization, 2nd ed., §8.1: central
+ * differences; Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed.,
+ * §3.1 and §4.2: rounding of the evaluations), per element e of g_i:
+ * - truncation T_e(h) = h^2/6 |D^3 g_e[d, d, d]|. The third derivative is
+ *   estimated from the reference VJP alone by the third difference
+ *   (g(x+2s d) - 2 g(x+s d) + 2 g(x-s d) - g(x-2s d)) / 2s^3 (step s fixed, within
+ *   every op's differentiable-domain margin), plus that estimate's own rounding
+ *   bound 3 gamma mag_e / s^3;
+ * - rounding R_e(h) = gamma mag_e / h: each fp64 evaluation of g_e errs by at
+ *   most gamma_N mag_e (mag: the VJP with |.| on every term, gamma_N = N u /
+ *   (1 - N u), u = 2^-53, N = 16 roundings of the chain plus the longest sum of
+ *   the evaluation, nv_op_grad_eval_len: the condition grows with the line or
+ *   the inner dimension), and the two evaluations are divided by 2h. The
+ *   rounding of x + h d itself is removed: the differences use the step that
+ *   was actually taken, (fl(x + h d) - fl(x - h d)) / 2h, as the analytic side's
+ *   direction;
+ * - the analytic side's own rounding gamma mag2_e (mag2 from nv_op_vjp2).
+ * A projection u . (H d) (u, d random unit vectors, d over all differentiable
+ * inputs so the mixed blocks are checked too) has T = h^2/6 sum |u_e| |D^3 g_e|
+ * and R = gamma sum |u_e| mag_e / h. h minimises T + R: h = (3 gamma M / T3)^(1/3)
+ * (M and T3 the sums above), clipped to [1e-8, 1e-3], the upper end inside the
+ * domain margin. An element or projection passes when
+ * |analytic - numeric| <= 2 (T + R) + gamma mag2 (+ the fp64 sums of the
+ * projection). Full mode checks every stored element of H_ii (coloured like
+ * the Jacobian) and 4 projections; fast mode one projection. */
 
-static double phi(const nvw_grad_problem *p, scratch *s, nvw_grad_report *r, int *rc)
+#define SO_SAFETY 2.0
+#define SO_H_MIN 1e-8
+#define SO_H_MAX 1e-3
+#define SO_S 2e-3   /* third-difference step: 2 SO_S stays inside the 1e-2 margin */
+#define SO_CHAIN 16 /* roundings of a VJP element besides its longest sum */
+#define SO_ROUND 0x1p-53
+
+typedef struct so_ctx {
+    const nvw_grad_problem *p;
+    int i;                               /* the input whose gradient is checked */
+    int64_t n;                           /* its numel */
+    double gamma;                        /* gamma_N of one VJP evaluation */
+    double *base[NV_OP_MAX_INPUTS];      /* the unperturbed inputs */
+    double *weff[NV_OP_MAX_INPUTS];      /* the direction actually taken */
+    const double *dir[NV_OP_MAX_INPUTS]; /* the direction asked for (NULL: 0) */
+    double *mag, *gp, *gm, *t3, *hx, *hmag, *tmp;
+} so_ctx;
+
+static bool so_input(const nvw_grad_problem *p, int k)
 {
-    *rc = fwd(p, s->fp, r);
-    double v = 0;
-    for (int64_t o = 0; o < s->n_out; o++)
-        v += p->gy[o] * s->fp[o];
-    return v;
+    return k < p->op->n_inputs && nv_op_grad_input(p->op, k);
 }
 
-/* u . H w two ways: differences of the VJP along w, and the four-point second
- * difference of phi = gy . f along u and w. */
-static int projection(const nvw_grad_problem *p, int i, scratch *s, const double *u,
-                      const double *w, double *hw_u, double *fd, nvw_grad_report *r)
+/* x = base + t dir on every input with a direction (an exact copy elsewhere). */
+static void so_move(so_ctx *c, double t)
 {
-    nv_tensor *x = p->in[i];
-    int64_t n = x->numel;
-    double *g2 = malloc(sizeof(double) * (size_t)(n + 1));
-    if (!g2)
-        return -ENOMEM;
-    double h = p->eps, h2 = SECOND_STEP;
-    int rc;
-    for (int64_t e = 0; e < n; e++)
-        x->data[e] += h * w[e];
-    rc = vjp(p, i, p->gy, s->gx, r);
-    for (int64_t e = 0; e < n; e++)
-        x->data[e] -= 2 * h * w[e];
-    rc = rc ? rc : vjp(p, i, p->gy, g2, r);
-    for (int64_t e = 0; e < n; e++)
-        x->data[e] += h * w[e];
-    *hw_u = 0;
-    for (int64_t e = 0; e < n; e++)
-        *hw_u += u[e] * (s->gx[e] - g2[e]) / (2 * h);
-    double f[4];
-    static const int su[4] = {1, 1, -1, -1}, sw[4] = {1, -1, 1, -1};
-    for (int k = 0; rc == 0 && k < 4; k++) {
-        for (int64_t e = 0; e < n; e++)
-            x->data[e] += h2 * (su[k] * u[e] + sw[k] * w[e]);
-        f[k] = phi(p, s, r, &rc);
-        for (int64_t e = 0; e < n; e++)
-            x->data[e] -= h2 * (su[k] * u[e] + sw[k] * w[e]);
+    for (int k = 0; k < c->p->n_in; k++) {
+        nv_tensor *x = c->p->in[k];
+        if (!c->base[k])
+            continue;
+        for (int64_t e = 0; e < x->numel; e++)
+            x->data[e] = c->dir[k] ? c->base[k][e] + t * c->dir[k][e] : c->base[k][e];
     }
-    *fd = (f[0] - f[1] - f[2] + f[3]) / (4 * h2 * h2);
-    free(g2);
+}
+
+/* VJP of input i at base + t dir into out. */
+static int so_vjp_at(so_ctx *c, double t, double *out, nvw_grad_report *r)
+{
+    so_move(c, t);
+    int rc = vjp(c->p, c->i, c->p->gy, out, r);
+    so_move(c, 0);
     return rc;
 }
 
-/* Every stored element of H (columns by coloured differences of the VJP)
- * against its transpose. */
-static int symmetry(const nvw_grad_problem *p, int i, const nv_jac_map *m, scratch *s,
-                    nvw_grad_report *r)
+/* The third-difference estimate of D^3 g_i[dir, dir, dir] into c->t3. */
+static int so_third(so_ctx *c, nvw_grad_report *r)
 {
-    nv_tensor *x = p->in[i];
-    int64_t n = x->numel;
-    double *H = malloc(sizeof(double) * (size_t)(n * m->n_pos + 1));
-    double *g2 = malloc(sizeof(double) * (size_t)(n + 1));
-    int rc = H && g2 ? 0 : -ENOMEM;
-    for (int64_t q = 0; rc == 0 && q < m->n_pos; q++) {
-        shift(m, x, q, p->eps);
-        rc = vjp(p, i, p->gy, s->gx, r);
-        shift(m, x, q, -2 * p->eps);
-        rc = rc ? rc : vjp(p, i, p->gy, g2, r);
-        shift(m, x, q, p->eps);
-        for (int64_t e = 0; e < n; e++) /* H[e][slot(group(e), q)] */
-            H[e * m->n_pos + q] = (s->gx[e] - g2[e]) / (2 * p->eps);
+    static const double at[4] = {2, 1, -1, -2}, w[4] = {1, -2, 2, -1};
+    for (int64_t e = 0; e < c->n; e++)
+        c->t3[e] = 0;
+    int rc = 0;
+    for (int k = 0; rc == 0 && k < 4; k++) {
+        rc = so_vjp_at(c, at[k] * SO_S, c->tmp, r);
+        for (int64_t e = 0; rc == 0 && e < c->n; e++)
+            c->t3[e] += w[k] * c->tmp[e];
     }
-    for (int64_t e = 0; rc == 0 && e < n; e++) {
-        for (int64_t q = 0; q < m->n_pos; q++) {
+    for (int64_t e = 0; e < c->n; e++)
+        c->t3[e] /= 2 * SO_S * SO_S * SO_S;
+    return rc;
+}
+
+/* The step minimising h^2/6 T3 + gamma M / h for weights u (NULL: all 1). */
+static double so_step(const so_ctx *c, const double *u)
+{
+    double T3 = 0, M = 0;
+    for (int64_t e = 0; e < c->n; e++) {
+        double wu = u ? fabs(u[e]) : 1;
+        T3 += wu * (fabs(c->t3[e]) + 3 * c->gamma * c->mag[e] / (SO_S * SO_S * SO_S));
+        M += wu * c->mag[e];
+    }
+    double h = T3 > 0 ? cbrt(3 * c->gamma * M / T3) : SO_H_MAX;
+    return isfinite(h) ? fmin(fmax(h, SO_H_MIN), SO_H_MAX) : SO_H_MAX;
+}
+
+/* Central difference at step h into gp (numeric (g+ - g-) / 2h), and the
+ * analytic H weff into hx, hmag, weff the step actually taken divided by h. */
+static int so_diff(so_ctx *c, double h, nvw_grad_report *r)
+{
+    const nvw_grad_problem *p = c->p;
+    int rc = so_vjp_at(c, h, c->gp, r);
+    rc = rc ? rc : so_vjp_at(c, -h, c->gm, r);
+    for (int64_t e = 0; e < c->n; e++)
+        c->gp[e] = (c->gp[e] - c->gm[e]) / (2 * h);
+    const double *v[NV_OP_MAX_INPUTS] = {0};
+    for (int k = 0; k < p->n_in; k++) {
+        if (!c->base[k] || !c->dir[k])
+            continue;
+        for (int64_t e = 0; e < p->in[k]->numel; e++) {
+            double up = c->base[k][e] + h * c->dir[k][e], dn = c->base[k][e] - h * c->dir[k][e];
+            c->weff[k][e] = ((up - c->base[k][e]) - (dn - c->base[k][e])) / (2 * h);
+        }
+        v[k] = c->weff[k];
+    }
+    double *hx[NV_OP_MAX_INPUTS] = {0}, *hm[NV_OP_MAX_INPUTS] = {0};
+    hx[c->i] = c->hx, hm[c->i] = c->hmag;
+    r->vjp2_calls++;
+    if (rc == 0)
+        rc =
+            nv_op_vjp2(p->op, p->attrs, p->n_in, (const nv_tensor *const *)p->in, p->gy, v, hx, hm);
+    r->step_min = r->step_min > 0 ? fmin(r->step_min, h) : h;
+    r->step_max = fmax(r->step_max, h);
+    return rc;
+}
+
+/* The model's allowance for element e at step h (weight wu = |u_e|). */
+static double so_allowed(const so_ctx *c, int64_t e, double h, double wu)
+{
+    double s3 = SO_S * SO_S * SO_S;
+    double trunc = h * h / 6 * (fabs(c->t3[e]) + 3 * c->gamma * c->mag[e] / s3);
+    return wu * (SO_SAFETY * (trunc + c->gamma * c->mag[e] / h) + c->gamma * c->hmag[e]);
+}
+
+static void judge_allowed(nvw_grad_report *r, int64_t o, int64_t e, double a, double n,
+                          double allowed)
+{
+    double err = fabs(a - n);
+    r->checked++;
+    if (err > r->max_abs_err || isnan(err))
+        r->max_abs_err = isnan(err) ? INFINITY : err;
+    double ratio = isnan(err) ? INFINITY : err == 0 ? 0 : err / allowed;
+    if (ratio > r->worst_ratio)
+        r->worst_ratio = ratio;
+    if (ratio <= 1)
+        return;
+    r->passed = false;
+    r->mismatches++;
+    if (r->n_bad < NVW_GRAD_MAX_BAD)
+        r->bad[r->n_bad++] = (nvw_grad_bad){o, e, a, n, allowed};
+}
+
+/* Every stored element of H_ii: column q perturbs every group of input i at
+ * position q (the Jacobian's colouring), so (H d)_e = H[e, slot(group(e), q)]. */
+static int so_hessian(so_ctx *c, const nv_jac_map *m, double *d, nvw_grad_report *r)
+{
+    int rc = 0;
+    for (int k = 0; k < c->p->n_in; k++)
+        c->dir[k] = NULL;
+    c->dir[c->i] = d;
+    for (int64_t q = 0; rc == 0 && q < m->n_pos; q++) {
+        memset(d, 0, sizeof(double) * (size_t)c->n);
+        for (int64_t g = 0; g < m->n_groups; g++)
+            if (m->slot[g * m->n_pos + q] >= 0)
+                d[m->slot[g * m->n_pos + q]] = 1;
+        rc = so_third(c, r);
+        double h = so_step(c, NULL);
+        rc = rc ? rc : so_diff(c, h, r);
+        for (int64_t e = 0; rc == 0 && e < c->n; e++) {
             int64_t f = m->slot[m->in_group[e] * m->n_pos + q];
-            if (f < 0 || f <= e)
-                continue;
-            judge(p, r, e, f, H[e * m->n_pos + q], H[f * m->n_pos + m->in_pos[e]]);
+            if (f >= 0)
+                judge_allowed(r, e, f, c->hx[e], c->gp[e], so_allowed(c, e, h, 1));
         }
     }
-    free(H);
-    free(g2);
     return rc;
+}
+
+/* One projection u . (H w)_i, w a unit vector over every differentiable input. */
+static int so_projection(so_ctx *c, nv_rng *g, double *u, double *const *w, nvw_grad_report *r)
+{
+    const nvw_grad_problem *p = c->p;
+    int64_t total = 0;
+    for (int k = 0; k < p->n_in; k++)
+        total += c->base[k] ? p->in[k]->numel : 0;
+    for (int k = 0; k < p->n_in; k++) {
+        c->dir[k] = c->base[k] ? w[k] : NULL;
+        if (c->base[k]) { /* a unit vector over all inputs: each part scaled by its share */
+            unit(g, w[k], p->in[k]->numel);
+            double sc = sqrt((double)p->in[k]->numel / (double)(total > 0 ? total : 1));
+            for (int64_t e = 0; e < p->in[k]->numel; e++)
+                w[k][e] *= sc;
+        }
+    }
+    unit(g, u, c->n);
+    int rc = so_third(c, r);
+    double h = so_step(c, u);
+    rc = rc ? rc : so_diff(c, h, r);
+    if (rc)
+        return rc;
+    double a = 0, num = 0, allowed = 0, sums = 0;
+    for (int64_t e = 0; e < c->n; e++) {
+        a += u[e] * c->hx[e];
+        num += u[e] * c->gp[e];
+        allowed += so_allowed(c, e, h, fabs(u[e]));
+        sums += fabs(u[e]) * (fabs(c->hx[e]) + fabs(c->gp[e]));
+    }
+    /* the two fp64 dot products of n terms (Higham §3.1: gamma_n sum |terms|) */
+    double gn = (double)c->n * SO_ROUND;
+    judge_allowed(r, -1, -1, a, num, allowed + gn / (1 - gn) * sums);
+    return 0;
 }
 
 int nvw_grad_second(const nvw_grad_problem *p, int i, bool fast, nvw_grad_report *ret)
 {
+    report_init(ret, fast ? "projection" : "hessian");
+    so_ctx c = {.p = p, .i = i, .n = p->in[i]->numel};
+    int64_t N = SO_CHAIN +
+                nv_op_grad_eval_len(p->op, p->attrs, p->n_in, (const nv_tensor *const *)p->in, i);
+    c.gamma = (double)N * SO_ROUND / (1 - (double)N * SO_ROUND);
+    ret->eval_len = N - SO_CHAIN;
     nv_jac_map *m = NULL;
-    scratch s;
-    report_init(ret, "second_order");
-    int rc = scratch_init(&s, p, i);
-    if (rc == 0)
-        rc = nv_jac_map_new(p->op, p->attrs, p->n_in, (const nv_tensor *const *)p->in, i, &m);
-    int64_t n = p->in[i]->numel;
-    double *u = malloc(sizeof(double) * (size_t)(n + 1));
-    double *w = malloc(sizeof(double) * (size_t)(n + 1));
-    if (rc == 0 && (!u || !w))
-        rc = -ENOMEM;
+    double *w[NV_OP_MAX_INPUTS] = {0};
+    size_t ni = (size_t)c.n + 1;
+    double *buf = malloc(sizeof(double) * ni * 9);
+    int rc = buf ? 0 : -ENOMEM;
+    if (buf) {
+        c.mag = buf, c.gp = buf + ni, c.gm = buf + 2 * ni, c.t3 = buf + 3 * ni;
+        c.hx = buf + 4 * ni, c.hmag = buf + 5 * ni, c.tmp = buf + 6 * ni;
+    }
+    for (int k = 0; rc == 0 && k < p->n_in; k++) {
+        if (!so_input(p, k))
+            continue;
+        size_t nk = (size_t)p->in[k]->numel + 1;
+        c.base[k] = malloc(sizeof(double) * nk);
+        c.weff[k] = malloc(sizeof(double) * nk);
+        w[k] = malloc(sizeof(double) * nk);
+        if (!c.base[k] || !c.weff[k] || !w[k])
+            rc = -ENOMEM;
+        else
+            memcpy(c.base[k], p->in[k]->data, sizeof(double) * (nk - 1));
+    }
+    if (rc == 0) { /* mag of the VJP at x, which every allowance scales with */
+        double *gx[NV_OP_MAX_INPUTS] = {0}, *mg[NV_OP_MAX_INPUTS] = {0};
+        gx[i] = c.tmp, mg[i] = c.mag;
+        ret->vjp_calls++;
+        rc = nv_op_vjp(p->op, p->attrs, p->n_in, (const nv_tensor *const *)p->in, p->gy, gx, mg);
+    }
     if (rc == 0 && !fast)
-        rc = symmetry(p, i, m, &s, ret);
+        rc = nv_jac_map_new(p->op, p->attrs, p->n_in, (const nv_tensor *const *)p->in, i, &m);
+    if (rc == 0 && !fast)
+        rc = so_hessian(&c, m, buf + 7 * ni, ret);
     nv_rng g;
     nv_rng_init(&g, p->seed, p->case_index, 0x300u + (uint32_t)i);
-    for (int k = 0; rc == 0 && k < (fast ? 1 : N_PROBES); k++) {
-        unit(&g, u, n);
-        unit(&g, w, n);
-        double uhw, whu, fd;
-        rc = projection(p, i, &s, u, w, &uhw, &fd, ret);
-        if (rc == 0)
-            judge(p, ret, -1, -1, uhw, fd);
-        if (rc == 0 && fast) { /* symmetry of the projections: u.Hw = w.Hu */
-            rc = projection(p, i, &s, w, u, &whu, &fd, ret);
-            if (rc == 0)
-                judge(p, ret, -2, -2, whu, uhw);
-        }
+    for (int k = 0; rc == 0 && k < (fast ? 1 : N_PROBES); k++)
+        rc = so_projection(&c, &g, buf + 8 * ni, w, ret);
+    for (int k = 0; k < NV_OP_MAX_INPUTS; k++) {
+        free(c.base[k]);
+        free(c.weff[k]);
+        free(w[k]);
     }
-    free(u);
-    free(w);
+    free(buf);
     nv_jac_map_free(m);
-    scratch_done(&s);
     return rc;
 }
 

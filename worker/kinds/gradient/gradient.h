@@ -1,8 +1,9 @@
 /* The gradient kind (docs/JOBS.md "Gradient jobs"): per case, the formula
  * check (reference VJP vs central finite differences in fp64), the device check
  * (the backend's backward vs the reference in the device's dtypes), second
- * order and determinism. What the kind table (worker/kinds/kinds.c) and the
- * benches reach the kind through. */
+ * order (the reference's, and the backend's double backward) and determinism.
+ * What the kind table (worker/kinds/kinds.c) and the benches reach the kind
+ * through. */
 #ifndef NUMVAL_WORKER_KINDS_GRADIENT_H
 #define NUMVAL_WORKER_KINDS_GRADIENT_H
 
@@ -18,8 +19,10 @@
 #include "worker/runner/run.h"
 
 /* Same contract as nvw_run_job (worker/kinds/kinds.h), for a spec with "kind":
- * "gradient". An inference-only backend, or a non-deterministic op in a
- * deterministic job, is refused: -ENOTSUP with *ret_err saying so. */
+ * "gradient". A backend without a backward entry, one that declares
+ * inference_only and refuses backward when called (with its message), or a
+ * non-deterministic op in a deterministic job, is refused: -ENOTSUP with
+ * *ret_err saying so; an unknown describe "gradient_dtype": -EPROTO. */
 int nvw_run_gradient(const json_t *spec, const char *backend_spec, const nvw_run_opts *opts,
                      json_t **ret_result, char **ret_err);
 
@@ -42,13 +45,14 @@ typedef struct nvw_grad_bad {
     int64_t out_index; /* output element (Hessian: gradient element) */
     int64_t in_index;  /* input element */
     double analytic, numeric;
+    double allowed; /* the bound it exceeded */
 } nvw_grad_bad;
 
 #define NVW_GRAD_MAX_BAD 8
 
 typedef struct nvw_grad_report {
     bool passed;
-    const char *what; /* "jacobian", "structure", "projection", "symmetry" */
+    const char *what; /* "jacobian", "structure", "projection", "hessian" */
     int64_t checked;  /* elements or projections compared */
     int64_t mismatches;
     double max_abs_err; /* max |analytic - numeric| */
@@ -56,6 +60,11 @@ typedef struct nvw_grad_report {
     int n_bad;
     nvw_grad_bad bad[NVW_GRAD_MAX_BAD];
     int64_t forward_calls, vjp_calls;
+    /* second order: reference double-backward calls, the range of the steps the
+     * error model chose, and the evaluation length its rounding bound used */
+    int64_t vjp2_calls;
+    double step_min, step_max;
+    int64_t eval_len;
 } nvw_grad_report;
 
 /* Scratch memory a caller may keep across checks (fast mode reuses it, so
@@ -95,10 +104,23 @@ int nvw_grad_formula(const nvw_grad_problem *p, int i, bool fast, nvw_grad_repor
 int nvw_grad_formula_all(const nvw_grad_problem *p, bool fast, nvw_grad_report *rep,
                          nvw_grad_report *st);
 
-/* Second order, input i: H = d VJP(x, gy) / dx by central differences of the
- * reference VJP (structured like the Jacobian), checked for symmetry (full:
- * every stored element; fast: one pair of projections) and against the
- * four-point second difference of gy . f(x) along random directions. */
+/* Second order, input i: the reference second-order VJP (nv_op_vjp2) against
+ * central differences of the reference VJP, judged by the finite-difference
+ * error model of checks.c (truncation h^2/6 |D^3 g|, rounding gamma_N mag / h,
+ * the step h chosen per column or projection to minimise their sum): full
+ * mode every stored element of the block H_ii (coloured like the Jacobian) and
+ * 4 projections u_i . (H w)_i with w over every differentiable input (mixed
+ * blocks included); fast mode one projection. Returns 0 or -ENOMEM / NV_E_*. */
 int nvw_grad_second(const nvw_grad_problem *p, int i, bool fast, nvw_grad_report *ret);
+
+/* The error model of nvw_grad_second in one sentence (the result's
+ * second_order "error_model"). */
+#define NVW_GRAD_SECOND_MODEL                                                                      \
+    "reference double backward vs central differences of the reference VJP along d: "              \
+    "|analytic - numeric| <= 2 (h^2/6 |D^3 g[d,d,d]| + gamma_N mag / h) + gamma_N mag2, "          \
+    "D^3 g by a third difference (step 2e-3), gamma_N = N u / (1 - N u), u = 2^-53, N = 16 + "     \
+    "eval_len, h minimising the sum per column or projection, in [1e-8, 1e-3] (Nocedal & "         \
+    "Wright, Numerical Optimization, 2nd ed., §8.1; Higham, Accuracy and Stability of "           \
+    "Numerical Algorithms, 2nd ed., §3.1, §4.2)"
 
 #endif

@@ -11,7 +11,71 @@ typedef struct gjob {
     nv_gradspec *g;
     const json_t *saved; /* describe "saved" list of the op (borrowed) */
     bool nondeterministic;
+    /* describe's "gradient_dtype": "input" (each gradient in its input's dtype)
+     * or the dtype every gradient comes in */
+    const char *grad_dtype_name;
+    bool grad_dtype_input;
+    nv_dtype grad_dtype;
+    /* The "contract" check every case carries when the device contradicts its
+     * describe() (declares inference_only, computes gradients); NULL when it
+     * does not. Owned. */
+    json_t *contract;
+    bool contract_refused; /* ... because it refused backward without saying why */
 } gjob;
+
+/* describe's "gradient_dtype" into j: absent or "input", or a floating-point
+ * dtype name (fp64, fp32, tf32, bf16, fp16); the name points into describe.
+ * Returns 0, or -EPROTO with *ret_err (malloc'd) naming the value (case.c). */
+int nvw_grad_dtype_parse(gjob *j, const json_t *describe, char **ret_err);
+
+/* The dtype gradient i of a case of dtype dt comes in, by describe's
+ * "gradient_dtype" (case.c). */
+nv_dtype nvw_grad_dtype(const gjob *j, nv_dtype input_dtype);
+/* The declaration as the results name it ("input" when none was parsed). */
+const char *nvw_grad_dtype_label(const gjob *j);
+
+/* What the double-backward check (double.c) is given of a case of order 2, and
+ * what it finds. */
+typedef struct nvw_grad_dbl {
+    gjob *j;
+    void *ctx;
+    const nv_jobspec *s;
+    int64_t case_index;
+    int n_in;
+    nv_tensor *const *in;        /* the case's inputs, decoded */
+    const nv_tensor_view *views; /* the same, as the device check passed them */
+    const nv_tensor *gy;         /* the cotangent */
+    const nv_tensor_view *gy_view;
+    const nv_tensor_view *saved; /* the device check's saved tensors */
+    int n_saved;
+    json_t *checks;    /* the case's "checks" (gets "double_backward") */
+    const char *cls;   /* out: failure class, NULL when it passed or was not offered */
+    const char *offer; /* out: second_order's "device_double_backward" */
+    char why[512];     /* (offer may point here) */
+} nvw_grad_dbl;
+
+/* The backend's double backward (ABI version 2) with one standard-normal
+ * direction per differentiable input, against nv_op_vjp2 under the
+ * second_order_bound default (docs/JOBS.md "double_backward"). A backend
+ * without the entry, or one answering NV_E_UNSUPPORTED, does not offer it:
+ * d->offer says so and nothing fails. Returns 0 or -ENOMEM (double.c). */
+int nvw_grad_double_backward(nvw_grad_dbl *d);
+
+/* Shared by case.c and double.c: a linear index of t as a JSON multi-index;
+ * the entry of a gradient gv of input in whose dtype is not the declared one
+ * (describe's "gradient_dtype") or whose rank is not in's, NULL when it is
+ * well-formed; the compute dtype the default tolerances assume (matmul: its acc
+ * attribute; fp64 for fp64 data; else fp32). */
+json_t *nvw_grad_index_json(const nv_tensor *t, int64_t lin);
+json_t *nvw_grad_malformed(const gjob *j, const nv_tensor *in, const nv_tensor_view *gv);
+nv_dtype nvw_grad_compute_dtype(const nv_jobspec *s, nv_dtype dt);
+
+/* One backward call on case 0's inputs (forward first, for the saved output),
+ * for a device that declares inference_only: 0 when it ran, with backward's
+ * return code in *ret_code and its message in msg (gradients it returned are
+ * released); -ENOMEM or a negative errno when the inputs could not be made
+ * (worker/kinds/gradient/case.c). */
+int nvw_grad_probe_backward(gjob *j, void *ctx, int *ret_code, char *msg, size_t msglen);
 
 /* Case i on context ctx: new reference, NULL on ENOMEM (worker/kinds/gradient/case.c).
  * A case failing its device or determinism check is handed to

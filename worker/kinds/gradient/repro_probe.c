@@ -90,8 +90,11 @@ static void run_on(const nvw_genv *env, void *ctx, nv_tensor *const *in, const n
                          .report = on_report,
                          .ud = cx};
     json_t *cj = NULL;
+    char *perr = NULL;
     if (!json_is_object(d))
         snprintf(w->msg, sizeof w->msg, "the backend returned an invalid describe() JSON");
+    else if (nvw_grad_dtype_parse(&j, d, &perr) < 0)
+        snprintf(w->msg, sizeof w->msg, "%s", perr ? perr : "bad gradient_dtype");
     else if (!t->backward || json_is_true(json_object_get(d, "inference_only")))
         snprintf(w->msg, sizeof w->msg, "the backend is inference-only: it offers no backward");
     else if (!(cj = nvw_grad_case_given(&j, ctx, gr->case_index, &gv)))
@@ -101,6 +104,7 @@ static void run_on(const nvw_genv *env, void *ctx, nv_tensor *const *in, const n
                  json_string_value(json_object_get(cj, "error"))
                      ? json_string_value(json_object_get(cj, "error"))
                      : "the case gave no artifact");
+    free(perr);
     json_decref(cj);
     json_decref(d);
 }

@@ -1,0 +1,33 @@
+/* A plugin built for backend ABI version 1: the emu device behind a table
+ * that ends where version 1's did (struct_size NV_BACKEND_V1_SIZE). numval
+ * must load it, read nothing past that size, and treat it as offering no
+ * double backward. Its double_backward slot holds a function that aborts, so
+ * a loader that read the slot anyway (or a gradient job that called it) would
+ * crash the test. Built with -DABI_FUTURE it declares version 3 instead, which
+ * numval must refuse naming both versions. */
+#include <stdlib.h>
+
+#include "numval/backend.h"
+#include "worker/backends/emu/emu.h"
+
+static nv_backend table;
+
+static int never(void *ctx, nv_double_backward_call *call, char *err, size_t errlen)
+{
+    (void)ctx, (void)call, (void)err, (void)errlen;
+    abort();
+}
+
+const nv_backend *nv_backend_entry(void)
+{
+    table = *nvw_emu_backend();
+    table.name = "abi_v1";
+#ifdef ABI_FUTURE
+    table.abi_version = 3;
+#else
+    table.abi_version = 1;
+    table.struct_size = (uint32_t)NV_BACKEND_V1_SIZE;
+#endif
+    table.double_backward = never;
+    return &table;
+}
