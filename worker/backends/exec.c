@@ -20,284 +20,7 @@
 #include <unistd.h>
 
 #include "core/numerics/dtype.h"
-
-#define LINE_MAX_BYTES (1 << 20)
-#define STDERR_TAIL 4096
-#define PAYLOAD_MAX ((int64_t)1 << 32)
-#define EXEC_SPARES 4
-#define PIPE_BYTES (1 << 20)
-
-typedef struct exec_ctx {
-    char *command;
-    pid_t pid;    /* -1 when no harness runs */
-    int to_fd;    /* harness stdin */
-    int from_fd;  /* harness stdout */
-    int err_fd;   /* unlinked temp file holding the harness's stderr */
-    char *describe;
-    char *rbuf;   /* bytes read from the harness, not yet consumed */
-    size_t rlen;
-    uint64_t next_id;
-    int protocol; /* the version the running harness answered (1 or 2) */
-    int timeout_ms;
-    int start_timeout_ms; /* for the hello: importing a runtime takes seconds */
-    /* Released output buffers kept for the next reply: a fresh malloc of a large
-     * tensor is fresh pages (page faults and zeroing) on every call. */
-    void *spare[EXEC_SPARES];
-    size_t spare_len[EXEC_SPARES];
-} exec_ctx;
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void stderr_tail(exec_ctx *c, char *out, size_t outlen)
-{
-    out[0] = '\0';
-    if (c->err_fd < 0 || outlen < 2)
-        return;
-    off_t end = lseek(c->err_fd, 0, SEEK_END);
-    size_t want = outlen - 1 < STDERR_TAIL ? outlen - 1 : STDERR_TAIL;
-    off_t start = end > (off_t)want ? end - (off_t)want : 0;
-    ssize_t n = pread(c->err_fd, out, (size_t)(end - start), start);
-    out[n > 0 ? n : 0] = '\0';
-}
-
-/* Message for a failed conversation: what went wrong plus the stderr tail. */
-static void fail(exec_ctx *c, char *err, size_t errlen, const char *fmt, ...)
-{
-    char what[512], tail[STDERR_TAIL + 1];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof(what), fmt, ap);
-    va_end(ap);
-    stderr_tail(c, tail, sizeof(tail));
-    snprintf(err, errlen, "harness '%s': %s%s%s", c->command, what,
-             tail[0] ? "; its stderr ends with: " : "", tail);
-}
-
-static void harness_kill(exec_ctx *c)
-{
-    if (c->to_fd >= 0)
-        close(c->to_fd);
-    if (c->from_fd >= 0)
-        close(c->from_fd);
-    c->to_fd = c->from_fd = -1;
-    if (c->pid > 0) {
-        kill(c->pid, SIGKILL);
-        waitpid(c->pid, NULL, 0);
-    }
-    c->pid = -1;
-    c->rlen = 0;
-}
-
-static int write_all(exec_ctx *c, const void *buf, size_t n, int64_t deadline)
-{
-    const char *p = buf;
-    while (n > 0) {
-        struct pollfd pfd = {.fd = c->to_fd, .events = POLLOUT};
-        int64_t left = deadline - now_ms();
-        if (left <= 0)
-            return -ETIMEDOUT;
-        int r = poll(&pfd, 1, (int)left);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return r == 0 ? -ETIMEDOUT : -errno;
-        ssize_t w = write(c->to_fd, p, n);
-        if (w < 0 && (errno == EINTR || errno == EAGAIN))
-            continue;
-        if (w < 0)
-            return -errno;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* Read more bytes into rbuf (which has room for at least want more). */
-static int fill(exec_ctx *c, size_t want, int64_t deadline)
-{
-    for (;;) {
-        struct pollfd pfd = {.fd = c->from_fd, .events = POLLIN};
-        int64_t left = deadline - now_ms();
-        if (left <= 0)
-            return -ETIMEDOUT;
-        int r = poll(&pfd, 1, (int)left);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return r == 0 ? -ETIMEDOUT : -errno;
-        ssize_t n = read(c->from_fd, c->rbuf + c->rlen, want);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN))
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            return -EPIPE;
-        c->rlen += (size_t)n;
-        return 0;
-    }
-}
-
-/* One header line, NUL-terminated, malloc'd. */
-static int read_line(exec_ctx *c, char **ret, int64_t deadline)
-{
-    for (;;) {
-        char *nl = memchr(c->rbuf, '\n', c->rlen);
-        if (nl) {
-            size_t len = (size_t)(nl - c->rbuf);
-            char *line = malloc(len + 1);
-            if (!line)
-                return -ENOMEM;
-            memcpy(line, c->rbuf, len);
-            line[len] = '\0';
-            memmove(c->rbuf, nl + 1, c->rlen - len - 1);
-            c->rlen -= len + 1;
-            *ret = line;
-            return 0;
-        }
-        if (c->rlen >= LINE_MAX_BYTES)
-            return -E2BIG;
-        int r = fill(c, LINE_MAX_BYTES - c->rlen, deadline);
-        if (r < 0)
-            return r;
-    }
-}
-
-static int read_exact(exec_ctx *c, uint8_t *dst, size_t n, int64_t deadline)
-{
-    size_t have = c->rlen < n ? c->rlen : n;
-    memcpy(dst, c->rbuf, have);
-    memmove(c->rbuf, c->rbuf + have, c->rlen - have);
-    c->rlen -= have;
-    while (have < n) {
-        ssize_t r;
-        struct pollfd pfd = {.fd = c->from_fd, .events = POLLIN};
-        int64_t left = deadline - now_ms();
-        if (left <= 0)
-            return -ETIMEDOUT;
-        int p = poll(&pfd, 1, (int)left);
-        if (p < 0 && errno == EINTR)
-            continue;
-        if (p <= 0)
-            return p == 0 ? -ETIMEDOUT : -errno;
-        r = read(c->from_fd, dst + have, n - have);
-        if (r < 0 && (errno == EINTR || errno == EAGAIN))
-            continue;
-        if (r <= 0)
-            return r == 0 ? -EPIPE : -errno;
-        have += (size_t)r;
-    }
-    return 0;
-}
-
-static const char *io_what(int r)
-{
-    switch (r) {
-    case -ETIMEDOUT:
-        return "no reply before the timeout";
-    case -EPIPE:
-        return "the harness closed its output (exited or crashed)";
-    case -E2BIG:
-        return "a header line longer than 1 MiB";
-    default:
-        return strerror(-r);
-    }
-}
-
-static int spawn(exec_ctx *c, char *err, size_t errlen)
-{
-    int in[2], out[2];
-    if (pipe2(in, O_CLOEXEC) < 0)
-        return fail(c, err, errlen, "pipe: %s", strerror(errno)), -errno;
-    if (pipe2(out, O_CLOEXEC) < 0) {
-        int e = errno;
-        close(in[0]);
-        close(in[1]);
-        return fail(c, err, errlen, "pipe: %s", strerror(e)), -e;
-    }
-    pid_t pid = fork();
-    if (pid < 0) {
-        int e = errno;
-        close(in[0]), close(in[1]), close(out[0]), close(out[1]);
-        return fail(c, err, errlen, "fork: %s", strerror(e)), -e;
-    }
-    if (pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        dup2(c->err_fd, 2);
-        execl("/bin/sh", "sh", "-c", c->command, (char *)NULL);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    /* Large pipes: a 10^5-element tensor then crosses in one or two writes instead
-     * of a poll/write/wake-up per 64 KiB (syscalls are the protocol's main cost on
-     * a virtual machine). Best effort: the default size still works. */
-    fcntl(in[1], F_SETPIPE_SZ, PIPE_BYTES);
-    fcntl(out[0], F_SETPIPE_SZ, PIPE_BYTES);
-    c->pid = pid;
-    c->to_fd = in[1];
-    c->from_fd = out[0];
-    c->rlen = 0;
-    return 0;
-}
-
-/* Start the harness and exchange hellos; keeps the first describe it sent. The
- * worker says protocol 2; a harness may answer 2, or 1 (it then serves
- * everything but double_backward, which is "not offered"); any other version
- * is refused naming both. */
-static int harness_start(exec_ctx *c, char *err, size_t errlen)
-{
-    int r = spawn(c, err, errlen);
-    if (r < 0)
-        return NV_E_DEVICE;
-    int64_t deadline = now_ms() + c->start_timeout_ms;
-    char hello[64];
-    snprintf(hello, sizeof hello, "{\"type\":\"hello\",\"protocol\":%d}\n", NVW_EXEC_PROTOCOL);
-    char *line = NULL;
-    r = write_all(c, hello, strlen(hello), deadline);
-    if (r == 0)
-        r = read_line(c, &line, deadline);
-    if (r < 0) {
-        fail(c, err, errlen,
-             "no hello: %s (this worker speaks exec protocol %d, and accepts a harness that "
-             "answers 1; a harness that exits on a newer hello must be updated to "
-             "docs/EXEC_PROTOCOL.md)",
-             io_what(r), NVW_EXEC_PROTOCOL);
-        harness_kill(c);
-        return NV_E_DEVICE;
-    }
-    json_error_t jerr;
-    json_t *msg = json_loads(line, 0, &jerr);
-    json_t *proto = json_object_get(msg, "protocol");
-    const char *type = json_string_value(json_object_get(msg, "type"));
-    if (!msg || !type || strcmp(type, "hello") != 0 || !json_is_integer(proto)) {
-        fail(c, err, errlen, "first line is not a hello: '%.120s'", line);
-        r = NV_E_DEVICE;
-    } else if (json_integer_value(proto) != NVW_EXEC_PROTOCOL && json_integer_value(proto) != 1) {
-        fail(c, err, errlen,
-             "speaks protocol %lld, this worker speaks %d (and accepts 1): update the harness "
-             "or the worker (docs/EXEC_PROTOCOL.md)",
-             (long long)json_integer_value(proto), NVW_EXEC_PROTOCOL);
-        r = NV_E_DEVICE;
-    } else {
-        c->protocol = (int)json_integer_value(proto);
-        if (!c->describe) {
-            json_t *d = json_object_get(msg, "describe");
-            c->describe = json_dumps(json_is_object(d) ? d : json_object(), JSON_COMPACT);
-            r = c->describe ? NV_OK : NV_E_NOMEM;
-        }
-    }
-    json_decref(msg);
-    free(line);
-    if (r != NV_OK)
-        harness_kill(c);
-    return r;
-}
+#include "exec_internal.h"
 
 static bool view_contiguous(const nv_tensor_view *v)
 {
@@ -415,7 +138,7 @@ static int read_outputs(exec_ctx *c, json_t *tensors, nv_tensor_view *outs, int 
                         int64_t deadline, char *err, size_t errlen)
 {
     if (!json_is_array(tensors) || (int)json_array_size(tensors) != n_outs) {
-        fail(c, err, errlen, "reply carries %d tensors, %d expected",
+        exec_fail(c, err, errlen, "reply carries %d tensors, %d expected",
              json_is_array(tensors) ? (int)json_array_size(tensors) : -1, n_outs);
         return NV_E_DEVICE;
     }
@@ -426,7 +149,7 @@ static int read_outputs(exec_ctx *c, json_t *tensors, nv_tensor_view *outs, int 
         memset(v, 0, sizeof(*v));
         if (nv_dtype_from_name(json_string_value(json_object_get(t, "dtype")), &dt) < 0 ||
             !json_is_array(shape) || json_array_size(shape) > NV_BACKEND_MAX_DIMS) {
-            fail(c, err, errlen, "reply tensor %d has a bad dtype or shape", i);
+            exec_fail(c, err, errlen, "reply tensor %d has a bad dtype or shape", i);
             return NV_E_DEVICE;
         }
         int64_t numel = 1;
@@ -436,7 +159,7 @@ static int read_outputs(exec_ctx *c, json_t *tensors, nv_tensor_view *outs, int 
             json_t *e = json_array_get(shape, (size_t)d);
             v->shape[d] = json_integer_value(e);
             if (!json_is_integer(e) || v->shape[d] < 0 || v->shape[d] > PAYLOAD_MAX) {
-                fail(c, err, errlen, "reply tensor %d has a bad extent", i);
+                exec_fail(c, err, errlen, "reply tensor %d has a bad extent", i);
                 return NV_E_DEVICE;
             }
             v->strides[d] = numel;
@@ -447,15 +170,15 @@ static int read_outputs(exec_ctx *c, json_t *tensors, nv_tensor_view *outs, int 
         }
         int64_t nbytes = numel <= PAYLOAD_MAX ? numel * nv_dtype_get(dt)->storage_bytes : -1;
         if (nbytes < 0 || json_integer_value(json_object_get(t, "nbytes")) != nbytes) {
-            fail(c, err, errlen, "reply tensor %d: nbytes disagrees with dtype and shape", i);
+            exec_fail(c, err, errlen, "reply tensor %d: nbytes disagrees with dtype and shape", i);
             return NV_E_DEVICE;
         }
         v->data = spare_take(c, nbytes > 0 ? (size_t)nbytes : 1);
         if (!v->data)
             return NV_E_NOMEM;
-        int r = read_exact(c, v->data, (size_t)nbytes, deadline);
+        int r = exec_read_exact(c, v->data, (size_t)nbytes, deadline);
         if (r < 0) {
-            fail(c, err, errlen, "reading tensor %d: %s", i, io_what(r));
+            exec_fail(c, err, errlen, "reading tensor %d: %s", i, exec_io_what(r));
             return NV_E_DEVICE;
         }
     }
@@ -477,9 +200,9 @@ static int read_reply(exec_ctx *c, uint64_t id, nv_tensor_view *outs, int n_outs
                       int32_t *ret_fell_back, char *err, size_t errlen)
 {
     char *line = NULL;
-    int io = read_line(c, &line, deadline);
+    int io = exec_read_line(c, &line, deadline);
     if (io < 0) {
-        fail(c, err, errlen, "%s", io_what(io));
+        exec_fail(c, err, errlen, "%s", exec_io_what(io));
         return NV_E_DEVICE;
     }
     int r;
@@ -489,7 +212,7 @@ static int read_reply(exec_ctx *c, uint64_t id, nv_tensor_view *outs, int n_outs
     const char *status = json_string_value(json_object_get(reply, "status"));
     if (!reply || !type || strcmp(type, "result") != 0 || !status ||
         json_integer_value(json_object_get(reply, "id")) != (json_int_t)id) {
-        fail(c, err, errlen, "garbled reply to request %llu: '%.160s'", (unsigned long long)id,
+        exec_fail(c, err, errlen, "garbled reply to request %llu: '%.160s'", (unsigned long long)id,
              line);
         r = NV_E_DEVICE;
     } else if (strcmp(status, "ok") != 0) {
@@ -498,7 +221,7 @@ static int read_reply(exec_ctx *c, uint64_t id, nv_tensor_view *outs, int n_outs
         r = error_code(json_string_value(json_object_get(reply, "code")));
         json_t *t = json_object_get(reply, "tensors");
         if (json_array_size(t) > 0) { /* an error reply carries no payload by protocol */
-            fail(c, err, errlen, "error reply with tensors");
+            exec_fail(c, err, errlen, "error reply with tensors");
             r = NV_E_DEVICE;
         }
     } else {
@@ -518,7 +241,7 @@ static int transact(exec_ctx *c, json_t *hdr, const nv_tensor_view *const *ins, 
                     size_t errlen)
 {
     int r = NV_OK;
-    if (c->pid < 0 && (r = harness_start(c, err, errlen)) != NV_OK)
+    if (c->pid < 0 && (r = exec_harness_start(c, err, errlen)) != NV_OK)
         return r;
     uint64_t id = ++c->next_id;
     json_t *descs = json_array();
@@ -547,13 +270,13 @@ static int transact(exec_ctx *c, json_t *hdr, const nv_tensor_view *const *ins, 
         r = NV_E_NOMEM;
         goto out;
     }
-    int64_t deadline = now_ms() + c->timeout_ms;
-    int io = write_all(c, head, strlen(head), deadline);
-    io = io < 0 ? io : write_all(c, "\n", 1, deadline);
+    int64_t deadline = exec_now_ms() + c->timeout_ms;
+    int io = exec_write_all(c, head, strlen(head), deadline);
+    io = io < 0 ? io : exec_write_all(c, "\n", 1, deadline);
     for (int i = 0; io == 0 && i < n_ins; i++)
-        io = write_all(c, data[i], lens[i], deadline);
+        io = exec_write_all(c, data[i], lens[i], deadline);
     if (io < 0) {
-        fail(c, err, errlen, "%s", io_what(io));
+        exec_fail(c, err, errlen, "%s", exec_io_what(io));
         r = NV_E_DEVICE;
         goto out;
     }
@@ -561,7 +284,7 @@ static int transact(exec_ctx *c, json_t *hdr, const nv_tensor_view *const *ins, 
 out:
     if (r == NV_E_DEVICE || r == NV_E_NOMEM) {
         free_outputs(outs, n_outs);
-        harness_kill(c);
+        exec_harness_kill(c);
     }
     for (int i = 0; bufs && i < n_ins; i++)
         free(bufs[i]);
@@ -584,7 +307,7 @@ int nvw_exec_read_reply(int fd, uint64_t id, nv_tensor_view *outs, int n_outs, i
                   .rbuf = malloc(LINE_MAX_BYTES + 1)};
     if (!c.rbuf)
         return NV_E_NOMEM;
-    int r = read_reply(&c, id, outs, n_outs, now_ms() + timeout_ms, NULL, err, errlen);
+    int r = read_reply(&c, id, outs, n_outs, exec_now_ms() + timeout_ms, NULL, err, errlen);
     if (r == NV_E_DEVICE || r == NV_E_NOMEM)
         free_outputs(outs, n_outs);
     free(c.rbuf);
@@ -648,7 +371,7 @@ static int exec_double_backward(void *ctx, nv_double_backward_call *call, char *
 {
     exec_ctx *c = ctx;
     int r = NV_OK;
-    if (c->pid < 0 && (r = harness_start(c, err, errlen)) != NV_OK)
+    if (c->pid < 0 && (r = exec_harness_start(c, err, errlen)) != NV_OK)
         return r;
     if (c->protocol < 2)
         return snprintf(err, errlen,
@@ -723,12 +446,12 @@ static void exec_close(void *ctx)
     if (c->pid > 0) {
         /* A polite goodbye; the harness gets a moment to exit before the kill. */
         static const char bye[] = "{\"type\":\"bye\"}\n";
-        if (write_all(c, bye, sizeof(bye) - 1, now_ms() + 200) == 0) {
+        if (exec_write_all(c, bye, sizeof(bye) - 1, exec_now_ms() + 200) == 0) {
             for (int i = 0; i < 50 && waitpid(c->pid, NULL, WNOHANG) == 0; i++)
                 usleep(10000);
         }
     }
-    harness_kill(c);
+    exec_harness_kill(c);
     if (c->err_fd >= 0)
         close(c->err_fd);
     for (int i = 0; i < EXEC_SPARES; i++)
@@ -774,7 +497,7 @@ static int exec_open(const char *options, void **ret_ctx, char *err, size_t errl
     /* Writing to a harness that died must be an error of the call, not a SIGPIPE
      * that kills the worker. */
     signal(SIGPIPE, SIG_IGN);
-    int r = harness_start(c, err, errlen);
+    int r = exec_harness_start(c, err, errlen);
     if (r != NV_OK) {
         exec_close(c);
         return r;
