@@ -13,7 +13,14 @@
  *              Stability of Numerical Algorithms, 2nd ed., §4.2 recursive
  *              summation |error| <= gamma_{n-1} sum|x_i|, gamma_k ~ k u, and §4.3
  *              pairwise summation with ceil(log2 n); the ulp/2 is the final
- *              rounding of the result to the output dtype, u = 2^-p of u_dtype).
+ *              rounding of the result to the output dtype, u = 2^-p of u_dtype);
+ *              growth "probabilistic": min(c gamma~_n(lambda), 2 (n - 1) u)
+ *              abs_sum + ulp(exact)/2 (bound_setup below);
+ *   the bound's abs_sum is abs_sum 2^abs_exp where the scale exceeds fp64's range,
+ *              multiplied by the constant first so that the allowance itself
+ *              stays finite when it fits.
+ * An output the device gets wrong whose accumulator demand exceeds the declared
+ * accumulator's range (compare.h) is counted apart, not as a mismatch.
  * p99 comes from a histogram binned on the float encoding of ulp_err: 8 bins per
  * octave (bin edges 2^(k/8)-spaced within each power of two, so p99 is reported
  * as the upper edge of its bin: at most 12.5% above the true percentile, never
@@ -33,6 +40,7 @@ static const char *const class_names[] = {
     [NV_FAIL_ULP_EXCEEDED] = "ulp_exceeded",
     [NV_FAIL_BOUND_EXCEEDED] = "bound_exceeded",
     [NV_FAIL_SIGNED_ZERO] = "signed_zero_mismatch",
+    [NV_FAIL_INTERMEDIATE_OVERFLOW] = "intermediate_overflow",
 };
 
 const char *nv_failure_class_name(nv_failure_class c)
@@ -120,27 +128,138 @@ static void add_first(nv_compare_result *r, int64_t i, double got, double exact,
     m->kind = kind;
 }
 
-/* Handles NaN/Inf pairs; returns true when the pair is special (done). */
-static bool special_pair(nv_compare_result *r, int64_t i, double g, double e)
+/* Whether (g, e) is a NaN/Inf pair; *cls: NONE when it matches, else the
+ * mismatch class. */
+static bool special_kind(double g, double e, nv_failure_class *cls)
 {
     bool gn = isnan(g), en = isnan(e);
+    *cls = NV_FAIL_NONE;
     if (gn || en) {
-        if (gn != en) {
-            r->mismatches++;
-            r->nan_mismatches++;
-            add_first(r, i, g, e, INFINITY, INFINITY, 0, NV_FAIL_NAN_MISMATCH);
-        }
+        if (gn != en)
+            *cls = NV_FAIL_NAN_MISMATCH;
         return true;
     }
     if (isinf(g) || isinf(e)) {
-        if (g != e) {
-            r->mismatches++;
-            r->inf_mismatches++;
-            add_first(r, i, g, e, INFINITY, INFINITY, 0, NV_FAIL_INF_MISMATCH);
-        }
+        if (g != e)
+            *cls = NV_FAIL_INF_MISMATCH;
         return true;
     }
     return false;
+}
+
+static void count_special(nv_compare_result *r, int64_t i, double g, double e, nv_failure_class cls)
+{
+    r->mismatches++;
+    if (cls == NV_FAIL_NAN_MISMATCH)
+        r->nan_mismatches++;
+    else
+        r->inf_mismatches++;
+    add_first(r, i, g, e, INFINITY, INFINITY, 0, cls);
+}
+
+/* Handles NaN/Inf pairs; returns true when the pair is special (done). */
+static bool special_pair(nv_compare_result *r, int64_t i, double g, double e)
+{
+    nv_failure_class cls;
+    if (!special_kind(g, e, &cls))
+        return false;
+    if (cls != NV_FAIL_NONE)
+        count_special(r, i, g, e, cls);
+    return true;
+}
+
+/* ---- the bound metric's constant ----
+ * growth "probabilistic" (Higham & Mary, "A New Approach to Probabilistic
+ * Rounding Error Analysis", SIAM J. Sci. Comput. 41(5), 2019): under their model
+ * of rounding errors as independent random variables of mean zero (Connolly,
+ * Higham & Mary, SISC 43(1), 2021, weaken it to mean independence), a product of n factors (1 + delta_k)^(+-1) is 1 + theta with
+ * |theta| <= gamma~_n(lambda) = exp(lambda sqrt(n) u + n u^2 / (1 - u)) - 1 with
+ * probability at least 1 - 2 exp(-lambda^2 (1 - u)^2 / 2) (Thm. 2.4), so an inner
+ * product or sum of n terms, whatever the order, is within gamma~_n(lambda)
+ * sum |x_i y_i| of the exact value unless one of its n terms' theta exceeds that
+ * (Thm. 3.1, a union bound over the terms). Over the M outputs of a comparison
+ * the same union bound gives a false-failure probability at most
+ * 2 M n exp(-lambda^2 (1 - u)^2 / 2); lambda is chosen to make that
+ * NV_TOL_PROB_FAIL. The deterministic bound (Higham §4.2, the default before:
+ * 2 (n - 1) u) holds with certainty, so the allowance never exceeds it; its
+ * headroom is reported beside the probabilistic one. */
+typedef struct bound_k {
+    double k, k_worst, lambda, p_fail;
+} bound_k;
+
+static void bound_setup(const nv_tolerance *t, double u, int64_t n_out, int64_t len, bound_k *b)
+{
+    memset(b, 0, sizeof(*b));
+    if (len < 1)
+        len = 1;
+    if (t->growth != NV_GROWTH_PROBABILISTIC) {
+        b->k = b->k_worst = t->c * growth(t, len) * u;
+        return;
+    }
+    double terms = (double)(n_out > 1 ? n_out : 1) * (double)len;
+    double n = (double)len;
+    b->p_fail = NV_TOL_PROB_FAIL;
+    b->lambda = sqrt(2 * log(2 * terms / b->p_fail)) / (1 - u);
+    double gt = expm1(b->lambda * sqrt(n) * u + n * u * u / (1 - u));
+    b->k_worst = 2 * (n - 1) * u;
+    b->k = fmin(t->c * gt, b->k_worst);
+}
+
+/* k abs_sum[i] (2^abs_exp[i]): the product first, so that a scale beyond fp64's
+ * range still gives the finite allowance it implies. */
+static double scaled(const nv_compare_input *in, int64_t i, double k)
+{
+    double v = k * in->abs_sum[i];
+    if (in->abs_exp && in->abs_exp[i] != 0)
+        v = ldexp(v, (int)fmax(fmin(in->abs_exp[i], 1e6), -1e6));
+    return v;
+}
+
+/* ---- the intermediate-overflow rule (compare.h) ---- */
+typedef struct ovf_rule {
+    bool on;
+    double threshold, slack;
+} ovf_rule;
+
+static int ovf_setup(const nv_compare_input *in, ovf_rule *o)
+{
+    memset(o, 0, sizeof(*o));
+    if (!in->peak)
+        return 0;
+    const nv_dtype_info *ad = nv_dtype_get(in->acc_dtype), *rd = nv_dtype_get(in->acc_range);
+    if (!ad || !rd || !ad->is_float || !rd->is_float)
+        return -EINVAL;
+    double u = ldexp(1, -(ad->mant_bits + 1));
+    o->on = true;
+    /* IEEE 754-2019 §7.4: round to nearest overflows from max + ulp(max)/2 on. */
+    o->threshold = rd->max_finite + nv_dtype_ulp(in->acc_range, rd->max_finite) / 2;
+    /* A rounded partial result is at most (1 + u)^n above the exact bound, but
+     * that is vacuous for a low-precision accumulator over a long reduction
+     * ((1 + 2^-8)^4096 > 2^23): the slack stops at 2, so an accumulator that
+     * overflows where the exact demand is below half its range is not excused. */
+    int64_t len = in->reduction_len > 1 ? in->reduction_len : 1;
+    o->slack = fmin(exp((double)len * log1p(u)), 2);
+    return 0;
+}
+
+static bool ovf_excused(const ovf_rule *o, const nv_compare_input *in, int64_t i)
+{
+    return o->on && in->peak[i] * o->slack >= o->threshold; /* false for a NaN peak */
+}
+
+static void add_overflow(nv_compare_result *r, const nv_compare_input *in, int64_t i, double got,
+                         double exact, double ulp_err, double abs_err, double allowed)
+{
+    if (r->intermediate_overflows++)
+        return;
+    r->first_overflow = (nv_mismatch){.index = i,
+                                      .got = got,
+                                      .exact = exact,
+                                      .ulp_err = ulp_err,
+                                      .abs_err = abs_err,
+                                      .allowed = allowed,
+                                      .kind = NV_FAIL_INTERMEDIATE_OVERFLOW};
+    r->first_overflow_peak = in->peak[i];
 }
 
 typedef struct acc {
@@ -170,7 +289,11 @@ int nv_compare(const nv_compare_input *in, const nv_tolerance *tol, nv_compare_r
     if (!ui)
         return -EINVAL;
     double u = ldexp(1, -(ui->is_float ? ui->mant_bits + 1 : 0));
-    double bound_k = tol->c * growth(tol, in->reduction_len) * u;
+    bound_k bk;
+    bound_setup(tol, u, in->n, in->reduction_len, &bk);
+    ovf_rule ovf;
+    if (ovf_setup(in, &ovf) < 0)
+        return -EINVAL;
     /* Only formats with a signed zero (not the ints, not e8m0) have a sign to judge. */
     const nv_dtype_info *oi = nv_dtype_get(in->dtype);
     bool judge_sign = in->zero_sign && oi->is_float && oi->is_signed;
@@ -181,8 +304,14 @@ int nv_compare(const nv_compare_input *in, const nv_tolerance *tol, nv_compare_r
     result_init(&r);
     for (int64_t i = 0; i < in->n; i++) {
         double g = in->got[i], e = in->exact[i], lo = in->exact_lo ? in->exact_lo[i] : 0;
-        if (special_pair(&r, i, g, e))
+        nv_failure_class sc;
+        if (special_kind(g, e, &sc)) {
+            if (sc != NV_FAIL_NONE && ovf_excused(&ovf, in, i))
+                add_overflow(&r, in, i, g, e, INFINITY, INFINITY, 0);
+            else if (sc != NV_FAIL_NONE)
+                count_special(&r, i, g, e, sc);
             continue;
+        }
         double s, t;
         nv_two_sum(g, -e, &s, &t); /* s + t == got - hi exactly */
         double err = fabs(s + (t - lo));
@@ -190,7 +319,7 @@ int nv_compare(const nv_compare_input *in, const nv_tolerance *tol, nv_compare_r
         double ulp = exact_ulp(in->dtype, e, lo);
         double ue = err / ulp;
         double rel = ex != 0 ? err / fabs(ex) : (err == 0 ? 0 : INFINITY);
-        double allowed;
+        double allowed, allowed_worst = 0;
         switch (tol->metric) {
         case NV_TOL_ALLCLOSE:
             allowed = tol->atol + tol->rtol * fabs(ex);
@@ -199,11 +328,20 @@ int nv_compare(const nv_compare_input *in, const nv_tolerance *tol, nv_compare_r
             allowed = tol->max_ulp * ulp;
             break;
         default:
-            allowed = bound_k * in->abs_sum[i] + ulp / 2;
+            allowed = scaled(in, i, bk.k) + ulp / 2;
+            allowed_worst = scaled(in, i, bk.k_worst) + ulp / 2;
             break;
         }
         bool pass = tol->metric == NV_TOL_ULP ? ue <= tol->max_ulp : err <= allowed;
+        if (!pass && ovf_excused(&ovf, in, i)) {
+            add_overflow(&r, in, i, g, ex, ue, err, allowed);
+            continue;
+        }
         double head = allowed > 0 ? err / allowed : (err == 0 ? 0 : INFINITY);
+        if (tol->metric == NV_TOL_BOUND)
+            r.headroom_worst_case =
+                fmax(r.headroom_worst_case,
+                     allowed_worst > 0 ? err / allowed_worst : (err == 0 ? 0 : INFINITY));
         r.max_ulp = fmax(r.max_ulp, ue);
         r.max_abs = fmax(r.max_abs, err);
         r.max_rel = fmax(r.max_rel, rel);
@@ -226,6 +364,12 @@ int nv_compare(const nv_compare_input *in, const nv_tolerance *tol, nv_compare_r
     r.compared = in->n;
     r.mean_ulp = a.finite ? a.sum_ulp / (double)a.finite : 0;
     r.p99_ulp = hist_p99(&a.h, a.finite, r.max_ulp);
+    if (tol->metric == NV_TOL_BOUND) {
+        r.lambda = bk.lambda;
+        r.p_fail = bk.p_fail;
+    } else {
+        r.headroom_worst_case = r.headroom;
+    }
     *ret = r;
     return 0;
 }

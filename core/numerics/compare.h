@@ -19,6 +19,10 @@ typedef enum nv_failure_class {
     NV_FAIL_ULP_EXCEEDED,   /* ulp and allclose metrics */
     NV_FAIL_BOUND_EXCEEDED, /* bound metric */
     NV_FAIL_SIGNED_ZERO,    /* a zero of the wrong sign where the op defines it */
+    /* An output the device got wrong whose accumulation exceeds the range of the
+     * accumulator it declares (nv_compare_input.peak): reported apart, not a
+     * mismatch (docs/TOLERANCES.md "Intermediate overflow"). */
+    NV_FAIL_INTERMEDIATE_OVERFLOW,
 } nv_failure_class;
 
 const char *nv_failure_class_name(nv_failure_class c);
@@ -38,6 +42,19 @@ typedef struct nv_compare_input {
      * underflows to zero (IEEE 754-2019 §6.3; §7.5: a zero result of underflow
      * keeps the sign of the exact value). false: -0 and +0 are equal. */
     bool zero_sign;
+    /* Bound metric: abs_sum[i] 2^abs_exp[i] is the scale when it exceeds fp64's
+     * range (nv_ref_out, core/ref/reference.h); NULL: abs_sum is the scale. */
+    const double *abs_exp;
+    /* The intermediate-overflow rule: peak[i] is the accumulator demand of output
+     * i (nv_ref_out), acc_dtype the accumulator the device declares (its unit
+     * roundoff u) and acc_range the dtype whose overflow threshold T (max_finite
+     * + ulp(max_finite)/2, IEEE 754-2019 §7.4) is the accumulator's range. An
+     * output the device gets wrong (a NaN or Inf mismatch, or beyond the
+     * tolerance) while peak[i] min((1 + u)^reduction_len, 2) >= T is counted as an
+     * intermediate overflow, not as a mismatch: the exact partial results do not
+     * fit the declared accumulator in some order. NULL: no such rule. */
+    const double *peak;
+    nv_dtype acc_dtype, acc_range;
 } nv_compare_input;
 
 typedef struct nv_mismatch {
@@ -59,6 +76,18 @@ typedef struct nv_compare_result {
     nv_failure_class failure; /* first class seen in index order, NONE when passed */
     int n_first;
     nv_mismatch first[NV_COMPARE_FIRST]; /* lowest indices */
+    /* Bound metric with growth "probabilistic": lambda of this comparison (the
+     * union bound over compared outputs x reduction_len terms), the probability
+     * it is set for, and the headroom under the deterministic worst case
+     * 2 (n - 1) u abs_sum + ulp/2 reported beside the default's (Higham §4.2).
+     * Other metrics: lambda = p_fail = 0, headroom_worst_case = headroom. */
+    double lambda, p_fail, headroom_worst_case;
+    /* Outputs counted under the intermediate-overflow rule (not in mismatches),
+     * the lowest-index one (kind NV_FAIL_INTERMEDIATE_OVERFLOW, valid when the
+     * count is > 0) and its peak. */
+    int64_t intermediate_overflows;
+    nv_mismatch first_overflow;
+    double first_overflow_peak;
 } nv_compare_result;
 
 /* Compare in one pass. Returns 0 or -EINVAL (bad tolerance for this input, e.g.

@@ -18,7 +18,7 @@ static const char *const reason_names[NV_REASON_COUNT] = {
 };
 
 static const char *const metric_names[] = {"allclose", "ulp", "bound"};
-static const char *const growth_names[] = {"n", "log2n", "sqrtn"};
+static const char *const growth_names[] = {"n", "log2n", "sqrtn", "probabilistic"};
 
 const char *nv_reason_code_name(nv_reason_code c)
 {
@@ -123,11 +123,11 @@ static int parse_params(const json_t *obj, nv_tolerance *t, char **ret_field, ch
     const json_t *g = json_object_get(obj, "growth");
     if (!json_is_string(g))
         return fail(ret_field, ret_msg, "/growth",
-                    "'growth' must be one of \"n\", \"log2n\", \"sqrtn\"");
-    int gi = find_name(json_string_value(g), growth_names, 3);
+                    "'growth' must be one of \"n\", \"log2n\", \"sqrtn\", \"probabilistic\"");
+    int gi = find_name(json_string_value(g), growth_names, 4);
     if (gi < 0)
         return fail(ret_field, ret_msg, "/growth",
-                    "unknown growth '%s' (use \"n\", \"log2n\" or \"sqrtn\")",
+                    "unknown growth '%s' (use \"n\", \"log2n\", \"sqrtn\" or \"probabilistic\")",
                     json_string_value(g));
     t->growth = (nv_growth)gi;
     const json_t *u = json_object_get(obj, "u_dtype");

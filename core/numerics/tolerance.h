@@ -15,8 +15,21 @@ typedef enum nv_tol_metric {
 
 /* g(n) for the bound metric, by declared reduction order (Higham, Accuracy and
  * Stability of Numerical Algorithms, 2nd ed., §4.2: recursive summation n - 1,
- * pairwise ceil(log2 n); sqrt n is the probabilistic rule of thumb of §2.8). */
-typedef enum nv_growth { NV_GROWTH_N, NV_GROWTH_LOG2N, NV_GROWTH_SQRTN } nv_growth;
+ * pairwise ceil(log2 n); sqrt n is the probabilistic rule of thumb of §2.8).
+ * "probabilistic" replaces g(n) u by Higham & Mary's gamma~_n(lambda) (SIAM J.
+ * Sci. Comput. 41(5), 2019, Thm. 3.1; about lambda sqrt(n) u), lambda set per
+ * comparison for a false-failure probability of NV_TOL_PROB_FAIL, and never
+ * allows more than 2 (n - 1) u (compare.c, docs/TOLERANCES.md). */
+typedef enum nv_growth {
+    NV_GROWTH_N,
+    NV_GROWTH_LOG2N,
+    NV_GROWTH_SQRTN,
+    NV_GROWTH_PROBABILISTIC,
+} nv_growth;
+
+/* The per-comparison false-failure probability growth "probabilistic" is set
+ * for, under independent (mean-independent) rounding errors. */
+#define NV_TOL_PROB_FAIL 1e-9
 
 typedef enum nv_reason_code {
     NV_REASON_DTYPE_PRECISION,

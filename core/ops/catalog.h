@@ -113,4 +113,16 @@ int64_t nv_op_reduction_len(const nv_op_def *op, const nv_op_attrs *a, int n_in,
 int nv_op_default_tolerance(const nv_op_def *op, const nv_op_attrs *a, nv_dtype dt,
                             nv_tolerance *ret);
 
+/* The accumulator the intermediate-overflow rule (compare.h, docs/TOLERANCES.md
+ * "Intermediate overflow") judges op's outputs by, for inputs of dtype dt. entry
+ * (may be NULL) is the device's describe() contract entry for dt: its
+ * "accumulator": {"dtype": D, "range": R} (R defaults to D) applies to the
+ * reductions, "matmul_accumulator" of the same form to matmul and bmm. Without a
+ * declaration (or with one naming no float dtype) it is what the default
+ * tolerance assumes: the op's "acc" for matmul, fp64 for fp64 outputs (out), fp32
+ * otherwise. Sets *ret_dtype, *ret_range and *ret_declared (any may be NULL). */
+void nv_op_accumulator(const nv_op_def *op, const nv_op_attrs *a, nv_dtype out,
+                       const json_t *entry, nv_dtype *ret_dtype, nv_dtype *ret_range,
+                       bool *ret_declared);
+
 #endif

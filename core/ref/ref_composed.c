@@ -23,29 +23,39 @@ typedef struct ctx {
     const nv_op_attrs *a;
     const nvo_lines *L;
     const nv_tensor *const *in;
-    nv_tensor *oh, *ol, *oa;
+    const nv_ref_out *o;
+    nv_tensor *oh, *ol;
+    nv_mag peak; /* the accumulator demand of the current line (nv_ref_out) */
     double *x;   /* the current line */
     double *abs; /* per element abs_sum of the current line */
     double *e;   /* per element e_j = exp(x_j - m) as (hi, lo) pairs */
-    mpfr_t s, t, u, acc, acc_abs;
+    mpfr_t s, t, u, acc, acc_abs, acc_peak;
     double ln2[3]; /* ln 2 = ln2[0] + ln2[1] + ln2[2] to 159 bits */
 } ctx;
 
-static void store(ctx *c, int64_t l, int64_t k, bool removes, mpfr_srcptr v, double abs)
+static void store(ctx *c, int64_t l, int64_t k, bool removes, mpfr_srcptr v, nv_mag abs)
 {
     double hi, lo;
     nvo_mp_split(v, c->u, &hi, &lo);
     c->oh->data[nvo_line_out_off(c->L, c->oh, removes, l, k)] = hi;
     if (c->ol)
         c->ol->data[nvo_line_out_off(c->L, c->ol, removes, l, k)] = lo;
-    if (c->oa)
-        c->oa->data[nvo_line_out_off(c->L, c->oa, removes, l, k)] = abs;
+    nvo_line_put_mags(c->o, c->L, removes, l, k, abs, c->peak);
 }
 
 static void store_d(ctx *c, int64_t l, int64_t k, bool removes, double v)
 {
     mpfr_set_d(c->t, v, MPFR_RNDN);
-    store(c, l, k, removes, c->t, fabs(v));
+    store(c, l, k, removes, c->t, nv_mag_from_d(v));
+}
+
+/* v += a (a magnitude), exactly at v's precision when it is wide enough. */
+static void mp_add_mag(mpfr_ptr v, nv_mag a, mpfr_ptr tmp)
+{
+    mpfr_set_d(tmp, a.m, MPFR_RNDN);
+    if (a.m != 0 && isfinite(a.m))
+        mpfr_mul_2si(tmp, tmp, a.e, MPFR_RNDN);
+    mpfr_add(v, v, tmp, MPFR_RNDN);
 }
 
 /* Line scan for the softmax family: 0 all finite (m = max, -Inf elements
@@ -142,13 +152,12 @@ static void dd_exp(const double ln2[3], double dh, double dl, double *rh, double
     *rl = ldexp(*rl, k);
 }
 
-static void store_dd(ctx *c, int64_t l, int64_t k, bool removes, double hi, double lo, double abs)
+static void store_dd(ctx *c, int64_t l, int64_t k, bool removes, double hi, double lo, nv_mag abs)
 {
     c->oh->data[nvo_line_out_off(c->L, c->oh, removes, l, k)] = hi;
     if (c->ol)
         c->ol->data[nvo_line_out_off(c->L, c->ol, removes, l, k)] = isfinite(hi) ? lo : 0;
-    if (c->oa)
-        c->oa->data[nvo_line_out_off(c->L, c->oa, removes, l, k)] = abs;
+    nvo_line_put_mags(c->o, c->L, removes, l, k, abs, c->peak);
 }
 
 /* dd_add, or the plain IEEE sum when that overflows (the exact value then
@@ -181,6 +190,7 @@ static double exp_sum(ctx *c, int64_t n, double m, double *sh, double *sl)
             dd_exp(c->ln2, dh, dl, &c->e[2 * j], &c->e[2 * j + 1]);
     }
     nvo_sum_exact(c->e, 2 * n, sh, sl, NULL);
+    c->peak = nv_mag_from_d(*sh); /* the sum of exponentials, at most n */
     double w = 0;
     for (int64_t j = 0; j < n; j++) {
         double p = c->e[2 * j] / *sh;
@@ -203,9 +213,10 @@ static void softmax_line(ctx *c, int64_t l)
 {
     int64_t n = c->L->len;
     double m, sh, sl, lh, ll;
+    c->peak = (nv_mag){0, 0};
     if (scan(c->x, n, &m)) {
         for (int64_t k = 0; k < n; k++)
-            store_dd(c, l, k, false, NAN, 0, NAN);
+            store_dd(c, l, k, false, NAN, 0, (nv_mag){NAN, 0});
         return;
     }
     double w = exp_sum(c, n, m, &sh, &sl);
@@ -217,7 +228,7 @@ static void softmax_line(ctx *c, int64_t l)
         two_sum(c->x[k], -m, &dh, &dl);
         if (logsm) {
             add_dd(dh, dl, -lh, -ll, &yh, &yl);
-            store_dd(c, l, k, false, yh, yl, fabs(dh) + fabs(lh) + 1 + w);
+            store_dd(c, l, k, false, yh, yl, nv_mag_from_d(fabs(dh) + fabs(lh) + 1 + w));
         } else {
             if (c->e[2 * k] < 0x1p-960 && !isinf(dh)) { /* subnormal-bound: round once */
                 int ek;
@@ -227,7 +238,7 @@ static void softmax_line(ctx *c, int64_t l)
                 yl = ldexp(yl, ek);
             } else
                 dd_div(c->e[2 * k], c->e[2 * k + 1], sh, sl, &yh, &yl);
-            store_dd(c, l, k, false, yh, yl, yh > 0 ? yh * (1 + fabs(dh) + w) : 0);
+            store_dd(c, l, k, false, yh, yl, nv_mag_from_d(yh > 0 ? yh * (1 + fabs(dh) + w) : 0));
         }
     }
 }
@@ -239,6 +250,7 @@ static double lse(ctx *c, double *rh, double *rl)
     double m, sh, sl, lh, ll;
     int sp = scan(c->x, n, &m);
     *rl = 0;
+    c->peak = (nv_mag){0, 0};
     if (sp) {
         *rh = sp == 1 ? NAN : sp == 2 ? INFINITY : -INFINITY;
         return fabs(*rh);
@@ -256,17 +268,20 @@ static int ce_line(ctx *c, int64_t l)
     if (!(tv >= 0 && tv < (double)c->L->len))
         return NV_E_INVALID;
     double xt = c->x[(int64_t)tv], h, lo;
-    double abs = lse(c, &h, &lo) + fabs(xt);
+    /* lse's scale and |x_target| may together exceed fp64's range (both near
+     * its max) where the loss does not: added as magnitudes. */
+    nv_mag abs = nv_mag_add(nv_mag_from_d(lse(c, &h, &lo)), nv_mag_from_d(xt));
     add_dd(h, lo, -xt, 0, &h, &lo);
     if (!c->a->reduction_mean) {
         store_dd(c, l, 0, true, h, lo, abs);
         return 0;
     }
-    abs += fabs(h);
+    abs = nv_mag_add(abs, nv_mag_from_d(h));
     mpfr_add_d(c->acc, c->acc, h, MPFR_RNDN);
     if (isfinite(h))
         mpfr_add_d(c->acc, c->acc, lo, MPFR_RNDN);
-    mpfr_add_d(c->acc_abs, c->acc_abs, abs, MPFR_RNDN);
+    mp_add_mag(c->acc_abs, abs, c->t);
+    mp_add_mag(c->acc_peak, nv_mag_from_d(h), c->t); /* the mean's sum of losses */
     return 0;
 }
 
@@ -284,17 +299,20 @@ static void norm_line(ctx *c, int64_t l)
     bool bad = false;
     for (int64_t k = 0; k < n; k++)
         bad |= !isfinite(c->x[k]);
+    c->peak = (nv_mag){0, 0};
     if (bad) {
         for (int64_t k = 0; k < n; k++)
             store_d(c, l, k, false, NAN);
         return;
     }
-    mpfr_t S, Q, N, sq;
+    mpfr_t S, Q, N, sq, ms;
     mpfr_inits2(64, S, Q, N, sq, (mpfr_ptr)0);
+    mpfr_init2(ms, P);
     nvo_mp_moments(c->x, n, S, Q);
-    /* c->s = mean (0 for rms_norm); c->acc = var (layer_norm) or mean(x^2). */
+    /* c->s = mean (0 for rms_norm); c->acc = var (layer_norm) or mean(x^2). MPFR
+     * all the way: sum x^2 of values near fp64's max exceeds fp64's range. */
     mpfr_div_si(c->acc, Q, (long)n, MPFR_RNDN);
-    double rms = sqrt(mpfr_get_d(c->acc, MPFR_RNDN));
+    mpfr_set(ms, c->acc, MPFR_RNDN);
     mpfr_set_zero(c->s, 1);
     if (ln) {
         mpfr_prec_t pn = 2 * mpfr_get_prec(S) + 8;
@@ -304,14 +322,26 @@ static void norm_line(ctx *c, int64_t l)
         mpfr_sqr(sq, S, MPFR_RNDN);            /* exact */
         mpfr_sub(N, N, sq, MPFR_RNDN);         /* exact: n^2 var */
         mpfr_div_si(c->acc, N, (long)n, MPFR_RNDN);
+        /* the accumulations: sum x and sum (x - mean)^2 = n var */
+        double sh, sl;
+        nv_mag sabs, s2 = nv_mag_from_mpfr(c->acc);
+        nvo_sum_exact(c->x, n, &sh, &sl, &sabs);
+        c->peak = nv_mag_cmp(sabs, s2) >= 0 ? sabs : s2;
         mpfr_div_si(c->acc, c->acc, (long)n, MPFR_RNDN);
         mpfr_div_si(c->s, S, (long)n, MPFR_RNDN);
+    } else {
+        c->peak = nv_mag_from_mpfr(Q); /* sum x^2 */
     }
     mpfr_clears(S, Q, N, sq, (mpfr_ptr)0);
     mpfr_add_d(c->acc, c->acc, c->a->eps, MPFR_RNDN);
     mpfr_rec_sqrt(c->acc, c->acc, MPFR_RNDN);
-    double rstd = mpfr_get_d(c->acc, MPFR_RNDN);
-    double kappa = fmax(1, rms * rstd);
+    /* kappa = max(1, rms(x) / sqrt(var + eps)), in MPFR for the same reason */
+    mpfr_sqrt(ms, ms, MPFR_RNDN);
+    mpfr_mul(ms, ms, c->acc, MPFR_RNDN);
+    nv_mag kappa = nv_mag_from_mpfr(ms);
+    if (nv_mag_cmp(kappa, nv_mag_from_d(1)) < 0)
+        kappa = nv_mag_from_d(1);
+    mpfr_clear(ms);
     for (int64_t k = 0; k < n; k++) {
         double w = param(c->in[1], k), b = ln ? param(c->in[2], k) : 0;
         mpfr_set_d(c->t, c->x[k], MPFR_RNDN);
@@ -321,8 +351,12 @@ static void norm_line(ctx *c, int64_t l)
         mpfr_mul_d(c->t, c->t, w, MPFR_RNDN);
         if (ln)
             mpfr_add_d(c->t, c->t, b, MPFR_RNDN);
-        double y = mpfr_get_d(c->t, MPFR_RNDN);
-        double abs = ln ? fabs(w) * kappa * (fabs(xhat) + 1) + fabs(b) : fabs(y);
+        /* layer_norm: |w| kappa (|xhat| + 1) + |b|, which may exceed fp64's range
+         * where y does not (w and b near its max) */
+        nv_mag abs = ln ? nv_mag_add(nv_mag_mul(nv_mag_mul(nv_mag_from_d(w), kappa),
+                                                nv_mag_from_d(fabs(xhat) + 1)),
+                                     nv_mag_from_d(b))
+                        : nv_mag_from_mpfr(c->t);
         store(c, l, k, false, c->t, abs);
     }
 }
@@ -339,7 +373,7 @@ static int run_lines(ctx *c)
         case NVO_LOGSUMEXP: {
             double h, lo;
             double abs = lse(c, &h, &lo);
-            store_dd(c, l, 0, true, h, lo, abs);
+            store_dd(c, l, 0, true, h, lo, nv_mag_from_d(abs));
             break;
         }
         case NVO_CROSS_ENTROPY: {
@@ -362,16 +396,21 @@ static int run_lines(ctx *c)
         c->oh->data[nv_tensor_offset_linear(c->oh, 0)] = hi;
         if (c->ol)
             c->ol->data[nv_tensor_offset_linear(c->ol, 0)] = lo;
-        if (c->oa)
-            c->oa->data[nv_tensor_offset_linear(c->oa, 0)] = mpfr_get_d(c->acc_abs, MPFR_RNDN);
+        const nv_ref_out *o = c->o;
+        if (o->abs_sum)
+            nvo_put_abs(o, nv_tensor_offset_linear(o->abs_sum, 0),
+                        o->abs_exp ? nv_tensor_offset_linear(o->abs_exp, 0) : 0,
+                        nv_mag_from_mpfr(c->acc_abs));
+        if (o->peak)
+            nvo_put_peak(o, nv_tensor_offset_linear(o->peak, 0), nv_mag_from_mpfr(c->acc_peak));
     }
     return 0;
 }
 
 int nvo_ref_composed(int id, const nv_op_attrs *a, const nvo_lines *L, const nv_tensor *const *in,
-                     nv_tensor *out_hi, nv_tensor *out_lo, nv_tensor *abs_sum)
+                     const nv_ref_out *o)
 {
-    ctx c = {.id = id, .a = a, .L = L, .in = in, .oh = out_hi, .ol = out_lo, .oa = abs_sum};
+    ctx c = {.id = id, .a = a, .L = L, .in = in, .o = o, .oh = o->hi, .ol = o->lo};
     int64_t n = L->len;
     int r = NV_E_NOMEM;
     c.x = malloc(sizeof(double) * (size_t)(n + 1));
@@ -382,15 +421,16 @@ int nvo_ref_composed(int id, const nv_op_attrs *a, const nvo_lines *L, const nv_
         return r;
     }
     mpfr_inits2(P, c.s, c.t, c.u, (mpfr_ptr)0);
-    mpfr_inits2(P + 64, c.acc, c.acc_abs, (mpfr_ptr)0);
+    mpfr_inits2(P + 64, c.acc, c.acc_abs, c.acc_peak, (mpfr_ptr)0);
     mpfr_set_zero(c.acc, 1);
     mpfr_set_zero(c.acc_abs, 1);
+    mpfr_set_zero(c.acc_peak, 1);
     /* ln 2 to 159 bits (mpfr_const_log2 at 300 bits, split greedily). */
     c.ln2[0] = 0x1.62e42fefa39efp-1;
     c.ln2[1] = 0x1.abc9e3b39803fp-56;
     c.ln2[2] = 0x1.7b57a079a1934p-111;
     r = run_lines(&c);
-    mpfr_clears(c.s, c.t, c.u, c.acc, c.acc_abs, (mpfr_ptr)0);
+    mpfr_clears(c.s, c.t, c.u, c.acc, c.acc_abs, c.acc_peak, (mpfr_ptr)0);
     free(c.x);
     free(c.e);
     return r;

@@ -12,15 +12,25 @@
 #include <mpfr.h>
 
 #include "core/ops/opmeta.h"
+#include "ddsum.h"     /* nv_mag */
+#include "reference.h" /* nv_ref_out */
 
 /* References, one per op family (ref_elementwise.c, ref_reduce.c, ref_matmul.c);
- * same contract as nv_op_reference (reference.h). */
+ * same contract as nv_op_reference_ex (reference.h). The elementwise family has
+ * no accumulation: abs_sum is |exact| and the caller fills peak. */
 int nvo_ref_elementwise(int id, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
                         nv_tensor *out_hi, nv_tensor *out_lo, nv_tensor *abs_sum);
 int nvo_ref_reduce(int id, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
-                   nv_tensor *out_hi, nv_tensor *out_lo, nv_tensor *abs_sum);
-int nvo_ref_matmul(const nv_op_attrs *a, int n_in, const nv_tensor *const *in, nv_tensor *out_hi,
-                   nv_tensor *out_lo, nv_tensor *abs_sum);
+                   const nv_ref_out *o);
+int nvo_ref_matmul(const nv_op_attrs *a, int n_in, const nv_tensor *const *in, const nv_ref_out *o);
+
+/* abs_sum (and abs_exp) at offset off of o's tensors, in the encoding of
+ * nv_ref_out: the value itself while it fits fp64, else its mantissa with the
+ * exponent in abs_exp (+Inf when there is no abs_exp tensor). No-op without
+ * abs_sum. */
+void nvo_put_abs(const nv_ref_out *o, int64_t off_abs, int64_t off_exp, nv_mag v);
+/* peak at offset off (a double, +Inf beyond fp64's range). No-op without peak. */
+void nvo_put_peak(const nv_ref_out *o, int64_t off, nv_mag v);
 
 /* The lines of a reduction: every 1-D slice of x along axis ax, in row-major
  * order of the other dims (ref_reduce.c). */
@@ -38,15 +48,25 @@ void nvo_line_gather(const nvo_lines *L, int64_t l, double *buf);
 int64_t nvo_line_out_off(const nvo_lines *L, const nv_tensor *t, bool removes, int64_t l,
                          int64_t k);
 
+/* abs_sum / abs_exp and peak of output k of line l (nvo_put_abs, nvo_put_peak). */
+void nvo_line_put_mags(const nv_ref_out *o, const nvo_lines *L, bool removes, int64_t l, int64_t k,
+                       nv_mag abs, nv_mag peak);
+
 /* logsumexp, softmax, log_softmax, cross_entropy, layer_norm, rms_norm over all
  * lines (ref_composed.c). */
 int nvo_ref_composed(int id, const nv_op_attrs *a, const nvo_lines *L, const nv_tensor *const *in,
-                     nv_tensor *out_hi, nv_tensor *out_lo, nv_tensor *abs_sum);
+                     const nv_ref_out *o);
 
 /* Exact sum of v[0..n) as hi + lo with |hi + lo - sum| <= 2^-105 |sum|, whatever
- * the cancellation (nv_dd_sum, ddsum.h). *ret_abs (may be NULL) gets
- * sum |v_i| over the finite terms. Returns 0. */
-int nvo_sum_exact(const double *v, int64_t n, double *ret_hi, double *ret_lo, double *ret_abs);
+ * the cancellation and the magnitudes (nv_dd_sum, ddsum.h). *ret_abs (may be NULL)
+ * gets sum |v_i| over the finite terms. Returns 0. */
+int nvo_sum_exact(const double *v, int64_t n, double *ret_hi, double *ret_lo, nv_mag *ret_abs);
+
+/* The exact mean sum v / n as hi + lo (within 2^-104 of it), without any
+ * intermediate range limit; *ret_abs = sum |v_i| / n, *ret_peak = sum |v_i| (either
+ * may be NULL). */
+void nvo_mean_exact(const double *v, int64_t n, double *ret_hi, double *ret_lo, nv_mag *ret_abs,
+                    nv_mag *ret_peak);
 
 /* S = sum x_i and Q = sum x_i^2 exactly in MPFR (ref_sum.c): S and Q must be
  * initialised; their precisions are set so that every operation is exact. */

@@ -9,12 +9,15 @@
  *
  * Exactness: A and B elements of scaled products have at most 24 significand
  * bits (scales are refused with fp64 operands), and a scale has at most 24 bits,
- * so each scaled operand a sa is a double exactly and each product is hi + lo
- * exactly by TwoProd; the 2K doubles of a dot product are then summed exactly
- * (nv_dd_dot, ddsum.h). Without scales fp64 operands are allowed: TwoProd is exact
- * there too unless a product's low part underflows (|a b| < 2^-969).
+ * so each scaled operand a sa is a double exactly; each product is then held
+ * exactly and the K products are summed exactly (nv_dd_dot, ddsum.h: TwoProd
+ * after scaling the factors by powers of two), whatever their magnitudes: fp64
+ * operands whose products overflow (or underflow) fp64 individually, but whose
+ * dot product does not, get the exact result, as a correct device with a wide
+ * enough accumulator does.
  * abs_sum receives sum_k |a sa| |b sb|, the quantity of the Higham bound
- * |C - fl(C)| <= gamma_K |A| |B| (Higham, Accuracy and Stability, §3.5). */
+ * |C - fl(C)| <= gamma_K |A| |B| (Higham, Accuracy and Stability, §3.5), in the
+ * wide form of nv_ref_out; so does peak (every partial sum of products is below it). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,8 +85,21 @@ static double *gather(const nv_op_attrs *a, const nv_tensor *const *in, int s, i
     return g;
 }
 
-int nvo_ref_matmul(const nv_op_attrs *a, int n_in, const nv_tensor *const *in, nv_tensor *out_hi,
-                   nv_tensor *out_lo, nv_tensor *abs_sum)
+/* max_k |g[r k + kk]| over the finite values of each of the rows rows (NULL on
+ * ENOMEM or when g is NULL). */
+static double *row_max(const double *g, int64_t rows, int64_t k)
+{
+    double *mx = g ? malloc(sizeof(double) * (size_t)(rows + 1)) : NULL;
+    for (int64_t r = 0; mx && r < rows; r++) {
+        mx[r] = 0;
+        for (int64_t kk = 0; kk < k; kk++)
+            if (isfinite(g[r * k + kk]))
+                mx[r] = fmax(mx[r], fabs(g[r * k + kk]));
+    }
+    return mx;
+}
+
+int nvo_ref_matmul(const nv_op_attrs *a, int n_in, const nv_tensor *const *in, const nv_ref_out *o)
 {
     (void)n_in;
     const nv_tensor *A = in[0], *B = in[1];
@@ -95,24 +111,39 @@ int nvo_ref_matmul(const nv_op_attrs *a, int n_in, const nv_tensor *const *in, n
     int r = NV_E_NOMEM;
     double *ga = gather(a, in, 0, nbatch, m, k, n);
     double *gb = gather(a, in, 1, nbatch, m, k, n);
-    if (!ga || !gb)
+    double *amax = o->peak ? row_max(ga, nbatch * m, k) : NULL;
+    double *bmax = o->peak ? row_max(gb, nbatch * n, k) : NULL;
+    if (!ga || !gb || (o->peak && (!amax || !bmax)))
         goto out;
+    bool want_abs = o->abs_sum || o->peak;
     for (int64_t b = 0; b < nbatch; b++)
         for (int64_t i = 0; i < m; i++)
             for (int64_t j = 0; j < n; j++) {
+                /* peak: the partial sums are below sum |a b|, and the device holds
+                 * the operands in its accumulator too (an fp64 operand beyond an
+                 * fp32 accumulator's range cannot be multiplied there). */
                 const double *ra = ga + (b * m + i) * k, *rb = gb + (b * n + j) * k;
-                double hi, lo, abs;
-                nv_dd_dot(ra, 1, rb, 1, k, &hi, &lo, &abs);
-                int64_t o = (b * m + i) * n + j;
-                out_hi->data[nv_tensor_offset_linear(out_hi, o)] = hi;
-                if (out_lo)
-                    out_lo->data[nv_tensor_offset_linear(out_lo, o)] = lo;
-                if (abs_sum)
-                    abs_sum->data[nv_tensor_offset_linear(abs_sum, o)] = abs;
+                double hi, lo;
+                nv_mag abs = {0, 0};
+                nv_dd_dot(ra, 1, rb, 1, k, &hi, &lo, want_abs ? &abs : NULL);
+                int64_t e = (b * m + i) * n + j;
+                o->hi->data[nv_tensor_offset_linear(o->hi, e)] = hi;
+                if (o->lo)
+                    o->lo->data[nv_tensor_offset_linear(o->lo, e)] = lo;
+                if (o->abs_sum)
+                    nvo_put_abs(o, nv_tensor_offset_linear(o->abs_sum, e),
+                                o->abs_exp ? nv_tensor_offset_linear(o->abs_exp, e) : 0, abs);
+                if (o->peak) {
+                    nv_mag pk = abs, ma = nv_mag_from_d(fmax(amax[b * m + i], bmax[b * n + j]));
+                    nvo_put_peak(o, nv_tensor_offset_linear(o->peak, e),
+                                 nv_mag_cmp(ma, pk) > 0 ? ma : pk);
+                }
             }
     r = 0;
 out:
     free(ga);
     free(gb);
+    free(amax);
+    free(bmax);
     return r;
 }

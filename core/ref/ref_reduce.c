@@ -71,6 +71,16 @@ int64_t nvo_line_out_off(const lines *L, const nv_tensor *t, bool removes, int64
     return nv_tensor_offset(t, idx);
 }
 
+void nvo_line_put_mags(const nv_ref_out *o, const lines *L, bool removes, int64_t l, int64_t k,
+                       nv_mag abs, nv_mag peak)
+{
+    if (o->abs_sum)
+        nvo_put_abs(o, nvo_line_out_off(L, o->abs_sum, removes, l, k),
+                    o->abs_exp ? nvo_line_out_off(L, o->abs_exp, removes, l, k) : 0, abs);
+    if (o->peak)
+        nvo_put_peak(o, nvo_line_out_off(L, o->peak, removes, l, k), peak);
+}
+
 /* The power of two 2^s that brings max |x| near 1 (exact scaling), 0 when the
  * line needs none. */
 static int scale_exp(const double *x, int64_t n)
@@ -94,7 +104,8 @@ static bool any_nonfinite(const double *x, int64_t n)
     return false;
 }
 
-static void ref_norm2(const double *x, int64_t n, double *sq, double *hi, double *lo, double *abs)
+static void ref_norm2(const double *x, int64_t n, double *sq, double *hi, double *lo, nv_mag *abs,
+                      nv_mag *peak)
 {
     *lo = 0;
     if (any_nonfinite(x, n)) {
@@ -102,7 +113,7 @@ static void ref_norm2(const double *x, int64_t n, double *sq, double *hi, double
         for (int64_t i = 0; i < n; i++)
             s += x[i] * x[i];
         *hi = sqrt(s);
-        *abs = fabs(*hi);
+        *abs = *peak = nv_mag_from_d(*hi);
         return;
     }
     int s = scale_exp(x, n);
@@ -115,17 +126,22 @@ static void ref_norm2(const double *x, int64_t n, double *sq, double *hi, double
     dd_sqrt(qh, ql, hi, lo);
     *hi = ldexp(*hi, -s);
     *lo = ldexp(*lo, -s);
-    *abs = fabs(*hi);
+    *abs = nv_mag_from_d(*hi);
+    /* sum x^2 = qh 2^(-2s), which may exceed fp64's range where the norm does not */
+    *peak = nv_mag_from_d(qh);
+    if (peak->m != 0)
+        peak->e -= 2L * s;
 }
 
 /* var = (n Q - S^2) / (n (n - c)) with an exact numerator; NaN for any
  * non-finite element (Inf - Inf in the centring) or n - c <= 0 (0 / 0). */
-static void ref_var(const double *x, int64_t n, int corr, double *hi, double *lo, double *abs)
+static void ref_var(const double *x, int64_t n, int corr, double *hi, double *lo, nv_mag *abs,
+                    nv_mag *peak)
 {
     *lo = 0;
     if (any_nonfinite(x, n) || n - corr <= 0) {
         *hi = NAN;
-        *abs = NAN;
+        *abs = *peak = (nv_mag){NAN, 0};
         return;
     }
     mpfr_t S, Q, N, t;
@@ -143,12 +159,18 @@ static void ref_var(const double *x, int64_t n, int corr, double *hi, double *lo
     mpfr_t u;
     mpfr_init2(u, 128);
     nvo_mp_split(t, u, hi, lo);
-    /* abs = sqrt(Q * S2) / (n - c), S2 = N / n. */
+    /* abs = sqrt(Q * S2) / (n - c), S2 = N / n (MPFR: no fp64 range limit). */
     mpfr_div_si(u, N, (long)n, MPFR_RNDN);
+    nv_mag s2 = nv_mag_from_mpfr(u);
     mpfr_mul(u, u, Q, MPFR_RNDN);
     mpfr_sqrt(u, u, MPFR_RNDN);
     mpfr_div_si(u, u, (long)(n - corr), MPFR_RNDN);
-    *abs = mpfr_get_d(u, MPFR_RNDN);
+    *abs = nv_mag_from_mpfr(u);
+    /* The accumulations: sum x (the mean) and sum (x - mean)^2. */
+    double sh, sl;
+    nv_mag sabs;
+    nvo_sum_exact(x, n, &sh, &sl, &sabs);
+    *peak = nv_mag_cmp(sabs, s2) >= 0 ? sabs : s2;
     mpfr_clears(S, Q, N, t, u, (mpfr_ptr)0);
 }
 
@@ -165,40 +187,39 @@ static double ieee_max_line(const double *x, int64_t n)
 }
 
 static void reduce_line(int id, const nv_op_attrs *a, const lines *L, int64_t l, double *buf,
-                        double *work, nv_tensor *oh, nv_tensor *ol, nv_tensor *oa)
+                        double *work, const nv_ref_out *o)
 {
     int64_t n = L->len;
-    double hi = 0, lo = 0, abs = 0;
+    double hi = 0, lo = 0;
+    nv_mag abs = {0, 0}, peak = {0, 0};
     nvo_line_gather(L, l, buf);
     switch (id) {
     case NVO_SUM:
         nvo_sum_exact(buf, n, &hi, &lo, &abs);
+        peak = abs;
         break;
     case NVO_MEAN:
-        nvo_sum_exact(buf, n, &hi, &lo, &abs);
-        dd_div_d(hi, lo, (double)n, &hi, &lo);
-        abs /= (double)n;
+        nvo_mean_exact(buf, n, &hi, &lo, &abs, &peak);
         break;
     case NVO_MAX:
         hi = ieee_max_line(buf, n);
-        abs = fabs(hi);
+        abs = nv_mag_from_d(hi);
         break;
     case NVO_NORM2:
-        ref_norm2(buf, n, work, &hi, &lo, &abs);
+        ref_norm2(buf, n, work, &hi, &lo, &abs, &peak);
         break;
     default: /* NVO_VAR */
-        ref_var(buf, n, a->correction, &hi, &lo, &abs);
+        ref_var(buf, n, a->correction, &hi, &lo, &abs, &peak);
         break;
     }
-    oh->data[nvo_line_out_off(L, oh, true, l, 0)] = hi;
-    if (ol)
-        ol->data[nvo_line_out_off(L, ol, true, l, 0)] = isfinite(hi) ? lo : 0;
-    if (oa)
-        oa->data[nvo_line_out_off(L, oa, true, l, 0)] = abs;
+    o->hi->data[nvo_line_out_off(L, o->hi, true, l, 0)] = hi;
+    if (o->lo)
+        o->lo->data[nvo_line_out_off(L, o->lo, true, l, 0)] = isfinite(hi) ? lo : 0;
+    nvo_line_put_mags(o, L, true, l, 0, abs, peak);
 }
 
 int nvo_ref_reduce(int id, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
-                   nv_tensor *out_hi, nv_tensor *out_lo, nv_tensor *abs_sum)
+                   const nv_ref_out *o)
 {
     (void)n_in;
     const nv_op_def *op = nv_op_all(NULL) + id;
@@ -206,16 +227,16 @@ int nvo_ref_reduce(int id, const nv_op_attrs *a, int n_in, const nv_tensor *cons
     if (L.ax < 0)
         return NV_E_SHAPE;
     L.len = L.x->shape[L.ax];
-    L.n_lines = L.len ? L.x->numel / L.len : out_hi->numel;
+    L.n_lines = L.len ? L.x->numel / L.len : o->hi->numel;
     if (!nvo_reduce_removes_axis(id) || id == NVO_LOGSUMEXP)
-        return nvo_ref_composed(id, a, &L, in, out_hi, out_lo, abs_sum);
+        return nvo_ref_composed(id, a, &L, in, o);
     double *buf = malloc(sizeof(double) * (size_t)(L.len + 1));
     double *work = malloc(sizeof(double) * (size_t)(2 * L.len + 2));
     int r = NV_E_NOMEM;
     if (!buf || !work)
         goto out;
     for (int64_t l = 0; l < L.n_lines; l++)
-        reduce_line(id, a, &L, l, buf, work, out_hi, out_lo, abs_sum);
+        reduce_line(id, a, &L, l, buf, work, o);
     r = 0;
 out:
     free(buf);

@@ -11,13 +11,37 @@
 #include "numval/backend.h"
 #include "ref_internal.h"
 
-int nvo_sum_exact(const double *v, int64_t n, double *ret_hi, double *ret_lo, double *ret_abs)
+int nvo_sum_exact(const double *v, int64_t n, double *ret_hi, double *ret_lo, nv_mag *ret_abs)
 {
-    double abs;
-    nv_dd_sum(v, n, 1, ret_hi, ret_lo, &abs);
-    if (ret_abs)
-        *ret_abs = abs;
+    nv_dd_sum(v, n, 1, ret_hi, ret_lo, ret_abs);
     return 0;
+}
+
+/* The exact sum held in MPFR, divided there at 128 bits: the quotient is rounded
+ * once (2^-128 relative) and nothing on the way is limited by fp64's range, so a
+ * mean whose sum overflows fp64 is still exact (docs/TOLERANCES.md "References"). */
+void nvo_mean_exact(const double *v, int64_t n, double *ret_hi, double *ret_lo, nv_mag *ret_abs,
+                    nv_mag *ret_peak)
+{
+    nv_xacc a, abs;
+    nv_xacc_init(&a);
+    nv_xacc_init(&abs);
+    for (int64_t i = 0; i < n; i++) {
+        nv_xacc_add(&a, v[i]);
+        if (isfinite(v[i]))
+            nv_xacc_add(&abs, fabs(v[i]));
+    }
+    mpfr_t s, q, tmp;
+    mpfr_inits2(128, s, q, tmp, (mpfr_ptr)0);
+    nv_xacc_get_mpfr(&a, s);
+    mpfr_div_si(q, s, (long)(n > 0 ? n : 1), MPFR_RNDN);
+    nvo_mp_split(q, tmp, ret_hi, ret_lo);
+    nv_mag sa = nv_xacc_get_mag(&abs);
+    if (ret_peak)
+        *ret_peak = sa;
+    if (ret_abs)
+        *ret_abs = nv_mag_mul(sa, nv_mag_from_d(1.0 / (double)(n > 0 ? n : 1)));
+    mpfr_clears(s, q, tmp, (mpfr_ptr)0);
 }
 
 void nvo_mp_moments(const double *x, int64_t n, mpfr_ptr S, mpfr_ptr Q)

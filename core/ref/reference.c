@@ -79,23 +79,54 @@ static void overflow_to_dtype(nv_tensor *hi, nv_tensor *lo)
  * dtype is the one the default tolerance assumes (tolerances.c): the matmul's
  * acc dtype, else fp64 for fp64 outputs and fp32 otherwise. Negligible unless
  * the terms themselves are near the subnormal range. */
-static void add_underflow_term(const nv_op_def *op, const nv_op_attrs *a, nv_tensor *abs_sum,
+static void add_underflow_term(const nv_op_def *op, const nv_op_attrs *a, const nv_ref_out *o,
                                nv_dtype out)
 {
     nv_dtype acc = op->kind == NV_OPK_MATMUL ? a->acc_dtype
                    : out == NV_DT_FP64       ? NV_DT_FP64
                                              : NV_DT_FP32;
     double mn = nv_dtype_get(acc)->min_normal;
-    for (int64_t i = 0; i < abs_sum->numel; i++)
-        abs_sum->data[nv_tensor_offset_linear(abs_sum, i)] += mn;
+    for (int64_t i = 0; i < o->abs_sum->numel; i++) {
+        int64_t off = nv_tensor_offset_linear(o->abs_sum, i);
+        int64_t oe = o->abs_exp ? nv_tensor_offset_linear(o->abs_exp, i) : 0;
+        if (!o->abs_exp || o->abs_exp->data[oe] == 0)
+            o->abs_sum->data[off] += mn;
+        /* else: beyond fp64's range, where min_normal is far below its last bit */
+    }
 }
 
-int nv_op_reference(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
-                    nv_tensor *out_hi, nv_tensor *out_lo, nv_tensor *abs_sum)
+void nvo_put_abs(const nv_ref_out *o, int64_t off_abs, int64_t off_exp, nv_mag v)
+{
+    if (!o->abs_sum)
+        return;
+    double d = nv_mag_to_d(v);
+    if (isfinite(d) || !isfinite(v.m) || !o->abs_exp) {
+        o->abs_sum->data[off_abs] = d;
+        if (o->abs_exp)
+            o->abs_exp->data[off_exp] = 0;
+        return;
+    }
+    o->abs_sum->data[off_abs] = v.m;
+    o->abs_exp->data[off_exp] = (double)v.e;
+}
+
+void nvo_put_peak(const nv_ref_out *o, int64_t off, nv_mag v)
+{
+    if (o->peak)
+        o->peak->data[off] = nv_mag_to_d(v);
+}
+
+static bool same_shape(const nv_tensor *t, int nd, const int64_t *shape)
+{
+    return t->ndim == nd && memcmp(t->shape, shape, sizeof(int64_t) * (size_t)nd) == 0;
+}
+
+int nv_op_reference_ex(const nv_op_def *op, const nv_op_attrs *a, int n_in,
+                       const nv_tensor *const *in, const nv_ref_out *o)
 {
     assert(n_in >= 0);
     int id = nvo_op_id(op);
-    if (id < 0 || !a || !out_hi)
+    if (id < 0 || !a || !o || !o->hi)
         return NV_E_INVALID;
     int nd;
     int64_t shape[NV_MAX_DIMS];
@@ -103,27 +134,38 @@ int nv_op_reference(const nv_op_def *op, const nv_op_attrs *a, int n_in, const n
     int r = nv_op_infer(op, a, n_in, in, &nd, shape, err, sizeof err);
     if (r < 0)
         return r;
-    const nv_tensor *outs[3] = {out_hi, out_lo, abs_sum};
-    for (int k = 0; k < 3; k++) {
-        if (!outs[k])
-            continue;
-        if (outs[k]->ndim != nd || memcmp(outs[k]->shape, shape, sizeof(int64_t) * (size_t)nd))
+    const nv_tensor *outs[5] = {o->hi, o->lo, o->abs_sum, o->abs_exp, o->peak};
+    for (int k = 0; k < 5; k++)
+        if (outs[k] && !same_shape(outs[k], nd, shape))
             return NV_E_SHAPE;
-    }
+    bool accumulates = op->kind == NV_OPK_REDUCE || op->kind == NV_OPK_MATMUL;
     switch (op->kind) {
     case NV_OPK_REDUCE:
-        r = nvo_ref_reduce(id, a, n_in, in, out_hi, out_lo, abs_sum);
+        r = nvo_ref_reduce(id, a, n_in, in, o);
         break;
     case NV_OPK_MATMUL:
-        r = nvo_ref_matmul(a, n_in, in, out_hi, out_lo, abs_sum);
+        r = nvo_ref_matmul(a, n_in, in, o);
         break;
     default:
-        r = nvo_ref_elementwise(id, a, n_in, in, out_hi, out_lo, abs_sum);
+        r = nvo_ref_elementwise(id, a, n_in, in, o->hi, o->lo, o->abs_sum);
+        for (int64_t i = 0; r == 0 && i < o->hi->numel; i++) {
+            if (o->abs_exp)
+                o->abs_exp->data[nv_tensor_offset_linear(o->abs_exp, i)] = 0;
+            if (o->peak)
+                o->peak->data[nv_tensor_offset_linear(o->peak, i)] = 0;
+        }
         break;
     }
     if (r == 0)
-        overflow_to_dtype(out_hi, out_lo);
-    if (r == 0 && abs_sum && (op->kind == NV_OPK_REDUCE || op->kind == NV_OPK_MATMUL))
-        add_underflow_term(op, a, abs_sum, out_hi->dtype);
+        overflow_to_dtype(o->hi, o->lo);
+    if (r == 0 && o->abs_sum && accumulates)
+        add_underflow_term(op, a, o, o->hi->dtype);
     return r;
+}
+
+int nv_op_reference(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
+                    nv_tensor *out_hi, nv_tensor *out_lo, nv_tensor *abs_sum)
+{
+    nv_ref_out o = {.hi = out_hi, .lo = out_lo, .abs_sum = abs_sum};
+    return nv_op_reference_ex(op, a, n_in, in, &o);
 }

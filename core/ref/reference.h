@@ -22,6 +22,36 @@
 int nv_op_reference(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
                     nv_tensor *out_hi, nv_tensor *out_lo, nv_tensor *abs_sum);
 
+/* The outputs of nv_op_reference_ex, each preallocated with the inferred shape;
+ * every one but hi may be NULL. The scales of the bound metric may exceed fp64's
+ * range (a sum of values near fp64's max), so they come in a wide form:
+ *   abs_sum, abs_exp  abs_sum[i] 2^abs_exp[i] is nv_op_reference's abs_sum: the
+ *                     value itself (abs_exp 0) while it fits fp64, else a
+ *                     mantissa in [0.5, 1) and its exponent. Without abs_exp,
+ *                     abs_sum holds +Inf where the value is beyond fp64's range.
+ *   peak              the accumulator demand: an upper bound, to first order in
+ *                     the accumulator's unit roundoff, on the magnitude of every
+ *                     partial result the op's accumulations reach in any order of
+ *                     evaluation (sum, mean: sum |x_i|; matmul: sum_k |a_k b_k|
+ *                     or the largest operand |a_k|, |b_k| if larger, as the
+ *                     operands are held in the accumulator too;
+ *                     var, layer_norm: the larger of sum |x_i| and
+ *                     sum (x_i - mean)^2; norm2, rms_norm: sum x_i^2; logsumexp,
+ *                     softmax, log_softmax, cross_entropy: sum exp(x_j - max),
+ *                     and for cross_entropy's mean the sum of |loss_i|; 0 for ops
+ *                     without an accumulation). +Inf beyond fp64's range, which
+ *                     is beyond every accumulator's. compare.h's intermediate
+ *                     overflow rule reads it (docs/TOLERANCES.md). */
+typedef struct nv_ref_out {
+    nv_tensor *hi, *lo;
+    nv_tensor *abs_sum, *abs_exp;
+    nv_tensor *peak;
+} nv_ref_out;
+
+/* nv_op_reference with the wide abs_sum and the accumulator demand (above). */
+int nv_op_reference_ex(const nv_op_def *op, const nv_op_attrs *a, int n_in,
+                       const nv_tensor *const *in, const nv_ref_out *out);
+
 /* Reference execution of a graph (graph_ref.c). in[i]: the graph inputs
  * (contiguous, their dtypes). For every node, ret_hi[k] receives a new tensor with the exact value
  * of the node computed by nv_op_reference from the hi parts of its node inputs

@@ -305,10 +305,40 @@ static bool comp_saturated(nv_fn f, double x, mpfr_ptr b, int *dir)
     return false;
 }
 
+/* sigmoid and silu near 0, where Ziv's loop would climb to some 1100 bits to
+ * resolve 1/2 + x/4 against 1/2: their Taylor series, sigmoid(x) = 1/2 + x/4 -
+ * x^3/48 + O(x^5) and silu(x) = x/2 + x^2/4 - x^4/48 + O(x^6) (alternating, so
+ * the first omitted term gives the side), with b = the first two terms held
+ * exactly. For |x| < 2^-60 the omitted part is below 2^-120 |x| relative to b's
+ * last term, so no number of prec(b) bits lies between b and y: (b, dir) is
+ * exact in the sense of the file comment. */
+static bool comp_tiny(nv_fn f, double x, mpfr_ptr b, int *dir, mctx *c)
+{
+    if ((f != NV_FN_SIGMOID && f != NV_FN_SILU) || x == 0 || !(fabs(x) < 0x1p-60))
+        return false;
+    mpfr_prec_t w = 64 + 2 * (mpfr_prec_t)(-ilogb(x));
+    mpfr_set_prec(b, w);
+    mpfr_set_prec(c->s, w);
+    mpfr_set_d(c->s, x, MPFR_RNDN);
+    if (f == NV_FN_SIGMOID) { /* 1/2 + x/4, below y iff x < 0 */
+        mpfr_div_2ui(c->s, c->s, 2, MPFR_RNDN);
+        mpfr_set_d(b, 0.5, MPFR_RNDN);
+        mpfr_add(b, b, c->s, MPFR_RNDN); /* exact at w bits */
+        *dir = x > 0 ? -1 : 1;
+    } else { /* x/2 + x^2/4, above y */
+        mpfr_sqr(b, c->s, MPFR_RNDN);
+        mpfr_div_2ui(b, b, 2, MPFR_RNDN);
+        mpfr_div_2ui(c->s, c->s, 1, MPFR_RNDN);
+        mpfr_add(b, b, c->s, MPFR_RNDN); /* exact at w bits */
+        *dir = -1;
+    }
+    return true;
+}
+
 static int eval_comp(nv_fn f, double x, mpfr_ptr b, mctx *c)
 {
     int dir;
-    if (comp_saturated(f, x, b, &dir))
+    if (comp_saturated(f, x, b, &dir) || comp_tiny(f, x, b, &dir, c))
         return dir;
     for (mpfr_prec_t w = 160;; w += w / 2) {
         mpfr_set_prec(b, w);

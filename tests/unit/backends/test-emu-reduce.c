@@ -1,4 +1,5 @@
 /* emu reductions and matmul against hand-computed values. */
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -211,10 +212,56 @@ static void test_mx_matmul(void)
     nv_tensor_free(sb);
 }
 
+/* norm2 scales by a power of two (LAPACK nrm2's idea), so squares of values near
+ * fp32's max or min neither overflow nor underflow the fp32 accumulator; the
+ * expected values by hand: sqrt(2) 2^127 and sqrt(2) 2^-140. Plain sums still
+ * overflow where their partial sums do (the intermediate-overflow rule,
+ * docs/TOLERANCES.md), and the contract declares the accumulator. */
+static void test_accumulator_range(void)
+{
+    char err[ERRLEN];
+    emu_t e;
+    emu_start(&e, "", err);
+    nv_tensor *x = mk1(NV_DT_FP32, 2, (double[]){0x1p127, 0x1p127});
+    nv_tensor *o = run1(&e, "norm2", NULL, NV_DT_FP32, x);
+    tap_ok(o && o->data[0] == (double)(float)(sqrt(2.0) * 0x1p127),
+           "norm2(2^127, 2^127) = fl(sqrt 2 2^127), no overflow of the squares");
+    nv_tensor_free(o);
+    nv_tensor_free(x);
+    x = mk1(NV_DT_FP32, 2, (double[]){0x1p-140, -0x1p-140});
+    o = run1(&e, "norm2", NULL, NV_DT_FP32, x);
+    tap_ok(o && o->data[0] == (double)(float)(sqrt(2.0) * 0x1p-140),
+           "norm2(2^-140, -2^-140) = fl(sqrt 2 2^-140), no underflow of the squares");
+    nv_tensor_free(o);
+    nv_tensor_free(x);
+    x = mk1(NV_DT_FP32, 3, (double[]){0x1.fffffep127, 0x1.fffffep127, -0x1.fffffep127});
+    o = run1(&e, "sum", NULL, NV_DT_FP32, x);
+    tap_ok(o && o->data[0] == INFINITY, "fp32 sum max + max - max overflows its fp32 accumulator");
+    nv_tensor_free(o);
+    nv_tensor_free(x);
+    emu_stop(&e);
+    static const char *const modes[] = {"", "accum=bf16", "storage=fp64"};
+    static const char *const want[] = {"fp32", "bf16", "fp64"};
+    for (int m = 0; m < 3; m++) {
+        emu_start(&e, modes[m], err);
+        json_t *d = json_loads(e.tb->describe(e.ctx), 0, NULL);
+        json_t *c = json_object_get(json_object_get(d, "contract"), "bf16");
+        const char *dt = NULL, *rg = NULL;
+        json_unpack(json_object_get(c, "accumulator"), "{s:s, s:s}", "dtype", &dt, "range", &rg);
+        json_t *mm = json_object_get(c, "matmul_accumulator");
+        tap_ok(dt && rg && !strcmp(dt, want[m]) && !strcmp(rg, want[m]) && (m == 1) == (mm != NULL),
+               "emu:%s declares its %s accumulator for bf16 (matmul's %s)", modes[m], want[m],
+               mm ? "fixed too" : "follows its acc attribute");
+        json_decref(d);
+        emu_stop(&e);
+    }
+}
+
 int main(void)
 {
     test_small_reductions();
     test_plain_matmul();
     test_mx_matmul();
+    test_accumulator_range();
     return tap_done();
 }

@@ -25,7 +25,7 @@ static void test_ulp_by_hand(void)
     double exact[] = {1.0, 2.0, 1.0, 1.0, 0x1p-140};
     double lo[] = {0, 0, 0x1p-30, -0x1p-40, 0};
     double got[] = {1 + 0x1p-23, 2 - 0x1p-23, 1.0, 1 - 0x1p-24, 0x1p-140 + 0x1p-148};
-    nv_compare_input in = {NV_DT_FP32, 5, got, exact, lo, NULL, 0, false};
+    nv_compare_input in = {.dtype = NV_DT_FP32, .n = 5, .got = got, .exact = exact, .exact_lo = lo};
     nv_tolerance t = ulp_tol(1);
     nv_compare_result r;
     int rc = nv_compare(&in, &t, &r);
@@ -48,7 +48,7 @@ static void test_specials(void)
 {
     double exact[] = {NAN, 1.0, NAN, INFINITY, INFINITY, 3e38, INFINITY, 0.0};
     double got[] = {NAN, NAN, 1.0, INFINITY, -INFINITY, INFINITY, 3e38, -0.0};
-    nv_compare_input in = {NV_DT_FP32, 8, got, exact, NULL, NULL, 0, false};
+    nv_compare_input in = {.dtype = NV_DT_FP32, .n = 8, .got = got, .exact = exact};
     nv_tolerance t = ulp_tol(1);
     nv_compare_result r;
     nv_compare(&in, &t, &r);
@@ -67,7 +67,7 @@ static void test_allclose(void)
 {
     double exact[] = {1.0, 1.0, 100.0};
     double got[] = {1.0005, 1.002, 100.05};
-    nv_compare_input in = {NV_DT_FP64, 3, got, exact, NULL, NULL, 0, false};
+    nv_compare_input in = {.dtype = NV_DT_FP64, .n = 3, .got = got, .exact = exact};
     nv_tolerance t = ulp_tol(0);
     t.metric = NV_TOL_ALLCLOSE;
     t.atol = 1e-3;
@@ -87,7 +87,12 @@ static void test_bound(void)
     double exact[] = {1.0, 1.0};
     double got[] = {1.05, 1.07};
     double abs_sum[] = {1000, 1000};
-    nv_compare_input in = {NV_DT_FP32, 2, got, exact, NULL, abs_sum, 1000, false};
+    nv_compare_input in = {.dtype = NV_DT_FP32,
+                           .n = 2,
+                           .got = got,
+                           .exact = exact,
+                           .abs_sum = abs_sum,
+                           .reduction_len = 1000};
     nv_tolerance t = ulp_tol(0);
     t.metric = NV_TOL_BOUND;
     t.c = 1;
@@ -125,7 +130,7 @@ static void test_first_and_p99(void)
     }
     for (int i = 0; i < 40; i++)
         got[N - 1 - 7 * i] = 1.5 + 0x1p-50;
-    nv_compare_input in = {NV_DT_FP64, N, got, exact, lo, NULL, 0, false};
+    nv_compare_input in = {.dtype = NV_DT_FP64, .n = N, .got = got, .exact = exact, .exact_lo = lo};
     nv_tolerance t = ulp_tol(1);
     nv_compare_result r;
     nv_compare(&in, &t, &r);
@@ -203,7 +208,7 @@ static void test_f32_kernel(void)
             t.rtol = 1e-6;
         }
         nv_compare_result a, b;
-        nv_compare_input in = {NV_DT_FP32, N, gd, ed, NULL, NULL, 0, false};
+        nv_compare_input in = {.dtype = NV_DT_FP32, .n = N, .got = gd, .exact = ed};
         int rc = nv_compare_f32(g, e, N, &t, &a) | nv_compare(&in, &t, &b);
         if (!same_result(&a, &b))
             tap_diag(
@@ -261,6 +266,132 @@ static void test_signed_zero(void)
     tap_ok(r.mismatches == 0, "unsigned formats: nothing to judge");
 }
 
+static nv_tolerance prob_tol(void)
+{
+    nv_tolerance t = ulp_tol(0);
+    t.metric = NV_TOL_BOUND;
+    t.c = 1;
+    t.growth = NV_GROWTH_PROBABILISTIC;
+    t.has_u_dtype = 1;
+    t.u_dtype = NV_DT_FP32;
+    return t;
+}
+
+/* Higham & Mary 2019: gamma~_n(lambda) = exp(lambda sqrt(n) u + n u^2/(1-u)) - 1,
+ * P(|theta| > gamma~) <= 2 exp(-lambda^2 (1-u)^2 / 2) per term; lambda chosen so
+ * that M n such terms fail with probability 1e-9 (union bound). Checked by hand:
+ * the probability the lambda reported implies, the allowance at both sides of
+ * its edge, the cap by the worst case 2 (n - 1) u, and the worst-case headroom. */
+static void test_probabilistic(void)
+{
+    const double u = 0x1p-24, abs = 4096;
+    enum { M = 3 };
+    const int64_t n = 4096;
+    double exact[M] = {1, 1, 1}, got[M], abs_sum[M] = {abs, abs, abs};
+    nv_tolerance t = prob_tol();
+    nv_compare_input in = {.dtype = NV_DT_FP32,
+                           .n = M,
+                           .got = got,
+                           .exact = exact,
+                           .abs_sum = abs_sum,
+                           .reduction_len = n};
+    double lam = sqrt(2 * log(2.0 * M * (double)n / 1e-9)) / (1 - u);
+    double gt = expm1(lam * sqrt((double)n) * u + (double)n * u * u / (1 - u));
+    double allowed = gt * abs + 0x1p-24; /* ulp(1)/2 in fp32 */
+    got[0] = 1 + allowed * (1 - 1e-6);
+    got[1] = 1 + allowed * (1 + 1e-6);
+    got[2] = 1;
+    nv_compare_result r;
+    int rc = nv_compare(&in, &t, &r);
+    double p = 2 * M * (double)n * exp(-r.lambda * r.lambda * (1 - u) * (1 - u) / 2);
+    tap_ok(rc == 0 && fabs(r.lambda - lam) < 1e-12 && fabs(p - 1e-9) < 1e-15 && r.p_fail == 1e-9,
+           "lambda %.6f: 2 M n exp(-lambda^2 (1-u)^2/2) = %.3g for M = 3, n = 4096", r.lambda, p);
+    tap_ok(r.mismatches == 1 && r.first[0].index == 1 &&
+               fabs(r.max_allowed - allowed) < 1e-12 * allowed,
+           "allowance gamma~ sum|x| + ulp/2 = %.6g: inside passes, outside fails", allowed);
+    double worst = 2 * (double)(n - 1) * u * abs + 0x1p-24;
+    tap_ok(fabs(r.headroom_worst_case - (got[1] - 1) / worst) < 1e-9 &&
+               r.headroom_worst_case < 0.07 && r.headroom > 1,
+           "headroom %.3g under it, %.3g under the worst case 2 (n-1) u sum|x|", r.headroom,
+           r.headroom_worst_case);
+    /* n = 4: lambda sqrt(4) u is above 2 (4 - 1) u, so the worst case caps it. */
+    in.reduction_len = 4;
+    got[0] = 1 + 6 * u * abs * (1 - 1e-6) + 0x1p-24;
+    got[1] = 1 + 6 * u * abs * (1 + 1e-6) + 0x1p-24;
+    nv_compare(&in, &t, &r);
+    tap_ok(r.mismatches == 1 && r.first[0].index == 1 &&
+               fabs(r.max_allowed - (6 * u * abs + 0x1p-24)) < 1e-15,
+           "short reductions: never above the deterministic 2 (n - 1) u sum|x|");
+    /* A scale beyond fp64's range: 0.75 2^1030 (fp64 u = 2^-53, n = 2 caps at 2u). */
+    double e64[1] = {1e300}, g64[1], a64[1] = {0.75}, x64[1] = {1030};
+    nv_tolerance t64 = prob_tol();
+    t64.u_dtype = NV_DT_FP64;
+    nv_compare_input w = {.dtype = NV_DT_FP64,
+                          .n = 1,
+                          .got = g64,
+                          .exact = e64,
+                          .abs_sum = a64,
+                          .reduction_len = 2,
+                          .abs_exp = x64};
+    double al = ldexp(2 * 0x1p-53 * 0.75, 1030) + (nextafter(1e300, INFINITY) - 1e300) / 2;
+    g64[0] = 1e300 + al / 2;
+    rc = nv_compare(&w, &t64, &r);
+    tap_ok(rc == 0 && r.mismatches == 0 && isfinite(r.max_allowed) &&
+               fabs(r.max_allowed - al) < 1e-12 * al,
+           "abs_sum 0.75 2^1030 (beyond fp64): allowance %.4g, finite", r.max_allowed);
+}
+
+/* The intermediate-overflow rule: a wrong output whose accumulator demand reaches
+ * the declared accumulator's overflow threshold (fp32: 2^128 - 2^103, within a
+ * slack of min((1 + u)^n, 2)) is counted apart, not as a mismatch. */
+static void test_intermediate_overflow(void)
+{
+    double exact[] = {1, 1, 1, 1, 1, 1};
+    double got[] = {INFINITY, NAN, INFINITY, 3, 1, INFINITY};
+    double abs_sum[] = {1, 1, 1, 1, 1, 1};
+    /* 0, 1: beyond the threshold; 2: below half of it; 3: a finite wrong value
+     * beyond it; 4: right, beyond it; 5: a NaN demand. */
+    double peak[] = {3.5e38, INFINITY, 1.6e38, 1e39, 1e39, NAN};
+    nv_tolerance t = prob_tol();
+    nv_compare_input in = {.dtype = NV_DT_FP32,
+                           .n = 6,
+                           .got = got,
+                           .exact = exact,
+                           .abs_sum = abs_sum,
+                           .reduction_len = 100,
+                           .peak = peak,
+                           .acc_dtype = NV_DT_FP32,
+                           .acc_range = NV_DT_FP32};
+    nv_compare_result r;
+    int rc = nv_compare(&in, &t, &r);
+    tap_ok(rc == 0 && r.intermediate_overflows == 3 && r.first_overflow.index == 0 &&
+               r.first_overflow.kind == NV_FAIL_INTERMEDIATE_OVERFLOW &&
+               r.first_overflow_peak == 3.5e38 && r.mismatches == 2 && r.inf_mismatches == 2 &&
+               r.first[0].index == 2 && r.first[1].index == 5,
+           "overflows beyond the fp32 accumulator's range reported apart (%lld), "
+           "below half of it and with a NaN demand mismatches (%lld)",
+           (long long)r.intermediate_overflows, (long long)r.mismatches);
+    /* 1.6e38 (1 + 2^-24)^100 is below 2^128 - 2^103; over 2 10^7 terms the slack
+     * (1 + 2^-24)^n = 3.3 is capped at 2, which takes 1.75e38 above it. */
+    peak[2] = 1.75e38;
+    in.reduction_len = 20000000;
+    nv_compare(&in, &t, &r);
+    tap_ok(r.intermediate_overflows == 4 && r.mismatches == 1,
+           "fp32 accumulator over 2 10^7 terms: slack 2 (capped), 1.75e38 excused");
+    in.acc_dtype = NV_DT_BF16;
+    in.reduction_len = 100;
+    peak[2] = 1.6e38;
+    nv_compare(&in, &t, &r);
+    tap_ok(r.intermediate_overflows == 3 && r.mismatches == 2,
+           "bf16 accumulator, n = 100: 1.6e38 (1 + 2^-8)^100 = 2.4e38 < 3.4e38 not excused");
+    in.acc_dtype = in.acc_range = NV_DT_FP64;
+    nv_compare(&in, &t, &r);
+    tap_ok(r.intermediate_overflows == 1 && r.first_overflow.index == 1 && r.mismatches == 4,
+           "a declared fp64 accumulator excuses only the demand beyond fp64's range");
+    in.acc_range = NV_DT_INT8;
+    tap_ok(nv_compare(&in, &t, &r) == -EINVAL, "an accumulator range that is no float: -EINVAL");
+}
+
 int main(void)
 {
     test_ulp_by_hand();
@@ -270,5 +401,7 @@ int main(void)
     test_first_and_p99();
     test_f32_kernel();
     test_signed_zero();
+    test_probabilistic();
+    test_intermediate_overflow();
     return tap_done();
 }

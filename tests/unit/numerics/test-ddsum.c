@@ -81,7 +81,8 @@ static void test_exact_sum(void)
             x[N / 2 + i] = -x[i] * (1 + (double)(next_u64() % 3) * 0x1p-52); /* cancels */
         }
         x[N - 1] = ldexp(1, -1074) * (double)(trial + 1); /* subnormal survives */
-        double hi, lo, ehi, elo, abs;
+        double hi, lo, ehi, elo;
+        nv_mag abs;
         nv_dd_sum(x, N, 1, &hi, &lo, &abs);
         mpfr_oracle(x, NULL, N, &ehi, &elo);
         /* Both hi are the exact sum rounded once to fp64; lo agrees to 2^-105 |s|
@@ -94,13 +95,14 @@ static void test_exact_sum(void)
     }
     tap_ok(ok, "nv_dd_sum equals the exact MPFR sum under heavy cancellation");
 
-    double hi, lo, abs;
+    double hi, lo;
+    nv_mag abs;
     double strided[] = {1e300, 99, 1.0, 99, -1e300, 99, 0x1p-70, 99};
     nv_dd_sum(strided, 4, 2, &hi, &lo, &abs);
     /* By hand: 1e300 + 1 - 1e300 + 2^-70 = 1 + 2^-70; hi = 1, lo = 2^-70. */
     tap_ok(hi == 1.0 && lo == 0x1p-70, "strided sum 1e300 + 1 - 1e300 + 2^-70 (hi %a lo %a)", hi,
            lo);
-    tap_ok(abs == 2e300, "abs_sum of the same is 2e300");
+    tap_ok(nv_mag_to_d(abs) == 2e300, "abs_sum of the same is 2e300");
 
     double sp[] = {1, INFINITY, 2};
     nv_dd_sum(sp, 3, 1, &hi, &lo, NULL);
@@ -109,7 +111,7 @@ static void test_exact_sum(void)
     nv_dd_sum(sp2, 3, 1, &hi, &lo, NULL);
     tap_ok(isnan(hi), "+Inf + -Inf gives NaN (IEEE 754 §7.2)");
     nv_dd_sum(sp, 0, 1, &hi, &lo, &abs);
-    tap_ok(hi == 0 && lo == 0 && abs == 0, "empty sum is 0");
+    tap_ok(hi == 0 && lo == 0 && abs.m == 0, "empty sum is 0");
     double big[] = {0x1.fffffffffffffp1023, 0x1.fffffffffffffp1023, -0x1.fffffffffffffp1023};
     nv_dd_sum(big, 3, 1, &hi, &lo, NULL);
     tap_ok(hi == 0x1.fffffffffffffp1023 && lo == 0,
@@ -131,12 +133,85 @@ static void test_exact_dot(void)
             x[i] = x[i - N / 2];
             y[i] = -y[i - N / 2] * (trial & 1 ? 1 : 1 + 0x1p-40);
         }
-        double hi, lo, ehi, elo, abs;
+        double hi, lo, ehi, elo;
+        nv_mag abs;
         nv_dd_dot(x, 1, y, 1, N, &hi, &lo, &abs);
         mpfr_oracle(x, y, N, &ehi, &elo);
         ok &= hi == ehi && fabs(lo - elo) <= 0x1p-105 * fabs(ehi);
     }
     tap_ok(ok, "nv_dd_dot equals the exact MPFR dot product (cancelling)");
+}
+
+/* Sums and dot products beyond fp64's exponent range, against the MPFR oracle
+ * (4400 bits hold every product of two doubles and their sums). */
+static void test_wide_range(void)
+{
+    const double M = 0x1.fffffffffffffp1023;
+    double hi, lo, ehi, elo;
+    nv_mag abs;
+    /* Overflow threshold of fp64: max + ulp(max)/2 = 2^1024 - 2^970 rounds to
+     * +Inf (the tie goes to the even 2^1024), one 2^-1074 below it to max. */
+    double at[] = {M, 0x1p970};
+    nv_dd_sum(at, 2, 1, &hi, &lo, &abs);
+    tap_ok(hi == INFINITY && lo == 0, "max + 2^970 (the overflow threshold) rounds to +Inf");
+    double below[] = {M, 0x1p970, -0x1p-1074};
+    nv_dd_sum(below, 3, 1, &hi, &lo, &abs);
+    /* lo is the remainder rounded toward zero, so hi + lo stays on the exact
+     * side of the threshold that decides the overflow (reference.c). */
+    tap_ok(hi == M && lo == 0x1.fffffffffffffp969,
+           "one 2^-1074 below the threshold rounds to max, lo below 2^970 (hi %a lo %a)", hi, lo);
+    /* Sums whose partial sums overflow, their value not: max + max - max - max/2. */
+    double inter[] = {M, M, M, -M, -M, -M, -M / 2};
+    nv_dd_sum(inter, 7, 1, &hi, &lo, &abs);
+    tap_ok(hi == -M / 2 && lo == 0, "partial sums up to 3 max, value -max/2: exact");
+    tap_ok(abs.e == 1027 && fabs(nv_mag_to_d(abs)) == INFINITY &&
+               fabs(abs.m - M * 0x1p-1027 * 6.5) <= 0x1p-52,
+           "abs_sum 6.5 max is held beyond fp64's range (m %a e %ld)", abs.m, abs.e);
+    /* Products that overflow fp64 one by one and cancel: with a = 2^512 (1 + 2^-52),
+     * a a - 2^512 2^512 (1 + 2^-51) + 1 = 2^1024 2^-104 + 1 = 2^920 + 1. */
+    double a1 = 0x1.0000000000001p512;
+    double x[] = {a1, -0x1p512, 1}, y[] = {a1, 0x1.0000000000002p512, 1};
+    nv_dd_dot(x, 1, y, 1, 3, &hi, &lo, &abs);
+    mpfr_oracle(x, y, 3, &ehi, &elo);
+    tap_ok(hi == 0x1p920 && lo == 1 && hi == ehi && lo == elo,
+           "products above 2^1024 that cancel to 2^920 + 1 (hi %a lo %a)", hi, lo);
+    double x2[] = {0x1p600, -0x1p600, 3}, y2[] = {0x1p600, 0x1p600, 0.5};
+    nv_dd_dot(x2, 1, y2, 1, 3, &hi, &lo, &abs);
+    tap_ok(hi == 1.5 && lo == 0, "2^1200 - 2^1200 + 1.5 = 1.5 (hi %a)", hi);
+    tap_ok(abs.e == 1202 && abs.m == 0.5,
+           "its abs_sum 2^1201 + 1.5 as a magnitude 0.5 2^1202 (m %a e %ld)", abs.m, abs.e);
+    /* Products below 2^-969 (TwoProduct's error term would underflow) and of
+     * subnormals, exactly. */
+    double x3[] = {0x1.0000000000001p-600, 0x1p-1074, -0x1.8p-500},
+           y3[] = {0x1.0000000000003p-500, 0x1p-1074, 0x1.5555555555555p-600};
+    nv_dd_dot(x3, 1, y3, 1, 3, &hi, &lo, &abs);
+    mpfr_oracle(x3, y3, 3, &ehi, &elo);
+    tap_ok(hi == ehi && lo == elo, "tiny products exactly (hi %a lo %a, oracle %a %a)", hi, lo, ehi,
+           elo);
+    /* Random products over the whole exponent range. */
+    enum { N = 500 };
+    static double a[N], b[N];
+    int ok = 1;
+    for (int trial = 0; trial < 20 && ok; trial++) {
+        for (int i = 0; i < N; i++) {
+            a[i] = rand_double(1000);
+            b[i] = rand_double(1000);
+        }
+        for (int i = N / 2; i < N; i++) { /* cancel the first half */
+            a[i] = a[i - N / 2];
+            b[i] = -b[i - N / 2];
+        }
+        a[N - 1] = rand_double(20);
+        nv_dd_dot(a, 1, b, 1, N, &hi, &lo, &abs);
+        mpfr_oracle(a, b, N, &ehi, &elo);
+        ok &= hi == ehi && (isinf(hi) || fabs(lo - elo) <= 0x1p-105 * fabs(ehi));
+    }
+    tap_ok(ok, "dot products with exponents in [-2000, 2000] equal the MPFR oracle");
+    /* nv_mag arithmetic */
+    nv_mag m1 = nv_mag_from_d(M), m2 = nv_mag_add(m1, m1);
+    tap_ok(m2.e == 1025 && m2.m == M * 0x1p-1024 && nv_mag_to_d(m2) == INFINITY &&
+               nv_mag_cmp(m2, m1) > 0 && nv_mag_to_d(nv_mag_mul(m2, nv_mag_from_d(0.25))) == M / 2,
+           "nv_mag: max + max = 2 max beyond fp64, times 1/4 is max/2");
 }
 
 static void test_dd_acc(void)
@@ -167,6 +242,7 @@ int main(void)
     test_eft();
     test_exact_sum();
     test_exact_dot();
+    test_wide_range();
     test_dd_acc();
     mpfr_free_cache();
     return tap_done();

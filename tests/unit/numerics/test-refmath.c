@@ -278,6 +278,67 @@ static void test_edges(void)
     tap_ok(ok, "silu/gelu saturation on both sides");
 }
 
+/* sigmoid and silu at |x| < 2^-60 (their Taylor series, refmath_mpfr.c
+ * comp_tiny), against 1 / (1 + e^-x) evaluated here at 2400 bits, rounded under
+ * every rounding in fp64 and fp32, for x down to the smallest subnormal. */
+static void test_tiny_composites(void)
+{
+    int bad = 0;
+    mpfr_t y, t;
+    mpfr_inits2(2400, y, t, (mpfr_ptr)0);
+    mpfr_t r;
+    double xs[] = {
+        0x1p-61,    -0x1p-61,    0x1.23456789abcdep-300, -0x1.fp-900,           0x1p-1074,
+        -0x1p-1074, 0x1.8p-1073, -0x1.4p-1060,           0x1.ffffffffffffep-62, -3e-200};
+    nv_rounding rs[] = {NV_ROUND_NEAREST_EVEN, NV_ROUND_TOWARD_ZERO, NV_ROUND_UP, NV_ROUND_DOWN};
+    nv_dtype dts[] = {NV_DT_FP64, NV_DT_FP32};
+    for (int f = 0; f < 2; f++)
+        for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++) {
+            mpfr_set_d(t, -xs[i], MPFR_RNDN);
+            mpfr_exp(y, t, MPFR_RNDN);
+            mpfr_add_ui(y, y, 1, MPFR_RNDN);
+            mpfr_ui_div(y, 1, y, MPFR_RNDN);
+            if (f == 1)
+                mpfr_mul_d(y, y, xs[i], MPFR_RNDN);
+            nv_fn fn = f ? NV_FN_SILU : NV_FN_SIGMOID;
+            for (int d = 0; d < 2; d++)
+                for (int k = 0; k < 4; k++) {
+                    const nv_dtype_info *di = nv_dtype_get(dts[d]);
+                    mpfr_rnd_t mr = k == 0   ? MPFR_RNDN
+                                    : k == 1 ? MPFR_RNDZ
+                                    : k == 2 ? MPFR_RNDU
+                                             : MPFR_RNDD;
+                    /* y / q rounded to an integer, q the format's quantum at y
+                     * (the subnormal quantum below emin): IEEE 754 §4.3 */
+                    mpfr_init2(r, 2400);
+                    long ey = (long)mpfr_get_exp(y) - 1;
+                    long qe = (ey > di->emin ? ey : di->emin) - di->mant_bits;
+                    mpfr_mul_2si(r, y, -qe, MPFR_RNDN);
+                    mpfr_rint(r, r, mr);
+                    mpfr_mul_2si(r, r, qe, MPFR_RNDN);
+                    double want = mpfr_get_d(r, MPFR_RNDN);
+                    if (want == 0)
+                        want = copysign(0.0, xs[i]);
+                    mpfr_clear(r);
+                    double got = nv_ref_round(fn, xs[i], dts[d], rs[k]);
+                    if (got != want || signbit(got) != signbit(want)) {
+                        if (bad++ < 4)
+                            tap_diag("%s(%a) %s rounding %d: %a, want %a", nv_fn_name(fn), xs[i],
+                                     nv_dtype_name(dts[d]), k, got, want);
+                    }
+                }
+            double hi, lo;
+            nv_ref_eval(fn, xs[i], NV_DT_FP64, &hi, &lo);
+            mpfr_sub_d(t, y, hi, MPFR_RNDN);
+            mpfr_sub_d(t, t, lo, MPFR_RNDN);
+            if (fabs(mpfr_get_d(t, MPFR_RNDN)) > 0x1p-100 * fabs(hi) + 0x1p-1074)
+                bad++;
+        }
+    mpfr_clears(y, t, (mpfr_ptr)0);
+    tap_ok(bad == 0, "sigmoid, silu at |x| < 2^-60: every rounding in fp64/fp32 and the pair (%d)",
+           bad);
+}
+
 /* The pair of nv_ref_eval is within 2^-100 (MPFR) or 2^-36 relative of the
  * exact value computed here at 400 bits. */
 static void test_pair_accuracy(void)
@@ -366,6 +427,7 @@ int main(void)
 {
     test_special();
     test_edges();
+    test_tiny_composites();
     test_hard();
     test_pair_accuracy();
     test_random();

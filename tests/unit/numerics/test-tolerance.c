@@ -67,6 +67,14 @@ int main(void)
     tap_ok(nv_tolerance_from_json(j, &t3, &fld, &msg) == 0 && memcmp(&t, &t3, sizeof(t)) == 0,
            "bound round trip");
     json_decref(j);
+    f = parse("{\"metric\":\"bound\",\"c\":1,\"growth\":\"probabilistic\","
+              "\"reason_code\":\"reduction_length\",\"reason\":\"Higham & Mary\"}",
+              &t, &msg);
+    j = nv_tolerance_to_json(&t);
+    tap_ok(!f && t.growth == NV_GROWTH_PROBABILISTIC &&
+               !strcmp(json_string_value(json_object_get(j, "growth")), "probabilistic"),
+           "growth probabilistic parsed and written back");
+    json_decref(j);
     f = parse(
         "{\"metric\":\"allclose\",\"atol\":1e-5,\"rtol\":0,\"reason_code\":\"dtype_precision\","
         "\"reason\":\"bf16 storage\"}",

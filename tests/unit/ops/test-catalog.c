@@ -324,9 +324,15 @@ static void test_tolerances(void)
            "exp has no fp8 default");
     parse("sum", NULL, &a, &msg);
     nv_op_default_tolerance(nv_op_find("sum"), &a, NV_DT_BF16, &t);
-    tap_ok(t.metric == NV_TOL_BOUND && t.growth == NV_GROWTH_N && t.u_dtype == NV_DT_FP32 &&
-               t.reason_code == NV_REASON_REDUCTION_LENGTH,
-           "sum bf16: Higham bound with fp32 accumulation");
+    tap_ok(t.metric == NV_TOL_BOUND && t.growth == NV_GROWTH_PROBABILISTIC && t.c == 1 &&
+               t.u_dtype == NV_DT_FP32 && t.reason_code == NV_REASON_REDUCTION_LENGTH &&
+               strstr(t.reason, "1e-9") && strstr(t.reason, "Higham & Mary"),
+           "sum bf16: Higham & Mary's probabilistic bound with fp32 accumulation, its "
+           "probability in the reason");
+    parse("softmax", NULL, &a, &msg);
+    nv_op_default_tolerance(nv_op_find("softmax"), &a, NV_DT_FP32, &t);
+    tap_ok(t.metric == NV_TOL_BOUND && t.growth == NV_GROWTH_N && t.c == 2,
+           "softmax fp32: the deterministic first-order bound (composed ops)");
     parse("matmul", "{\"acc\": \"bf16\"}", &a, &msg);
     nv_op_default_tolerance(nv_op_find("matmul"), &a, NV_DT_FP32, &t);
     tap_ok(t.metric == NV_TOL_BOUND && t.u_dtype == NV_DT_BF16, "matmul bound uses the acc dtype");

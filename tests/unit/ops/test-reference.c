@@ -396,6 +396,142 @@ static void test_views(void)
     nv_tensor_free(buf);
 }
 
+/* One output of op through nv_op_reference_ex: its pair, its wide abs_sum as a
+ * value (abs_sum 2^abs_exp, possibly beyond fp64: returned as mantissa and
+ * exponent) and its peak. */
+typedef struct wide {
+    double hi, lo, abs_m, abs_e, peak;
+} wide;
+
+static int run_wide(const char *op, const char *attrs, int n, nv_tensor **in, nv_dtype out_dt,
+                    int64_t k, wide *w)
+{
+    nv_op_attrs a;
+    char *msg = NULL;
+    json_t *j = attrs ? json_loads(attrs, 0, NULL) : NULL;
+    int rc = nv_op_parse_attrs(nv_op_find(op), j, &a, &msg);
+    json_decref(j);
+    free(msg);
+    int nd;
+    int64_t sh[NV_MAX_DIMS];
+    char err[256];
+    if (rc == 0)
+        rc = nv_op_infer(nv_op_find(op), &a, n, (const nv_tensor *const *)in, &nd, sh, err,
+                         sizeof err);
+    if (rc < 0)
+        return rc;
+    nv_ref_out o = {.hi = nv_tensor_new(out_dt, nd, sh),
+                    .lo = nv_tensor_new(out_dt, nd, sh),
+                    .abs_sum = nv_tensor_new(NV_DT_FP64, nd, sh),
+                    .abs_exp = nv_tensor_new(NV_DT_FP64, nd, sh),
+                    .peak = nv_tensor_new(NV_DT_FP64, nd, sh)};
+    rc = nv_op_reference_ex(nv_op_find(op), &a, n, (const nv_tensor *const *)in, &o);
+    *w = (wide){o.hi->data[k], o.lo->data[k], o.abs_sum->data[k], o.abs_exp->data[k],
+                o.peak->data[k]};
+    nv_tensor_free(o.hi);
+    nv_tensor_free(o.lo);
+    nv_tensor_free(o.abs_sum);
+    nv_tensor_free(o.abs_exp);
+    nv_tensor_free(o.peak);
+    return rc;
+}
+
+/* References over fp64's whole exponent range (docs/TOLERANCES.md "References":
+ * no intermediate range limits), expected values by hand. */
+static void test_wide_range(void)
+{
+    const double M = 0x1.fffffffffffffp1023; /* fp64 max; T = M + 2^970 */
+    wide w;
+    /* sum: partial sums to 3M, value M; abs_sum 5M and peak beyond fp64. */
+    nv_tensor *x = vec(NV_DT_FP64, 5, (double[]){M, M, M, -M, -M});
+    run_wide("sum", NULL, 1, &x, NV_DT_FP64, 0, &w);
+    tap_ok(w.hi == M && w.lo == 0 && w.abs_e == 1027 && fabs(w.abs_m - M * 0x1p-1027 * 5) < 1e-15 &&
+               w.peak == INFINITY,
+           "sum max+max+max-max-max = max; abs_sum 5 max as m 2^1027 (%a, %g), peak Inf", w.abs_m,
+           w.abs_e);
+    nv_tensor_free(x);
+    /* The overflow threshold: M + 2^970 rounds to +Inf, 2^-1074 less to M. */
+    x = vec(NV_DT_FP64, 3, (double[]){M, 0x1p970, 0});
+    run_wide("sum", NULL, 1, &x, NV_DT_FP64, 0, &w);
+    bool at = w.hi == INFINITY;
+    x->data[2] = -0x1p-1074;
+    run_wide("sum", NULL, 1, &x, NV_DT_FP64, 0, &w);
+    tap_ok(at && w.hi == M && isfinite(w.abs_m),
+           "sum at the overflow threshold is +Inf, one 2^-1074 below it max (hi %a)", w.hi);
+    nv_tensor_free(x);
+    /* mean: 1.5e308 * 3 - 1e308 = 3.5e308 (the sum overflows fp64), / 4 = 8.75e307. */
+    x = vec(NV_DT_FP64, 4, (double[]){1.5e308, 1.5e308, 1.5e308, -1e308});
+    mpfr_t e;
+    mpfr_init2(e, OP);
+    mpfr_set_d(e, 1.5e308, MPFR_RNDN);
+    mpfr_mul_ui(e, e, 3, MPFR_RNDN);
+    mpfr_sub_d(e, e, 1e308, MPFR_RNDN);
+    mpfr_div_ui(e, e, 4, MPFR_RNDN);
+    run_wide("mean", NULL, 1, &x, NV_DT_FP64, 0, &w);
+    tap_ok(close_to(w.hi, w.lo, e, 104) && w.abs_e == 0 &&
+               fabs(w.abs_m - (1.5e308 / 4 * 3 + 1e308 / 4)) <= 1e293 && w.peak == INFINITY,
+           "mean whose sum overflows fp64: exact %.6g, abs_sum sum|x|/n = %.6g", w.hi, w.abs_m);
+    nv_tensor_free(x);
+    /* mean of two maxes is max. */
+    x = vec(NV_DT_FP64, 2, (double[]){M, M});
+    run_wide("mean", NULL, 1, &x, NV_DT_FP64, 0, &w);
+    tap_ok(w.hi == M && w.lo == 0, "mean(max, max) = max");
+    nv_tensor_free(x);
+    /* matmul: products of 2^1024 (1 + 2^-51 + 2^-104) and 2^1024 (1 + 2^-51) each
+     * overflow fp64 and cancel to 2^920; plus 1 * 1. */
+    double a1 = 0x1.0000000000001p512;
+    nv_tensor *in[2] = {mat(NV_DT_FP64, 1, 3, (double[]){a1, -0x1p512, 1}),
+                        mat(NV_DT_FP64, 3, 1, (double[]){a1, 0x1.0000000000002p512, 1})};
+    run_wide("matmul", "{\"acc\": \"fp64\"}", 2, in, NV_DT_FP64, 0, &w);
+    tap_ok(w.hi == 0x1p920 && w.lo == 1 && w.abs_e == 1026 && w.peak == INFINITY,
+           "matmul products beyond fp64 that cancel: 2^920 + 1 exactly (hi %a lo %a)", w.hi, w.lo);
+    nv_tensor_free(in[0]);
+    nv_tensor_free(in[1]);
+    /* ... and products that overflow and add up: -2^1101 rounds to -Inf, not NaN. */
+    in[0] = mat(NV_DT_FP64, 1, 2, (double[]){-0x1p600, -0x1p600});
+    in[1] = mat(NV_DT_FP64, 2, 1, (double[]){0x1p500, 0x1p500});
+    run_wide("matmul", "{\"acc\": \"fp64\"}", 2, in, NV_DT_FP64, 0, &w);
+    tap_ok(w.hi == -INFINITY && w.abs_e == 1102 && w.abs_m == 0.5,
+           "matmul -2^1100 - 2^1100 = -Inf (abs_sum 2^1101 as 0.5 2^1102)");
+    nv_tensor_free(in[0]);
+    nv_tensor_free(in[1]);
+    /* peak of matmul: sum |a b| or a larger operand (fp32 accumulator's view). */
+    in[0] = mat(NV_DT_FP64, 1, 2, (double[]){1e300, 0});
+    in[1] = mat(NV_DT_FP64, 2, 1, (double[]){1e-300, 5});
+    run_wide("matmul", NULL, 2, in, NV_DT_FP64, 0, &w);
+    tap_ok(fabs(w.hi - 1) < 1e-15 && w.peak == 1e300,
+           "matmul 1e300 * 1e-300: exact 1, peak the operand 1e300");
+    nv_tensor_free(in[0]);
+    nv_tensor_free(in[1]);
+    /* norm2's peak is sum x^2 (beyond fp64 here), its value the norm. */
+    x = vec(NV_DT_FP64, 2, (double[]){0x1p600, 0x1p600});
+    run_wide("norm2", NULL, 1, &x, NV_DT_FP64, 0, &w);
+    tap_ok(fabs(w.hi - 0x1p600 * sqrt(2)) <= 0x1p548 && w.peak == INFINITY &&
+               w.abs_m == 0x1p600 * sqrt(2),
+           "norm2(2^600, 2^600) = 2^600 sqrt 2, peak sum x^2 = 2^1201 (Inf)");
+    nv_tensor_free(x);
+    /* layer_norm of values near max with weight and bias near max: the value is
+     * finite, its abs_sum |w| kappa (|xhat| + 1) + |b| beyond fp64. */
+    int64_t sh[2] = {1, 2};
+    nv_tensor *ln[3] = {nv_tensor_new(NV_DT_FP64, 2, sh), vec(NV_DT_FP64, 2, (double[]){M, M}),
+                        vec(NV_DT_FP64, 2, (double[]){-M, M / 2})};
+    ln[0]->data[0] = M;
+    ln[0]->data[1] = -M;
+    /* mean 0, var M^2, xhat = +-1 (eps negligible): y = (M - M, -M + M/2). */
+    run_wide("layer_norm", NULL, 3, ln, NV_DT_FP64, 1, &w);
+    tap_ok(fabs(w.hi + M / 2) <= 0x1p972 && w.abs_e > 1024 && w.peak == INFINITY,
+           "layer_norm at fp64's max: y = -max/2 (%a), abs_sum beyond fp64 (e %g)", w.hi, w.abs_e);
+    for (int i = 0; i < 3; i++)
+        nv_tensor_free(ln[i]);
+    /* fp32 sum: peak is sum |x| (for the accumulator rule), abs_exp 0. */
+    x = vec(NV_DT_FP32, 3, (double[]){0x1.fffffep127, 0x1.fffffep127, -0x1.fffffep127});
+    run_wide("sum", NULL, 1, &x, NV_DT_FP32, 0, &w);
+    tap_ok(w.hi == 0x1.fffffep127 && w.peak == 3 * 0x1.fffffep127 && w.abs_e == 0,
+           "fp32 sum max+max-max = max, peak 3 max (beyond fp32's range)");
+    nv_tensor_free(x);
+    mpfr_clear(e);
+}
+
 int main(void)
 {
     test_hand_reductions();
@@ -403,6 +539,7 @@ int main(void)
     test_hand_elementwise();
     test_hand_matmul();
     test_overflow();
+    test_wide_range();
     test_specials();
     test_views();
     return tap_done();

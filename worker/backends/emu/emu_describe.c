@@ -126,6 +126,22 @@ static const char *overflow_text(const emu_mode *m, const nv_dtype_info *info)
     return "saturate to max finite (MX v1.0 §5.3, no inf or NaN)";
 }
 
+/* The accumulators, with their range: what the intermediate-overflow rule judges
+ * an overflowing reduction by (docs/TOLERANCES.md "Intermediate overflow"). Every
+ * partial sum is rounded to the accumulate dtype, so the range is that dtype's.
+ * Matmul follows the op's "acc" attribute unless the mode fixes the accumulator. */
+static json_t *accumulator_json(const emu_mode *m, json_t *e, nv_dtype d)
+{
+    if (!e)
+        return NULL;
+    const char *acc = nv_dtype_name(accum_for(m, d));
+    json_object_set_new(e, "accumulator", json_pack("{s:s, s:s}", "dtype", acc, "range", acc));
+    if (m->accum_set)
+        json_object_set_new(e, "matmul_accumulator",
+                            json_pack("{s:s, s:s}", "dtype", acc, "range", acc));
+    return e;
+}
+
 static json_t *contract_json(const emu_mode *m)
 {
     json_t *c = json_object();
@@ -146,7 +162,7 @@ static json_t *contract_json(const emu_mode *m)
             "reduction_order", order, "transcendental_error", transcendental_json(m, (nv_dtype)d),
             "fast_math", m->transcendental == EMU_TR_FAST || m->ftz || m->daz);
         if (e)
-            json_object_set_new(c, info->name, e);
+            json_object_set_new(c, info->name, accumulator_json(m, e, (nv_dtype)d));
     }
     return c;
 }
@@ -174,8 +190,7 @@ char *emu_describe_json(const emu_mode *m)
                   "build", "name", "numval-emu", "version", NV_VERSION, "compiler", __VERSION__,
                   "mode", mode_json(m), "contract", contract_json(m), "inference_only",
                   m->inference_only, "nondeterministic_ops", nondeterministic_json(m), "saved",
-                  m->inference_only ? json_object() : emu_saved_json(), "gradient_dtype",
-                  "input");
+                  m->inference_only ? json_object() : emu_saved_json(), "gradient_dtype", "input");
     if (!d)
         return NULL;
     json_object_set_new(json_object_get(d, "mode"), "fused", emu_graph_mode_json(m));

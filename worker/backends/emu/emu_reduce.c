@@ -78,6 +78,30 @@ static double row_var(red *r, const double *x, int64_t st)
     return emu_div(c, ad, m2, denom);
 }
 
+/* norm2 with the scaling of LAPACK's nrm2 (Blue's and Hammarling's idea, here by
+ * a power of two): the squares of x 2^s, 2^s bringing max |x| near 1, are summed
+ * in the accumulate dtype and the root is scaled back. A power of two is exact
+ * and commutes with rounding away from the subnormals, so the result is that of
+ * the plain sum of squares wherever that neither overflows nor underflows, and
+ * the intermediate squares of values near the format's max or min stay in range
+ * (docs/TOLERANCES.md "Intermediate overflow": a device that does not scale
+ * overflows its accumulator, a documented outcome, or underflows to a wrong 0). */
+static double row_norm2(red *r, const double *x, int64_t st)
+{
+    emu_call *c = r->c;
+    double mx = 0;
+    for (int64_t j = 0; j < r->n; j++)
+        if (isfinite(x[j * st]))
+            mx = fmax(mx, fabs(x[j * st]));
+    int e = 0;
+    if (mx > 0)
+        frexp(mx, &e);
+    for (int64_t j = 0; j < r->n; j++)
+        r->tmp[j] = ldexp(emu_round(c, r->ad, x[j * st]), -e);
+    double s = emu_sqrt(c, r->ad, emu_sum(c, r->ad, r->tmp, 1, r->tmp, 1, r->n));
+    return emu_round(c, r->ad, ldexp(s, e));
+}
+
 /* layer_norm / rms_norm over the last axis (inner == 1). */
 static void row_norm(red *r, bool layer, const double *x, const double *w, const double *b,
                      double *y)
@@ -196,7 +220,7 @@ static void reduce_rows(red *r, red_kind k, const double *x, double *out)
                 *dst = row_var(r, row, st);
                 break;
             case R_NORM2:
-                *dst = emu_sqrt(c, ad, emu_sum(c, ad, row, st, row, st, r->n));
+                *dst = row_norm2(r, row, st);
                 break;
             case R_LSE:
                 *dst = row_logsumexp(r, row, st);

@@ -30,6 +30,7 @@ typedef struct case_state {
     bool have_out;
     void *ctx;
     nv_tensor *got, *hi, *lo, *abs;
+    nv_tensor *abs_exp, *peak; /* the wide abs_sum and the accumulator demand (nv_ref_out) */
 } case_state;
 
 static const char *code_name(int r)
@@ -354,14 +355,17 @@ static int reference(case_state *cs, char *err)
     cs->hi = nv_tensor_new(cs->out_dt, cs->out_ndim, cs->out_shape);
     cs->lo = nv_tensor_new(cs->out_dt, cs->out_ndim, cs->out_shape);
     cs->abs = nv_tensor_new(NV_DT_FP64, cs->out_ndim, cs->out_shape);
-    if (!cs->hi || !cs->lo || !cs->abs)
+    cs->abs_exp = nv_tensor_new(NV_DT_FP64, cs->out_ndim, cs->out_shape);
+    cs->peak = nv_tensor_new(NV_DT_FP64, cs->out_ndim, cs->out_shape);
+    if (!cs->hi || !cs->lo || !cs->abs || !cs->abs_exp || !cs->peak)
         goto out;
     /* The reference sees plain row-major copies: layouts test the device. */
     for (int i = 0; i < cs->n_in; i++)
         if (!(cin[i] = nv_tensor_contiguous(cs->in[i])))
             goto out;
-    r = nv_op_reference(cs->s->op, &cs->s->attrs, cs->n_in, (const nv_tensor *const *)cin, cs->hi,
-                        cs->lo, cs->abs);
+    nv_ref_out ro = {
+        .hi = cs->hi, .lo = cs->lo, .abs_sum = cs->abs, .abs_exp = cs->abs_exp, .peak = cs->peak};
+    r = nv_op_reference_ex(cs->s->op, &cs->s->attrs, cs->n_in, (const nv_tensor *const *)cin, &ro);
     if (r < 0)
         snprintf(err, ERRLEN, "the reference of '%s' failed (%s)", cs->s->op->name, code_name(r));
 out:
@@ -388,7 +392,16 @@ static int compare_case(case_state *cs, bool deterministic)
         .reduction_len = nv_op_reduction_len(cs->s->op, &cs->s->attrs, cs->n_in,
                                              (const nv_tensor *const *)cs->in),
         .zero_sign = nv_op_zero_sign_judged(cs->s->op),
+        .abs_exp = cs->abs_exp->data,
     };
+    nvw_accumulator acc;
+    nvw_case_accumulator(json_object_get(job->b.describe, "contract"), cs->s, cs->c.dtype,
+                         cs->out_dt, &acc);
+    if (cs->s->op->kind == NV_OPK_REDUCE || cs->s->op->kind == NV_OPK_MATMUL) {
+        ci.peak = cs->peak->data;
+        ci.acc_dtype = acc.dtype;
+        ci.acc_range = acc.range;
+    }
     nv_compare_result cmp;
     r = nv_compare(&ci, &tol, &cmp);
     if (r < 0) {
@@ -399,6 +412,8 @@ static int compare_case(case_state *cs, bool deterministic)
                        cs->s->op->name);
     }
     r = nvw_case_metrics(cs->cj, job, &cmp, &tol, cs->n_in, cs->in, cs->out_ndim, cs->out_shape);
+    if (r == 0 && cmp.intermediate_overflows > 0)
+        r = nvw_case_overflow(cs->cj, &cmp, &acc, cs->out_ndim, cs->out_shape);
     if (r < 0)
         return r;
     if (cs->s->repeat > 1 &&
@@ -547,5 +562,7 @@ json_t *nvw_case_run(nvw_op_job *job, void *ctx, int64_t i)
     nv_tensor_free(cs.hi);
     nv_tensor_free(cs.lo);
     nv_tensor_free(cs.abs);
+    nv_tensor_free(cs.abs_exp);
+    nv_tensor_free(cs.peak);
     return cs.cj;
 }

@@ -33,6 +33,21 @@ int nvw_case_metrics(json_t *cj, const nvw_op_job *job, const nv_compare_result 
                      const nv_tolerance *tol, int n_in, nv_tensor *const *in, int out_ndim,
                      const int64_t *out_shape);
 
+/* The accumulator a case of spec s is judged by under the intermediate-overflow
+ * rule: nv_op_accumulator over the entry of describe()'s "contract" (may be
+ * NULL) for the case dtype dt, else for the output dtype. */
+typedef struct nvw_accumulator {
+    nv_dtype dtype, range;
+    bool declared; /* by the device's contract, else the default tolerance's assumption */
+} nvw_accumulator;
+void nvw_case_accumulator(const json_t *contract, const nv_jobspec *s, nv_dtype dt, nv_dtype out_dt,
+                          nvw_accumulator *ret);
+
+/* "intermediate_overflow" of case JSON cj (outputs counted under the rule, the
+ * accumulator, the first of them). Returns 0 or -ENOMEM. */
+int nvw_case_overflow(json_t *cj, const nv_compare_result *cmp, const nvw_accumulator *acc,
+                      int out_ndim, const int64_t *out_shape);
+
 /* The failure manifest of a case for on_failure (new reference, NULL on ENOMEM). */
 json_t *nvw_case_manifest(const nvw_op_job *job, const json_t *cj);
 

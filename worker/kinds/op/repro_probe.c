@@ -16,8 +16,9 @@
 
 #include "core/numerics/compare.h"
 #include "core/ref/reference.h"
-#include "worker/repro/repro_util.h"
+#include "op_internal.h" /* nvw_case_accumulator */
 #include "repro.h"
+#include "worker/repro/repro_util.h"
 
 #define ERRLEN 256
 
@@ -125,10 +126,15 @@ static int judge(const nvw_repro *rc, nv_tensor *const *in, const nv_tensor *got
     const nv_op_def *op = rc->js->op;
     nv_tensor *hi = nv_tensor_new(rc->out_dt, od, os), *lo = nv_tensor_new(rc->out_dt, od, os);
     nv_tensor *abs = nv_tensor_new(NV_DT_FP64, od, os);
+    nv_tensor *abs_exp = nv_tensor_new(NV_DT_FP64, od, os),
+              *peak = nv_tensor_new(NV_DT_FP64, od, os);
     int r = -ENOMEM;
-    if (!hi || !lo || !abs)
+    if (!hi || !lo || !abs || !abs_exp || !peak)
         goto out;
-    r = nv_op_reference(op, &rc->js->attrs, rc->n_in, (const nv_tensor *const *)in, hi, lo, abs);
+    /* Judged as the case was (case.c compare_case): the wide abs_sum, and the
+     * intermediate-overflow rule with the accumulator of the manifest's contract. */
+    nv_ref_out ro = {.hi = hi, .lo = lo, .abs_sum = abs, .abs_exp = abs_exp, .peak = peak};
+    r = nv_op_reference_ex(op, &rc->js->attrs, rc->n_in, (const nv_tensor *const *)in, &ro);
     if (r < 0) {
         set_cls(w, "probe_error", "the reference failed");
         r = 0;
@@ -144,7 +150,16 @@ static int judge(const nvw_repro *rc, nv_tensor *const *in, const nv_tensor *got
         .reduction_len =
             nv_op_reduction_len(op, &rc->js->attrs, rc->n_in, (const nv_tensor *const *)in),
         .zero_sign = nv_op_zero_sign_judged(op),
+        .abs_exp = abs_exp->data,
     };
+    if (op->kind == NV_OPK_REDUCE || op->kind == NV_OPK_MATMUL) {
+        nvw_accumulator acc;
+        nvw_case_accumulator(json_object_get(rc->manifest, "contract"), rc->js, rc->dtype,
+                             rc->out_dt, &acc);
+        ci.peak = peak->data;
+        ci.acc_dtype = acc.dtype;
+        ci.acc_range = acc.range;
+    }
     nv_compare_result cmp;
     if (nv_compare(&ci, &rc->tol, &cmp) < 0) {
         set_cls(w, "probe_error", "the tolerance does not apply to the op");
@@ -160,6 +175,8 @@ out:
     nv_tensor_free(hi);
     nv_tensor_free(lo);
     nv_tensor_free(abs);
+    nv_tensor_free(abs_exp);
+    nv_tensor_free(peak);
     return r;
 }
 

@@ -101,18 +101,26 @@ int nvw_case_metrics(json_t *cj, const nvw_op_job *job, const nv_compare_result 
     json_t *t = tolerance_json(tol);
     if (!t || json_object_set_new(cj, "tolerance", t))
         return -ENOMEM;
-    int r = json_object_set_new(cj, "compared", json_integer(cmp->compared)) |
-            json_object_set_new(cj, "max_ulp", nvw_json_num(cmp->max_ulp)) |
-            json_object_set_new(cj, "mean_ulp", nvw_json_num(cmp->mean_ulp)) |
-            json_object_set_new(cj, "p99_ulp", nvw_json_num(cmp->p99_ulp)) |
-            json_object_set_new(cj, "max_abs", nvw_json_num(cmp->max_abs)) |
-            json_object_set_new(cj, "max_rel", nvw_json_num(cmp->max_rel)) |
-            json_object_set_new(cj, "mismatches", json_integer(cmp->mismatches)) |
-            json_object_set_new(cj, "nan_mismatches", json_integer(cmp->nan_mismatches)) |
-            json_object_set_new(cj, "inf_mismatches", json_integer(cmp->inf_mismatches)) |
-            json_object_set_new(cj, "zero_sign_mismatches",
-                                json_integer(cmp->zero_sign_mismatches)) |
-            json_object_set_new(cj, "headroom", nvw_json_num(cmp->headroom));
+    int r =
+        json_object_set_new(cj, "compared", json_integer(cmp->compared)) |
+        json_object_set_new(cj, "max_ulp", nvw_json_num(cmp->max_ulp)) |
+        json_object_set_new(cj, "mean_ulp", nvw_json_num(cmp->mean_ulp)) |
+        json_object_set_new(cj, "p99_ulp", nvw_json_num(cmp->p99_ulp)) |
+        json_object_set_new(cj, "max_abs", nvw_json_num(cmp->max_abs)) |
+        json_object_set_new(cj, "max_rel", nvw_json_num(cmp->max_rel)) |
+        json_object_set_new(cj, "mismatches", json_integer(cmp->mismatches)) |
+        json_object_set_new(cj, "nan_mismatches", json_integer(cmp->nan_mismatches)) |
+        json_object_set_new(cj, "inf_mismatches", json_integer(cmp->inf_mismatches)) |
+        json_object_set_new(cj, "zero_sign_mismatches", json_integer(cmp->zero_sign_mismatches)) |
+        json_object_set_new(cj, "headroom", nvw_json_num(cmp->headroom));
+    /* The probabilistic default: its lambda and probability, and the headroom
+     * under the deterministic worst case beside it (docs/TOLERANCES.md). */
+    if (tol->metric == NV_TOL_BOUND && tol->growth == NV_GROWTH_PROBABILISTIC)
+        r |=
+            json_object_set_new(cj, "headroom_worst_case", nvw_json_num(cmp->headroom_worst_case)) |
+            json_object_set_new(
+                cj, "probabilistic",
+                json_pack("{s:f, s:f}", "lambda", cmp->lambda, "p_fail", cmp->p_fail));
     if (r)
         return -ENOMEM;
     if (cmp->mismatches == 0 && cmp->failure == NV_FAIL_NONE)
@@ -132,6 +140,36 @@ static json_t *describe_field(const nvw_op_job *job, const char *key)
 {
     json_t *v = json_object_get(job->b.describe, key);
     return v ? v : json_null();
+}
+
+void nvw_case_accumulator(const json_t *contract, const nv_jobspec *s, nv_dtype dt, nv_dtype out_dt,
+                          nvw_accumulator *ret)
+{
+    const json_t *entry = json_object_get(contract, nv_dtype_name(dt));
+    if (!entry)
+        entry = json_object_get(contract, nv_dtype_name(out_dt));
+    nv_op_accumulator(s->op, &s->attrs, out_dt, entry, &ret->dtype, &ret->range, &ret->declared);
+}
+
+int nvw_case_overflow(json_t *cj, const nv_compare_result *cmp, const nvw_accumulator *acc,
+                      int out_ndim, const int64_t *out_shape)
+{
+    const nv_mismatch *m = &cmp->first_overflow;
+    json_t *idx = json_array();
+    int64_t rest = m->index, k[NV_MAX_DIMS];
+    for (int d = out_ndim - 1; d >= 0; d--) {
+        k[d] = out_shape[d] > 0 ? rest % out_shape[d] : 0;
+        rest = out_shape[d] > 0 ? rest / out_shape[d] : 0;
+    }
+    for (int d = 0; idx && d < out_ndim; d++)
+        json_array_append_new(idx, json_integer(k[d]));
+    json_t *o =
+        json_pack("{s:I, s:{s:s, s:s, s:b}, s:{s:o, s:o, s:o, s:o}}", "outputs",
+                  (json_int_t)cmp->intermediate_overflows, "accumulator", "dtype",
+                  nv_dtype_name(acc->dtype), "range", nv_dtype_name(acc->range), "declared",
+                  acc->declared, "first", "index", idx, "got", nvw_json_num(m->got), "exact",
+                  nvw_json_num(m->exact), "peak", nvw_json_num(cmp->first_overflow_peak));
+    return o && json_object_set_new(cj, "intermediate_overflow", o) == 0 ? 0 : -ENOMEM;
 }
 
 json_t *nvw_case_manifest(const nvw_op_job *job, const json_t *cj)
