@@ -90,6 +90,28 @@ static double hist_p99(const hist *h, uint64_t count, double max_ulp)
     return max_ulp;
 }
 
+/* ---- the fixed-edge histogram of the result (compare.h) ---- */
+
+double nv_ulp_hist_edge(int k)
+{
+    return k <= 0 ? 0 : ldexp(1, k - 4); /* 0, 2^-3, 2^-2, ..., 2^24 */
+}
+
+/* The bucket of ue >= 0: from its double encoding, ceil(log2 ue) is the
+ * exponent, plus one unless ue is a power of two (upper edges inclusive). */
+static inline unsigned ulp_bucket(double ue)
+{
+    if (ue == 0)
+        return 0;
+    uint64_t b;
+    memcpy(&b, &ue, sizeof(b));
+    int e = (int)((b >> 52) & 0x7ff) - 1023; /* subnormal ue: far below 2^-3 anyway */
+    int k = e + ((b & 0xfffffffffffffull) != 0) + 4;  /* ue <= 2^(k-4) */
+    if (k < 1)
+        return 1;
+    return k >= NV_ULP_HIST_EDGES ? NV_ULP_HIST_EDGES : (unsigned)k;
+}
+
 /* ---- tolerance helpers ---- */
 
 static double growth(const nv_tolerance *t, int64_t n)
@@ -306,6 +328,7 @@ int nv_compare(const nv_compare_input *in, const nv_tolerance *tol, nv_compare_r
         double g = in->got[i], e = in->exact[i], lo = in->exact_lo ? in->exact_lo[i] : 0;
         nv_failure_class sc;
         if (special_kind(g, e, &sc)) {
+            r.nonfinite++;
             if (sc != NV_FAIL_NONE && ovf_excused(&ovf, in, i))
                 add_overflow(&r, in, i, g, e, INFINITY, INFINITY, 0);
             else if (sc != NV_FAIL_NONE)
@@ -350,6 +373,7 @@ int nv_compare(const nv_compare_input *in, const nv_tolerance *tol, nv_compare_r
         a.sum_ulp += ue;
         a.finite++;
         a.h.n[hist_bin((float)ue)]++;
+        r.ulp_hist[ulp_bucket(ue)]++;
         if (!pass) {
             r.mismatches++;
             add_first(&r, i, g, ex, ue, err, allowed,
@@ -362,6 +386,7 @@ int nv_compare(const nv_compare_input *in, const nv_tolerance *tol, nv_compare_r
         }
     }
     r.compared = in->n;
+    r.has_ulp_hist = true;
     r.mean_ulp = a.finite ? a.sum_ulp / (double)a.finite : 0;
     r.p99_ulp = hist_p99(&a.h, a.finite, r.max_ulp);
     if (tol->metric == NV_TOL_BOUND) {

@@ -63,6 +63,15 @@ typedef struct nv_mismatch {
     nv_failure_class kind;
 } nv_mismatch;
 
+/* Element-wise ULP error histogram with fixed edges, so that cases add up:
+ * bucket 0 counts errors of exactly 0, bucket k (1..NV_ULP_HIST_EDGES-1) errors
+ * in (edge[k-1], edge[k]] with edges 0, 2^-3, 2^-2, 2^-1, 1, 2, ..., 2^24 (upper
+ * edges inclusive: 0.5 ulp is correct rounding, 1 ulp faithful), and the last
+ * bucket errors above 2^24 ulp. */
+#define NV_ULP_HIST_EDGES 29
+#define NV_ULP_HIST_BUCKETS (NV_ULP_HIST_EDGES + 1)
+double nv_ulp_hist_edge(int k); /* k in [0, NV_ULP_HIST_EDGES) */
+
 typedef struct nv_compare_result {
     int64_t compared, mismatches, nan_mismatches, inf_mismatches;
     int64_t zero_sign_mismatches; /* of the mismatches: zeros of the wrong sign */
@@ -88,6 +97,12 @@ typedef struct nv_compare_result {
     int64_t intermediate_overflows;
     nv_mismatch first_overflow;
     double first_overflow_peak;
+    /* Over the same elements as max_ulp/mean_ulp (the finite pairs judged by
+     * value); nonfinite counts the pairs with a NaN or Inf on either side.
+     * Filled by nv_compare only (has_ulp_hist). */
+    bool has_ulp_hist;
+    int64_t ulp_hist[NV_ULP_HIST_BUCKETS];
+    int64_t nonfinite;
 } nv_compare_result;
 
 /* Compare in one pass. Returns 0 or -EINVAL (bad tolerance for this input, e.g.

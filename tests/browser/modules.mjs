@@ -278,6 +278,14 @@ test('element-wise ULP histograms: the shapes read, and summing over cases', asy
   assert.equal(sumBins([a, null]), null);
   assert.equal(sumBins([a, {labels: ['0'], counts: [1]}]), null);
   assert.equal(sumBins([]), null);
+  const {trimBins} = await import('../../web/app/charts.js');
+  // The worker's fixed edges: empty buckets above the largest error go, the first
+  // ones up to "≤1" and NaN/Inf stay; nothing counted is dropped.
+  const w = elementBins({edges: [0, 0.125, 0.25, 0.5, 1, 2, 4], counts: [1, 0, 2, 0, 0, 0, 0, 0], nonfinite: 3});
+  assert.deepEqual(trimBins(w), {labels: ['0', '≤0.125', '≤0.25', '≤0.5', '≤1', 'NaN/Inf'], counts: [1, 0, 2, 0, 0, 3]});
+  const big = elementBins({edges: [0, 0.5, 1, 2, 4], counts: [0, 5, 0, 0, 7, 0], nonfinite: 0});
+  assert.deepEqual(trimBins(big), {labels: ['0', '≤0.5', '≤1', '≤2', '≤4', 'NaN/Inf'], counts: [0, 5, 0, 0, 7, 0]});
+  assert.deepEqual(trimBins({labels: ['a', 'b'], counts: [1, 0]}), {labels: ['a'], counts: [1]});
 });
 
 test('compare form: a reference is resolved as numvald does; defaults are newest and its predecessor', async () => {

@@ -18,6 +18,7 @@ import crypto from 'node:crypto';
 import {execFileSync} from 'node:child_process';
 import {fileURLToPath} from 'node:url';
 import {startService, stopService, api, waitJob, prerequisites, shown, visit} from './service.mjs';
+import {num} from '../../web/app/util.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const SHOTS = path.join(HERE, 'screenshots');
@@ -146,9 +147,15 @@ test('a large job opens with one page of cases and pages with a cursor', {skip: 
   assert.equal(await rows.count(), 100);
   assert.equal(await rows.first().locator('td').first().innerText(), '#0');
   // The histogram scans every case in the background, in pages of at most 1000, and
-  // says what it counts: one value per case, its largest element error.
-  await page.locator('figcaption', {hasText: `Per-case maximum ULP error, ${MANY_CASES} cases`}).waitFor({timeout: 20000});
-  assert.equal(await page.locator('#sec-per-case-maximum-ulp-error').innerText(), 'Per-case maximum ULP error');
+  // says what it counts: the worker sends every case's element-wise distribution,
+  // summed here over the cases (one count per element, not per case).
+  // Each case of MANY_SPEC compares 4 elements, and its histogram counts each once
+  // (checked on the first page of cases here).
+  const firstPage = (await api(svc, 'GET', `/jobs/${manyJob.id}/cases?limit=1000`)).body.cases;
+  assert.ok(firstPage.every((c) => c.ulp_histogram.counts.reduce((x, y) => x + y, 0) + c.ulp_histogram.nonfinite === 4));
+  await page.locator('figcaption', {hasText: `ULP error of every element, ${num(4 * MANY_CASES)} elements in ${num(MANY_CASES)} cases`})
+    .waitFor({timeout: 20000});
+  assert.equal(await page.locator('#sec-per-case-maximum-ulp-error').innerText(), 'Element-wise ULP error');
   assert.ok(seen.slice(1).every((q) => Number(q.get('limit')) <= 1000));
   page.off('request', onReq);
   await shown(page, /[?&]cursor=/, () => page.getByRole('link', {name: 'Next cases ›'}).click());
@@ -424,8 +431,8 @@ test('case page: no stray "null", human labels, minimized artifact link, history
 });
 
 test('element-wise ULP histogram: drawn when cases carry one, labelled as such', {skip: SKIP}, async () => {
-  // The worker does not send "ulp_histogram" yet: the answers are given one here
-  // (docs: web/app/charts.js elementBins), on the real case and the real job's cases.
+  // Other shapes a case may carry (docs: web/app/charts.js elementBins), given here
+  // in the answers on the real case and the real job's cases.
   const HIST = {edges: [0, 0.5, 1, 2, 4], counts: [10, 100, 40, 5, 1, 0], nonfinite: 0};
   const add = async (route, f) => {
     const headers = {...route.request().headers()};
@@ -441,7 +448,8 @@ test('element-wise ULP histogram: drawn when cases carry one, labelled as such',
     const fig = page.locator('#element-histogram figure');
     assert.equal(await fig.locator('figcaption').innerText(), 'ULP error of every element, 156 elements');
     const bins = await fig.locator('table.sr-table tr').evaluateAll((rs) => rs.slice(1).map((r) => r.textContent));
-    assert.deepEqual(bins, ['010', '≤0.5100', '≤140', '≤25', '≤41', '>40', 'NaN/Inf0']);
+    // The empty bucket above the largest error ('>4': 0) is left out.
+    assert.deepEqual(bins, ['010', '≤0.5100', '≤140', '≤25', '≤41', 'NaN/Inf0']);
     await visit(page, svc.url + `/#/jobs/${failJob.id}`);
     const n = failJob.cases_total;
     await page.locator('figcaption', {hasText: `ULP error of every element, ${156 * n} elements in ${n} cases`}).waitFor();
@@ -450,9 +458,17 @@ test('element-wise ULP histogram: drawn when cases carry one, labelled as such',
     await page.unroute(`**/api/v1/cases/${caseId}`);
     await page.unroute(`**/api/v1/jobs/${failJob.id}/cases?**`);
   }
-  // Without it (the real answers): the case page has no such section.
+  // The real answer: the worker's fixed-edge distribution of this case's elements,
+  // its empty buckets above the largest error left out, one count per element.
+  const c = (await api(svc, 'GET', `/cases/${caseId}`)).body.case;
+  const hst = c.ulp_histogram;
+  assert.equal(hst.counts.reduce((a, b) => a + b, 0) + hst.nonfinite, c.compared);
   await visit(page, svc.url + `/#/cases/${caseId}`);
-  assert.equal(await page.locator('#element-histogram').count(), 0);
+  const real = page.locator('#element-histogram figure');
+  assert.equal(await real.locator('figcaption').innerText(), `ULP error of every element, ${num(c.compared)} elements`);
+  const labels = await real.locator('table.sr-table tr').evaluateAll((rs) => rs.slice(1).map((r) => r.firstChild.textContent));
+  assert.deepEqual(labels.slice(0, 5), ['0', '≤0.125', '≤0.25', '≤0.5', '≤1']);
+  assert.equal(labels[labels.length - 1], 'NaN/Inf');
 });
 
 test('write actions ask for a token and show the server refusal', {skip: SKIP}, async () => {

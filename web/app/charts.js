@@ -71,6 +71,18 @@ export function elementBins(hist) {
   return null;
 }
 
+// Drops the empty buckets above the largest error seen (they count nothing; the
+// worker's fixed edges run to 2^24 ulp so that cases add up), keeping at least the
+// first `keep` buckets (by default up to "≤1": exact, .., correctly rounded,
+// faithful) and the NaN/Inf bucket.
+export function trimBins({labels, counts}, keep = labels.indexOf('≤1') + 1 || 1) {
+  const tail = labels.length && labels[labels.length - 1] === 'NaN/Inf' ? 1 : 0;
+  let last = counts.length - tail - 1;
+  while (last >= keep && !counts[last]) last--;
+  const idx = [...Array(last + 1).keys(), ...(tail ? [labels.length - 1] : [])];
+  return {labels: idx.map((i) => labels[i]), counts: idx.map((i) => counts[i])};
+}
+
 // xLabel: what the bars count, written under the axis.
 export function histogram({labels, counts, title, markAt, xLabel = 'max ULP error per case'}) {
   const canvas = h('canvas', {role: 'img', 'aria-label': title});

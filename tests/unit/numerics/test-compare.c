@@ -392,6 +392,48 @@ static void test_intermediate_overflow(void)
     tap_ok(nv_compare(&in, &t, &r) == -EINVAL, "an accumulator range that is no float: -EINVAL");
 }
 
+/* The fixed-edge histogram of the result: each edge is an upper edge (an error of
+ * exactly 2^-3, 0.5 or 2^24 ulp counts in the bucket it closes, one just above in
+ * the next), an exact result has its own bucket, and NaN/Inf pairs are counted
+ * apart, matching or not. ulp(1) in fp32 is 2^-23 (IEEE 754 binary32, p = 24). */
+static void test_ulp_histogram(void)
+{
+    double exact[] = {1, 1, 1, 1, 1, 1, 1, 1, NAN, 1, 0x1p-149};
+    double got[] = {1,
+                    1 + 0x1p-26,          /* 2^-3 ulp: bucket 1, (0, 2^-3] */
+                    1 + 0x1p-26 + 0x1p-50, /* just above: bucket 2, (2^-3, 2^-2] */
+                    1 + 0x1p-24,          /* 0.5 ulp: bucket 3 */
+                    1 + 0x1p-23,          /* 1 ulp: bucket 4 */
+                    1 + 0x1.8p-23,        /* 1.5 ulp: bucket 5, (1, 2] */
+                    3,                    /* 2^24 ulp: bucket 28, the last edge */
+                    4,                    /* 3 * 2^23 ulp: above the last edge */
+                    NAN,                  /* matching NaN: nonfinite */
+                    INFINITY,             /* Inf for 1: nonfinite (and a mismatch) */
+                    0};                   /* 1 ulp of the smallest subnormal: bucket 4 */
+    int n = (int)(sizeof(exact) / sizeof(exact[0]));
+    nv_compare_input in = {.dtype = NV_DT_FP32, .n = n, .got = got, .exact = exact};
+    nv_tolerance t = ulp_tol(1e9);
+    nv_compare_result r;
+    int rc = nv_compare(&in, &t, &r);
+    int64_t want[NV_ULP_HIST_BUCKETS] = {0};
+    want[0] = 1;
+    want[1] = want[2] = want[3] = want[5] = want[28] = want[29] = 1;
+    want[4] = 2;
+    int same = rc == 0 && r.has_ulp_hist;
+    for (int k = 0; same && k < NV_ULP_HIST_BUCKETS; k++)
+        same = r.ulp_hist[k] == want[k];
+    tap_ok(same, "ulp histogram: upper edges inclusive, exact results in bucket 0, beyond 2^24 last");
+    tap_ok(r.nonfinite == 2 && r.mismatches == 1, "NaN/Inf pairs counted apart (%lld), one mismatch",
+           (long long)r.nonfinite);
+    tap_ok(nv_ulp_hist_edge(0) == 0 && nv_ulp_hist_edge(1) == 0.125 && nv_ulp_hist_edge(4) == 1 &&
+               nv_ulp_hist_edge(NV_ULP_HIST_EDGES - 1) == 0x1p24,
+           "edges 0, 2^-3 .. 2^24");
+    nv_compare_result f;
+    float g32[] = {1.0f}, e32[] = {1.0f};
+    tap_ok(nv_compare_f32(g32, e32, 1, &t, &f) == 0 && !f.has_ulp_hist,
+           "the fp32 kernel says it has no histogram");
+}
+
 int main(void)
 {
     test_ulp_by_hand();
@@ -403,5 +445,6 @@ int main(void)
     test_signed_zero();
     test_probabilistic();
     test_intermediate_overflow();
+    test_ulp_histogram();
     return tap_done();
 }

@@ -8,7 +8,7 @@ import {getJson, optional, apiUrl, getToken} from '../api.js';
 import {tolMetric, tolReason, listOf, fieldTitle} from './common.js';
 import {fusedSection} from './fused.js';
 import {bitsHex, bitFields} from '../bits.js';
-import {histogram, elementBins} from '../charts.js';
+import {histogram, elementBins, trimBins} from '../charts.js';
 import {href} from '../router.js';
 
 // Shown in their own rows and sections; every other field appears under its label.
@@ -145,7 +145,8 @@ export async function renderCase(ctx) {
   const more = Object.entries(c).filter(([k, v]) => !SHOWN.has(k) && (typeof v !== 'object' || v === null));
   const extra = Object.entries(c).filter(([k, v]) => !SHOWN.has(k) && v && typeof v === 'object');
   const repro = reproRows(c).filter(([, v]) => v !== undefined);
-  const elem = elementBins(c.ulp_histogram);
+  const bins = elementBins(c.ulp_histogram);
+  const elem = bins && trimBins(bins);
   const elemTotal = elem ? elem.counts.reduce((a, b) => a + b, 0) : 0;
 
   // DOM append writes null as the text "null": only sections that exist go in.

@@ -3,7 +3,7 @@
 import {h, num, badge, when, duration, kv, section, empty, errorBox, shortId} from '../util.js';
 import {getJson, optional, post, poll} from '../api.js';
 import {writeAction} from '../auth.js';
-import {histogram, ulpBins, elementBins} from '../charts.js';
+import {histogram, ulpBins, elementBins, trimBins} from '../charts.js';
 import {jobProgress, jobWhat, buildsOf} from './common.js';
 import {casesTable, scanUlps} from './cases-table.js';
 import {longrunSection} from './longrun.js';
@@ -119,7 +119,8 @@ export async function renderJob(ctx) {
       if (!ctx.alive()) return;
       const what = query.verdict ? `${query.verdict} cases` : 'cases';
       const of = complete ? `${num(values.length)} ${what}` : `first ${num(values.length)} of ${num(job.cases_total)} ${what}`;
-      const elem = sumBins(hists);
+      const sum = sumBins(hists);
+      const elem = sum && trimBins(sum);
       if (elem) {
         const n = elem.counts.reduce((a, b) => a + b, 0);
         histHead.textContent = 'Element-wise ULP error';

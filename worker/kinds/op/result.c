@@ -94,6 +94,30 @@ fail:
     return NULL;
 }
 
+/* The element-wise distribution of the case (compare.h's fixed edges, the same
+ * for every case so that a job's cases add up bucket by bucket). */
+static json_t *ulp_histogram_json(const nv_compare_result *cmp)
+{
+    json_t *h = json_object(), *edges = json_array(), *counts = json_array();
+    int bad = !h || !edges || !counts;
+    for (int k = 0; !bad && k < NV_ULP_HIST_EDGES; k++)
+        bad = json_array_append_new(edges, json_real(nv_ulp_hist_edge(k)));
+    for (int k = 0; !bad && k < NV_ULP_HIST_BUCKETS; k++)
+        bad = json_array_append_new(counts, json_integer(cmp->ulp_hist[k]));
+    if (!bad)
+        bad = json_object_set_new(h, "edges", edges) | json_object_set_new(h, "counts", counts) |
+              json_object_set_new(h, "nonfinite", json_integer(cmp->nonfinite));
+    else {
+        json_decref(edges);
+        json_decref(counts);
+    }
+    if (bad) {
+        json_decref(h);
+        return NULL;
+    }
+    return h;
+}
+
 int nvw_case_metrics(json_t *cj, const nvw_op_job *job, const nv_compare_result *cmp,
                      const nv_tolerance *tol, int n_in, nv_tensor *const *in, int out_ndim,
                      const int64_t *out_shape)
@@ -121,7 +145,7 @@ int nvw_case_metrics(json_t *cj, const nvw_op_job *job, const nv_compare_result 
             json_object_set_new(
                 cj, "probabilistic",
                 json_pack("{s:f, s:f}", "lambda", cmp->lambda, "p_fail", cmp->p_fail));
-    if (r)
+    if (r || (cmp->has_ulp_hist && json_object_set_new(cj, "ulp_histogram", ulp_histogram_json(cmp))))
         return -ENOMEM;
     if (cmp->mismatches == 0 && cmp->failure == NV_FAIL_NONE)
         return 0;
