@@ -429,8 +429,8 @@ static double num(const json_t *o, const char *key)
 }
 
 /* A long-run job: one test case per acceptance rule of its result (final loss:
- * Welch's test and the trimmed-mean band; the envelope; determinism, skipped
- * when not checked). */
+ * Welch's test and the trimmed-mean band; the envelope; the gradient and the
+ * eval loss at matched weights; determinism, skipped when not checked). */
 static int longrun_cases(json_t *list, const json_t *job)
 {
     const json_t *res = json_object_get(job, "result");
@@ -477,6 +477,37 @@ static int longrun_cases(json_t *list, const json_t *job)
                      num(v0, "low"), num(v0, "high"));
         failed += !ok;
         r = rule_tc(list, "envelope", ok, cls, why, acc, env);
+    }
+    const json_t *mw = json_object_get(acc, "matched_weights");
+    if (r == 0 && json_is_object(mw)) {
+        const json_t *bad = NULL, *L;
+        size_t i;
+        json_array_foreach(json_object_get(mw, "gradient"), i,
+                           L) if (!bad && json_is_false(json_object_get(L, "passed"))) bad = L;
+        if (bad) {
+            const json_t *fb = json_object_get(bad, "first_beyond");
+            int n = snprintf(why, sizeof why,
+                             "gradient of layer '%s' at matched weights: relative error %.4g, "
+                             "allowed %.4g (declared-precision reference %.4g)",
+                             str(bad, "layer"), num(bad, "device_error"), num(bad, "allowed"),
+                             num(bad, "declared_error"));
+            if (json_is_object(fb) && n > 0 && (size_t)n < sizeof why)
+                snprintf(why + n, sizeof why - (size_t)n, "; first beyond it: step %lld seed %lld",
+                         (long long)json_integer_value(json_object_get(fb, "step")),
+                         (long long)json_integer_value(json_object_get(fb, "seed")));
+        }
+        failed += bad != NULL;
+        r = rule_tc(list, "matched_weights.gradient", !bad, "gradient_error", why, acc, mw);
+        const json_t *ev = json_object_get(mw, "eval_loss");
+        if (r == 0 && json_is_object(ev)) {
+            bool ok = json_is_true(json_object_get(ev, "passed"));
+            snprintf(why, sizeof why,
+                     "the device's own eval loss: rms error %.4g against the fp64 loss of the same "
+                     "weights, allowed %.4g (declared-precision reference %.4g)",
+                     num(ev, "device_error"), num(ev, "allowed"), num(ev, "declared_error"));
+            failed += !ok;
+            r = rule_tc(list, "matched_weights.eval_loss", ok, "eval_error", why, acc, mw);
+        }
     }
     if (r == 0 && json_is_object(det)) {
         const json_t *bits = json_object_get(det, "bit_identical");

@@ -91,7 +91,8 @@ def kinds_checks(s):
     ts = suites["numval.longrun.mlp-fp16-unscaled"]
     acc = lr["result"]["acceptance"]
     check(names(ts) == ["final_loss.welch", "final_loss.trimmed_mean", "envelope",
-                        "determinism"], "long run: one per acceptance rule: %s" % names(ts))
+                        "matched_weights.gradient", "matched_weights.eval_loss", "determinism"],
+          "long run: one per acceptance rule: %s" % names(ts))
     want_failed = [n for n, ok in (("final_loss.welch", acc["final_loss"]["welch"]["passed"]),
                                    ("final_loss.trimmed_mean",
                                     acc["final_loss"]["trimmed_mean"]["passed"]),

@@ -57,6 +57,27 @@ def worker_checks(worker, tmp):
     check(len(acc["seeds"]) == 8 and acc["final_loss"]["welch"]["alpha"] == 0.01
           and "Welch" in acc["final_loss"]["welch"]["rule"], "verdict names rule, alpha, seeds")
     check(acc["determinism"]["bit_identical"] is True, "deterministic mode: bit-identical repeat")
+    # At matched weights emu's bf16 AMP is the declared precision itself: every op
+    # rounded once to the policy's dtype, as the declared-precision reference does
+    # (measured ratio 1.00 in every layer; 1.5 leaves room for order effects).
+    mw = acc["matched_weights"]
+    check(mw["checked_steps"] == 8 * 12 and all(
+        L["passed"] and L["device_error"] <= 1.5 * L["declared_error"] for L in mw["gradient"])
+        and {L["layer"] for L in mw["gradient"]} == {"fc1", "fc2"} and mw["eval_loss"]["passed"],
+        "matched weights: gradient per layer and eval loss at the declared precision: %s"
+        % [(L["layer"], L["device_error"], L["declared_error"]) for L in mw["gradient"]])
+    # Every op output held in fp8 e5m2 (2 significand bits) where the policy
+    # declares bf16 (8): the loss curve cannot see it (SGD/AdamW average the noise
+    # away), the gradient at matched weights does, from the first logged step.
+    rc8, r8, err8 = run(worker, dict(MLP, deterministic=False), "emu:storage=fp8_e5m2", tmp, "fp8")
+    a8 = r8["acceptance"] if r8 else {}
+    g8 = {L["layer"]: L for L in a8.get("matched_weights", {}).get("gradient", [])}
+    check(rc8 == 1 and a8.get("failure_class") == "gradient_error"
+          and "layer 'fc1'" in a8["reason"] and "first beyond it at step 0" in a8["reason"]
+          and all(not L["passed"] and L["first_beyond"]["step"] == 0 for L in g8.values())
+          and not a8["matched_weights"]["eval_loss"]["passed"],
+          "fp8 e5m2 storage fails at matched weights naming the layer and step: %s"
+          % a8.get("reason", err8))
     d0 = acc["final_loss"]["drift"]
     ref = acc["final_loss"]["reference_final"]
     check(min(ref) > r["data"]["bayes_loss"] - 0.05,

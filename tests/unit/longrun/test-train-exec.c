@@ -108,6 +108,68 @@ static void gelu_case(nvw_exec *ex, nv_rng *g)
     nv_tensor_free(x), nv_tensor_free(gy), nv_tensor_free(gx[0]);
 }
 
+/* The declared-precision reference: each op's fp64 result rounded once to the
+ * dtype the tape asks for (round to nearest even, checked against the dtype's
+ * own rounding and against a tie worked out by hand), gradients to their input's
+ * dtype, casts rounded; the fp64 reference keeps every value. */
+static void declared_case(nv_rng *g)
+{
+    nvw_exec dl, h64;
+    memset(&dl, 0, sizeof dl);
+    memset(&h64, 0, sizeof h64);
+    dl.host = dl.declared = true;
+    h64.host = true;
+    const nv_op_def *mul = nv_op_find("mul"), *gelu = nv_op_find("gelu");
+    int64_t n = 1000;
+    nv_tensor *a = nv_tensor_new(NV_DT_BF16, 1, &n), *b = nv_tensor_new(NV_DT_BF16, 1, &n);
+    for (int64_t i = 0; i < n; i++) {
+        a->data[i] = nv_dtype_round(NV_DT_BF16, nv_rng_normal(g), &NV_ROUND_DEFAULT, 0);
+        b->data[i] = nv_dtype_round(NV_DT_BF16, nv_rng_normal(g), &NV_ROUND_DEFAULT, 0);
+    }
+    /* 1 + 2^-8 is the midpoint of 1 and 1 + 2^-7 in bf16 (p = 8): a tie, to the
+     * even 1; (1 + 2^-7)(1 + 2^-8) = 1 + 3 * 2^-8 + 2^-15 rounds up to 1 + 2^-6. */
+    a->data[0] = 1, b->data[0] = 1 + 0x1p-8;
+    a->data[1] = 1 + 0x1p-7, b->data[1] = 1 + 0x1p-8;
+    nv_tensor *ins[2] = {a, b}, *o = NULL, *o64 = NULL;
+    int r = nvw_exec_forward(&dl, mul, "{}", 2, ins, NV_DT_BF16, &o);
+    int r64 = nvw_exec_forward(&h64, mul, "{}", 2, ins, NV_DT_FP64, &o64);
+    bool ok = r == 0 && r64 == 0 && o->dtype == NV_DT_BF16;
+    for (int64_t i = 0; ok && i < n; i++)
+        ok = o->data[i] ==
+                 nv_dtype_round(NV_DT_BF16, a->data[i] * b->data[i], &NV_ROUND_DEFAULT, 0) &&
+             o64->data[i] == a->data[i] * b->data[i];
+    tap_ok(ok && o->data[0] == 1 && o->data[1] == 1 + 0x1p-6,
+           "declared reference: mul rounded once to bf16 (ties to even), fp64 reference exact");
+    nv_tensor *gy = nv_tensor_new(NV_DT_BF16, 1, &n), *gx[1] = {NULL}, *gx64[1] = {NULL};
+    for (int64_t i = 0; i < n; i++)
+        gy->data[i] = 1;
+    nv_tensor *gin[1] = {a};
+    r = nvw_exec_backward(&dl, gelu, "{}", 1, gin, NULL, gy, gx);
+    r64 = nvw_exec_backward(&h64, gelu, "{}", 1, gin, NULL, gy, gx64);
+    ok = r == 0 && r64 == 0 && gx[0] && gx64[0] && gx[0]->dtype == NV_DT_BF16;
+    int inexact = 0;
+    for (int64_t i = 0; ok && i < n; i++) {
+        ok = gx[0]->data[i] == nv_dtype_round(NV_DT_BF16, gx64[0]->data[i], &NV_ROUND_DEFAULT, 0);
+        inexact += gx[0]->data[i] != gx64[0]->data[i];
+    }
+    tap_ok(ok && inexact > n / 2,
+           "declared reference: gelu's gradient rounded to its input's bf16 "
+           "(%d of %lld values moved)",
+           inexact, (long long)n);
+    nv_tensor *x32 = nv_tensor_new(NV_DT_FP32, 1, &n), *c = NULL;
+    for (int64_t i = 0; i < n; i++)
+        x32->data[i] = (double)(float)nv_rng_normal(g);
+    r = nvw_exec_cast(&dl, x32, NV_DT_FP16, &c);
+    ok = r == 0 && c->dtype == NV_DT_FP16;
+    for (int64_t i = 0; ok && i < n; i++)
+        ok = c->data[i] == nv_dtype_round(NV_DT_FP16, x32->data[i], &NV_ROUND_DEFAULT, 0);
+    tap_ok(ok, "declared reference: a cast to fp16 rounds");
+    tap_ok(nvw_exec_fp64(&h64) && !nvw_exec_fp64(&dl), "only the fp64 reference is exact");
+    nv_tensor_free(a), nv_tensor_free(b), nv_tensor_free(o), nv_tensor_free(o64);
+    nv_tensor_free(gy), nv_tensor_free(gx[0]), nv_tensor_free(gx64[0]);
+    nv_tensor_free(x32), nv_tensor_free(c);
+}
+
 static void bf16_view_case(void)
 {
     int64_t sh[2] = {256, 256};
@@ -141,5 +203,6 @@ int main(void)
     matmul_case(&ex, 64, 33, 8, 0, &g);
     matmul_case(&ex, 12, 5, 19, 1, &g);
     gelu_case(&ex, &g);
+    declared_case(&g);
     return tap_done();
 }

@@ -163,9 +163,18 @@ json_t *nvw_lr_judge(const nvw_lr_job *j, const char **ret_verdict)
     } else
         detj = json_pack("{s:s}", "rule", "not checked (\"deterministic\": false)");
     const char *why = diagnose(j, welch && trim, env, &zero);
-    bool pass = why == NULL && det;
+    bool matched_ok;
+    const char *matched_class;
+    char matched_why[320];
+    json_t *matched =
+        nvw_lr_matched(j, &matched_ok, &matched_class, matched_why, sizeof matched_why);
+    bool pass = why == NULL && det && matched_ok;
     if (!why && !det)
         why = "nondeterministic";
+    /* The arithmetic itself, seen at matched weights, comes before what the loss
+     * curve shows of it (a consequence) unless training broke down. */
+    if (!matched_ok && (!why || strcmp(why, "nonfinite")))
+        why = matched_class;
     json_t *seeds = json_array();
     for (int i = 0; i < s->n_seeds; i++)
         json_array_append_new(seeds, json_integer((json_int_t)s->seeds[i]));
@@ -190,6 +199,11 @@ json_t *nvw_lr_judge(const nvw_lr_job *j, const char **ret_verdict)
                  "within the band; loss curves inside the reference envelope%s%s",
                  s->n_seeds, json_number_value(json_object_get(json_object_get(fin, "welch"), "p")),
                  s->alpha, gap, s->deterministic ? "; bit-identical on repeat" : "", drift_text);
+    else if (why == matched_class)
+        snprintf(reason, sizeof reason,
+                 "%s: %s; final eval loss gap %.4g (Welch %s, trimmed mean %s, envelope %s)", why,
+                 matched_why, gap, welch ? "passed" : "failed", trim ? "passed" : "failed",
+                 env ? "passed" : "failed");
     else if (strcmp(why, "gradient_underflow") == 0)
         snprintf(reason, sizeof reason,
                  "gradient underflow: %.1f%% of the device's low-precision gradient elements "
@@ -211,8 +225,8 @@ json_t *nvw_lr_judge(const nvw_lr_job *j, const char **ret_verdict)
                  why, gap, s->n_seeds, welch ? "passed" : "failed", trim ? "passed" : "failed",
                  env ? "passed" : "failed", det ? "" : ", not bit-identical on repeat");
     *ret_verdict = pass ? "passed" : "failed";
-    return json_pack("{s:s, s:s?, s:s, s:o, s:o, s:o, s:o, s:o}", "verdict", *ret_verdict,
+    return json_pack("{s:s, s:s?, s:s, s:o, s:o, s:o, s:o, s:o, s:o}", "verdict", *ret_verdict,
                      "failure_class", why, "reason", reason, "seeds", seeds, "final_loss", fin,
-                     "envelope", envj, "determinism", detj, "lowp_gradient_zero_fraction",
-                     num(zero));
+                     "envelope", envj, "determinism", detj, "matched_weights", matched,
+                     "lowp_gradient_zero_fraction", num(zero));
 }

@@ -18,6 +18,12 @@ typedef struct nvw_lr_job {
  * numbers and the seeds); *ret_verdict "passed" or "failed". New reference. */
 json_t *nvw_lr_judge(const nvw_lr_job *j, const char **ret_verdict);
 
+/* The device's gradient and eval loss at matched weights (judge_matched.c): the
+ * "matched_weights" object; *ret_pass, and when it fails *ret_class
+ * ("gradient_error" or "eval_error") and why (one sentence). New reference. */
+json_t *nvw_lr_matched(const nvw_lr_job *j, bool *ret_pass, const char **ret_class, char *why,
+                       size_t why_len);
+
 /* The zstd-compressed per-step series of every run (JSON lines, base64 in the
  * result) and the downsampled curves for the UI. New references, NULL on ENOMEM. */
 json_t *nvw_lr_series(const nvw_lr_job *j);

@@ -311,6 +311,15 @@ static void host_in_done(host_in *h, int n)
     }
 }
 
+/* The declared-precision reference's one rounding of an op's exact output. */
+static void round_declared(nv_tensor *t, nv_dtype dt)
+{
+    if (dt != NV_DT_FP64)
+        for (int64_t i = 0; i < t->numel; i++)
+            t->data[i] = nv_dtype_round(dt, t->data[i], &NV_ROUND_DEFAULT, 0);
+    t->dtype = dt;
+}
+
 int nvw_exec_forward(nvw_exec *ex, const nv_op_def *op, const char *attrs, int n,
                      nv_tensor *const *in, nv_dtype out_dt, nv_tensor **ret)
 {
@@ -329,6 +338,8 @@ int nvw_exec_forward(nvw_exec *ex, const nv_op_def *op, const char *attrs, int n
     if (r == 0)
         r = host_forward(ex, op, &a, n, cin, ret);
     host_in_done(h, got);
+    if (r == 0 && ex->declared)
+        round_declared(*ret, out_dt);
     ex->calls++;
     return r;
 }
@@ -504,6 +515,9 @@ int nvw_exec_backward(nvw_exec *ex, const nv_op_def *op, const char *attrs, int 
         gx[i] = NULL;
     int r = ex->host ? host_backward(ex, op, attrs, n, in, gy, gx)
                      : dev_backward(ex, op, attrs, n, in, y, gy, gx);
+    for (int i = 0; r >= 0 && ex->declared && i < n; i++)
+        if (gx[i]) /* a gradient in its input's dtype, as the device returns it */
+            round_declared(gx[i], in[i]->dtype);
     if (r < 0)
         for (int i = 0; i < n; i++) {
             nv_tensor_free(gx[i]);
@@ -519,6 +533,8 @@ int nvw_exec_cast(nvw_exec *ex, nv_tensor *t, nv_dtype to, nv_tensor **ret)
         nv_tensor *c = nv_tensor_contiguous(t);
         if (!c)
             return -ENOMEM;
+        if (ex->declared)
+            round_declared(c, to);
         *ret = c;
         return 0;
     }

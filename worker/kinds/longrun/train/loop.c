@@ -107,6 +107,9 @@ static void norms(const nvw_model *m, nvw_run *run, nvw_point *pt)
 {
     double total = 0;
     memset(pt->layer_norms, 0, sizeof pt->layer_norms);
+    memset(pt->dev_err2, 0, sizeof pt->dev_err2);
+    memset(pt->decl_err2, 0, sizeof pt->decl_err2);
+    memset(pt->ref2, 0, sizeof pt->ref2);
     for (int i = 0; i < m->n_params; i++) {
         const nvw_param *p = &m->p[i];
         int l = 0;
@@ -119,6 +122,9 @@ static void norms(const nvw_model *m, nvw_run *run, nvw_point *pt)
             s += p->g->data[k] * p->g->data[k];
         pt->layer_norms[l] += s;
         total += s;
+        pt->dev_err2[l] += pt->p_dev_err2[i];
+        pt->decl_err2[l] += pt->p_decl_err2[i];
+        pt->ref2[l] += pt->p_ref2[i];
     }
     for (int l = 0; l < run->n_layers; l++)
         pt->layer_norms[l] = sqrt(pt->layer_norms[l]);
@@ -131,9 +137,12 @@ static nv_dtype weights_dtype(const nvw_exec *ex)
     return !ex->host && ex->amp.enabled ? ex->amp.master : NV_DT_FP64;
 }
 
-/* One step: forward, backward with the scaled seed, unscale, check, update. */
+/* One step: forward, backward with the scaled seed, unscale, check, update.
+ * check (a logged step of a device run): the gradient is also compared at
+ * matched weights (shadow.c) before the update, unless the step is skipped. */
 static int step(nvw_model *m, const nv_longrun_spec *s, const nvw_data *d, nvw_exec *ex,
-                nvw_scaler *sc, uint64_t seed, int64_t t, int64_t *applied, nvw_point *pt)
+                nvw_scaler *sc, uint64_t seed, int64_t t, bool check, int64_t *applied,
+                nvw_point *pt)
 {
     nv_tensor *x = NULL, *y = NULL;
     int r = nvw_data_batch(d, seed, t, ex->host ? NV_DT_FP64 : NV_DT_FP32, &x, &y);
@@ -152,6 +161,9 @@ static int step(nvw_model *m, const nv_longrun_spec *s, const nvw_data *d, nvw_e
     pt->nonfinite = collect(m, &tp, 1.0 / (scale * s->loss_weight) * s->loss_weight);
     int64_t de = ex->lowp_grad_elems - e0;
     pt->lowp_zero_frac = de ? (double)(ex->lowp_grad_zero - z0) / (double)de : 0;
+    if (check && !ex->host && pt->nonfinite == 0 &&
+        (r = nvw_shadow_grads(m, d, ex, seed, t, scale, pt)) < 0)
+        goto out;
     pt->skipped = nvw_scaler_update(sc, pt->nonfinite > 0);
     if (!pt->skipped) {
         double lr = nvw_lr_at(s->cosine ? NVW_LR_COSINE : NVW_LR_CONSTANT, s->lr, s->warmup,
@@ -189,18 +201,23 @@ int nvw_train_run(const nv_longrun_spec *s, const nvw_data *d, nvw_exec *ex, uin
     nvw_point cur;
     for (int64_t t = 0; t <= s->steps && r == 0; t++) {
         bool log = t % s->log_every == 0 || t == s->steps;
-        double el = NAN;
+        double el = NAN, ev_dev = NAN, ev_decl = NAN;
         if (log && (r = eval_loss(&m, d, ex, &el)) < 0)
+            break;
+        if (log && !ex->host && (r = nvw_shadow_eval(&m, d, ex, &ev_dev, &ev_decl)) < 0)
             break;
         if (t == s->steps) {
             run->final_loss = el;
             cur.step = t, cur.loss = el;
+            cur.eval_dev = ev_dev, cur.eval_decl = ev_decl;
+            cur.checked = false;
             run->pts[run->n_pts++] = cur;
             break;
         }
         memset(&cur, 0, sizeof cur);
-        r = step(&m, s, d, ex, &sc, seed, t, &applied, &cur);
+        r = step(&m, s, d, ex, &sc, seed, t, log, &applied, &cur);
         cur.step = t, cur.loss = el;
+        cur.eval_dev = ev_dev, cur.eval_decl = ev_decl;
         run->skipped_steps += cur.skipped;
         run->nonfinite_total += cur.nonfinite;
         zsum += cur.lowp_zero_frac, zsum_n++;

@@ -135,7 +135,7 @@ static int attention(nvw_model *m, nvw_tape *tp, const int *pv, int xf, int64_t 
     int qk[2] = {qkv[0], r};
     TRY(r = nvw_tape_op(tp, "bmm", "{}", 2, qk));
     int64_t ss[3] = {B, T, T};
-    nv_tensor *c = nv_tensor_new(tp->ex->host ? NV_DT_FP64 : NV_DT_FP32, 3, ss);
+    nv_tensor *c = nv_tensor_new(nvw_exec_fp64(tp->ex) ? NV_DT_FP64 : NV_DT_FP32, 3, ss);
     if (!c)
         return -ENOMEM;
     for (int64_t i = 0; i < c->numel; i++) /* 1/sqrt(d) (Vaswani et al. 2017, eq. 1) */

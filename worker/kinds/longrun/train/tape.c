@@ -81,7 +81,7 @@ static int record(nvw_tape *tp, nvw_node_kind kind, const nv_op_def *op, const c
 static int cast_val(nvw_tape *tp, int v, nv_dtype to)
 {
     nv_tensor *t = tp->vals[v].t;
-    if (t->dtype == to || tp->ex->host)
+    if (t->dtype == to || nvw_exec_fp64(tp->ex))
         return v;
     nv_tensor *c = NULL;
     int r = nvw_exec_cast(tp->ex, t, to, &c);
@@ -107,7 +107,7 @@ int nvw_tape_op(nvw_tape *tp, const char *opname, const char *attrs, int n, cons
     }
     int cin[NV_OP_MAX_INPUTS];
     nv_dtype target = NV_DT_FP64;
-    if (!ex->host) {
+    if (!nvw_exec_fp64(ex)) {
         nvw_amp_cat cat = ex->amp.enabled ? nvw_amp_category(&ex->amp, opname) : NVW_AMP_PROMOTE;
         nv_dtype widest = NV_DT_COUNT;
         for (int i = 0; i < n; i++) {
@@ -119,7 +119,7 @@ int nvw_tape_op(nvw_tape *tp, const char *opname, const char *attrs, int n, cons
     }
     for (int i = 0; i < n; i++) {
         cin[i] = in[i];
-        if (!ex->host && !op->inputs[i].is_index) {
+        if (!nvw_exec_fp64(ex) && !op->inputs[i].is_index) {
             int c = cast_val(tp, in[i], target);
             if (c < 0)
                 return c;

@@ -41,7 +41,13 @@ nvw_amp_cat nvw_amp_category(const nvw_amp *a, const char *op);
 const char *nvw_amp_default_json(void);
 
 typedef struct nvw_exec {
-    bool host;               /* fp64 host reference */
+    bool host; /* fp64 host reference */
+    /* With host: the declared-precision reference. The tape treats it as the
+     * device (the AMP policy's casts and dtypes), the host computes each op in
+     * fp64 and rounds its output once to that dtype (round to nearest even,
+     * IEEE 754-2019 4.3.1): every op as accurate as its declared output dtype
+     * allows, the yardstick of the device's gradient and eval errors. */
+    bool declared;
     const nv_backend *table; /* device */
     void *ctx;
     const json_t *saved; /* describe()'s "saved" object */
@@ -104,6 +110,12 @@ int nvw_tape_reshape(nvw_tape *tp, int v, int ndim, const int64_t *shape);
  * the device, fp64 on the host). Gradients of borrowed leaves land in their .g.
  * Returns 0 or negative (ex->err). */
 int nvw_tape_backward(nvw_tape *tp, int loss, double seed);
+
+/* True for the fp64 host reference, whose values carry no device dtype. */
+static inline bool nvw_exec_fp64(const nvw_exec *ex)
+{
+    return ex->host && !ex->declared;
+}
 
 /* Executor primitives (also used for evaluation without a tape). */
 int nvw_exec_forward(nvw_exec *ex, const nv_op_def *op, const char *attrs, int n,

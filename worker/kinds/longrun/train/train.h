@@ -41,6 +41,16 @@ typedef struct nvw_point {
     int skipped;
     double lowp_zero_frac; /* exact zeros among low-precision gradient elements */
     double layer_norms[NVW_MAX_PARAMS];
+    /* At matched weights (shadow.c), device runs only: checked when the step's
+     * gradient was compared (not on a skipped step); per parameter and, folded,
+     * per layer, the squared norms of the device's and the declared-precision
+     * reference's gradient errors against the fp64 gradient of the same weights
+     * and batch, and of that gradient; the eval loss of the same weights computed
+     * by the device and by the declared-precision reference (NAN when not). */
+    bool checked;
+    double p_dev_err2[NVW_MAX_PARAMS], p_decl_err2[NVW_MAX_PARAMS], p_ref2[NVW_MAX_PARAMS];
+    double dev_err2[NVW_MAX_PARAMS], decl_err2[NVW_MAX_PARAMS], ref2[NVW_MAX_PARAMS];
+    double eval_dev, eval_decl;
 } nvw_point;
 
 typedef struct nvw_run {

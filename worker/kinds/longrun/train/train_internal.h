@@ -46,4 +46,15 @@ void nvw_model_done(nvw_model *m);
  * target int32 [B]. Returns the id of the scalar mean cross-entropy loss value. */
 int nvw_model_loss(nvw_model *m, nvw_tape *tp, nv_tensor *x, nv_tensor *target);
 
+/* ---- at matched weights (shadow.c) ----
+ * The gradient of step t's batch at the device model's weights (the device's
+ * loss scale `scale`) by the fp64 and
+ * the declared-precision references, compared with the device's (m's p[i].g),
+ * into pt's p_* fields; and the eval loss of the weights on the device and by
+ * the declared-precision reference. 0 or negative. */
+int nvw_shadow_grads(const nvw_model *m, const nvw_data *d, const nvw_exec *dev, uint64_t seed,
+                     int64_t t, double scale, nvw_point *pt);
+int nvw_shadow_eval(const nvw_model *m, const nvw_data *d, nvw_exec *dev, double *ret_dev,
+                    double *ret_decl);
+
 #endif
