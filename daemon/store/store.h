@@ -82,6 +82,11 @@ int nvd_store_jobs_count_states(nvd_store *s, json_t **ret);
  * lease token. *ret = {"id","attempt","lease_token","op","spec"}; -ENOENT if none. */
 int nvd_store_job_claim(nvd_store *s, const char *device, const char *token, int64_t now,
                         int64_t lease_ms, json_t **ret);
+/* Whether token still holds job id: 1 while the job is leased or running
+ * under it, once its result finished the job, or when the job was cancelled
+ * (the worker learns that at its next heartbeat); 0 when the lease was lost
+ * (expired: requeued, leased again, or ended in error). -ENOENT, -EIO. */
+int nvd_store_lease_held(nvd_store *s, int64_t id, const char *token);
 /* Extend a lease and record progress; leased -> running. *ret_cancel when the job
  * was cancelled. -ESTALE when the lease is not the job's live lease. */
 int nvd_store_job_heartbeat(nvd_store *s, int64_t id, const char *token, int64_t done,

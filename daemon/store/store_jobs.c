@@ -263,6 +263,21 @@ bool store_same(const char *a, const char *b)
     return a && b && strcmp(a, b) == 0;
 }
 
+int nvd_store_lease_held(nvd_store *s, int64_t id, const char *token)
+{
+    char state[16];
+    char *live = NULL, *fin = NULL;
+    int r = store_lease_of(s, id, state, &live, &fin);
+    if (r < 0)
+        return r;
+    bool live_lease = store_same(live, token) && (!strcmp(state, "leased") ||
+                                                  !strcmp(state, "running"));
+    r = live_lease || store_same(fin, token) || !strcmp(state, "cancelled");
+    free(live);
+    free(fin);
+    return r;
+}
+
 int nvd_store_job_heartbeat(nvd_store *s, int64_t id, const char *token, int64_t done,
                             int64_t total, int64_t now, int64_t lease_ms, bool *ret_cancel)
 {
