@@ -141,8 +141,12 @@ def test(numvald):
         # numvald killed alone (not its process group): the worker follows.
         os.kill(d.proc.pid, signal.SIGKILL)
         d.proc.wait(timeout=30)
-        wait_for("worker %d exited after numvald was killed" % second,
-                 lambda: not alive(second), timeout=30)
+        try:
+            wait_for("worker %d exited after numvald was killed" % second,
+                     lambda: not alive(second), timeout=30)
+        finally:
+            if alive(second):  # the failure case: no process of ours stays behind
+                os.kill(second, signal.SIGKILL)
         check(True, "the worker did not outlive numvald")
 
 
