@@ -36,6 +36,8 @@ typedef struct nvd_config {
     int crash_limit; /* crashes within crash_window_ms that quarantine a device */
     int64_t crash_window_ms;
     int64_t backoff_max_ms;
+    int64_t idem_keys;  /* Idempotency-Key records kept, at most */
+    int64_t idem_ttl_s; /* and for how long */
     bool sync_full;
     nvd_device_conf *devices;
     int n_devices;

@@ -53,6 +53,14 @@ void nvd_store_pool_release(nvd_store_pool *p, nvd_store *s);
 void nvd_store_pool_free(nvd_store_pool *p); /* NULL is a no-op */
 
 /* ---- jobs ---- */
+/* The Idempotency-Key recorded with a job, in the same atomic write
+ * (store_idempotency.h). */
+typedef struct nvd_job_idem {
+    const char *principal, *key, *body_sha256;
+    int64_t since;    /* records older than this are dropped */
+    int64_t max_keys; /* and beyond this many, the oldest */
+} nvd_job_idem;
+
 typedef struct nvd_job_new {
     const char *kind;
     const char *op;         /* may be NULL */
@@ -61,6 +69,7 @@ typedef struct nvd_job_new {
     int priority;
     int max_attempts;
     const char *spec_json; /* the job spec, compact JSON */
+    const nvd_job_idem *idem; /* NULL: no Idempotency-Key */
 } nvd_job_new;
 
 typedef struct nvd_job_filter {
