@@ -94,6 +94,9 @@ void api_metrics(api_ctx *x)
         gauge(&b, "numvald_artifacts", "Artifacts stored.", (double)na);
         gauge(&b, "numvald_artifact_bytes", "Compressed bytes of stored artifacts.", (double)nb);
     }
+    gauge(&b, "numvald_store_damaged",
+          "1 when the database was found damaged (numvald is then read-only), else 0.",
+          nvd_store_damaged(NULL, 0) ? 1.0 : 0.0);
     gauge(&b, "numvald_queue_depth", "Queued jobs.", (double)nvd_queue_depth(app->queue));
     gauge(&b, "numvald_claims_waiting", "Worker claims parked in long poll.",
           (double)nvd_queue_waiting(app->queue));

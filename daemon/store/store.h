@@ -12,7 +12,8 @@
  *
  * JSON returned through json_t **ret is a new reference owned by the caller.
  * Errors: -ENOENT (no such row), -ESTALE (lease token does not match),
- * -EEXIST, -EINVAL, -EBUSY, -ENOMEM, -EIO (SQLite error; logged).
+ * -EEXIST, -EINVAL, -EBUSY, -ENOMEM, -EUCLEAN (the database is damaged; see
+ * nvd_store_check), -EIO (SQLite error; logged).
  */
 #ifndef NUMVAL_DAEMON_STORE_H
 #define NUMVAL_DAEMON_STORE_H
@@ -28,6 +29,10 @@ typedef struct nvd_store_opts {
     bool group_commit; /* see above */
     bool sync_full;    /* PRAGMA synchronous=FULL: commits survive power loss (else NORMAL) */
     bool read_only;    /* open an existing database for reading (no migrations) */
+    /* numvald's own database: refuse an empty or missing file where one was
+     * created (PATH.created marks it), and a damaged one (PRAGMA quick_check)
+     * with -EUCLEAN and the reason in *ret_err. */
+    bool guard;
 } nvd_store_opts;
 
 /* Open (creating if needed) the database at path and migrate it. A database
@@ -37,6 +42,15 @@ int nvd_store_open(const char *path, const nvd_store_opts *o, nvd_store **ret, c
 void nvd_store_free(nvd_store *s); /* commits a pending group; NULL is a no-op */
 
 int nvd_store_user_version(nvd_store *s);
+
+/* Damage: PRAGMA quick_check (full: integrity_check) of s; 0 when it says ok,
+ * else -EUCLEAN with what it found in *ret_report (malloc'd). Damage found here
+ * or by any statement (SQLITE_CORRUPT, SQLITE_NOTADB; those return -EUCLEAN)
+ * makes the store read-only for the rest of the process: every write then
+ * fails with -EUCLEAN. nvd_store_damaged tells whether that happened, with the
+ * first finding in msg. */
+int nvd_store_check(nvd_store *s, bool full, char **ret_report);
+bool nvd_store_damaged(char *msg, size_t len);
 int nvd_store_latest_version(void); /* the newest migration this binary carries */
 
 /* Group commit: whether a group transaction is open, and commit it. */
