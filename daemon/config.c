@@ -115,6 +115,15 @@ static int server_key(load_ctx *x, const char *k, const char *v)
             return -EINVAL;
         return 0;
     }
+    if (!strcmp(k, "integrity_check")) {
+        if (!strcmp(v, "quick"))
+            c->skip_check = false;
+        else if (!strcmp(v, "off"))
+            c->skip_check = true;
+        else
+            return -EINVAL;
+        return 0;
+    }
     return -ENOENT;
 }
 

@@ -39,6 +39,7 @@ typedef struct nvd_config {
     int64_t idem_keys;  /* Idempotency-Key records kept, at most */
     int64_t idem_ttl_s; /* and for how long */
     bool sync_full;
+    bool skip_check; /* [server] integrity_check = off: no PRAGMA quick_check at start */
     nvd_device_conf *devices;
     int n_devices;
     nvd_schedule_conf *schedules; /* [schedule NAME] sections */

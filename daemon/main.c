@@ -128,7 +128,10 @@ static int open_store(const nvd_config *cfg, bool group, nvd_store **ret)
     }
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/numvald.db", cfg->data_dir);
-    nvd_store_opts o = {.group_commit = group, .sync_full = cfg->sync_full, .guard = true};
+    nvd_store_opts o = {.group_commit = group,
+                        .sync_full = cfg->sync_full,
+                        .guard = true,
+                        .skip_check = cfg->skip_check};
     char *err = NULL;
     r = nvd_store_open(path, &o, ret, &err);
     if (r < 0) {

@@ -515,7 +515,7 @@ int nvd_store_open(const char *path, const nvd_store_opts *o, nvd_store **ret, c
     r = configure(s, ret_err);
     if (r < 0)
         goto fail;
-    if (s->opts.guard && nvd_store_user_version(s) > 0) {
+    if (s->opts.guard && !s->opts.skip_check && nvd_store_user_version(s) > 0) {
         char *rep = NULL;
         r = nvd_store_check(s, false, &rep);
         if (r < 0) {

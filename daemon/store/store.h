@@ -33,6 +33,7 @@ typedef struct nvd_store_opts {
      * created (PATH.created marks it), and a damaged one (PRAGMA quick_check)
      * with -EUCLEAN and the reason in *ret_err. */
     bool guard;
+    bool skip_check; /* with guard: leave out the quick_check (large databases) */
 } nvd_store_opts;
 
 /* Open (creating if needed) the database at path and migrate it. A database

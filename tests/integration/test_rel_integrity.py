@@ -75,6 +75,7 @@ def at_start(numvald):
     with Daemon(numvald) as d:
         d.start()
         fill(d)
+        d.token("read")  # in the backup below
         rc, reports = d.stop()
         check(rc == 0 and not reports, "numvald stored %d jobs and stopped" % N)
         db = os.path.join(d.data, "numvald.db")
@@ -92,6 +93,20 @@ def at_start(numvald):
         check(p.returncode == 1 and "damaged" in p.stderr,
               "check-db reports the damage: %s" % p.stderr.strip()[:200])
 
+        # integrity_check = off starts on it; the damage then shows at the first read.
+        with open(d.conf) as f:
+            conf = f.read()
+        with open(d.conf, "w") as f:
+            f.write(conf.replace("[server]\n", "[server]\nintegrity_check = off\n", 1))
+        d.start()
+        st, b, _ = d.request("GET", "/api/v1/jobs?limit=1000", scope="read")
+        check(st == 503 and b["error"]["code"] == "store_damaged",
+              "integrity_check = off: numvald starts, the read is 503 store_damaged (%s)" % st)
+        st, b, _ = d.request("GET", "/healthz")
+        check(st == 503 and b["status"] == "degraded", "and /healthz says degraded")
+        d.kill()
+        with open(d.conf, "w") as f:
+            f.write(conf)
         check(os.path.exists(db + ".created"), "the marker numvald.db.created was written")
         for f in os.listdir(d.data):
             if f.startswith("numvald.db-"):
@@ -106,7 +121,8 @@ def at_start(numvald):
         shutil.copy(good, db)
         d.start()
         st, b, _ = d.request("GET", "/api/v1/jobs?limit=1000", scope="read")
-        check(st == 200 and len(b["jobs"]) == N, "the restored backup serves its %d jobs" % N)
+        check(st == 200 and len(b["jobs"]) == N, "the restored backup serves its %d jobs (%s %s)"
+              % (N, st, b if st != 200 else ""))
         d.stop()
         os.unlink(db)
         os.unlink(db + ".created")
