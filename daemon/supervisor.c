@@ -33,6 +33,7 @@ typedef struct slot {
     char worker_id[33];
     int64_t job_id; /* 0: none */
     char lease[64];
+    bool confirmed; /* the lease was seen committed (not rolled back with its claim) */
     char lost[160]; /* why it was killed, for the crash reason */
 } slot;
 
@@ -323,6 +324,7 @@ void nvd_supervisor_leased(nvd_supervisor *sv, const char *worker_id, int64_t jo
             slot *s = &sv->devs[i].slots[k];
             if (s->running && !strcmp(s->worker_id, worker_id)) {
                 s->job_id = job_id;
+                s->confirmed = false;
                 snprintf(s->lease, sizeof(s->lease), "%s", lease_token);
                 return;
             }
@@ -335,17 +337,26 @@ void nvd_supervisor_leased(nvd_supervisor *sv, const char *worker_id, int64_t jo
 static void on_watch(uv_timer_t *t)
 {
     nvd_supervisor *sv = t->data;
+    /* Judge committed state only: an open group would show our own writes. */
+    if (nvd_store_pending(sv->app->store))
+        return;
     for (int i = 0; i < sv->n_devs; i++)
         for (int k = 0; k < sv->devs[i].conf->slots; k++) {
             slot *s = &sv->devs[i].slots[k];
             if (!s->running || !s->job_id || s->lost[0])
                 continue;
             int held = nvd_store_lease_held(sv->app->store, s->job_id, s->lease);
-            if (held != 0) {
-                if (held < 0 && held != -ENOENT)
-                    continue; /* the store is failing: decide nothing now */
-                if (held < 0)
-                    s->job_id = 0;
+            if (held < 0 && held != -ENOENT)
+                continue; /* the store is failing: decide nothing now */
+            if (held > 0) {
+                s->confirmed = true;
+                continue;
+            }
+            /* Not held at the first look: the claim's commit failed and the
+             * worker got a 503, not the job (checks run 4 times per lease, so
+             * a committed lease is seen before it can expire). */
+            if (held < 0 || !s->confirmed) {
+                s->job_id = 0;
                 continue;
             }
             snprintf(s->lost, sizeof(s->lost),
