@@ -208,7 +208,10 @@ static int api_try(const nvc_conn *c, const char *method, const char *path, json
         if (r == 0)
             snprintf(why, sizeof why, "HTTP %ld", resp.status);
         fprintf(stderr, "numvalctl: %s %s: %s; retrying in %u s (%d of %d)\n", method, path,
-                r == 0 ? why : err ? err : strerror(-r), delay, attempt + 1, retries);
+                r == 0 ? why
+                : err  ? err
+                       : strerror(-r),
+                delay, attempt + 1, retries);
         free(err);
         nvc_response_done(&resp);
         memset(&resp, 0, sizeof resp);

@@ -243,8 +243,8 @@ static void spawn(slot *s)
     const char *worker = d->conf->worker ? d->conf->worker : sv->worker;
     char mdl[16];
     snprintf(mdl, sizeof mdl, "%d", d->conf->minimize_deadline_s);
-    char *args[] = {(char *)worker, "--server", sv->url, "--device", d->conf->name, "--backend",
-                    d->conf->backend, NULL, NULL, NULL};
+    char *args[] = {(char *)worker, "--server",       sv->url, "--device", d->conf->name,
+                    "--backend",    d->conf->backend, NULL,    NULL,       NULL};
     if (d->conf->minimize_deadline_s >= 0)
         args[7] = "--minimize-deadline", args[8] = mdl;
     s->job_id = 0;

@@ -348,11 +348,10 @@ void nvd_api_handle(void *ud, nvd_http_req *req)
         char why[300];
         bool damaged = nvd_store_damaged(why, sizeof(why));
         json_t *b = json_pack("{s:s, s:s, s:I}", "status", damaged ? "degraded" : "ok", "version",
-                              NV_VERSION, "schema",
-                              (json_int_t)nvd_store_user_version(app->store));
+                              NV_VERSION, "schema", (json_int_t)nvd_store_user_version(app->store));
         if (b && damaged)
-            json_object_set_new(b, "store", json_pack("{s:s, s:s}", "state", "damaged",
-                                                      "message", why));
+            json_object_set_new(b, "store",
+                                json_pack("{s:s, s:s}", "state", "damaged", "message", why));
         api_json(x, damaged ? 503 : 200, b);
     } else if (!strcmp(p, "/metrics")) {
         if (authorize(x, NVD_SCOPE_READ) == 0)

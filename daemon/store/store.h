@@ -83,7 +83,7 @@ typedef struct nvd_job_new {
     const char *build_hash; /* NULL or a hash already in builds */
     int priority;
     int max_attempts;
-    const char *spec_json; /* the job spec, compact JSON */
+    const char *spec_json;    /* the job spec, compact JSON */
     const nvd_job_idem *idem; /* NULL: no Idempotency-Key */
 } nvd_job_new;
 

@@ -18,7 +18,9 @@ int nvd_store_idem_get(nvd_store *s, const char *principal, const char *key, int
     store_bind_text(st, 2, key);
     sqlite3_bind_int64(st, 3, since);
     int rc = sqlite3_step(st);
-    int r = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : store_err(s, rc, "idempotency key");
+    int r = rc == SQLITE_ROW    ? 0
+            : rc == SQLITE_DONE ? -ENOENT
+                                : store_err(s, rc, "idempotency key");
     if (r == 0) {
         *ret_job = sqlite3_column_int64(st, 0);
         const char *h = (const char *)sqlite3_column_text(st, 1);

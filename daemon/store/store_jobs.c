@@ -275,8 +275,8 @@ int nvd_store_lease_held(nvd_store *s, int64_t id, const char *token)
     int r = store_lease_of(s, id, state, &live, &fin);
     if (r < 0)
         return r;
-    bool live_lease = store_same(live, token) && (!strcmp(state, "leased") ||
-                                                  !strcmp(state, "running"));
+    bool live_lease =
+        store_same(live, token) && (!strcmp(state, "leased") || !strcmp(state, "running"));
     r = live_lease || store_same(fin, token) || !strcmp(state, "cancelled");
     free(live);
     free(fin);

@@ -50,7 +50,8 @@ void nvw_agent_sleep(long ms, atomic_int *stop)
 
 static const char USAGE[] =
     "usage: numval-worker --server URL [--token T | --token-file PATH] --device NAME\n"
-    "                     --backend SPEC [--threads N] [--once] [--claim-wait-ms MS] [--max-artifacts N]\n"
+    "                     --backend SPEC [--threads N] [--once] [--claim-wait-ms MS] "
+    "[--max-artifacts N]\n"
     "                     [--minimize-deadline S]\n"
     "       numval-worker run JOB.json --backend SPEC\n"
     "Server and token also from NUMVAL_SERVER and NUMVAL_TOKEN; --token shows the token\n"
@@ -106,8 +107,7 @@ static int parse_opts(int argc, char **argv, agent_opts *o)
                 return -ENOMEM;
             free(o->token);
             o->token = t;
-        }
-        else if (!strcmp(a, "--device"))
+        } else if (!strcmp(a, "--device"))
             o->device = v;
         else if (!strcmp(a, "--backend"))
             o->backend = v;
@@ -457,8 +457,7 @@ static int agent_loop(nvw_http *http, const agent_opts *o, const json_t *describ
 {
     json_t *cb = json_pack("{s:s,s:I,s:O}", "device", o->device, "wait_ms",
                            (json_int_t)o->claim_wait_ms, "describe", describe);
-    if (cb && o->worker_id &&
-        json_object_set_new(cb, "worker_id", json_string(o->worker_id)) < 0) {
+    if (cb && o->worker_id && json_object_set_new(cb, "worker_id", json_string(o->worker_id)) < 0) {
         json_decref(cb);
         cb = NULL;
     }

@@ -285,26 +285,25 @@ static void test_idempotency(void)
     tap_ok(nvd_store_idem_get(s, "ci", "k4", 0, &job, got) == 0 && job == ids[4] &&
                !strcmp(got, sha),
            "the newest key names its job and body hash");
-    tap_ok(nvd_store_idem_get(s, "other", "k4", 0, &job, got) == -ENOENT,
-           "keys are per principal");
+    tap_ok(nvd_store_idem_get(s, "other", "k4", 0, &job, got) == -ENOENT, "keys are per principal");
     tap_ok(nvd_store_idem_get(s, "ci", "k2", 1003, &job, got) == -ENOENT,
            "a key older than the time bound is not found");
     /* A failing job insert (a foreign key to no build) stores no key either. */
     nvd_job_idem k = {.principal = "ci", .key = "bad", .body_sha256 = sha, .max_keys = 3};
-    nvd_job_new j = {.kind = "op", .max_attempts = 1, .spec_json = "{}", .build_hash = "nope",
-                     .idem = &k};
+    nvd_job_new j = {
+        .kind = "op", .max_attempts = 1, .spec_json = "{}", .build_hash = "nope", .idem = &k};
     int64_t id;
     r = nvd_store_job_insert(s, &j, 2000, &id);
     tap_ok(r < 0 && nvd_store_idem_get(s, "ci", "bad", 0, &job, got) == -ENOENT,
            "a job that was not stored leaves no key (%d)", r);
-    nvd_job_idem late = {.principal = "ci", .key = "late", .body_sha256 = sha, .since = 1004,
-                         .max_keys = 100};
+    nvd_job_idem late = {
+        .principal = "ci", .key = "late", .body_sha256 = sha, .since = 1004, .max_keys = 100};
     j = (nvd_job_new){.kind = "op", .max_attempts = 1, .spec_json = "{}", .idem = &late};
     r = nvd_store_job_insert(s, &j, 5000, &id);
     if (r == 0)
         r = nvd_store_idem_count(s, &n);
-    tap_ok(r == 0 && n == 2,
-           "an insert drops the keys older than its time bound (%lld left)", (long long)n);
+    tap_ok(r == 0 && n == 2, "an insert drops the keys older than its time bound (%lld left)",
+           (long long)n);
     nvd_store_free(s);
 }
 
