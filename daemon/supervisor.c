@@ -353,8 +353,8 @@ static void on_watch(uv_timer_t *t)
                 continue;
             }
             /* Not held at the first look: the claim's commit failed and the
-             * worker got a 503, not the job (checks run 4 times per lease, so
-             * a committed lease is seen before it can expire). */
+             * worker got a 503, not the job (the check runs every lease_ms/4,
+             * so a committed lease is seen before it can expire). */
             if (held < 0 || !s->confirmed) {
                 s->job_id = 0;
                 continue;
