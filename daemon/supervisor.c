@@ -34,6 +34,7 @@ typedef struct slot {
     int64_t job_id; /* 0: none */
     char lease[64];
     bool confirmed; /* the lease was seen committed (not rolled back with its claim) */
+    int64_t lost_at; /* when the lease was first seen lost; 0: not lost */
     char lost[160]; /* why it was killed, for the crash reason */
 } slot;
 
@@ -248,6 +249,7 @@ static void spawn(slot *s)
     if (d->conf->minimize_deadline_s >= 0)
         args[7] = "--minimize-deadline", args[8] = mdl;
     s->job_id = 0;
+    s->lost_at = 0;
     s->lost[0] = '\0';
     char **env = NULL;
     if (nvd_random_hex(16, s->worker_id) < 0 || !(env = child_env(sv, s))) {
@@ -325,6 +327,7 @@ void nvd_supervisor_leased(nvd_supervisor *sv, const char *worker_id, int64_t jo
             if (s->running && !strcmp(s->worker_id, worker_id)) {
                 s->job_id = job_id;
                 s->confirmed = false;
+                s->lost_at = 0;
                 snprintf(s->lease, sizeof(s->lease), "%s", lease_token);
                 return;
             }
@@ -359,6 +362,14 @@ static void on_watch(uv_timer_t *t)
                 s->job_id = 0;
                 continue;
             }
+            /* A live worker learns of the loss at its next heartbeat (3 per
+             * lease), drops the job and claims again, which replaces this
+             * record; one that has not done so within a lease is stuck. */
+            int64_t now = nvd_now_ms();
+            if (!s->lost_at)
+                s->lost_at = now;
+            if (now - s->lost_at < sv->app->cfg->lease_ms)
+                continue;
             snprintf(s->lost, sizeof(s->lost),
                      "lost the lease of job %lld while alive (stopped or hung), was killed: ",
                      (long long)s->job_id);

@@ -89,7 +89,65 @@ def token_file(d, worker):
           (p.returncode, job["state"]))
 
 
+SLOW = r"""#!/usr/bin/env python3
+# A live but slow worker: claims a job, lets its lease expire, then claims again
+# (as numval-worker does after a 409) and finishes the job it gets.
+import json, os, sys, time, urllib.request
+a = sys.argv
+url, dev = a[a.index("--server") + 1], a[a.index("--device") + 1]
+def call(path, body):
+    r = urllib.request.Request(url + path, json.dumps(body).encode(), method="POST",
+        headers={"Authorization": "Bearer " + os.environ["NUMVAL_TOKEN"],
+                 "Content-Type": "application/json"})
+    with urllib.request.urlopen(r, timeout=60) as f:
+        return json.loads(f.read() or b"null")
+claim = {"device": dev, "wait_ms": 20000, "worker_id": os.environ["NUMVAL_WORKER_ID"]}
+first = None
+while not first:
+    first = call("/api/v1/worker/claim", claim)
+time.sleep(%(stall)f)  # the lease (lease_ms) expires meanwhile
+again = None
+while not again:
+    again = call("/api/v1/worker/claim", claim)
+j = again["job"]
+res = {"verdict": "passed", "cases": [{"index": 0, "verdict": "passed", "op": "exp",
+       "dtype": "fp32", "max_ulp": 0.5}]}
+call("/api/v1/worker/result", {"job_id": j["id"], "lease_token": j["lease_token"],
+                               "result": res})
+with open(%(done)r, "w") as f:
+    f.write("%%d %%d\n" %% (first["job"]["id"], j["id"]))
+time.sleep(300)
+"""
+
+
+def slow_worker(numvald):
+    """A worker that lost a lease but claims again in time is not killed."""
+    with Daemon(numvald, limits={"lease_ms": 1500, "max_attempts": 5}) as d:
+        script = os.path.join(d.tmp, "slow.py")
+        done = os.path.join(d.tmp, "done")
+        with open(script, "w") as f:
+            f.write(SLOW % {"stall": 2.0, "done": done})
+        os.chmod(script, 0o700)
+        with open(d.conf, "a") as f:
+            f.write("\n[device slow0]\nbackend = emu\nslots = 1\nworker = %s\n" % script)
+        d.start()
+        pid = wait_for("the slow worker started", lambda: children(d.proc.pid))[0]
+        st, b, _ = d.request("POST", "/api/v1/jobs", body=dict(SPEC, device="slow0"),
+                             scope="submit")
+        jid = b["job"]["id"]
+        wait_for("the slow worker finished job %s" % jid, lambda: os.path.exists(done))
+        job = job_state(d, jid)
+        check(job["state"] == "passed" and job["attempt"] == 2,
+              "its lease expired once, it claimed the job again and passed it (attempt %d)"
+              % job["attempt"])
+        st, b, _ = d.request("GET", "/api/v1/devices/slow0", scope="read")
+        check(alive(pid) and b["device"]["restarts"] == 0,
+              "the live worker that claimed again was not killed (restarts %d)"
+              % b["device"]["restarts"])
+
+
 def test(numvald):
+    slow_worker(numvald)
     worker = sys.argv[2]
     with Daemon(numvald, limits={"lease_ms": 1500, "max_attempts": 5}) as d:
         with open(d.conf, "a") as f:
