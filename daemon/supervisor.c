@@ -33,9 +33,9 @@ typedef struct slot {
     char worker_id[33];
     int64_t job_id; /* 0: none */
     char lease[64];
-    bool confirmed; /* the lease was seen committed (not rolled back with its claim) */
+    bool confirmed;  /* the lease was seen committed (not rolled back with its claim) */
     int64_t lost_at; /* when the lease was first seen lost; 0: not lost */
-    char lost[160]; /* why it was killed, for the crash reason */
+    char lost[160];  /* why it was killed, for the crash reason */
 } slot;
 
 struct device {
