@@ -16,6 +16,7 @@ typedef struct nvc_conn {
     const char *server; /* base URL without trailing slash */
     const char *token;  /* may be NULL */
     bool json;          /* --json: machine-readable listings */
+    const char *header; /* one more request header ("Name: value"), or NULL */
 } nvc_conn;
 
 typedef struct nvc_response {
@@ -45,6 +46,13 @@ char *nvc_escape(const char *s);
  * field}}; unreachable server as nvc_http. */
 int nvc_api(const nvc_conn *c, const char *method, const char *path, json_t *body, json_t **ret,
             char **ret_err);
+
+/* nvc_api for a request that is safe to repeat (one carrying an
+ * Idempotency-Key): an unreachable server, a lost response or a 5xx is tried
+ * again up to retries more times, 1 s, 2 s, 4 s ... (at most 8 s) apart, each
+ * retry said on stderr. */
+int nvc_api_retry(const nvc_conn *c, const char *method, const char *path, json_t *body,
+                  int retries, json_t **ret, char **ret_err);
 
 /* Command-line options: "--name value", "--name=value" or a flag. */
 typedef struct nvc_opt {

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "client.h"
 
@@ -102,6 +103,8 @@ int nvc_http(const nvc_conn *c, const char *method, const char *path, const char
         hdrs = curl_slist_append(hdrs, auth);
     }
     hdrs = curl_slist_append(hdrs, "Accept: application/json");
+    if (c->header)
+        hdrs = curl_slist_append(hdrs, c->header);
     if (body) {
         char ct[128];
         snprintf(ct, sizeof(ct), "Content-Type: %s",
@@ -181,14 +184,40 @@ static char *server_error(long status, const char *body)
     return n < 0 ? NULL : out;
 }
 
-int nvc_api(const nvc_conn *c, const char *method, const char *path, json_t *body, json_t **ret,
-            char **ret_err)
+static int api_try(const nvc_conn *c, const char *method, const char *path, json_t *body,
+                   int retries, json_t **ret, char **ret_err)
 {
     char *text = NULL;
     if (body && !(text = json_dumps(body, JSON_COMPACT)))
         return -ENOMEM;
     nvc_response resp = {0};
-    int r = nvc_http(c, method, path, NULL, text, text ? strlen(text) : 0, 0, &resp, ret_err);
+    int r;
+    for (int attempt = 0;; attempt++) {
+        char *err = NULL;
+        r = nvc_http(c, method, path, NULL, text, text ? strlen(text) : 0, 0, &resp, &err);
+        bool again = r == 0 ? resp.status >= 500 : r != -ENOMEM;
+        if (!again || attempt >= retries) {
+            if (ret_err)
+                *ret_err = err;
+            else
+                free(err);
+            break;
+        }
+        unsigned delay = attempt < 3 ? 1u << attempt : 8u;
+        char why[64];
+        if (r == 0)
+            snprintf(why, sizeof why, "HTTP %ld", resp.status);
+        fprintf(stderr, "numvalctl: %s %s: %s; retrying in %u s (%d of %d)\n", method, path,
+                r == 0 ? why
+                : err  ? err
+                       : strerror(-r),
+                delay, attempt + 1, retries);
+        free(err);
+        nvc_response_done(&resp);
+        memset(&resp, 0, sizeof resp);
+        struct timespec ts = {(time_t)delay, 0};
+        nanosleep(&ts, NULL);
+    }
     free(text);
     if (r < 0)
         return r;
@@ -213,4 +242,16 @@ int nvc_api(const nvc_conn *c, const char *method, const char *path, json_t *bod
     nvc_response_done(&resp);
     *ret = j;
     return 0;
+}
+
+int nvc_api(const nvc_conn *c, const char *method, const char *path, json_t *body, json_t **ret,
+            char **ret_err)
+{
+    return api_try(c, method, path, body, 0, ret, ret_err);
+}
+
+int nvc_api_retry(const nvc_conn *c, const char *method, const char *path, json_t *body,
+                  int retries, json_t **ret, char **ret_err)
+{
+    return api_try(c, method, path, body, retries, ret, ret_err);
 }

@@ -4,14 +4,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "client.h"
 
 typedef struct submit_opts {
     const char *file, *device, *priority, *build, *build_name, *build_version, *commit;
-    const char *junit, *timeout, *rerun;
+    const char *junit, *timeout, *rerun, *retries;
     bool wait, new_device, quiet;
+    int n_retries;
+    char key_prefix[33]; /* random per invocation; the jobs' keys are PREFIX-N */
+    int n_keys;
 } submit_opts;
 
 /* A job pinned to a device no worker has ever served would wait forever: refuse
@@ -120,7 +124,7 @@ static int build_object(const submit_opts *o, json_t **ret)
 }
 
 /* POST one job; appends its JOB object to jobs and prints the id. */
-static int submit_one(const nvc_conn *c, const json_t *spec, const submit_opts *o, json_t *build,
+static int submit_one(const nvc_conn *c, const json_t *spec, submit_opts *o, json_t *build,
                       long priority, json_t *jobs)
 {
     json_t *body = json_deep_copy(spec), *resp = NULL;
@@ -133,7 +137,13 @@ static int submit_one(const nvc_conn *c, const json_t *spec, const submit_opts *
         json_object_set_new(body, "priority", json_integer(priority));
     if (build)
         json_object_set(body, "build", build);
-    int r = nvc_api(c, "POST", "/api/v1/jobs", body, &resp, &err);
+    /* The key makes a retry after a lost answer return the job it created
+     * instead of creating another (docs/API.md "Idempotent submission"). */
+    char hdr[96];
+    snprintf(hdr, sizeof hdr, "Idempotency-Key: %s-%d", o->key_prefix, o->n_keys++);
+    nvc_conn ck = *c;
+    ck.header = hdr;
+    int r = nvc_api_retry(&ck, "POST", "/api/v1/jobs", body, o->n_retries, &resp, &err);
     json_decref(body);
     if (r < 0) {
         nvc_error("submit failed: %s", err ? err : strerror(-r));
@@ -355,7 +365,7 @@ static int write_junit(const nvc_conn *c, const json_t *jobs, const char *path)
     return r;
 }
 
-static int submit_all(const nvc_conn *c, const submit_opts *o, json_t *jobs)
+static int submit_all(const nvc_conn *c, submit_opts *o, json_t *jobs)
 {
     long priority = 0, timeout = 0;
     if (o->priority && parse_long(o->priority, "--priority", -1000000, 1000000, &priority) < 0)
@@ -408,6 +418,7 @@ int nvc_cmd_submit(nvc_conn *c, int argc, char **argv)
                             {"quiet", NULL, &o.quiet},
                             {"new-device", NULL, &o.new_device},
                             {"rerun-failed", &o.rerun, NULL},
+                            {"retries", &o.retries, NULL},
                             {NULL, NULL, NULL}};
     const char *pos[1];
     int npos = 0;
@@ -421,6 +432,23 @@ int nvc_cmd_submit(nvc_conn *c, int argc, char **argv)
         return NVC_EXIT_ERROR;
     }
     o.file = o.rerun ? NULL : pos[0];
+    o.n_retries = 4;
+    if (o.retries) {
+        char *end;
+        long n = strtol(o.retries, &end, 10);
+        if (end == o.retries || *end || n < 0 || n > 20) {
+            nvc_error("--retries '%s' must be an integer in 0..20", o.retries);
+            return NVC_EXIT_ERROR;
+        }
+        o.n_retries = (int)n;
+    }
+    unsigned char rnd[16];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+        nvc_error("cannot draw a random Idempotency-Key: %s", strerror(errno));
+        return NVC_EXIT_ERROR;
+    }
+    for (int i = 0; i < 16; i++)
+        snprintf(o.key_prefix + 2 * i, 3, "%02x", rnd[i]);
     if (check_device(c, &o) < 0)
         return NVC_EXIT_ERROR;
     json_t *jobs = json_array();

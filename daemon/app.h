@@ -19,6 +19,7 @@ typedef struct nvd_metrics {
     uint64_t requests[6]; /* by status class: [1] 1xx ... [5] 5xx */
     uint64_t jobs_submitted, results_stored, claims, leases_expired;
     uint64_t artifacts_stored, commit_failures, worker_restarts;
+    uint64_t idem_replays; /* submissions answered with the job of their Idempotency-Key */
     int64_t started_ms;
 } nvd_metrics;
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "app.h"
+#include "common/log.h"
 
 struct nvd_held {
     nvd_held *prev, *next;
@@ -47,8 +48,13 @@ void nvd_commit_flush(nvd_app *app)
     if (!nvd_store_pending(app->store) && !app->commit.head)
         return;
     int r = nvd_store_commit(app->store);
-    if (r < 0)
+    if (r < 0) {
         app->metrics.commit_failures++;
+        /* The rolled-back submissions, claims and requeues must not stay counted. */
+        int r2 = nvd_queue_resync(app->queue);
+        if (r2 < 0)
+            nv_log_err("queue: cannot recount after a failed commit: %s", strerror(-r2));
+    }
     while (app->commit.head) {
         nvd_held *p = app->commit.head;
         held_unlink(app, p);

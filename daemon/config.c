@@ -36,6 +36,8 @@ int nvd_config_init(nvd_config *c)
     c->crash_limit = 5;
     c->crash_window_ms = 300000;
     c->backoff_max_ms = 60000;
+    c->idem_keys = 100000;
+    c->idem_ttl_s = 86400;
     c->sync_full = true;
     if (nvd_config_set_str(&c->listen, "127.0.0.1:8080") < 0 ||
         nvd_config_set_str(&c->data_dir, "./var") < 0 ||
@@ -113,6 +115,15 @@ static int server_key(load_ctx *x, const char *k, const char *v)
             return -EINVAL;
         return 0;
     }
+    if (!strcmp(k, "integrity_check")) {
+        if (!strcmp(v, "quick"))
+            c->skip_check = false;
+        else if (!strcmp(v, "off"))
+            c->skip_check = true;
+        else
+            return -EINVAL;
+        return 0;
+    }
     return -ENOENT;
 }
 
@@ -154,6 +165,10 @@ static int limits_key(load_ctx *x, const char *k, const char *v)
         c->crash_window_ms = n;
     else if (!strcmp(k, "backoff_max_ms"))
         c->backoff_max_ms = n;
+    else if (!strcmp(k, "idempotency_keys") && n >= 1 && n <= 10000000)
+        c->idem_keys = n;
+    else if (!strcmp(k, "idempotency_ttl_s") && n >= 1 && n <= 30 * 86400)
+        c->idem_ttl_s = n;
     else
         return -ENOENT;
     return 0;

@@ -36,7 +36,10 @@ typedef struct nvd_config {
     int crash_limit; /* crashes within crash_window_ms that quarantine a device */
     int64_t crash_window_ms;
     int64_t backoff_max_ms;
+    int64_t idem_keys;  /* Idempotency-Key records kept, at most */
+    int64_t idem_ttl_s; /* and for how long */
     bool sync_full;
+    bool skip_check; /* [server] integrity_check = off: no PRAGMA quick_check at start */
     nvd_device_conf *devices;
     int n_devices;
     nvd_schedule_conf *schedules; /* [schedule NAME] sections */

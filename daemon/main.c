@@ -35,6 +35,7 @@ static void usage(FILE *f)
           "       numvald [--config FILE] [--data-dir DIR] token create NAME --scope S[,S...]\n"
           "       numvald [--config FILE] [--data-dir DIR] token revoke NAME\n"
           "       numvald [--config FILE] [--data-dir DIR] token list\n"
+          "       numvald [--config FILE] [--data-dir DIR] check-db\n"
           "scopes: read, submit, worker, admin\n",
           f);
 }
@@ -127,7 +128,10 @@ static int open_store(const nvd_config *cfg, bool group, nvd_store **ret)
     }
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/numvald.db", cfg->data_dir);
-    nvd_store_opts o = {.group_commit = group, .sync_full = cfg->sync_full};
+    nvd_store_opts o = {.group_commit = group,
+                        .sync_full = cfg->sync_full,
+                        .guard = true,
+                        .skip_check = cfg->skip_check};
     char *err = NULL;
     r = nvd_store_open(path, &o, ret, &err);
     if (r < 0) {
@@ -200,6 +204,30 @@ static int token_cmd(const cli *c, const nvd_config *cfg)
     }
     nvd_store_free(s);
     return rc;
+}
+
+/* check-db: the full PRAGMA integrity_check, read-only (numvald may be running). */
+static int check_db_cmd(const nvd_config *cfg)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/numvald.db", cfg->data_dir);
+    nvd_store_opts o = {.read_only = true};
+    nvd_store *s = NULL;
+    char *err = NULL, *rep = NULL;
+    int r = nvd_store_open(path, &o, &s, &err);
+    if (r < 0) {
+        fprintf(stderr, "numvald: %s\n", err ? err : strerror(-r));
+        free(err);
+        return 2;
+    }
+    r = nvd_store_check(s, true, &rep);
+    if (r == 0)
+        printf("numvald: database '%s': integrity_check ok\n", path);
+    else
+        fprintf(stderr, "numvald: database '%s' is damaged: %s\n", path, rep ? rep : strerror(-r));
+    free(rep);
+    nvd_store_free(s);
+    return r == 0 ? 0 : 1;
 }
 
 /* The static root: --web-dir / [server] web_dir, else the installed share dir,
@@ -402,6 +430,11 @@ int main(int argc, char **argv)
     }
     if (c.n_pos > 0 && !strcmp(c.pos[0], "token")) {
         int rc = token_cmd(&c, &cfg);
+        nvd_config_done(&cfg);
+        return rc;
+    }
+    if (c.n_pos == 1 && !strcmp(c.pos[0], "check-db")) {
+        int rc = check_db_cmd(&cfg);
         nvd_config_done(&cfg);
         return rc;
     }

@@ -198,6 +198,11 @@ int nvd_queue_submit(nvd_queue *q, const nvd_job_new *j, int64_t now, int64_t *r
     return 0;
 }
 
+int nvd_queue_resync(nvd_queue *q)
+{
+    return q ? recount(q) : 0;
+}
+
 int64_t nvd_queue_depth(const nvd_queue *q)
 {
     return q->depth;

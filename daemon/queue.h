@@ -32,6 +32,10 @@ void nvd_queue_free(nvd_queue *q);
 /* Insert a queued job; wakes waiters. -EAGAIN when the queue is full. */
 int nvd_queue_submit(nvd_queue *q, const nvd_job_new *j, int64_t now, int64_t *ret_id);
 int64_t nvd_queue_depth(const nvd_queue *q);
+/* Recount the queued jobs from the store. The depth is kept in memory as
+ * submissions, claims and requeues happen; a failed group commit rolls those
+ * back on disk, so the committer calls this after one (commit.c). */
+int nvd_queue_resync(nvd_queue *q);
 
 /* Lease the next job for device. describe (may be NULL) is the worker's device
  * description; its "mode" object selects tolerances. *ret = {"id","attempt",

@@ -14,6 +14,8 @@
 
 #define MAX_CRASHES 64
 
+extern char **environ;
+
 typedef struct device device;
 
 typedef struct slot {
@@ -26,6 +28,14 @@ typedef struct slot {
     char line[512]; /* the worker's last stderr line */
     size_t line_len;
     char last[512];
+    /* The child's identity (NUMVAL_WORKER_ID, sent with its claims) and the
+     * lease it was last given: a live child that lost it is stuck. */
+    char worker_id[33];
+    int64_t job_id; /* 0: none */
+    char lease[64];
+    bool confirmed;  /* the lease was seen committed (not rolled back with its claim) */
+    int64_t lost_at; /* when the lease was first seen lost; 0: not lost */
+    char lost[160];  /* why it was killed, for the crash reason */
 } slot;
 
 struct device {
@@ -42,8 +52,9 @@ struct nvd_supervisor {
     char *token, *worker, url[128];
     device *devs;
     int n_devs, open_handles;
-    bool stopping, kill_open;
+    bool stopping, kill_open, watch_open;
     uv_timer_t kill_timer;
+    uv_timer_t watch; /* checks the leases of the live children */
     void (*done)(void *ud);
     void *done_ud;
 };
@@ -128,7 +139,10 @@ static void crashed(slot *s, const char *why)
     nvd_supervisor *sv = d->sup;
     int64_t now = nvd_now_ms();
     char reason[1200];
-    snprintf(reason, sizeof(reason), "%s%s%s", why, s->last[0] ? "; last output: " : "", s->last);
+    snprintf(reason, sizeof(reason), "%s%s%s%s", s->lost, why, s->last[0] ? "; last output: " : "",
+             s->last);
+    s->lost[0] = '\0';
+    s->job_id = 0;
     nv_log_warn("worker for device '%s' %s", d->conf->name, reason);
     if (now - s->started_ms > 60000)
         d->consecutive = 0;
@@ -180,6 +194,47 @@ static void on_exit_cb(uv_process_t *p, int64_t status, int sig)
     crashed(s, why);
 }
 
+/* The child's environment: ours without the supervisor's own variables, plus
+ * the token (never in argv: /proc/PID/cmdline is world-readable, environ is
+ * the owner's alone), our pid for the worker's parent-death signal, and its
+ * identity. NULL on ENOMEM; free with free_env. */
+static char **child_env(const nvd_supervisor *sv, const slot *s)
+{
+    size_t n = 0;
+    while (environ && environ[n])
+        n++;
+    char **env = calloc(n + 4, sizeof(*env));
+    if (!env)
+        return NULL;
+    size_t k = 0;
+    int ok = asprintf(&env[k++], "NUMVAL_TOKEN=%s", sv->token) >= 0;
+    ok = ok && asprintf(&env[k++], "NUMVAL_PARENT_PID=%ld", (long)getpid()) >= 0;
+    ok = ok && asprintf(&env[k++], "NUMVAL_WORKER_ID=%s", s->worker_id) >= 0;
+    if (!ok) {
+        env[k - 1] = NULL;
+        for (size_t i = 0; env[i]; i++)
+            free(env[i]);
+        free(env);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "NUMVAL_TOKEN=", 13) &&
+            strncmp(environ[i], "NUMVAL_PARENT_PID=", 18) &&
+            strncmp(environ[i], "NUMVAL_WORKER_ID=", 17))
+            env[k++] = environ[i];
+    env[k] = NULL;
+    return env;
+}
+
+static void free_env(char **env)
+{
+    if (!env)
+        return;
+    for (int i = 0; i < 3; i++)
+        free(env[i]);
+    free(env);
+}
+
 static void spawn(slot *s)
 {
     device *d = s->dev;
@@ -189,11 +244,18 @@ static void spawn(slot *s)
     const char *worker = d->conf->worker ? d->conf->worker : sv->worker;
     char mdl[16];
     snprintf(mdl, sizeof mdl, "%d", d->conf->minimize_deadline_s);
-    char *args[] = {(char *)worker, "--server",    sv->url,     "--token",        sv->token,
-                    "--device",     d->conf->name, "--backend", d->conf->backend, NULL,
-                    NULL,           NULL};
+    char *args[] = {(char *)worker, "--server",       sv->url, "--device", d->conf->name,
+                    "--backend",    d->conf->backend, NULL,    NULL,       NULL};
     if (d->conf->minimize_deadline_s >= 0)
-        args[9] = "--minimize-deadline", args[10] = mdl;
+        args[7] = "--minimize-deadline", args[8] = mdl;
+    s->job_id = 0;
+    s->lost_at = 0;
+    s->lost[0] = '\0';
+    char **env = NULL;
+    if (nvd_random_hex(16, s->worker_id) < 0 || !(env = child_env(sv, s))) {
+        crashed(s, "could not be started (out of memory)");
+        return;
+    }
     uv_pipe_init(sv->app->loop, &s->err, 0);
     s->err.data = s;
     sv->open_handles++;
@@ -201,13 +263,18 @@ static void spawn(slot *s)
         {.flags = UV_IGNORE},
         {.flags = UV_INHERIT_FD, .data.fd = 2},
         {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&s->err}};
-    uv_process_options_t o = {
-        .file = worker, .args = args, .exit_cb = on_exit_cb, .stdio = stdio, .stdio_count = 3};
+    uv_process_options_t o = {.file = worker,
+                              .args = args,
+                              .env = env,
+                              .exit_cb = on_exit_cb,
+                              .stdio = stdio,
+                              .stdio_count = 3};
     s->proc.data = s;
     s->last[0] = '\0';
     s->line_len = 0;
     s->started_ms = nvd_now_ms();
     int r = uv_spawn(sv->app->loop, &s->proc, &o);
+    free_env(env); /* the child has exec'd (or failed to) when uv_spawn returns */
     if (r < 0) {
         /* uv_spawn initialised the handle even on failure: close it. */
         sv->open_handles++;
@@ -247,6 +314,71 @@ char *nvd_supervisor_default_worker(void)
         }
     }
     return strdup("numval-worker");
+}
+
+void nvd_supervisor_leased(nvd_supervisor *sv, const char *worker_id, int64_t job_id,
+                           const char *lease_token)
+{
+    if (!sv || !worker_id || !lease_token || strlen(lease_token) >= sizeof(((slot *)0)->lease))
+        return;
+    for (int i = 0; i < sv->n_devs; i++)
+        for (int k = 0; k < sv->devs[i].conf->slots; k++) {
+            slot *s = &sv->devs[i].slots[k];
+            if (s->running && !strcmp(s->worker_id, worker_id)) {
+                s->job_id = job_id;
+                s->confirmed = false;
+                s->lost_at = 0;
+                snprintf(s->lease, sizeof(s->lease), "%s", lease_token);
+                return;
+            }
+        }
+}
+
+/* A child that lost its lease while alive is stopped (SIGSTOP), hung, or cut
+ * off: nothing else would ever free its slot, so kill it; on_exit_cb restarts
+ * it like a crash. */
+static void on_watch(uv_timer_t *t)
+{
+    nvd_supervisor *sv = t->data;
+    /* Judge committed state only: an open group would show our own writes. */
+    if (nvd_store_pending(sv->app->store))
+        return;
+    for (int i = 0; i < sv->n_devs; i++)
+        for (int k = 0; k < sv->devs[i].conf->slots; k++) {
+            slot *s = &sv->devs[i].slots[k];
+            if (!s->running || !s->job_id || s->lost[0])
+                continue;
+            int held = nvd_store_lease_held(sv->app->store, s->job_id, s->lease);
+            if (held < 0 && held != -ENOENT)
+                continue; /* the store is failing: decide nothing now */
+            if (held > 0) {
+                s->confirmed = true;
+                continue;
+            }
+            /* Not held at the first look: the claim's commit failed and the
+             * worker got a 503, not the job (the check runs every lease_ms/4,
+             * so a committed lease is seen before it can expire). */
+            if (held < 0 || !s->confirmed) {
+                s->job_id = 0;
+                continue;
+            }
+            /* A live worker learns of the loss at its next heartbeat (3 per
+             * lease), drops the job and claims again, which replaces this
+             * record; one that has not done so within a lease is stuck. */
+            int64_t now = nvd_now_ms();
+            if (!s->lost_at)
+                s->lost_at = now;
+            if (now - s->lost_at < sv->app->cfg->lease_ms)
+                continue;
+            snprintf(s->lost, sizeof(s->lost),
+                     "lost the lease of job %lld while alive (stopped or hung), was killed: ",
+                     (long long)s->job_id);
+            nv_log_warn("worker pid %d for device '%s' lost the lease of job %lld while alive "
+                        "(stopped or hung): killing it so the slot restarts",
+                        s->proc.pid, sv->devs[i].conf->name, (long long)s->job_id);
+            s->job_id = 0;
+            uv_process_kill(&s->proc, SIGKILL);
+        }
 }
 
 static int mint_token(nvd_supervisor *sv)
@@ -303,6 +435,13 @@ int nvd_supervisor_new(nvd_app *app, nvd_supervisor **ret)
             spawn(s);
         }
     }
+    int64_t every = cfg->lease_ms / 4;
+    every = every < 100 ? 100 : every > 2000 ? 2000 : every;
+    uv_timer_init(app->loop, &sv->watch);
+    sv->watch.data = sv;
+    sv->watch_open = true;
+    sv->open_handles++;
+    uv_timer_start(&sv->watch, on_watch, (uint64_t)every, (uint64_t)every);
     return 0;
 }
 
@@ -324,6 +463,11 @@ void nvd_supervisor_stop(nvd_supervisor *sv, void (*done)(void *ud), void *ud)
     sv->stopping = true;
     sv->done = done;
     sv->done_ud = ud;
+    if (sv->watch_open) {
+        sv->watch_open = false;
+        uv_timer_stop(&sv->watch);
+        close_handle(sv, (uv_handle_t *)&sv->watch);
+    }
     for (int i = 0; i < sv->n_devs; i++) {
         device *d = &sv->devs[i];
         for (int k = 0; k < d->conf->slots; k++) {

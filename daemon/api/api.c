@@ -57,6 +57,15 @@ void api_errno(api_ctx *x, int r, const char *what)
     case -ENOSPC:
         api_error(x, 503, "unavailable", NULL, "disk full");
         break;
+    case -EUCLEAN: {
+        char why[300];
+        nvd_store_damaged(why, sizeof(why));
+        api_error(x, 503, "store_damaged", NULL,
+                  "%s: the database is damaged (%s); numvald is read-only until it is restored "
+                  "(docs/RELIABILITY.md)",
+                  what, why);
+        break;
+    }
     default:
         api_error(x, 500, "internal", NULL, "%s failed: %s", what, strerror(-r));
         break;
@@ -336,9 +345,14 @@ void nvd_api_handle(void *ud, nvd_http_req *req)
     req->user = x;
     const char *p = req->path;
     if (!strcmp(p, "/healthz")) {
-        json_t *b = json_pack("{s:s, s:s, s:I}", "status", "ok", "version", NV_VERSION, "schema",
-                              (json_int_t)nvd_store_user_version(app->store));
-        api_json(x, 200, b);
+        char why[300];
+        bool damaged = nvd_store_damaged(why, sizeof(why));
+        json_t *b = json_pack("{s:s, s:s, s:I}", "status", damaged ? "degraded" : "ok", "version",
+                              NV_VERSION, "schema", (json_int_t)nvd_store_user_version(app->store));
+        if (b && damaged)
+            json_object_set_new(b, "store",
+                                json_pack("{s:s, s:s}", "state", "damaged", "message", why));
+        api_json(x, damaged ? 503 : 200, b);
     } else if (!strcmp(p, "/metrics")) {
         if (authorize(x, NVD_SCOPE_READ) == 0)
             api_metrics(x);

@@ -8,6 +8,8 @@
 #include "api.h"
 #include "api_suite.h"
 #include "common/buildid.h"
+#include "common/sha256.h"
+#include "daemon/store/store_idempotency.h"
 #include "daemon/util/util.h"
 #include "core/spec/jobspec.h"
 #include "core/spec/spec.h"
@@ -74,8 +76,73 @@ static int submit_build(api_ctx *x, const json_t *body, char hash[65])
     return 0;
 }
 
+/* A submission's Idempotency-Key (docs/API.md "Idempotent submission"). */
+typedef struct idem {
+    char key[256]; /* "" when the request has none */
+    char sha[65];  /* of the request body */
+    const char *principal;
+    int64_t since; /* records older than this have expired */
+} idem;
+
+/* Read the key. 0: go on (k->key may be ""), 1: answered (the original job
+ * for a retry, or an error). */
+static int idem_begin(api_ctx *x, idem *k)
+{
+    k->key[0] = '\0';
+    const char *h = nvd_http_header(x->req, "Idempotency-Key");
+    if (!h)
+        return 0;
+    /* Also the quoted sf-string form of draft-ietf-httpapi-idempotency-key-header. */
+    size_t n = strlen(h);
+    if (n >= 2 && h[0] == '"' && h[n - 1] == '"')
+        h++, n -= 2;
+    bool ok = n >= 1 && n < sizeof(k->key);
+    for (size_t i = 0; ok && i < n; i++)
+        ok = h[i] > 0x20 && h[i] < 0x7f && h[i] != '"';
+    if (!ok) {
+        api_error(x, 400, "bad_request", "Idempotency-Key",
+                  "the Idempotency-Key header must be 1..255 visible ASCII characters");
+        return 1;
+    }
+    memcpy(k->key, h, n);
+    k->key[n] = '\0';
+    nv_sha256_hex(x->req->body, x->req->body_len, k->sha);
+    k->principal = x->token_name ? x->token_name : "";
+    k->since = nvd_now_ms() - x->app->cfg->idem_ttl_s * 1000;
+    int64_t job_id;
+    char was[65];
+    int r = nvd_store_idem_get(x->app->store, k->principal, k->key, k->since, &job_id, was);
+    if (r == -ENOENT)
+        return 0;
+    if (r < 0) {
+        api_errno(x, r, "idempotency key");
+        return 1;
+    }
+    if (strcmp(was, k->sha) != 0) {
+        api_error(x, 422, "idempotency_key_reused", "Idempotency-Key",
+                  "Idempotency-Key '%s' was used for job %lld with a different request body; "
+                  "a new request needs a new key",
+                  k->key, (long long)job_id);
+        return 1;
+    }
+    json_t *job = NULL;
+    r = nvd_store_job_get(x->app->store, job_id, &job);
+    if (r == -ENOENT)
+        return 0; /* the job is gone: the key names nothing any more */
+    if (r < 0) {
+        api_errno(x, r, "job");
+        return 1;
+    }
+    x->app->metrics.idem_replays++;
+    api_json(x, 200, json_pack("{s:o, s:b}", "job", job, "replayed", 1));
+    return 1;
+}
+
 void api_jobs_submit(api_ctx *x)
 {
+    idem k;
+    if (idem_begin(x, &k))
+        return;
     json_t *body = api_body_object(x);
     if (!body)
         return;
@@ -108,6 +175,13 @@ void api_jobs_submit(api_ctx *x)
         goto out;
     }
     j.spec_json = spec;
+    /* Stored in the job's own write: a key never names a job that is not stored. */
+    nvd_job_idem ik = {.principal = k.principal,
+                       .key = k.key,
+                       .body_sha256 = k.sha,
+                       .since = k.since,
+                       .max_keys = x->app->cfg->idem_keys};
+    j.idem = k.key[0] ? &ik : NULL;
     int64_t id;
     r = nvd_queue_submit(x->app->queue, &j, nvd_now_ms(), &id);
     if (r == -EAGAIN) {

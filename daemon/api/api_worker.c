@@ -7,6 +7,7 @@
 
 #include "api.h"
 #include "daemon/promote.h"
+#include "daemon/supervisor.h"
 #include "daemon/store/store_suite.h"
 #include "common/log.h"
 #include "common/sha256.h"
@@ -17,6 +18,7 @@ typedef struct claim_wait {
     api_ctx *x;
     nvd_waiter *w;
     char device[129];
+    char worker_id[65]; /* "" when the claim named none */
     json_t *describe;
     int64_t deadline;
 } claim_wait;
@@ -55,6 +57,10 @@ static void claim_try(claim_wait *cw)
     int r = nvd_queue_claim(x->app->queue, cw->device, cw->describe, now, &job);
     if (r == 0) {
         x->app->metrics.claims++;
+        int64_t id = 0;
+        if (cw->worker_id[0] && nvd_json_id(json_object_get(job, "id"), &id) == 0)
+            nvd_supervisor_leased(x->app->sup, cw->worker_id, id,
+                                  json_string_value(json_object_get(job, "lease_token")));
         json_decref(cw->describe);
         cw->describe = NULL;
         api_json(x, 200, json_pack("{s:o}", "job", job));
@@ -88,6 +94,7 @@ void api_worker_claim(api_ctx *x)
     const json_t *dev = json_object_get(body, "device");
     const json_t *wait = json_object_get(body, "wait_ms");
     const json_t *desc = json_object_get(body, "describe");
+    const json_t *wid = json_object_get(body, "worker_id");
     if (!json_is_string(dev) || !api_name_ok(json_string_value(dev))) {
         api_error(x, 400, "bad_request", "/device",
                   "\"device\" must be a device name ([A-Za-z0-9._-], at most 128 bytes)");
@@ -101,6 +108,12 @@ void api_worker_claim(api_ctx *x)
         api_error(x, 400, "bad_request", "/describe", "\"describe\" must be an object");
         goto out;
     }
+    if (wid && (!json_is_string(wid) || !api_name_ok(json_string_value(wid)) ||
+                json_string_length(wid) > 64)) {
+        api_error(x, 400, "bad_request", "/worker_id",
+                  "\"worker_id\" must be a name ([A-Za-z0-9._-], at most 64 bytes)");
+        goto out;
+    }
     claim_wait *cw = nvd_http_alloc(x->req, sizeof(*cw));
     if (!cw) {
         api_errno(x, -ENOMEM, "claim");
@@ -109,6 +122,7 @@ void api_worker_claim(api_ctx *x)
     memset(cw, 0, sizeof(*cw));
     cw->x = x;
     snprintf(cw->device, sizeof(cw->device), "%s", json_string_value(dev));
+    snprintf(cw->worker_id, sizeof(cw->worker_id), "%s", wid ? json_string_value(wid) : "");
     int64_t w = wait ? json_integer_value(wait) : 0;
     if (w > x->app->cfg->claim_max_wait_ms)
         w = x->app->cfg->claim_max_wait_ms;

@@ -78,6 +78,8 @@ void api_metrics(api_ctx *x)
     counter(&b, "numvald_artifacts_stored_total", "New artifacts stored.", m->artifacts_stored);
     counter(&b, "numvald_commit_failures_total", "Group commits that failed.", m->commit_failures);
     counter(&b, "numvald_worker_restarts_total", "Supervised worker restarts.", m->worker_restarts);
+    counter(&b, "numvald_idempotent_replays_total",
+            "Submissions answered with the job their Idempotency-Key names.", m->idem_replays);
     json_t *states = NULL;
     if (nvd_store_jobs_count_states(app->store, &states) == 0) {
         add(&b, "# HELP numvald_jobs Jobs in the store, by state.\n# TYPE numvald_jobs gauge\n");
@@ -92,6 +94,9 @@ void api_metrics(api_ctx *x)
         gauge(&b, "numvald_artifacts", "Artifacts stored.", (double)na);
         gauge(&b, "numvald_artifact_bytes", "Compressed bytes of stored artifacts.", (double)nb);
     }
+    gauge(&b, "numvald_store_damaged",
+          "1 when the database was found damaged (numvald is then read-only), else 0.",
+          nvd_store_damaged(NULL, 0) ? 1.0 : 0.0);
     gauge(&b, "numvald_queue_depth", "Queued jobs.", (double)nvd_queue_depth(app->queue));
     gauge(&b, "numvald_claims_waiting", "Worker claims parked in long poll.",
           (double)nvd_queue_waiting(app->queue));

@@ -2,10 +2,14 @@
 #include "store_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "daemon/util/util.h"
@@ -20,9 +24,43 @@ static int set_err(char **ret_err, const char *fmt, const char *a, const char *b
     return 0;
 }
 
+/* Damage seen by any connection of the process (the loop's or the pool's):
+ * from then on the store refuses writes and /healthz says so. */
+static atomic_bool g_damaged;
+static pthread_mutex_t g_damage_lock = PTHREAD_MUTEX_INITIALIZER;
+static char g_damage[512];
+
+static void mark_damaged(const char *what, const char *msg)
+{
+    pthread_mutex_lock(&g_damage_lock);
+    if (!atomic_load(&g_damaged))
+        snprintf(g_damage, sizeof(g_damage), "%s: %s", what, msg);
+    atomic_store(&g_damaged, true);
+    pthread_mutex_unlock(&g_damage_lock);
+}
+
+bool nvd_store_damaged(char *msg, size_t len)
+{
+    if (!atomic_load(&g_damaged))
+        return false;
+    if (msg && len) {
+        pthread_mutex_lock(&g_damage_lock);
+        snprintf(msg, len, "%s", g_damage);
+        pthread_mutex_unlock(&g_damage_lock);
+    }
+    return true;
+}
+
 int store_err(nvd_store *s, int rc, const char *what)
 {
     switch (rc & 0xff) {
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB: {
+        const char *m = s && s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc);
+        nv_log_err("store: %s: the database is damaged: %s", what, m);
+        mark_damaged(what, m);
+        return -EUCLEAN;
+    }
     case SQLITE_OK:
     case SQLITE_DONE:
     case SQLITE_ROW:
@@ -102,6 +140,9 @@ static int write_begin(nvd_store *s)
 
 int store_write_begin(nvd_store *s)
 {
+    /* Writing over damage can spread it: the damaged store is read-only. */
+    if (atomic_load(&g_damaged))
+        return -EUCLEAN;
     int r = write_begin(s);
     if (r == 0)
         s->write_depth++;
@@ -378,6 +419,80 @@ static int configure(nvd_store *s, char **ret_err)
     return 0;
 }
 
+int nvd_store_check(nvd_store *s, bool full, char **ret_report)
+{
+    sqlite3_stmt *st = NULL;
+    const char *sql = full ? "PRAGMA integrity_check(20)" : "PRAGMA quick_check(20)";
+    int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+    size_t cap = 4096, len = 0;
+    char *rep = malloc(cap);
+    if (!rep) {
+        sqlite3_finalize(st);
+        return -ENOMEM;
+    }
+    rep[0] = '\0';
+    bool ok = rc == SQLITE_OK;
+    while (ok && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *line = (const char *)sqlite3_column_text(st, 0);
+        if (line && strcmp(line, "ok"))
+            len += (size_t)snprintf(rep + len, cap - len, "%s%s", len ? "; " : "", line);
+        if (len >= cap - 1)
+            break;
+    }
+    for (char *c = rep; *c; c++)
+        if (*c == '\n') /* one log line */
+            *c = ' ';
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE && !len)
+        snprintf(rep, cap, "%s", sqlite3_errmsg(s->db));
+    sqlite3_finalize(st);
+    if (!rep[0]) {
+        free(rep);
+        *ret_report = NULL;
+        return 0;
+    }
+    mark_damaged(full ? "integrity_check" : "quick_check", rep);
+    *ret_report = rep;
+    return -EUCLEAN;
+}
+
+/* A database once created leaves PATH.created beside it: an empty or missing
+ * file under an existing marker is a lost database, not a new one. */
+static int guard_empty(const char *path, char **ret_err)
+{
+    char marker[4096];
+    snprintf(marker, sizeof(marker), "%s.created", path);
+    struct stat st, ms;
+    if (stat(marker, &ms) < 0)
+        return 0;
+    if (stat(path, &st) == 0 && st.st_size > 0)
+        return 0;
+    if (ret_err &&
+        asprintf(ret_err,
+                 "database '%s' is %s, but '%s' says a database was created there: numvald will "
+                 "not start on an empty one (that would lose every job unnoticed); restore the "
+                 "database from a backup, or remove '%s' to start afresh",
+                 path, stat(path, &st) == 0 ? "empty (0 bytes)" : "missing", marker, marker) < 0)
+        *ret_err = NULL;
+    return -EUCLEAN;
+}
+
+static void write_marker(const char *path)
+{
+    char marker[4096];
+    snprintf(marker, sizeof(marker), "%s.created", path);
+    int fd = open(marker, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+    if (fd < 0) {
+        if (errno != EEXIST)
+            nv_log_warn("store: cannot write '%s': %s", marker, strerror(errno));
+        return;
+    }
+    static const char text[] = "numvald created the database beside this file; while this file "
+                               "exists an empty or missing database is refused\n";
+    if (write(fd, text, sizeof(text) - 1) < 0 || fsync(fd) < 0)
+        nv_log_warn("store: cannot write '%s': %s", marker, strerror(errno));
+    close(fd);
+}
+
 int nvd_store_open(const char *path, const nvd_store_opts *o, nvd_store **ret, char **ret_err)
 {
     nvd_store *s = calloc(1, sizeof(*s));
@@ -388,6 +503,8 @@ int nvd_store_open(const char *path, const nvd_store_opts *o, nvd_store **ret, c
     int flags =
         s->opts.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
     int r;
+    if (s->opts.guard && (r = guard_empty(path, ret_err)) < 0)
+        goto fail;
     int rc = sqlite3_open_v2(path, &s->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
         set_err(ret_err, "cannot open database '%s': %s", path,
@@ -398,10 +515,26 @@ int nvd_store_open(const char *path, const nvd_store_opts *o, nvd_store **ret, c
     r = configure(s, ret_err);
     if (r < 0)
         goto fail;
+    if (s->opts.guard && !s->opts.skip_check && nvd_store_user_version(s) > 0) {
+        char *rep = NULL;
+        r = nvd_store_check(s, false, &rep);
+        if (r < 0) {
+            if (ret_err && asprintf(ret_err,
+                                    "database '%s' is damaged (PRAGMA quick_check: %s); numvald "
+                                    "will not start on it: restore a backup (see 'numvald "
+                                    "check-db' and docs/RELIABILITY.md)",
+                                    path, rep ? rep : strerror(-r)) < 0)
+                *ret_err = NULL;
+            free(rep);
+            goto fail;
+        }
+    }
     if (!s->opts.read_only) {
         r = migrate(s, ret_err);
         if (r < 0)
             goto fail;
+        if (s->opts.guard)
+            write_marker(path);
     } else if (nvd_store_user_version(s) > nvd_n_migrations) {
         set_err(ret_err, "database '%s' is newer than this numvald%s", path, NULL);
         r = -EPROTO;

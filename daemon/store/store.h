@@ -12,7 +12,8 @@
  *
  * JSON returned through json_t **ret is a new reference owned by the caller.
  * Errors: -ENOENT (no such row), -ESTALE (lease token does not match),
- * -EEXIST, -EINVAL, -EBUSY, -ENOMEM, -EIO (SQLite error; logged).
+ * -EEXIST, -EINVAL, -EBUSY, -ENOMEM, -EUCLEAN (the database is damaged; see
+ * nvd_store_check), -EIO (SQLite error; logged).
  */
 #ifndef NUMVAL_DAEMON_STORE_H
 #define NUMVAL_DAEMON_STORE_H
@@ -28,6 +29,11 @@ typedef struct nvd_store_opts {
     bool group_commit; /* see above */
     bool sync_full;    /* PRAGMA synchronous=FULL: commits survive power loss (else NORMAL) */
     bool read_only;    /* open an existing database for reading (no migrations) */
+    /* numvald's own database: refuse an empty or missing file where one was
+     * created (PATH.created marks it), and a damaged one (PRAGMA quick_check)
+     * with -EUCLEAN and the reason in *ret_err. */
+    bool guard;
+    bool skip_check; /* with guard: leave out the quick_check (large databases) */
 } nvd_store_opts;
 
 /* Open (creating if needed) the database at path and migrate it. A database
@@ -37,6 +43,15 @@ int nvd_store_open(const char *path, const nvd_store_opts *o, nvd_store **ret, c
 void nvd_store_free(nvd_store *s); /* commits a pending group; NULL is a no-op */
 
 int nvd_store_user_version(nvd_store *s);
+
+/* Damage: PRAGMA quick_check (full: integrity_check) of s; 0 when it says ok,
+ * else -EUCLEAN with what it found in *ret_report (malloc'd). Damage found here
+ * or by any statement (SQLITE_CORRUPT, SQLITE_NOTADB; those return -EUCLEAN)
+ * makes the store read-only for the rest of the process: every write then
+ * fails with -EUCLEAN. nvd_store_damaged tells whether that happened, with the
+ * first finding in msg. */
+int nvd_store_check(nvd_store *s, bool full, char **ret_report);
+bool nvd_store_damaged(char *msg, size_t len);
 int nvd_store_latest_version(void); /* the newest migration this binary carries */
 
 /* Group commit: whether a group transaction is open, and commit it. */
@@ -53,6 +68,14 @@ void nvd_store_pool_release(nvd_store_pool *p, nvd_store *s);
 void nvd_store_pool_free(nvd_store_pool *p); /* NULL is a no-op */
 
 /* ---- jobs ---- */
+/* The Idempotency-Key recorded with a job, in the same atomic write
+ * (store_idempotency.h). */
+typedef struct nvd_job_idem {
+    const char *principal, *key, *body_sha256;
+    int64_t since;    /* records older than this are dropped */
+    int64_t max_keys; /* and beyond this many, the oldest */
+} nvd_job_idem;
+
 typedef struct nvd_job_new {
     const char *kind;
     const char *op;         /* may be NULL */
@@ -60,7 +83,8 @@ typedef struct nvd_job_new {
     const char *build_hash; /* NULL or a hash already in builds */
     int priority;
     int max_attempts;
-    const char *spec_json; /* the job spec, compact JSON */
+    const char *spec_json;    /* the job spec, compact JSON */
+    const nvd_job_idem *idem; /* NULL: no Idempotency-Key */
 } nvd_job_new;
 
 typedef struct nvd_job_filter {
@@ -82,6 +106,11 @@ int nvd_store_jobs_count_states(nvd_store *s, json_t **ret);
  * lease token. *ret = {"id","attempt","lease_token","op","spec"}; -ENOENT if none. */
 int nvd_store_job_claim(nvd_store *s, const char *device, const char *token, int64_t now,
                         int64_t lease_ms, json_t **ret);
+/* Whether token still holds job id: 1 while the job is leased or running
+ * under it, once its result finished the job, or when the job was cancelled
+ * (the worker learns that at its next heartbeat); 0 when the lease was lost
+ * (expired: requeued, leased again, or ended in error). -ENOENT, -EIO. */
+int nvd_store_lease_held(nvd_store *s, int64_t id, const char *token);
 /* Extend a lease and record progress; leased -> running. *ret_cancel when the job
  * was cancelled. -ESTALE when the lease is not the job's live lease. */
 int nvd_store_job_heartbeat(nvd_store *s, int64_t id, const char *token, int64_t done,

@@ -6,6 +6,7 @@
 
 #include "common/log.h"
 #include "daemon/util/util.h"
+#include "store_idempotency.h"
 #include "store_internal.h"
 
 #define JOB_COLS_BASE                                                                              \
@@ -68,6 +69,10 @@ int nvd_store_job_insert(nvd_store *s, const nvd_job_new *j, int64_t now, int64_
     sqlite3_reset(st);
     if (r == 0)
         *ret_id = sqlite3_last_insert_rowid(s->db);
+    const nvd_job_idem *k = j->idem;
+    if (r == 0 && k)
+        r = nvd_store_idem_put(s, k->principal, k->key, k->body_sha256, *ret_id, now, k->since,
+                               k->max_keys);
 out:
     return store_write_end(s, r);
 }
@@ -261,6 +266,21 @@ int store_lease_of(nvd_store *s, int64_t id, char state[16], char **ret_token, c
 bool store_same(const char *a, const char *b)
 {
     return a && b && strcmp(a, b) == 0;
+}
+
+int nvd_store_lease_held(nvd_store *s, int64_t id, const char *token)
+{
+    char state[16];
+    char *live = NULL, *fin = NULL;
+    int r = store_lease_of(s, id, state, &live, &fin);
+    if (r < 0)
+        return r;
+    bool live_lease =
+        store_same(live, token) && (!strcmp(state, "leased") || !strcmp(state, "running"));
+    r = live_lease || store_same(fin, token) || !strcmp(state, "cancelled");
+    free(live);
+    free(fin);
+    return r;
 }
 
 int nvd_store_job_heartbeat(nvd_store *s, int64_t id, const char *token, int64_t done,

@@ -55,14 +55,15 @@ class Daemon:
         with open(self.conf, "w") as f:
             f.write("\n".join(lines) + "\n")
 
-    def start(self, timeout=20):
+    def start(self, timeout=20, preexec_fn=None):
+        """preexec_fn: run in the child before exec (signal dispositions, rlimits)."""
         if os.path.exists(self.port_file):
             os.unlink(self.port_file)
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen([self.bin, "--config", self.conf,
                                           "--port-file", self.port_file],
                                          stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+                                         start_new_session=True, preexec_fn=preexec_fn)
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:

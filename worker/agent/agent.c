@@ -30,7 +30,9 @@ static void on_signal(int sig)
 }
 
 typedef struct agent_opts {
-    const char *server, *token, *device, *backend;
+    const char *server, *device, *backend;
+    char *token;     /* malloc'd: --token, --token-file or NUMVAL_TOKEN */
+    char *worker_id; /* NUMVAL_WORKER_ID from a supervisor, sent with claims */
     int threads, max_artifacts;
     long claim_wait_ms, minimize_deadline_s;
     int once;
@@ -47,11 +49,13 @@ void nvw_agent_sleep(long ms, atomic_int *stop)
 }
 
 static const char USAGE[] =
-    "usage: numval-worker --server URL --token T --device NAME --backend SPEC\n"
-    "                     [--threads N] [--once] [--claim-wait-ms MS] [--max-artifacts N]\n"
+    "usage: numval-worker --server URL [--token T | --token-file PATH] --device NAME\n"
+    "                     --backend SPEC [--threads N] [--once] [--claim-wait-ms MS] "
+    "[--max-artifacts N]\n"
     "                     [--minimize-deadline S]\n"
     "       numval-worker run JOB.json --backend SPEC\n"
-    "Server and token also from NUMVAL_SERVER and NUMVAL_TOKEN.\n";
+    "Server and token also from NUMVAL_SERVER and NUMVAL_TOKEN; --token shows the token\n"
+    "to every local user (ps), --token-file (mode 600) and NUMVAL_TOKEN do not.\n";
 
 static int parse_int(const char *s, const char *opt, long lo, long hi, long *ret)
 {
@@ -69,7 +73,8 @@ static int parse_int(const char *s, const char *opt, long lo, long hi, long *ret
 static int parse_opts(int argc, char **argv, agent_opts *o)
 {
     o->server = getenv("NUMVAL_SERVER");
-    o->token = getenv("NUMVAL_TOKEN");
+    o->token = nvw_agent_take_env("NUMVAL_TOKEN");
+    o->worker_id = nvw_agent_take_env("NUMVAL_WORKER_ID");
     o->claim_wait_ms = 20000;
     o->max_artifacts = 256;
     o->minimize_deadline_s = (long)NVW_AGENT_MIN_DEADLINE_S;
@@ -92,9 +97,17 @@ static int parse_opts(int argc, char **argv, agent_opts *o)
         i++;
         if (!strcmp(a, "--server"))
             o->server = v;
-        else if (!strcmp(a, "--token"))
-            o->token = v;
-        else if (!strcmp(a, "--device"))
+        else if (!strcmp(a, "--token") || !strcmp(a, "--token-file")) {
+            char *t = NULL;
+            if (!strcmp(a, "--token"))
+                t = strdup(v);
+            else if (nvw_agent_token_file(v, &t) < 0)
+                return -EINVAL;
+            if (!t)
+                return -ENOMEM;
+            free(o->token);
+            o->token = t;
+        } else if (!strcmp(a, "--device"))
             o->device = v;
         else if (!strcmp(a, "--backend"))
             o->backend = v;
@@ -444,6 +457,10 @@ static int agent_loop(nvw_http *http, const agent_opts *o, const json_t *describ
 {
     json_t *cb = json_pack("{s:s,s:I,s:O}", "device", o->device, "wait_ms",
                            (json_int_t)o->claim_wait_ms, "describe", describe);
+    if (cb && o->worker_id && json_object_set_new(cb, "worker_id", json_string(o->worker_id)) < 0) {
+        json_decref(cb);
+        cb = NULL;
+    }
     char *body = cb ? json_dumps(cb, JSON_COMPACT) : NULL;
     json_decref(cb);
     if (!body)
@@ -487,8 +504,9 @@ int nvw_agent_main(int argc, char **argv)
 {
     nv_log_set_program("numval-worker");
     agent_opts o = {0};
-    if (parse_opts(argc, argv, &o) < 0)
-        return 2;
+    int status = 2;
+    if (parse_opts(argc, argv, &o) < 0 || nvw_agent_parent_death() < 0)
+        goto out;
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
@@ -497,14 +515,13 @@ int nvw_agent_main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     json_t *describe = describe_backend(o.backend);
     if (!describe)
-        return 2;
+        goto out;
     if (nvw_http_global_init() < 0) {
         json_decref(describe);
         nv_log_err("cannot initialize libcurl");
-        return 2;
+        goto out;
     }
     nvw_http *http = nvw_http_new(o.server, o.token, &g_stop);
-    int status = 2;
     if (http) {
         nv_log_info("agent for device '%s' (backend '%s') polling '%s'", o.device, o.backend,
                     o.server);
@@ -514,5 +531,8 @@ int nvw_agent_main(int argc, char **argv)
     nvw_http_free(http);
     nvw_http_global_done();
     json_decref(describe);
+out:
+    free(o.token);
+    free(o.worker_id);
     return status;
 }

@@ -40,6 +40,17 @@ int nvw_agent_artifact(const nvw_agent_job *j, const nvw_failure *f, uint8_t **r
 int nvw_agent_fetch(void *ud, const char *sha, uint8_t **ret, size_t *ret_len, char *msg,
                     size_t msglen);
 
+/* ---- start-up (startup.c) ---- */
+/* The token in path: one line, the file a regular one readable by its owner
+ * alone (else -EPERM, logged). *ret malloc'd. */
+int nvw_agent_token_file(const char *path, char **ret);
+/* A malloc'd copy of environment variable name (NULL when unset or empty),
+ * removed from the environment so that the jobs' child processes do not get it. */
+char *nvw_agent_take_env(const char *name);
+/* Under a supervisor (NUMVAL_PARENT_PID set): SIGTERM when it dies
+ * (PR_SET_PDEATHSIG); -ESRCH when it is already gone. 0 when not supervised. */
+int nvw_agent_parent_death(void);
+
 /* Sleep up to ms milliseconds, returning early when *stop (may be NULL) becomes
  * non-zero or the worker is stopping (SIGTERM, SIGINT). */
 void nvw_agent_sleep(long ms, atomic_int *stop);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "daemon/store/store.h"
+#include "daemon/store/store_idempotency.h"
 #include "tests/unit/tap.h"
 
 static char dir[] = "/tmp/nvd-test-store-XXXXXX";
@@ -252,6 +253,60 @@ static void test_listing_json(void)
     nvd_store_free(s);
 }
 
+/* Idempotency keys: stored with their job in one write, bounded in count
+ * (the oldest dropped) and in time, scoped by principal. */
+static void test_idempotency(void)
+{
+    nvd_store *s = NULL;
+    char *err = NULL, p[300];
+    snprintf(p, sizeof p, "%s/idem.db", dir);
+    int r = nvd_store_open(p, NULL, &s, &err);
+    tap_ok(r == 0, "open for idempotency keys (%s)", err ? err : "ok");
+    free(err);
+    if (r < 0)
+        return;
+    const char *sha = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    int64_t ids[5];
+    for (int i = 0; i < 5; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "k%d", i);
+        nvd_job_idem k = {.principal = "ci", .key = key, .body_sha256 = sha, .max_keys = 3};
+        nvd_job_new j = {.kind = "op", .max_attempts = 1, .spec_json = "{}", .idem = &k};
+        r = nvd_store_job_insert(s, &j, 1000 + i, &ids[i]);
+        tap_ok(r == 0, "job %d inserted with key %s", i, key);
+    }
+    int64_t n = -1, job = 0;
+    char got[65];
+    r = nvd_store_idem_count(s, &n);
+    tap_ok(r == 0 && n == 3, "at most 3 keys kept (%lld)", (long long)n);
+    tap_ok(nvd_store_idem_get(s, "ci", "k0", 0, &job, got) == -ENOENT &&
+               nvd_store_idem_get(s, "ci", "k1", 0, &job, got) == -ENOENT,
+           "the two oldest keys were dropped");
+    tap_ok(nvd_store_idem_get(s, "ci", "k4", 0, &job, got) == 0 && job == ids[4] &&
+               !strcmp(got, sha),
+           "the newest key names its job and body hash");
+    tap_ok(nvd_store_idem_get(s, "other", "k4", 0, &job, got) == -ENOENT, "keys are per principal");
+    tap_ok(nvd_store_idem_get(s, "ci", "k2", 1003, &job, got) == -ENOENT,
+           "a key older than the time bound is not found");
+    /* A failing job insert (a foreign key to no build) stores no key either. */
+    nvd_job_idem k = {.principal = "ci", .key = "bad", .body_sha256 = sha, .max_keys = 3};
+    nvd_job_new j = {
+        .kind = "op", .max_attempts = 1, .spec_json = "{}", .build_hash = "nope", .idem = &k};
+    int64_t id;
+    r = nvd_store_job_insert(s, &j, 2000, &id);
+    tap_ok(r < 0 && nvd_store_idem_get(s, "ci", "bad", 0, &job, got) == -ENOENT,
+           "a job that was not stored leaves no key (%d)", r);
+    nvd_job_idem late = {
+        .principal = "ci", .key = "late", .body_sha256 = sha, .since = 1004, .max_keys = 100};
+    j = (nvd_job_new){.kind = "op", .max_attempts = 1, .spec_json = "{}", .idem = &late};
+    r = nvd_store_job_insert(s, &j, 5000, &id);
+    if (r == 0)
+        r = nvd_store_idem_count(s, &n);
+    tap_ok(r == 0 && n == 2, "an insert drops the keys older than its time bound (%lld left)",
+           (long long)n);
+    nvd_store_free(s);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir))
@@ -261,6 +316,7 @@ int main(void)
     test_pagination();
     test_read_pool();
     test_listing_json();
+    test_idempotency();
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     if (system(cmd) != 0)
