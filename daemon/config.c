@@ -185,6 +185,21 @@ static int device_key(load_ctx *x, const char *name, const char *k, const char *
     return -ENOENT;
 }
 
+/* [retention]: days after which `numvald prune` lets case rows and artifacts go. */
+static int retention_key(load_ctx *x, const char *k, const char *v)
+{
+    int64_t n;
+    if (parse_num(v, 0, 36500, &n) < 0)
+        return -EINVAL;
+    if (!strcmp(k, "case_days"))
+        x->c->retention_case_days = (int)n;
+    else if (!strcmp(k, "artifact_days"))
+        x->c->retention_artifact_days = (int)n;
+    else
+        return -ENOENT;
+    return 0;
+}
+
 /* [schedule NAME]: the scheduler (scheduler.h) runs what these sections give. */
 static nvd_schedule_conf *schedule(nvd_config *c, const char *name)
 {
@@ -259,6 +274,8 @@ static int on_ini(void *user, const char *section, const char *k, const char *v)
         r = limits_key(x, k, v);
     else if (!strncmp(section, "device ", 7) && section[7])
         r = device_key(x, section + 7, k, v);
+    else if (!strcmp(section, "retention"))
+        r = retention_key(x, k, v);
     else if (!strncmp(section, "schedule ", 9) && section[9])
         r = schedule_key(x, section + 9, k, v);
     else

@@ -48,10 +48,51 @@ void nvw_agent_sleep(long ms, atomic_int *stop)
 
 static const char USAGE[] =
     "usage: numval-worker --server URL --token T --device NAME --backend SPEC\n"
-    "                     [--threads N] [--once] [--claim-wait-ms MS] [--max-artifacts N]\n"
-    "                     [--minimize-deadline S]\n"
+    "                     [--token-file FILE] [--threads N] [--once] [--claim-wait-ms MS]\n"
+    "                     [--max-artifacts N] [--minimize-deadline S]\n"
     "       numval-worker run JOB.json --backend SPEC\n"
-    "Server and token also from NUMVAL_SERVER and NUMVAL_TOKEN.\n";
+    "Server and token also from NUMVAL_SERVER and NUMVAL_TOKEN; --token-file reads the\n"
+    "token from FILE (e.g. a systemd credential) so it is not on the command line.\n";
+
+/* The token of --token-file: one line, trailing newline and blanks dropped. A
+ * token never holds white space or control characters, so any is an error
+ * (a file with two tokens, a binary file) rather than part of the token. */
+static char g_token_buf[4096];
+
+static int read_token_file(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        nv_log_err("cannot open token file '%s': %s", path, strerror(errno));
+        return -errno;
+    }
+    size_t n = fread(g_token_buf, 1, sizeof(g_token_buf), f);
+    int err = ferror(f);
+    fclose(f);
+    if (err) {
+        nv_log_err("cannot read token file '%s'", path);
+        return -EIO;
+    }
+    if (n == sizeof(g_token_buf)) {
+        nv_log_err("token file '%s' is longer than %zu bytes", path, sizeof(g_token_buf) - 1);
+        return -EINVAL;
+    }
+    while (n > 0 && (g_token_buf[n - 1] == '\n' || g_token_buf[n - 1] == '\r' ||
+                     g_token_buf[n - 1] == ' ' || g_token_buf[n - 1] == '\t'))
+        n--;
+    g_token_buf[n] = '\0';
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)g_token_buf[i] <= ' ' || g_token_buf[i] == 0x7f) {
+            nv_log_err("token file '%s' holds white space or a control character at byte %zu "
+                       "(one token on one line expected)", path, i);
+            return -EINVAL;
+        }
+    if (n == 0) {
+        nv_log_err("token file '%s' is empty", path);
+        return -EINVAL;
+    }
+    return 0;
+}
 
 static int parse_int(const char *s, const char *opt, long lo, long hi, long *ret)
 {
@@ -94,6 +135,11 @@ static int parse_opts(int argc, char **argv, agent_opts *o)
             o->server = v;
         else if (!strcmp(a, "--token"))
             o->token = v;
+        else if (!strcmp(a, "--token-file")) {
+            if (read_token_file(v) < 0)
+                return -EINVAL;
+            o->token = g_token_buf;
+        }
         else if (!strcmp(a, "--device"))
             o->device = v;
         else if (!strcmp(a, "--backend"))
