@@ -122,6 +122,16 @@ static int limits_key(load_ctx *x, const char *k, const char *v)
     int64_t n;
     if (parse_num(v, 1, (int64_t)1 << 40, &n) < 0)
         return -EINVAL;
+    /* A known key with a value out of its range is a bad value, not an unknown key. */
+    static const struct {
+        const char *k;
+        int64_t lo, hi;
+    } ranges[] = {{"max_connections", 1, 1000000}, {"max_header_bytes", 1024, 1 << 24},
+                  {"max_headers", 1, 10000},       {"queue_depth", 1, 100000000},
+                  {"max_attempts", 1, 1000},       {"crash_limit", 1, 1000}};
+    for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++)
+        if (!strcmp(k, ranges[i].k) && (n < ranges[i].lo || n > ranges[i].hi))
+            return -EINVAL;
     if (!strcmp(k, "max_connections") && n <= 1000000)
         c->http.max_connections = (int)n;
     else if (!strcmp(k, "max_header_bytes") && n >= 1024 && n <= (1 << 24))

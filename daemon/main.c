@@ -30,7 +30,7 @@ typedef struct cli {
 static void usage(FILE *f)
 {
     fputs("usage: numvald [--config FILE] [--data-dir DIR] [--listen HOST:PORT] [--web-dir DIR]\n"
-          "               [--port-file FILE] [--check-config] [-v]\n"
+          "               [--port-file FILE] [--check-config] [-v|--verbose]\n"
           "       numvald [--config FILE] [--data-dir DIR] token create NAME --scope S[,S...]\n"
           "       numvald [--config FILE] [--data-dir DIR] token revoke NAME\n"
           "       numvald [--config FILE] [--data-dir DIR] token list\n"
