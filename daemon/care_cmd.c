@@ -2,9 +2,11 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "daemon/store/store_care.h"
@@ -34,9 +36,31 @@ static int open_existing(const nvd_config *cfg, bool read_only, nvd_store **ret)
     return r;
 }
 
+/* A reader of a WAL database creates db-wal and db-shm when they are missing (a
+ * stopped numvald removed them), and as a reader it cannot remove them again: made
+ * by another user (root), they would keep numvald from opening its own store. */
+static int check_owner(const nvd_config *cfg)
+{
+    char db[PATH_MAX], shm[PATH_MAX + 8];
+    snprintf(db, sizeof(db), "%s/numvald.db", cfg->data_dir);
+    snprintf(shm, sizeof(shm), "%s-shm", db);
+    struct stat st;
+    if (stat(db, &st) < 0 || st.st_uid == geteuid() || access(shm, F_OK) == 0)
+        return 0;
+    struct passwd *pw = getpwuid(st.st_uid);
+    fprintf(stderr,
+            "numvald: '%s' belongs to %s and numvald is not running (no -shm file): run the "
+            "backup as that user (sudo -u %s numvald ... backup FILE), so the WAL files SQLite "
+            "creates stay the store owner's\n",
+            db, pw ? pw->pw_name : "another user", pw ? pw->pw_name : "OWNER");
+    return -EPERM;
+}
+
 int nvd_backup_cmd(const nvd_config *cfg, const char *dest)
 {
     nvd_store *s = NULL;
+    if (check_owner(cfg) < 0)
+        return 2;
     /* Read-only: in WAL mode a reader neither blocks numvald's writes nor is
      * blocked by them, and the backup reads one snapshot (store_care.h). */
     if (open_existing(cfg, true, &s) < 0)
