@@ -195,6 +195,24 @@ def run(tmp):
         os.close(fd)
         submit_tok = token("it-submit", "submit,read")
 
+        # --token-file refuses what is not one token on one line, naming the file.
+        for name, content, says in (("empty", "\n", "is empty"),
+                                    ("two", "tok1 tok2\n", "white space"),
+                                    ("big", "x" * 5000, "longer than")):
+            path = os.path.join(tmp, "bad-" + name)
+            open(path, "w").write(content)
+            p = subprocess.run([worker, "--server", url, "--token-file", path, "--device", "x",
+                                "--backend", "emu", "--once"], capture_output=True, text=True,
+                               timeout=30)
+            check(p.returncode == 2 and says in p.stderr and path in p.stderr,
+                  "--token-file with a %s file: exit 2, '%s' (%s)" % (name, says,
+                                                                   p.stderr.strip()[-200:]))
+        p = subprocess.run([worker, "--server", url, "--token-file", os.path.join(tmp, "none"),
+                            "--device", "x", "--backend", "emu", "--once"], capture_output=True,
+                           text=True, timeout=30)
+        check(p.returncode == 2 and "cannot open token file" in p.stderr,
+              "--token-file with a missing file: exit 2, named")
+
         # One smoke job that passes on emu (the suite's jobs with expect_error test
         # refusals, not a device).
         suite = json.load(open(dest + share + "/suites/smoke.json"))

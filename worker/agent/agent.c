@@ -63,8 +63,9 @@ static int read_token_file(const char *path)
 {
     FILE *f = fopen(path, "re");
     if (!f) {
-        nv_log_err("cannot open token file '%s': %s", path, strerror(errno));
-        return -errno;
+        int e = errno;
+        nv_log_err("cannot open token file '%s': %s", path, strerror(e));
+        return -e;
     }
     size_t n = fread(g_token_buf, 1, sizeof(g_token_buf), f);
     int err = ferror(f);
