@@ -419,7 +419,8 @@ int main(int argc, char **argv)
     }
     if ((c.n_pos == 2 && !strcmp(c.pos[0], "backup")) ||
         (c.n_pos == 1 && !strcmp(c.pos[0], "prune"))) {
-        int rc = c.pos[0][0] == 'b' ? nvd_backup_cmd(&cfg, c.pos[1]) : nvd_prune_cmd(&cfg, c.dry_run);
+        int rc =
+            c.pos[0][0] == 'b' ? nvd_backup_cmd(&cfg, c.pos[1]) : nvd_prune_cmd(&cfg, c.dry_run);
         nvd_config_done(&cfg);
         return rc;
     }

@@ -166,13 +166,12 @@ static int64_t one_int(nvd_store *s, const char *sql, int64_t bind1, int *rc_out
 }
 
 /* A case is kept when a suite case names it as its origin or an occurrence. */
-#define CASE_KEPT                                                                         \
-    "(EXISTS (SELECT 1 FROM suite_cases sc WHERE sc.origin_job = c.job_id AND "           \
-    "sc.origin_case = c.idx) OR EXISTS (SELECT 1 FROM suite_occurrences so WHERE "        \
+#define CASE_KEPT                                                                                  \
+    "(EXISTS (SELECT 1 FROM suite_cases sc WHERE sc.origin_job = c.job_id AND "                    \
+    "sc.origin_case = c.idx) OR EXISTS (SELECT 1 FROM suite_occurrences so WHERE "                 \
     "so.job_id = c.job_id AND so.case_idx = c.idx))"
 
-static int prune_cases(nvd_store *s, const nvd_prune_policy *p, int64_t cutoff,
-                       nvd_prune_stats *st)
+static int prune_cases(nvd_store *s, const nvd_prune_policy *p, int64_t cutoff, nvd_prune_stats *st)
 {
     /* The jobs first (a read), then one short write per job. */
     sqlite3_stmt *jobs = store_stmt(s, "SELECT id FROM jobs WHERE finished_at < ?1 AND "
@@ -207,10 +206,12 @@ static int prune_cases(nvd_store *s, const nvd_prune_policy *p, int64_t cutoff,
         r = store_write_begin(s);
         if (r < 0)
             break;
-        int64_t cnt = one_int(s, "SELECT COUNT(*) FROM cases c WHERE c.job_id = ?1 AND NOT " CASE_KEPT,
-                              ids[i], &r);
-        int64_t bytes = one_int(s, "SELECT COALESCE(SUM(length(c.data)), 0) FROM cases c "
-                                   "WHERE c.job_id = ?1 AND NOT " CASE_KEPT, ids[i], &r);
+        int64_t cnt = one_int(
+            s, "SELECT COUNT(*) FROM cases c WHERE c.job_id = ?1 AND NOT " CASE_KEPT, ids[i], &r);
+        int64_t bytes = one_int(s,
+                                "SELECT COALESCE(SUM(length(c.data)), 0) FROM cases c "
+                                "WHERE c.job_id = ?1 AND NOT " CASE_KEPT,
+                                ids[i], &r);
         int64_t kept = one_int(s, "SELECT COUNT(*) FROM cases c WHERE c.job_id = ?1 AND " CASE_KEPT,
                                ids[i], &r);
         if (r == 0 && cnt > 0 && !p->dry_run) {
@@ -242,11 +243,11 @@ static int prune_cases(nvd_store *s, const nvd_prune_policy *p, int64_t cutoff,
  * a case names it: the cases that existed when prune began (temp.nv_keep_art)
  * or any inserted since (id above the highest one then), so a case that arrives
  * during the prune never loses its artifact. */
-#define ART_KEPT                                                                          \
-    "(a.sha256 IN (SELECT artifact FROM suite_cases) OR "                                 \
-    "a.sha256 IN (SELECT origin_artifact FROM suite_cases WHERE origin_artifact IS NOT NULL) " \
-    "OR a.sha256 IN (SELECT artifact FROM suite_occurrences WHERE artifact IS NOT NULL) OR " \
-    "a.sha256 IN (SELECT sha FROM temp.nv_keep_art) OR EXISTS (SELECT 1 FROM cases c "     \
+#define ART_KEPT                                                                                   \
+    "(a.sha256 IN (SELECT artifact FROM suite_cases) OR "                                          \
+    "a.sha256 IN (SELECT origin_artifact FROM suite_cases WHERE origin_artifact IS NOT NULL) "     \
+    "OR a.sha256 IN (SELECT artifact FROM suite_occurrences WHERE artifact IS NOT NULL) OR "       \
+    "a.sha256 IN (SELECT sha FROM temp.nv_keep_art) OR EXISTS (SELECT 1 FROM cases c "             \
     "WHERE c.id > ?2 AND json_extract(c.data, '$.artifact') = a.sha256))"
 
 static int prune_artifacts(nvd_store *s, const nvd_prune_policy *p, int64_t cutoff,

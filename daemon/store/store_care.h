@@ -27,10 +27,10 @@ typedef struct nvd_prune_policy {
 } nvd_prune_policy;
 
 typedef struct nvd_prune_stats {
-    int64_t jobs, cases, case_bytes;    /* jobs whose cases went, cases, bytes of their data */
-    int64_t artifacts, artifact_bytes;  /* artifacts and their compressed bytes */
-    int64_t kept_suite_cases;           /* old cases kept as suite origins or occurrences */
-    int64_t kept_artifacts;             /* old artifacts kept (suite or a kept case uses them) */
+    int64_t jobs, cases, case_bytes;   /* jobs whose cases went, cases, bytes of their data */
+    int64_t artifacts, artifact_bytes; /* artifacts and their compressed bytes */
+    int64_t kept_suite_cases;          /* old cases kept as suite origins or occurrences */
+    int64_t kept_artifacts;            /* old artifacts kept (suite or a kept case uses them) */
 } nvd_prune_stats;
 
 /* Delete what the policy lets go, in short transactions (a serving numvald's

@@ -85,7 +85,8 @@ static int read_token_file(const char *path)
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)g_token_buf[i] <= ' ' || g_token_buf[i] == 0x7f) {
             nv_log_err("token file '%s' holds white space or a control character at byte %zu "
-                       "(one token on one line expected)", path, i);
+                       "(one token on one line expected)",
+                       path, i);
             return -EINVAL;
         }
     if (n == 0) {
@@ -140,8 +141,7 @@ static int parse_opts(int argc, char **argv, agent_opts *o)
             if (read_token_file(v) < 0)
                 return -EINVAL;
             o->token = g_token_buf;
-        }
-        else if (!strcmp(a, "--device"))
+        } else if (!strcmp(a, "--device"))
             o->device = v;
         else if (!strcmp(a, "--backend"))
             o->backend = v;
