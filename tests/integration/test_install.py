@@ -241,6 +241,10 @@ def run(tmp):
         except socket.timeout:
             msg = ""
         check("STOPPING=1" in msg.split("\n"), "numvald sent STOPPING=1 on SIGTERM (%r)" % msg)
+        bad = [l for name in ("numvald.log", "worker.log")
+               for l in open(os.path.join(tmp, name), errors="replace").read().splitlines()
+               if "Sanitizer" in l or "runtime error:" in l]
+        check(not bad, "no sanitizer report in the daemon's or the worker's log (%s)" % bad[:3])
     except Exception:
         for name in ("numvald.log", "worker.log"):
             path = os.path.join(tmp, name)
