@@ -68,7 +68,8 @@ def check_tree(dest, inst):
     ini = dest_of(inst, "/numval/numvald.ini")
     check(os.path.isfile(D(ini)), "numvald.ini installed in the config dir (%s)" % ini)
     check(os.stat(D(ini)).st_mode & 0o007 == 0, "numvald.ini is not world-readable")
-    for u in ("numvald.service", "numval-worker@.service"):
+    for u in ("numvald.service", "numval-worker@.service", "numval-prune.service",
+              "numval-prune.timer"):
         p = dest_of(inst, "/" + u)
         check(os.path.isfile(D(p)) and "/systemd/system/" in p, "unit %s installed" % u)
     if MAN:

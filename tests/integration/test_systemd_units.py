@@ -44,7 +44,8 @@ if not analyze:
     sys.exit(77)
 
 by_name = {os.path.basename(u): u for u in units}
-check(set(by_name) == {"numvald.service", "numval-worker@.service"}, "both units built")
+check(set(by_name) == {"numvald.service", "numval-worker@.service", "numval-prune.service",
+                       "numval-prune.timer"}, "the units built (%s)" % sorted(by_name))
 d = directives(open(by_name["numvald.service"]).read())
 w = directives(open(by_name["numval-worker@.service"]).read())
 for key, want in (("Type", "notify"), ("User", "numval"), ("ProtectSystem", "strict"),
@@ -69,6 +70,10 @@ check("--token-file %d/token" in ws and not re.search(r"--token(?!-file)", ws)
       "no NUMVAL_TOKEN in Environment=")
 check("--device %i" in ws, "numval-worker@.service: the instance name is the device")
 
+pr = directives(open(by_name["numval-prune.service"]).read())
+check(pr.get("User") == ["numval"] and pr.get("ReadWritePaths") == [rw] and
+      pr["ExecStart"][0].split()[1:] == ["--config", ini[2], "prune"],
+      "numval-prune.service: numvald prune as numval with the same config and data dir")
 with tempfile.TemporaryDirectory(prefix="numval-units-") as tmp:
     for u in units:
         text = open(u).read()
