@@ -250,6 +250,24 @@ static int prune_cases(nvd_store *s, const nvd_prune_policy *p, int64_t cutoff, 
     "a.sha256 IN (SELECT sha FROM temp.nv_keep_art) OR EXISTS (SELECT 1 FROM cases c "             \
     "WHERE c.id > ?2 AND json_extract(c.data, '$.artifact') = a.sha256))"
 
+/* Runs sql (no result rows) on the store's connection; -EIO logged on failure. */
+static int exec_sql(nvd_store *s, const char *sql, const char *what)
+{
+    char *msg = NULL;
+    int rc = sqlite3_exec(s->db, sql, NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        nv_log_err("prune: %s: %s", what, msg ? msg : sqlite3_errstr(rc));
+        sqlite3_free(msg);
+        return -EIO;
+    }
+    return 0;
+}
+
+/* The artifacts in (lo, hi] of the candidate rowids that nothing keeps. */
+#define ART_BATCH                                                                                  \
+    "FROM artifacts AS a WHERE a.rowid IN (SELECT rid FROM temp.nv_old_art WHERE rid > ?3 AND "    \
+    "rid <= ?4) AND a.created_at < ?1 AND NOT " ART_KEPT
+
 static int prune_artifacts(nvd_store *s, const nvd_prune_policy *p, int64_t cutoff,
                            nvd_prune_stats *st)
 {
@@ -257,75 +275,87 @@ static int prune_artifacts(nvd_store *s, const nvd_prune_policy *p, int64_t cuto
     int64_t max_case = one_int(s, "SELECT COALESCE(MAX(id), 0) FROM cases", 0, &r);
     if (r < 0)
         return r;
-    char *msg = NULL;
-    int rc = sqlite3_exec(s->db,
-                          "DROP TABLE IF EXISTS temp.nv_keep_art;"
-                          "CREATE TEMP TABLE nv_keep_art (sha TEXT PRIMARY KEY) WITHOUT ROWID;"
-                          "INSERT OR IGNORE INTO temp.nv_keep_art SELECT json_extract(data, "
-                          "'$.artifact') FROM cases WHERE json_extract(data, '$.artifact') "
-                          "IS NOT NULL",
-                          NULL, NULL, &msg);
-    if (rc != SQLITE_OK) {
-        nv_log_err("prune: the artifacts cases name: %s", msg ? msg : sqlite3_errstr(rc));
-        sqlite3_free(msg);
-        return -EIO;
+    /* Two scans, each once: the artifacts cases name, and the old artifacts'
+     * rowids (created_at follows the blob in a row, so reading it walks the
+     * blob's overflow pages: one pass over the table, not one per batch). */
+    r = exec_sql(s,
+                 "DROP TABLE IF EXISTS temp.nv_keep_art;"
+                 "CREATE TEMP TABLE nv_keep_art (sha TEXT PRIMARY KEY) WITHOUT ROWID;"
+                 "INSERT OR IGNORE INTO temp.nv_keep_art SELECT json_extract(data, "
+                 "'$.artifact') FROM cases WHERE json_extract(data, '$.artifact') IS NOT NULL;"
+                 "DROP TABLE IF EXISTS temp.nv_old_art;"
+                 "CREATE TEMP TABLE nv_old_art (rid INTEGER PRIMARY KEY);",
+                 "the artifacts cases name");
+    if (r == 0) {
+        sqlite3_stmt *q =
+            store_stmt(s, "INSERT INTO temp.nv_old_art SELECT rowid FROM artifacts WHERE "
+                          "created_at < ?1");
+        if (!q) {
+            r = -EIO;
+        } else {
+            sqlite3_bind_int64(q, 1, cutoff);
+            int rc = sqlite3_step(q);
+            sqlite3_reset(q);
+            if (rc != SQLITE_DONE)
+                r = store_err(s, rc, "prune: old artifacts");
+        }
     }
-    sqlite3_stmt *q = NULL;
-    for (;;) {
+    int64_t n_old = r == 0 ? one_int(s, "SELECT COUNT(*) FROM temp.nv_old_art", 0, &r) : 0;
+    /* Batches of 200 rowids (at most 200 x max_artifact_body freed per transaction). */
+    for (int64_t lo = 0; r == 0;) {
+        int64_t hi = one_int(s,
+                             "SELECT COALESCE(MAX(rid), 0) FROM (SELECT rid FROM temp.nv_old_art "
+                             "WHERE rid > ?1 ORDER BY rid LIMIT 200)",
+                             lo, &r);
+        if (r < 0 || hi == 0)
+            break;
         r = store_write_begin(s);
         if (r < 0)
             break;
-        /* Batches of 200 (at most 200 x max_artifact_body freed per transaction). */
-        q = store_stmt(s, p->dry_run
-                              ? "SELECT COUNT(*), COALESCE(SUM(size), 0), 0 FROM artifacts a "
-                                "WHERE a.created_at < ?1 AND NOT " ART_KEPT
-                              : "SELECT COUNT(*), COALESCE(SUM(size), 0), "
-                                "COALESCE(MAX(rowid), 0) FROM (SELECT a.rowid, a.size FROM "
-                                "artifacts a WHERE a.created_at < ?1 AND NOT " ART_KEPT
-                                " ORDER BY a.rowid LIMIT 200)");
-        int64_t cnt = 0, bytes = 0, last = 0;
+        int64_t cnt = 0, bytes = 0;
+        sqlite3_stmt *q = store_stmt(s, "SELECT COUNT(*), COALESCE(SUM(a.size), 0) " ART_BATCH);
         if (!q) {
             r = -EIO;
         } else {
             sqlite3_bind_int64(q, 1, cutoff);
             sqlite3_bind_int64(q, 2, max_case);
-            if ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+            sqlite3_bind_int64(q, 3, lo);
+            sqlite3_bind_int64(q, 4, hi);
+            int rc = sqlite3_step(q);
+            if (rc == SQLITE_ROW) {
                 cnt = sqlite3_column_int64(q, 0);
                 bytes = sqlite3_column_int64(q, 1);
-                last = sqlite3_column_int64(q, 2);
             } else {
                 r = store_err(s, rc, "prune: artifacts");
             }
             sqlite3_reset(q);
         }
         if (r == 0 && cnt > 0 && !p->dry_run) {
-            sqlite3_stmt *del = store_stmt(s, "DELETE FROM artifacts AS a WHERE a.rowid <= ?3 AND "
-                                              "a.created_at < ?1 AND NOT " ART_KEPT);
+            sqlite3_stmt *del = store_stmt(s, "DELETE " ART_BATCH);
             if (!del) {
                 r = -EIO;
             } else {
                 sqlite3_bind_int64(del, 1, cutoff);
                 sqlite3_bind_int64(del, 2, max_case);
-                sqlite3_bind_int64(del, 3, last);
-                rc = sqlite3_step(del);
+                sqlite3_bind_int64(del, 3, lo);
+                sqlite3_bind_int64(del, 4, hi);
+                int rc = sqlite3_step(del);
                 sqlite3_reset(del);
                 if (rc != SQLITE_DONE)
                     r = store_err(s, rc, "prune: delete artifacts");
             }
         }
         r = store_write_end(s, r);
-        if (r < 0)
-            break;
-        st->artifacts += cnt;
-        st->artifact_bytes += bytes;
-        if (p->dry_run || cnt == 0)
-            break;
+        if (r == 0) {
+            st->artifacts += cnt;
+            st->artifact_bytes += bytes;
+        }
+        lo = hi;
     }
     if (r == 0)
-        st->kept_artifacts =
-            one_int(s, "SELECT COUNT(*) FROM artifacts WHERE created_at < ?1", cutoff, &r) -
-            (p->dry_run ? st->artifacts : 0);
-    sqlite3_exec(s->db, "DROP TABLE IF EXISTS temp.nv_keep_art", NULL, NULL, NULL);
+        st->kept_artifacts = n_old - st->artifacts;
+    exec_sql(s, "DROP TABLE IF EXISTS temp.nv_keep_art; DROP TABLE IF EXISTS temp.nv_old_art",
+             "temp tables");
     return r;
 }
 
