@@ -20,6 +20,7 @@ usage: test_store_care.py NUMVALD NUMVAL-WORKER NUMVALCTL"""
 import json
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import threading
@@ -253,6 +254,24 @@ def test(bins):
         m = re.search(r"deleted: cases (\d+) .* artifacts (\d+)", p.stdout)
         check(p.returncode == 0 and m and m.groups() == ("0", "0"),
               "a second prune finds nothing more (%s)" % p.stdout.strip())
+
+        # Stopped numvald (no -shm): a backup by another user than the store's owner
+        # is refused, since the WAL files its reader would create could not be removed.
+        s.kill_daemon(sig=15)
+        runuser = shutil.which("runuser")
+        if os.geteuid() == 0 and runuser and not os.path.exists(db + "-shm"):
+            os.chmod(s.tmp, 0o755)
+            os.chmod(s.data, 0o755)
+            p = subprocess.run([runuser, "-u", "nobody", "--", bins["numvald"], "--data-dir",
+                                s.data, "backup", "/tmp/numval-it-nobody-%d.db" % os.getpid()],
+                               capture_output=True, text=True, timeout=60)
+            check(p.returncode == 2 and "belongs to root" in p.stderr and
+                  not os.path.exists(db + "-shm") and
+                  not os.path.exists("/tmp/numval-it-nobody-%d.db" % os.getpid()),
+                  "backup as another user than the stopped store's owner is refused, nothing "
+                  "created (%s)" % p.stderr.strip()[-300:])
+        else:
+            print("# not root, no runuser or a -shm left: owner check not exercised")
 
 
 if __name__ == "__main__":
