@@ -133,6 +133,16 @@ static int limits_key(load_ctx *x, const char *k, const char *v)
     int64_t n;
     if (parse_num(v, 1, (int64_t)1 << 40, &n) < 0)
         return -EINVAL;
+    /* A known key with a value out of its range is a bad value, not an unknown key. */
+    static const struct {
+        const char *k;
+        int64_t lo, hi;
+    } ranges[] = {{"max_connections", 1, 1000000}, {"max_header_bytes", 1024, 1 << 24},
+                  {"max_headers", 1, 10000},       {"queue_depth", 1, 100000000},
+                  {"max_attempts", 1, 1000},       {"crash_limit", 1, 1000}};
+    for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++)
+        if (!strcmp(k, ranges[i].k) && (n < ranges[i].lo || n > ranges[i].hi))
+            return -EINVAL;
     if (!strcmp(k, "max_connections") && n <= 1000000)
         c->http.max_connections = (int)n;
     else if (!strcmp(k, "max_header_bytes") && n >= 1024 && n <= (1 << 24))
@@ -198,6 +208,21 @@ static int device_key(load_ctx *x, const char *name, const char *k, const char *
         return 0;
     }
     return -ENOENT;
+}
+
+/* [retention]: days after which `numvald prune` lets case rows and artifacts go. */
+static int retention_key(load_ctx *x, const char *k, const char *v)
+{
+    int64_t n;
+    if (parse_num(v, 0, 36500, &n) < 0)
+        return -EINVAL;
+    if (!strcmp(k, "case_days"))
+        x->c->retention_case_days = (int)n;
+    else if (!strcmp(k, "artifact_days"))
+        x->c->retention_artifact_days = (int)n;
+    else
+        return -ENOENT;
+    return 0;
 }
 
 /* [schedule NAME]: the scheduler (scheduler.h) runs what these sections give. */
@@ -274,6 +299,8 @@ static int on_ini(void *user, const char *section, const char *k, const char *v)
         r = limits_key(x, k, v);
     else if (!strncmp(section, "device ", 7) && section[7])
         r = device_key(x, section + 7, k, v);
+    else if (!strcmp(section, "retention"))
+        r = retention_key(x, k, v);
     else if (!strncmp(section, "schedule ", 9) && section[9])
         r = schedule_key(x, section + 9, k, v);
     else

@@ -44,6 +44,8 @@ typedef struct nvd_config {
     int n_devices;
     nvd_schedule_conf *schedules; /* [schedule NAME] sections */
     int n_schedules;
+    /* [retention]: what `numvald prune` deletes (store_care.h); 0 keeps forever. */
+    int retention_case_days, retention_artifact_days;
 } nvd_config;
 
 /* Fill defaults. 0 or -ENOMEM. */

@@ -12,18 +12,17 @@
 
 #include "app.h"
 #include "auth.h"
+#include "care_cmd.h"
 #include "common/log.h"
+#include "notify.h"
 #include "scheduler.h"
 #include "supervisor.h"
 #include "daemon/util/util.h"
-
-#ifndef NVD_DATADIR
-#define NVD_DATADIR "/usr/share/numval"
-#endif
+#include "nvd_paths.h"
 
 typedef struct cli {
     const char *config, *data_dir, *listen, *web_dir, *port_file, *scope;
-    bool check_config;
+    bool check_config, dry_run;
     const char *pos[8];
     int n_pos;
 } cli;
@@ -31,12 +30,19 @@ typedef struct cli {
 static void usage(FILE *f)
 {
     fputs("usage: numvald [--config FILE] [--data-dir DIR] [--listen HOST:PORT] [--web-dir DIR]\n"
-          "               [--port-file FILE] [--check-config] [-v]\n"
+          "               [--port-file FILE] [--check-config] [-v|--verbose]\n"
           "       numvald [--config FILE] [--data-dir DIR] token create NAME --scope S[,S...]\n"
           "       numvald [--config FILE] [--data-dir DIR] token revoke NAME\n"
           "       numvald [--config FILE] [--data-dir DIR] token list\n"
           "       numvald [--config FILE] [--data-dir DIR] check-db\n"
-          "scopes: read, submit, worker, admin\n",
+          "       numvald [--config FILE] [--data-dir DIR] backup FILE\n"
+          "       numvald [--config FILE] [--data-dir DIR] prune [--dry-run]\n"
+          "scopes: read, submit, worker, admin\n"
+          "backup FILE  copy the store to a new FILE (SQLite online backup of one snapshot;\n"
+          "             safe while numvald serves)\n"
+          "prune        delete case rows and artifacts older than [retention] allows; suite\n"
+          "             cases and their origins stay (--dry-run: count only)\n"
+          "check-db     full integrity check of the store, read-only (exit 0 ok, 1 damaged)\n",
           f);
 }
 
@@ -59,6 +65,8 @@ static int parse_cli(int argc, char **argv, cli *c)
             *slot = argv[++i];
         } else if (!strcmp(a, "--check-config")) {
             c->check_config = true;
+        } else if (!strcmp(a, "--dry-run")) {
+            c->dry_run = true;
         } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
             nv_log_level = LOG_DEBUG;
         } else if (!strcmp(a, "--version")) {
@@ -273,6 +281,7 @@ static void on_signal(uv_signal_t *s, int signum)
         return;
     d->stopping = true;
     nv_log_info("signal %d: shutting down", signum);
+    nvd_notify("STOPPING=1");
     nvd_http_server_close(d->app.http);
     d->app.http = NULL;
     nvd_scheduler_stop();
@@ -362,6 +371,10 @@ static int start(daemon_state *d, nvd_config *cfg, const cli *c)
         fprintf(stderr, "numvald: cannot write port file '%s': %s\n", c->port_file, strerror(-r));
         return r;
     }
+    /* Listening, store open, supervisor and scheduler started: Type=notify's
+     * ExecStart is done, units ordered after numvald.service may start. */
+    if ((r = nvd_notify("READY=1")) < 0)
+        nv_log_warn("cannot notify systemd ($NOTIFY_SOCKET): %s", strerror(-r));
     return 0;
 }
 
@@ -435,6 +448,13 @@ int main(int argc, char **argv)
     }
     if (c.n_pos == 1 && !strcmp(c.pos[0], "check-db")) {
         int rc = check_db_cmd(&cfg);
+        nvd_config_done(&cfg);
+        return rc;
+    }
+    if ((c.n_pos == 2 && !strcmp(c.pos[0], "backup")) ||
+        (c.n_pos == 1 && !strcmp(c.pos[0], "prune"))) {
+        int rc =
+            c.pos[0][0] == 'b' ? nvd_backup_cmd(&cfg, c.pos[1]) : nvd_prune_cmd(&cfg, c.dry_run);
         nvd_config_done(&cfg);
         return rc;
     }

@@ -11,6 +11,7 @@
 #include "auth.h"
 #include "common/log.h"
 #include "daemon/util/util.h"
+#include "nvd_paths.h"
 
 #define MAX_CRASHES 64
 
@@ -304,10 +305,15 @@ char *nvd_supervisor_default_worker(void)
         char *sl = strrchr(exe, '/');
         if (sl) {
             *sl = '\0';
-            const char *rel[] = {"/../worker/numval-worker", "/numval-worker"};
-            for (int i = 0; i < 2; i++) {
+            /* The build tree's, a worker beside numvald, the installed one
+             * (numvald is in sbin/, the worker in bin/). */
+            const char *rel[] = {"/../worker/numval-worker", "/numval-worker", NULL};
+            for (int i = 0; i < 3; i++) {
                 char cand[PATH_MAX + 32];
-                snprintf(cand, sizeof(cand), "%s%s", exe, rel[i]);
+                if (rel[i])
+                    snprintf(cand, sizeof(cand), "%s%s", exe, rel[i]);
+                else
+                    snprintf(cand, sizeof(cand), "%s/numval-worker", NVD_BINDIR);
                 if (access(cand, X_OK) == 0)
                     return realpath(cand, NULL);
             }

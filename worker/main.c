@@ -46,6 +46,7 @@ static void usage(FILE *f)
             "         exit 0 when it can be used, 2 with a message naming what is wrong.\n"
             "SPEC     emu | emu:key=value,... | plugin:/path/lib.so[?options] | exec:COMMAND\n"
             "agent    without \"run\": claim jobs for one device from numvald (docs/JOBS.md):\n"
+            "         --token-file FILE the token read from FILE, not the command line,\n"
             "         --claim-wait-ms MS long-poll wait per claim (default 20000),\n"
             "         --max-artifacts N failure artifacts uploaded per job (default 256),\n"
             "         --minimize-deadline S seconds per job to gate and minimize failures\n"

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "daemon/store/store_care.h"
 #include "daemon/util/util.h"
 
 typedef struct buf {
@@ -97,6 +98,16 @@ void api_metrics(api_ctx *x)
     gauge(&b, "numvald_store_damaged",
           "1 when the database was found damaged (numvald is then read-only), else 0.",
           nvd_store_damaged(NULL, 0) ? 1.0 : 0.0);
+    nvd_store_sizes sz;
+    if (nvd_store_sizes_get(app->store, &sz) == 0) {
+        gauge(&b, "numvald_store_bytes", "Bytes of the SQLite database file (its pages).",
+              (double)sz.file_bytes);
+        gauge(&b, "numvald_store_free_bytes", "Free pages in the database, reused by later writes.",
+              (double)sz.free_bytes);
+        if (sz.wal_bytes >= 0)
+            gauge(&b, "numvald_store_wal_bytes", "Bytes of the write-ahead log file.",
+                  (double)sz.wal_bytes);
+    }
     gauge(&b, "numvald_queue_depth", "Queued jobs.", (double)nvd_queue_depth(app->queue));
     gauge(&b, "numvald_claims_waiting", "Worker claims parked in long poll.",
           (double)nvd_queue_waiting(app->queue));

@@ -47,10 +47,11 @@ def sources():
 
 def resolve(src, inc):
     """The file an include names, as the build finds it: the includer's own folder,
-    then include/, then the repository root."""
+    then include/, then the repository root. A header meson generates from NAME.in
+    (configure_file) resolves to its template."""
     for base in (os.path.dirname(src), "include", ""):
         p = os.path.normpath(os.path.join(base, inc))
-        if os.path.isfile(os.path.join(ROOT, p)):
+        if os.path.isfile(os.path.join(ROOT, p)) or os.path.isfile(os.path.join(ROOT, p + ".in")):
             return p
     return None
 

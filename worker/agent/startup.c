@@ -21,7 +21,7 @@ int nvw_agent_token_file(const char *path, char **ret)
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
         int e = errno;
-        nv_log_err("--token-file '%s': %s", path, strerror(e));
+        nv_log_err("cannot open token file '%s': %s", path, strerror(e));
         return -e;
     }
     struct stat st;
@@ -49,10 +49,19 @@ int nvw_agent_token_file(const char *path, char **ret)
     buf[n] = '\0';
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
         buf[--n] = '\0';
-    if (n == 0 || strpbrk(buf, "\r\n")) {
-        nv_log_err("--token-file '%s' must hold one token on one line", path);
+    if (n == 0) {
+        nv_log_err("--token-file '%s' is empty", path);
         return -EINVAL;
     }
+    /* A token never holds white space or control characters: a file with two
+     * tokens or a binary file is an error, not part of the token. */
+    for (ssize_t i = 0; i < n; i++)
+        if ((unsigned char)buf[i] <= ' ' || buf[i] == 0x7f) {
+            nv_log_err("--token-file '%s' holds white space or a control character at byte %zd "
+                       "(one token on one line expected)",
+                       path, i);
+            return -EINVAL;
+        }
     *ret = strdup(buf);
     return *ret ? 0 : -ENOMEM;
 }
