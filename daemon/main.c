@@ -294,7 +294,7 @@ static int start(daemon_state *d, nvd_config *cfg, const cli *c)
         return r;
     app->web_dir = find_web_dir(cfg);
     nvd_http_callbacks cb = {
-        .handle = nvd_api_handle, .body_limit = nvd_api_body_limit, .done = nvd_api_done};
+        .handle = nvd_api_handle, .admit = nvd_api_admit, .done = nvd_api_done};
     r = nvd_http_server_new(app->loop, cfg->listen, &cfg->http, &cb, app, &app->http);
     if (r < 0) {
         fprintf(stderr, "numvald: cannot listen on '%s': %s\n", cfg->listen,

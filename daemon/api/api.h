@@ -11,6 +11,9 @@
 typedef struct api_ctx {
     nvd_app *app;
     nvd_http_req *req;
+    const char *method; /* the method routed by (req's, or another when asking what is allowed) */
+    bool dry;           /* only find the route: its scope goes to need, nothing runs */
+    unsigned need;
     const char *seg[8]; /* path segments after "/api/v1/" */
     int n_seg;
     char *token_name; /* the caller's token name, or NULL (anonymous) */
