@@ -65,6 +65,11 @@ void api_read_cases(api_ctx *x, const nvd_case_filter *f);
  * literal. */
 typedef int (*api_read_fn)(nvd_store *s, void *arg, json_t **ret);
 void api_read_run(api_ctx *x, api_read_fn fn, void *arg, const char *what);
+/* The same, with on_err answering an error (back on the loop, before arg is
+ * freed) instead of api_errno. */
+typedef void (*api_read_err_fn)(api_ctx *x, int r, void *arg);
+void api_read_run_err(api_ctx *x, api_read_fn fn, void *arg, const char *what,
+                      api_read_err_fn on_err);
 /* Static files: /js/... from the JavaScript library dir, else the web dir. */
 void api_static(nvd_app *app, nvd_http_req *req);
 
