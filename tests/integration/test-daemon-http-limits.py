@@ -233,6 +233,16 @@ def wildcard_warning(numvald):
         check("not a loopback address" not in d.tail(), "no such warning on 127.0.0.1")
 
 
+def budget_config(numvald):
+    with Daemon(numvald, limits={"max_body_total": 64 << 20}) as d:
+        p = subprocess.run([numvald, "--config", d.conf, "--check-config"],
+                           capture_output=True, text=True, timeout=30)
+        check(p.returncode != 0 and "max_body_total" in p.stderr and
+              "max_artifact_body" in p.stderr,
+              "max_body_total 64 MiB leaves workers less than a 64 MiB artifact: refused "
+              "naming both (rc %s: %s)" % (p.returncode, p.stderr.strip()[:200]))
+
+
 def read_only_data_dir(numvald):
     tmp = tempfile.mkdtemp(prefix="numvald-ro-")
     try:
@@ -271,6 +281,7 @@ def test(numvald):
               (rc, reports[:3]))
     client_cannot_starve_workers(numvald)
     wildcard_warning(numvald)
+    budget_config(numvald)
     read_only_data_dir(numvald)
 
 
