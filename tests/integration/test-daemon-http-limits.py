@@ -152,6 +152,9 @@ def client_cannot_starve_workers(numvald):
         finally:
             for s in socks:
                 s.close()
+        rc, reports = d.stop()
+        check(rc == 0 and not reports, "budget daemon: clean exit, no sanitizer report (%s %s)" %
+              (rc, reports[:3]))
 
 
 def zstd_bomb(d):
