@@ -41,7 +41,7 @@ typedef struct nvd_app {
  * the route handlers (api/api.c) and given to the server by main.c, the one
  * file above api/. Declared here so main.c includes nothing of api/. */
 void nvd_api_handle(void *ud, nvd_http_req *req);
-size_t nvd_api_body_limit(void *ud, const char *method, const char *raw_path);
+void nvd_api_admit(void *ud, nvd_http_req *req, nvd_http_admit *ret);
 void nvd_api_done(void *ud, nvd_http_req *req, int status);
 
 #endif

@@ -16,6 +16,17 @@ int nvd_config_set_str(char **field, const char *v)
     return 0;
 }
 
+/* The shares of max_body_total (config.h NVD_BUDGET_*): requests without a
+ * token send at most a few KiB each, so 1/16 is room for every connection;
+ * workers, whose artifacts are the largest bodies, get 9/16. */
+static void split_budgets(nvd_config *c)
+{
+    size_t t = c->http.max_body_total;
+    c->http.max_body_budget[NVD_BUDGET_ANON] = t / 16;
+    c->http.max_body_budget[NVD_BUDGET_CLIENT] = t / 16 * 6;
+    c->http.max_body_budget[NVD_BUDGET_WORKER] = t - t / 16 - t / 16 * 6;
+}
+
 int nvd_config_init(nvd_config *c)
 {
     memset(c, 0, sizeof(*c));
@@ -39,6 +50,7 @@ int nvd_config_init(nvd_config *c)
     c->idem_keys = 100000;
     c->idem_ttl_s = 86400;
     c->sync_full = true;
+    split_budgets(c);
     if (nvd_config_set_str(&c->listen, "127.0.0.1:8080") < 0 ||
         nvd_config_set_str(&c->data_dir, "./var") < 0 ||
         nvd_config_set_str(&c->js_dir, "/usr/share/javascript") < 0)
@@ -331,6 +343,7 @@ int nvd_config_load(nvd_config *c, const char *path, char **ret_err)
     }
     int r = ini_parse_file(f, on_ini, &x);
     fclose(f);
+    split_budgets(c);
     if (r != 0) {
         char buf[1200];
         if (x.err[0])
@@ -357,6 +370,18 @@ int nvd_config_check(const nvd_config *c, char **ret_err)
     }
     if (!buf[0] && c->lease_ms < 100)
         snprintf(buf, sizeof(buf), "lease_ms '%lld' is below 100", (long long)c->lease_ms);
+    if (!buf[0] && c->http.max_body_budget[NVD_BUDGET_WORKER] < c->max_artifact_body + 1)
+        snprintf(buf, sizeof(buf),
+                 "max_body_total '%zu' leaves worker uploads %zu bytes (9/16), less than "
+                 "max_artifact_body '%zu'; raise max_body_total",
+                 c->http.max_body_total, c->http.max_body_budget[NVD_BUDGET_WORKER],
+                 c->max_artifact_body);
+    if (!buf[0] && c->http.max_body_budget[NVD_BUDGET_CLIENT] < c->max_job_body + 1)
+        snprintf(buf, sizeof(buf),
+                 "max_body_total '%zu' leaves client requests %zu bytes (6/16), less than "
+                 "max_job_body '%zu'; raise max_body_total",
+                 c->http.max_body_total, c->http.max_body_budget[NVD_BUDGET_CLIENT],
+                 c->max_job_body);
     if (!buf[0])
         schedules_check(c, buf, sizeof(buf));
     if (buf[0]) {

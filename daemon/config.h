@@ -12,6 +12,12 @@
 
 typedef enum { NVD_ANON_LOOPBACK, NVD_ANON_YES, NVD_ANON_NO } nvd_anon;
 
+/* The HTTP body budgets (nvd_http_limits.max_body_budget): requests without a
+ * valid token, with a token on a client route, on a worker route. Their
+ * shares of max_body_total are set by nvd_config_init and nvd_config_load:
+ * 1/16, 6/16 and 9/16. */
+enum { NVD_BUDGET_ANON, NVD_BUDGET_CLIENT, NVD_BUDGET_WORKER };
+
 typedef struct nvd_device_conf {
     char *name, *backend, *worker; /* worker: NULL = the configured default */
     int slots;
@@ -54,7 +60,8 @@ int nvd_config_init(nvd_config *c);
  * the file, line and key goes to *ret_err. 0, -ENOENT, -EINVAL, -ENOMEM. */
 int nvd_config_load(nvd_config *c, const char *path, char **ret_err);
 /* Check cross-field rules (limits positive, devices have backends, schedules
- * have a cron expression and a suite). */
+ * have a cron expression and a suite, the body budgets hold the largest body
+ * of their routes). */
 int nvd_config_check(const nvd_config *c, char **ret_err);
 /* Replace a string field (copying v). 0 or -ENOMEM. */
 int nvd_config_set_str(char **field, const char *v);

@@ -136,6 +136,20 @@ static int open_store(const nvd_config *cfg, bool group, nvd_store **ret)
     }
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/numvald.db", cfg->data_dir);
+    /* SQLite says only "unable to open database file" when it cannot create
+     * the database or its -wal and -shm files: say why. */
+    bool db_exists = access(path, F_OK) == 0;
+    if (access(cfg->data_dir, W_OK | X_OK) < 0 || (db_exists && access(path, W_OK) < 0)) {
+        int e = errno;
+        bool dir = access(cfg->data_dir, W_OK | X_OK) < 0;
+        fprintf(stderr,
+                "numvald: %s '%s' is read-only for numvald (uid %d): %s; numvald writes "
+                "numvald.db and its -wal and -shm files in the data dir (give it write access "
+                "or choose another with --data-dir)\n",
+                dir ? "data dir" : "database", dir ? cfg->data_dir : path, (int)geteuid(),
+                strerror(e));
+        return -e;
+    }
     nvd_store_opts o = {.group_commit = group,
                         .sync_full = cfg->sync_full,
                         .guard = true,
@@ -331,7 +345,7 @@ static int start(daemon_state *d, nvd_config *cfg, const cli *c)
         return r;
     app->web_dir = find_web_dir(cfg);
     nvd_http_callbacks cb = {
-        .handle = nvd_api_handle, .body_limit = nvd_api_body_limit, .done = nvd_api_done};
+        .handle = nvd_api_handle, .admit = nvd_api_admit, .done = nvd_api_done};
     r = nvd_http_server_new(app->loop, cfg->listen, &cfg->http, &cb, app, &app->http);
     if (r < 0) {
         fprintf(stderr, "numvald: cannot listen on '%s': %s\n", cfg->listen,
@@ -339,6 +353,16 @@ static int start(daemon_state *d, nvd_config *cfg, const cli *c)
         return r;
     }
     app->port = nvd_http_server_port(app->http);
+    /* Anonymous reads were meant for the host itself; say so when the
+     * listener takes peers from elsewhere. */
+    if (!nvd_http_listen_is_loopback(cfg->listen) && cfg->anonymous_read != NVD_ANON_NO)
+        nv_log_warn("listening on '%s', not a loopback address, with anonymous_read = %s: "
+                    "reads without a token are allowed %s; set [server] anonymous_read = no "
+                    "to require a token",
+                    cfg->listen, cfg->anonymous_read == NVD_ANON_YES ? "yes" : "loopback",
+                    cfg->anonymous_read == NVD_ANON_YES
+                        ? "from any host that reaches it"
+                        : "from loopback peers, which includes anything a local proxy forwards");
     r = nvd_commit_start(app);
     if (r < 0) {
         fprintf(stderr, "numvald: cannot start the group commit: %s\n", uv_strerror(r));

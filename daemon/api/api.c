@@ -169,16 +169,19 @@ bool api_name_ok(const char *s)
 
 /* ---- routing ---- */
 
-size_t nvd_api_body_limit(void *ud, const char *method, const char *raw_path)
+/* The body an unauthenticated request may send, and any request to a route
+ * that takes none (reads, unknown routes). */
+#define SMALL_BODY 4096
+
+static size_t route_body_limit(const nvd_app *app, const char *method, const char *path)
 {
-    nvd_app *app = ud;
-    if (!strcmp(method, "PUT") && !strncmp(raw_path, "/api/v1/worker/artifacts/", 25))
+    if (!strcmp(method, "PUT") && !strncmp(path, "/api/v1/worker/artifacts/", 25))
         return app->cfg->max_artifact_body;
-    if (!strcmp(method, "POST") && !strncmp(raw_path, "/api/v1/worker/result", 21))
+    if (!strcmp(method, "POST") && !strcmp(path, "/api/v1/worker/result"))
         return app->cfg->max_artifact_body;
     if (!strcmp(method, "POST") || !strcmp(method, "PUT"))
         return app->cfg->max_job_body;
-    return 4096;
+    return SMALL_BODY;
 }
 
 void nvd_api_done(void *ud, nvd_http_req *req, int status)
@@ -190,39 +193,66 @@ void nvd_api_done(void *ud, nvd_http_req *req, int status)
         app->metrics.requests[cls]++;
 }
 
+static const char *scope_word(unsigned need)
+{
+    return need == NVD_SCOPE_READ     ? "read"
+           : need == NVD_SCOPE_SUBMIT ? "submit"
+           : need == NVD_SCOPE_WORKER ? "worker"
+                                      : "admin";
+}
+
+/* Who may do this, from the request's headers alone: 0 (with the token's
+ * name, malloc'd or NULL, and scopes), or the status of the refusal with its
+ * code and a message in msg. */
+static int auth_decide(nvd_app *app, nvd_http_req *req, unsigned need, char **ret_name,
+                       unsigned *ret_scopes, const char **code, char *msg, size_t cap)
+{
+    const char *h = nvd_http_header(req, "Authorization");
+    *ret_name = NULL;
+    *ret_scopes = 0;
+    *code = "unauthorized";
+    if (!h) {
+        bool anon = app->cfg->anonymous_read == NVD_ANON_YES ||
+                    (app->cfg->anonymous_read == NVD_ANON_LOOPBACK && req->loopback);
+        if (need == NVD_SCOPE_READ && anon)
+            return 0;
+        if (need == NVD_SCOPE_READ)
+            snprintf(msg, cap, "reading needs a token (Authorization: Bearer ...)");
+        else
+            snprintf(msg, cap, "this route needs a token with scope '%s'", scope_word(need));
+        return 401;
+    }
+    char *name = NULL;
+    unsigned scopes = 0;
+    int r = nvd_auth_check(app->store, h, &name, &scopes);
+    if (r == -EACCES) {
+        snprintf(msg, cap, "invalid or revoked token");
+        return 401;
+    }
+    if (r < 0) {
+        *code = "unavailable";
+        snprintf(msg, cap, "token check failed: %s; retry", strerror(-r));
+        return 503;
+    }
+    if (!nvd_auth_allows(scopes, need)) {
+        *code = "forbidden";
+        snprintf(msg, cap, "token '%s' lacks scope '%s'", name ? name : "", scope_word(need));
+        free(name);
+        return 403;
+    }
+    *ret_name = name;
+    *ret_scopes = scopes;
+    return 0;
+}
+
 /* Who may do this: 0 ok; else the error has been sent. */
 static int authorize(api_ctx *x, unsigned need)
 {
-    const char *h = nvd_http_header(x->req, "Authorization");
-    nvd_app *app = x->app;
-    if (!h) {
-        bool anon = app->cfg->anonymous_read == NVD_ANON_YES ||
-                    (app->cfg->anonymous_read == NVD_ANON_LOOPBACK && x->req->loopback);
-        if (need == NVD_SCOPE_READ && anon)
-            return 0;
-        api_error(x, 401, "unauthorized", NULL,
-                  need == NVD_SCOPE_READ ? "reading needs a token (Authorization: Bearer ...)"
-                                         : "this route needs a token with scope '%s'",
-                  need == NVD_SCOPE_SUBMIT   ? "submit"
-                  : need == NVD_SCOPE_WORKER ? "worker"
-                                             : "admin");
-        return -1;
-    }
-    int r = nvd_auth_check(app->store, h, &x->token_name, &x->scopes);
-    if (r == -EACCES) {
-        api_error(x, 401, "unauthorized", NULL, "invalid or revoked token");
-        return -1;
-    }
-    if (r < 0) {
-        api_errno(x, r, "token check");
-        return -1;
-    }
-    if (!nvd_auth_allows(x->scopes, need)) {
-        api_error(x, 403, "forbidden", NULL, "token '%s' lacks scope '%s'", x->token_name,
-                  need == NVD_SCOPE_READ     ? "read"
-                  : need == NVD_SCOPE_SUBMIT ? "submit"
-                  : need == NVD_SCOPE_WORKER ? "worker"
-                                             : "admin");
+    char msg[512];
+    const char *code;
+    int st = auth_decide(x->app, x->req, need, &x->token_name, &x->scopes, &code, msg, sizeof msg);
+    if (st) {
+        api_error(x, st, code, NULL, "%s", msg);
         return -1;
     }
     return 0;
@@ -243,13 +273,17 @@ static bool is(const api_ctx *x, int n, const char *a, const char *b, const char
  * has this path (404), sets *bad_method when the path exists for another method. */
 static bool route(api_ctx *x, bool *bad_method)
 {
-    const char *m = x->req->method;
+    const char *m = x->method;
     bool get = !strcmp(m, "GET") || !strcmp(m, "HEAD"), post = !strcmp(m, "POST");
     int64_t id;
 #define ROUTE(cond, ok_method, scope, action)                                                      \
     if (cond) {                                                                                    \
         if (!(ok_method)) {                                                                        \
             *bad_method = true;                                                                    \
+            return true;                                                                           \
+        }                                                                                          \
+        if (x->dry) {                                                                              \
+            x->need = scope;                                                                       \
             return true;                                                                           \
         }                                                                                          \
         if (authorize(x, scope) == 0) {                                                            \
@@ -297,14 +331,14 @@ static bool route(api_ctx *x, bool *bad_method)
     return false;
 }
 
-static void handle_api(api_ctx *x, const char *rest)
+/* Split the path after "/api/v1/" into x->seg. 0, -EINVAL for an empty, "."
+ * or ".." segment, -ENOMEM. */
+static int split_segments(api_ctx *x, const char *rest)
 {
     size_t n = strlen(rest);
     char *buf = nvd_http_alloc(x->req, n + 1);
-    if (!buf) {
-        nvd_http_error(x->req, 503, "unavailable", "out of memory", NULL);
-        return;
-    }
+    if (!buf)
+        return -ENOMEM;
     memcpy(buf, rest, n + 1);
     for (char *p = buf; *p && x->n_seg < 8;) {
         x->seg[x->n_seg++] = p;
@@ -316,19 +350,146 @@ static void handle_api(api_ctx *x, const char *rest)
     }
     for (int i = 0; i < x->n_seg; i++)
         if (!strcmp(x->seg[i], ".") || !strcmp(x->seg[i], "..") ||
-            (!x->seg[i][0] && i + 1 < x->n_seg)) {
-            api_error(x, 400, "bad_request", NULL, "path '%s' has an empty, '.' or '..' segment",
-                      x->req->path);
-            return;
-        }
+            (!x->seg[i][0] && i + 1 < x->n_seg))
+            return -EINVAL;
+    return 0;
+}
+
+/* Whether the split path has a route for method m; its scope in *need. */
+static bool route_exists(const api_ctx *x, const char *m, unsigned *need)
+{
+    api_ctx d = *x;
+    d.method = m;
+    d.dry = true;
+    bool bad_method = false;
+    bool found = d.n_seg < 8 && route(&d, &bad_method) && !bad_method;
+    *need = d.need;
+    return found;
+}
+
+/* 405 with the Allow header (RFC 9110 §15.5.6) listing allow. */
+static void method_not_allowed(api_ctx *x, const char *allow)
+{
+    char hdr[96], msg[256];
+    snprintf(hdr, sizeof hdr, "Allow: %s\r\n", allow);
+    snprintf(msg, sizeof msg, "method '%s' is not allowed on '%.120s' (allowed: %s)",
+             x->req->method, x->req->path, allow);
+    json_t *b = json_pack("{s:{s:s, s:s}}", "error", "code", "method_not_allowed", "message", msg);
+    char *text = b ? json_dumps(b, JSON_COMPACT) : NULL;
+    json_decref(b);
+    if (!text) {
+        nvd_http_error(x->req, 503, "unavailable", "out of memory", NULL);
+        return;
+    }
+    nvd_http_respond(x->req, 405, "application/json", text, strlen(text), hdr);
+    free(text);
+}
+
+static void handle_api(api_ctx *x, const char *rest)
+{
+    int r = split_segments(x, rest);
+    if (r == -ENOMEM) {
+        nvd_http_error(x->req, 503, "unavailable", "out of memory", NULL);
+        return;
+    }
+    if (r < 0) {
+        api_error(x, 400, "bad_request", NULL, "path '%s' has an empty, '.' or '..' segment",
+                  x->req->path);
+        return;
+    }
     bool bad_method = false;
     if (x->n_seg < 8 && route(x, &bad_method)) {
-        if (bad_method)
-            api_error(x, 405, "method_not_allowed", NULL, "method '%s' is not allowed on '%s'",
-                      x->req->method, x->req->path);
+        if (bad_method) {
+            char allow[64] = "";
+            static const char *const ms[] = {"GET", "POST", "PUT"};
+            for (size_t i = 0; i < 3; i++) {
+                unsigned need;
+                if (route_exists(x, ms[i], &need)) {
+                    if (allow[0])
+                        strcat(allow, ", ");
+                    strcat(allow, i == 0 ? "GET, HEAD" : ms[i]);
+                }
+            }
+            method_not_allowed(x, allow);
+        }
         return;
     }
     api_error(x, 404, "not_found", NULL, "no route '%s %s'", x->req->method, x->req->path);
+}
+
+/* Query parameters are checked once, for every route: a value with a NUL or
+ * control byte ("limit=10%00" would read as 10, "state=%00" as no filter) or
+ * a '%' not followed by two hex digits is refused with 400 naming the
+ * parameter. 0, or -1 with the error sent. */
+static int check_query(api_ctx *x)
+{
+    const char *q = x->req->query;
+    while (q && *q) {
+        const char *amp = strchr(q, '&');
+        size_t len = amp ? (size_t)(amp - q) : strlen(q);
+        const char *eq = memchr(q, '=', len);
+        size_t nl = eq ? (size_t)(eq - q) : len;
+        char name[65];
+        snprintf(name, sizeof name, "%.*s", (int)(nl < 64 ? nl : 64), q);
+        for (size_t i = 0; i < len; i++) {
+            if (q[i] != '%')
+                continue;
+            int hi = i + 1 < len ? unhex(q[i + 1]) : -1;
+            int lo = i + 2 < len ? unhex(q[i + 2]) : -1;
+            if (hi < 0 || lo < 0) {
+                api_error(x, 400, "bad_request", name,
+                          "query parameter '%s': '%%' must be followed by two hex digits", name);
+                return -1;
+            }
+            int ch = hi * 16 + lo;
+            if (ch < 0x20 || ch == 0x7f) {
+                api_error(x, 400, "bad_request", name,
+                          "query parameter '%s' holds a NUL or control byte (%%%02X)", name, ch);
+                return -1;
+            }
+            i += 2;
+        }
+        q = amp ? amp + 1 : NULL;
+    }
+    return 0;
+}
+
+void nvd_api_admit(void *ud, nvd_http_req *req, nvd_http_admit *ret)
+{
+    nvd_app *app = ud;
+    ret->body_limit = SMALL_BODY;
+    ret->budget = NVD_BUDGET_ANON;
+    unsigned need = 0;
+    bool found = false;
+    if (!strncmp(req->path, "/api/v1/", 8)) {
+        api_ctx x = {.app = app, .req = req, .method = req->method};
+        found = split_segments(&x, req->path + 8) == 0 && route_exists(&x, req->method, &need);
+    } else if (!strcmp(req->path, "/metrics")) {
+        found = true;
+        need = NVD_SCOPE_READ;
+    }
+    if (!found)
+        return; /* answered by the handler, after a small body at most */
+    char msg[512], *name = NULL;
+    const char *code;
+    unsigned scopes;
+    int st = auth_decide(app, req, need, &name, &scopes, &code, msg, sizeof msg);
+    free(name);
+    if (st) {
+        ret->status = st;
+        ret->code = code;
+        ret->message = msg; /* copied by the server before this returns to it */
+        return;
+    }
+    if (!nvd_http_header(req, "Authorization"))
+        return; /* an anonymous read */
+    ret->budget = need == NVD_SCOPE_WORKER ? NVD_BUDGET_WORKER : NVD_BUDGET_CLIENT;
+    ret->body_limit = route_body_limit(app, req->method, req->path);
+}
+
+static void not_allowed_here(api_ctx *x)
+{
+    method_not_allowed(x, "GET, HEAD");
 }
 
 void nvd_api_handle(void *ud, nvd_http_req *req)
@@ -342,22 +503,32 @@ void nvd_api_handle(void *ud, nvd_http_req *req)
     memset(x, 0, sizeof(*x));
     x->app = app;
     x->req = req;
+    x->method = req->method;
     req->user = x;
     const char *p = req->path;
+    bool get = !strcmp(req->method, "GET") || req->head;
     if (!strcmp(p, "/healthz")) {
-        char why[300];
-        bool damaged = nvd_store_damaged(why, sizeof(why));
-        json_t *b = json_pack("{s:s, s:s, s:I}", "status", damaged ? "degraded" : "ok", "version",
-                              NV_VERSION, "schema", (json_int_t)nvd_store_user_version(app->store));
-        if (b && damaged)
-            json_object_set_new(b, "store",
-                                json_pack("{s:s, s:s}", "state", "damaged", "message", why));
-        api_json(x, damaged ? 503 : 200, b);
+        if (!get) {
+            not_allowed_here(x);
+        } else {
+            char why[300];
+            bool damaged = nvd_store_damaged(why, sizeof(why));
+            json_t *b = json_pack("{s:s, s:s, s:I}", "status", damaged ? "degraded" : "ok",
+                                  "version", NV_VERSION, "schema",
+                                  (json_int_t)nvd_store_user_version(app->store));
+            if (b && damaged)
+                json_object_set_new(b, "store",
+                                    json_pack("{s:s, s:s}", "state", "damaged", "message", why));
+            api_json(x, damaged ? 503 : 200, b);
+        }
     } else if (!strcmp(p, "/metrics")) {
-        if (authorize(x, NVD_SCOPE_READ) == 0)
+        if (!get)
+            not_allowed_here(x);
+        else if (check_query(x) == 0 && authorize(x, NVD_SCOPE_READ) == 0)
             api_metrics(x);
     } else if (!strncmp(p, "/api/v1/", 8)) {
-        handle_api(x, p + 8);
+        if (check_query(x) == 0)
+            handle_api(x, p + 8);
     } else if (!strncmp(p, "/api/", 5) || !strcmp(p, "/api")) {
         api_error(x, 404, "not_found", NULL, "no route '%s %s' (the API is under /api/v1/)",
                   req->method, p);

@@ -11,6 +11,9 @@
 typedef struct api_ctx {
     nvd_app *app;
     nvd_http_req *req;
+    const char *method; /* the method routed by (req's, or another when asking what is allowed) */
+    bool dry;           /* only find the route: its scope goes to need, nothing runs */
+    unsigned need;
     const char *seg[8]; /* path segments after "/api/v1/" */
     int n_seg;
     char *token_name; /* the caller's token name, or NULL (anonymous) */
@@ -62,6 +65,11 @@ void api_read_cases(api_ctx *x, const nvd_case_filter *f);
  * literal. */
 typedef int (*api_read_fn)(nvd_store *s, void *arg, json_t **ret);
 void api_read_run(api_ctx *x, api_read_fn fn, void *arg, const char *what);
+/* The same, with on_err answering an error (back on the loop, before arg is
+ * freed) instead of api_errno. */
+typedef void (*api_read_err_fn)(api_ctx *x, int r, void *arg);
+void api_read_run_err(api_ctx *x, api_read_fn fn, void *arg, const char *what,
+                      api_read_err_fn on_err);
 /* Static files: /js/... from the JavaScript library dir, else the web dir. */
 void api_static(nvd_app *app, nvd_http_req *req);
 

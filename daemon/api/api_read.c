@@ -1,4 +1,4 @@
-/* Long reads (job and case lists, history, flaky cases) on the libuv threadpool with the store's
+/* Long reads (job and case lists, history, flaky cases, build compare) on the libuv threadpool with the store's
  * read-only connections, so a page of 1000 cases never stalls the loop. The
  * request's parameters are copied: the connection (and its arena) may go
  * while the work runs, which the abort callback records. */
@@ -14,6 +14,7 @@ typedef struct offload {
     nvd_app *app;
     nvd_http_req *req; /* NULL once the connection is gone */
     api_read_fn fn;    /* api_read_run: the read, its argument and its name */
+    api_read_err_fn on_err;
     void *arg;
     const char *what;
     bool cases;
@@ -87,6 +88,8 @@ static void done(uv_work_t *w, int status)
         if (o->r == 0)
             nvd_http_respond(req, 200, "application/json", o->text, strlen(o->text),
                              "Cache-Control: no-store\r\n");
+        else if (o->on_err)
+            o->on_err(x, o->r, o->arg);
         else if (o->r == -ENOENT && !o->fn)
             api_error(x, 404, "not_found", NULL, "job '%lld' not found", (long long)o->cf.job_id);
         else
@@ -149,6 +152,12 @@ void api_read_cases(api_ctx *x, const nvd_case_filter *f)
 
 void api_read_run(api_ctx *x, api_read_fn fn, void *arg, const char *what)
 {
+    api_read_run_err(x, fn, arg, what, NULL);
+}
+
+void api_read_run_err(api_ctx *x, api_read_fn fn, void *arg, const char *what,
+                      api_read_err_fn on_err)
+{
     offload *o = calloc(1, sizeof(*o));
     if (!o) {
         free(arg);
@@ -156,6 +165,7 @@ void api_read_run(api_ctx *x, api_read_fn fn, void *arg, const char *what)
         return;
     }
     o->fn = fn;
+    o->on_err = on_err;
     o->arg = arg;
     o->what = what;
     start(x, o);

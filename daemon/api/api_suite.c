@@ -68,6 +68,61 @@ void api_suite_retire(api_ctx *x, int64_t id)
         api_json(x, 200, json_pack("{so}", "suite_case", c));
 }
 
+/* A compare's query, copied for the threadpool (the request may go first). */
+typedef struct compare_arg {
+    const char *base, *head, *kind, *op; /* into text; kind and op may be NULL */
+    bool no_base, no_head;               /* on -ENOENT: which build is missing */
+    char text[];
+} compare_arg;
+
+/* On a read connection of the threadpool: matching 200,000 cases per build
+ * takes seconds, which the loop (and /healthz) must not wait for. */
+static int compare_run(nvd_store *s, void *arg, json_t **ret)
+{
+    compare_arg *a = arg;
+    int r = nvd_store_compare(s, a->base, a->head, a->kind, a->op, ret);
+    if (r == -ENOENT) {
+        /* Name the side that is missing, not both. */
+        char *h = NULL;
+        a->no_base = nvd_store_build_resolve(s, a->base, &h) == -ENOENT;
+        free(h);
+        h = NULL;
+        a->no_head = nvd_store_build_resolve(s, a->head, &h) == -ENOENT;
+        free(h);
+    }
+    return r;
+}
+
+static void compare_err(api_ctx *x, int r, void *arg)
+{
+    const compare_arg *a = arg;
+    if (r == -E2BIG)
+        api_error(x, 413, "too_large", NULL,
+                  "a build has more than %d cases to compare; narrow it with ?kind= "
+                  "(op, gradient, fused) or ?op=",
+                  NVD_COMPARE_MAX_CASES);
+    else if (r == -ENOENT && a->no_base && a->no_head)
+        api_error(x, 404, "not_found", "/base",
+                  "no build '%s' and no build '%s' (a build hash, name or version; see GET "
+                  "/api/v1/builds)",
+                  a->base, a->head);
+    else if (r == -ENOENT)
+        api_error(x, 404, "not_found", a->no_base ? "/base" : "/head",
+                  "no build '%s' (a build hash, name or version; see GET /api/v1/builds)",
+                  a->no_base ? a->base : a->head);
+    else
+        api_errno(x, r, "compare");
+}
+
+static const char *copy_in(char **p, const char *s)
+{
+    if (!s)
+        return NULL;
+    char *out = strcpy(*p, s);
+    *p += strlen(s) + 1;
+    return out;
+}
+
 void api_compare(api_ctx *x)
 {
     const char *base = api_query(x, "base"), *head = api_query(x, "head");
@@ -82,40 +137,22 @@ void api_compare(api_ctx *x)
                   kind);
         return;
     }
-    json_t *o = NULL;
-    int r = nvd_store_compare(x->app->store, base, head, kind && *kind ? kind : NULL,
-                              op && *op ? op : NULL, &o);
-    if (r == -E2BIG) {
-        api_error(x, 413, "too_large", NULL,
-                  "a build has more than %d cases to compare; narrow it with ?kind= "
-                  "(op, gradient, fused) or ?op=",
-                  NVD_COMPARE_MAX_CASES);
+    if (kind && !*kind)
+        kind = NULL;
+    if (op && !*op)
+        op = NULL;
+    size_t n = strlen(base) + strlen(head) + (kind ? strlen(kind) : 0) + (op ? strlen(op) : 0) + 4;
+    compare_arg *a = calloc(1, sizeof(*a) + n);
+    if (!a) {
+        api_errno(x, -ENOMEM, "compare");
         return;
     }
-    if (r == -ENOENT) {
-        /* Name the side that is missing, not both. */
-        char *h = NULL;
-        bool no_base = nvd_store_build_resolve(x->app->store, base, &h) == -ENOENT;
-        free(h);
-        h = NULL;
-        bool no_head = nvd_store_build_resolve(x->app->store, head, &h) == -ENOENT;
-        free(h);
-        if (no_base && no_head)
-            api_error(x, 404, "not_found", "/base",
-                      "no build '%s' and no build '%s' (a build hash, name or version; see GET "
-                      "/api/v1/builds)",
-                      base, head);
-        else
-            api_error(x, 404, "not_found", no_base ? "/base" : "/head",
-                      "no build '%s' (a build hash, name or version; see GET /api/v1/builds)",
-                      no_base ? base : head);
-        return;
-    }
-    if (r < 0) {
-        api_errno(x, r, "compare");
-        return;
-    }
-    api_json(x, 200, o);
+    char *p = a->text;
+    a->base = copy_in(&p, base);
+    a->head = copy_in(&p, head);
+    a->kind = copy_in(&p, kind);
+    a->op = copy_in(&p, op);
+    api_read_run_err(x, compare_run, a, "compare", compare_err);
 }
 
 bool api_suite_is(const json_t *body)

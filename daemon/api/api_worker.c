@@ -9,6 +9,7 @@
 #include "daemon/promote.h"
 #include "daemon/supervisor.h"
 #include "daemon/store/store_suite.h"
+#include "common/artifact.h"
 #include "common/log.h"
 #include "common/sha256.h"
 #include "daemon/util/util.h"
@@ -288,8 +289,22 @@ void api_worker_artifact_put(api_ctx *x, const char *sha)
         api_error(x, 400, "bad_request", NULL, "the body is not one complete zstd frame");
         return;
     }
-    if (raw == ZSTD_CONTENTSIZE_UNKNOWN)
-        raw = 0;
+    /* The header's content size is what a reader will be asked to allocate:
+     * it must be stated and within the container's limit (common/artifact.h),
+     * however small the frame that declares it. */
+    if (raw == ZSTD_CONTENTSIZE_UNKNOWN) {
+        api_error(x, 400, "bad_request", NULL,
+                  "the zstd frame does not declare its content size (compress with the "
+                  "content size flag, as numval-worker does)");
+        return;
+    }
+    if (raw > NV_ARTIFACT_MAX_RAW) {
+        api_error(x, 413, "too_large", NULL,
+                  "the zstd frame declares %llu bytes of content, more than the artifact "
+                  "limit of %llu",
+                  raw, (unsigned long long)NV_ARTIFACT_MAX_RAW);
+        return;
+    }
     bool existed = false;
     int r = nvd_store_artifact_put(x->app->store, sha, b, n, (int64_t)raw, nvd_now_ms(), &existed);
     if (r < 0) {

@@ -49,10 +49,32 @@ static void rq_reset(reqstate *rq)
     memset(rq, 0, sizeof(*rq));
 }
 
+/* Give a request's body bytes back to the server's total and its budget. */
+static void uncharge(conn *c)
+{
+    c->srv->body_bytes -= c->rq.charged;
+    c->srv->budget_bytes[c->rq.budget] -= c->rq.charged;
+    c->rq.charged = 0;
+}
+
+/* Count n more body bytes for the request, within the total and its budget. */
+static int charge(conn *c, size_t n)
+{
+    nvd_http_server *srv = c->srv;
+    size_t cap = srv->lim.max_body_budget[c->rq.budget];
+    if (srv->body_bytes + n > srv->lim.max_body_total ||
+        (cap && srv->budget_bytes[c->rq.budget] + n > cap))
+        return -ENOBUFS;
+    srv->body_bytes += n;
+    srv->budget_bytes[c->rq.budget] += n;
+    c->rq.charged += n;
+    return 0;
+}
+
 /* Free a connection's request state and return its body bytes to the budget. */
 void http_conn_rq_reset(conn *c)
 {
-    c->srv->body_bytes -= c->rq.charged;
+    uncharge(c);
     rq_reset(&c->rq);
 }
 
@@ -81,12 +103,13 @@ static void conn_rq_recycle(conn *c)
                   .hcap = rq->hcap,
                   .body = rq->body,
                   .body_cap = rq->body_cap,
-                  .charged = rq->charged};
+                  .charged = rq->charged,
+                  .budget = rq->budget};
     if (k.body_cap > KEEP_BODY) {
         free(k.body);
         k.body = NULL;
         k.body_cap = 0;
-        c->srv->body_bytes -= k.charged;
+        uncharge(c);
         k.charged = 0;
     }
     /* Kept buffers read as empty strings until refilled. */
@@ -418,6 +441,12 @@ static int index_headers(conn *c)
     int n = 0;
     while (p && p < end && n < rq->n_headers) {
         rq->hdr[2 * n] = p;
+        if (!nvd_http_token_ok(p)) {
+            char *m = nvd_http_alloc(&rq->pub, 160);
+            if (m)
+                snprintf(m, 160, "header name '%.80s' is not a token (RFC 9110 section 5.6.2)", p);
+            return cb_fail(c, 400, "bad_request", m ? m : "a header name is not a token");
+        }
         p += strlen(p) + 1;
         if (p >= end)
             return cb_fail(c, 400, "bad_request", "header without a value");
@@ -426,6 +455,63 @@ static int index_headers(conn *c)
         n++;
     }
     rq->n_headers = n;
+    return 0;
+}
+
+/* RFC 9112 §6.1: a server that receives a transfer coding it does not
+ * understand answers 501. Only "chunked" is understood (http-parser would
+ * read "gzip, chunked" as chunked and hand over gzip bytes as the body). */
+static int check_transfer_encoding(conn *c)
+{
+    reqstate *rq = &c->rq;
+    for (int i = 0; i < rq->n_headers; i++) {
+        if (strcasecmp(rq->hdr[2 * i], "Transfer-Encoding") != 0)
+            continue;
+        const char *v = rq->hdr[2 * i + 1];
+        while (*v == ' ' || *v == '\t')
+            v++;
+        size_t n = strlen(v);
+        while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+            n--;
+        if (n == 7 && strncasecmp(v, "chunked", 7) == 0)
+            continue;
+        char *m = nvd_http_alloc(&rq->pub, 200);
+        if (m)
+            snprintf(m, 200, "Transfer-Encoding '%.*s' is not supported (only 'chunked')",
+                     (int)(n < 100 ? n : 100), v);
+        return cb_fail(c, 501, "not_implemented",
+                       m ? m : "only the chunked transfer coding is supported");
+    }
+    return 0;
+}
+
+/* Ask the owner about the request before any body byte is taken. */
+static int admit(conn *c, http_parser *p)
+{
+    reqstate *rq = &c->rq;
+    nvd_http_admit a = {0};
+    c->srv->cb.admit(c->srv->ud, &rq->pub, &a);
+    if (a.status) {
+        const char *msg = a.message ? a.message : "request refused";
+        char *m = nvd_http_alloc(&rq->pub, strlen(msg) + 1);
+        if (m)
+            strcpy(m, msg);
+        return cb_fail(c, a.status, a.code ? a.code : "bad_request", m ? m : "request refused");
+    }
+    int budget = a.budget >= 0 && a.budget < NVD_HTTP_BUDGETS ? a.budget : 0;
+    if (budget != rq->budget) {
+        /* A buffer kept from the previous request is charged to its budget. */
+        free(rq->body);
+        rq->body = NULL;
+        rq->body_cap = 0;
+        uncharge(c);
+        rq->budget = budget;
+    }
+    rq->body_limit = a.body_limit;
+    rq->has_length = (p->flags & F_CONTENTLENGTH) != 0;
+    rq->declared = rq->has_length ? p->content_length : 0;
+    if (rq->has_length && p->content_length > rq->body_limit)
+        return cb_fail(c, 413, "too_large", "request body is larger than the limit for this route");
     return 0;
 }
 
@@ -438,13 +524,16 @@ static int on_headers_complete(http_parser *p)
     int r = index_headers(c);
     if (r)
         return r;
+    r = check_transfer_encoding(c);
+    if (r)
+        return r;
     rq->pub.method = http_method_str((enum http_method)p->method);
     rq->pub.head = p->method == HTTP_HEAD;
     rq->pub.loopback = c->loopback;
-    rq->body_limit = c->srv->cb.body_limit(c->srv->ud, rq->pub.method, rq->url ? rq->url : "");
-    if ((p->flags & F_CONTENTLENGTH) && p->content_length > rq->body_limit)
-        return cb_fail(c, 413, "too_large", "request body is larger than the limit for this route");
     r = split_url(c);
+    if (r)
+        return r;
+    r = admit(c, p);
     if (r)
         return r;
     c->phase = PH_BODY;
@@ -458,33 +547,47 @@ static int on_headers_complete(http_parser *p)
     return 0;
 }
 
+/* A chunk's size is known before its bytes: refuse one that would pass the
+ * route's limit now rather than wait for bytes that never come. */
+static int on_chunk_header(http_parser *p)
+{
+    conn *c = conn_of(p);
+    reqstate *rq = &c->rq;
+    if (p->content_length > rq->body_limit - rq->body_len)
+        return cb_fail(c, 413, "too_large", "request body is larger than the limit for this route");
+    return 0;
+}
+
+/* Body bytes are charged as they arrive (the buffer grows by doubling, from
+ * KEEP_BODY, never past the declared length), not from the declared length at
+ * the first byte: a client that declares 64 MiB and sends one byte holds
+ * KEEP_BODY bytes of the budget, not 64 MiB. */
 static int on_body(http_parser *p, const char *at, size_t n)
 {
     conn *c = conn_of(p);
     reqstate *rq = &c->rq;
-    if (rq->body_len + n > rq->body_limit)
+    if (n > rq->body_limit - rq->body_len)
         return cb_fail(c, 413, "too_large", "request body is larger than the limit for this route");
-    size_t want = rq->body_len + n + 1;
-    if (!rq->body_cap && (p->flags & F_CONTENTLENGTH))
-        want = (size_t)p->content_length + 1;
-    /* All bodies held at once stay within max_body_total. */
-    if (want > rq->charged &&
-        c->srv->body_bytes + (want - rq->charged) > c->srv->lim.max_body_total)
-        return cb_fail(c, 503, "unavailable",
-                       "too many large request bodies in flight; retry later");
-    if (!rq->body_cap && (p->flags & F_CONTENTLENGTH)) {
-        /* Exact size known: one allocation (content_length is bounded above). */
-        rq->body = malloc(want);
-        if (!rq->body)
+    size_t need = rq->body_len + n + 1;
+    if (need > rq->body_cap) {
+        size_t top = rq->has_length ? (size_t)rq->declared + 1 : rq->body_limit + 1;
+        size_t cap = rq->body_cap ? rq->body_cap * 2 : KEEP_BODY;
+        if (cap > top)
+            cap = top;
+        if (cap < need)
+            cap = need;
+        if (charge(c, cap - rq->body_cap) < 0)
+            return cb_fail(c, 503, "unavailable",
+                           "too many large request bodies in flight; retry later");
+        char *nb = realloc(rq->body, cap);
+        if (!nb)
             return cb_fail(c, 503, "unavailable", "out of memory");
-        rq->body_cap = want;
+        rq->body = nb;
+        rq->body_cap = cap;
     }
-    if (append(&rq->body, &rq->body_len, &rq->body_cap, at, n, rq->body_limit + 1) < 0)
-        return cb_fail(c, 503, "unavailable", "out of memory");
-    if (rq->body_cap > rq->charged) {
-        c->srv->body_bytes += rq->body_cap - rq->charged;
-        rq->charged = rq->body_cap;
-    }
+    memcpy(rq->body + rq->body_len, at, n);
+    rq->body_len += n;
+    rq->body[rq->body_len] = '\0';
     return 0;
 }
 
@@ -503,6 +606,7 @@ static const http_parser_settings settings = {
     .on_header_value = on_header_value,
     .on_headers_complete = on_headers_complete,
     .on_body = on_body,
+    .on_chunk_header = on_chunk_header,
     .on_message_complete = on_message_complete,
 };
 
@@ -543,6 +647,9 @@ void http_process_input(conn *c)
                 http_fail_conn(c, c->rq.error_status, c->rq.error_code, c->rq.error_msg);
             else if (e == HPE_HEADER_OVERFLOW)
                 http_fail_conn(c, 431, "too_large", "request headers exceed the size limit");
+            else if (e == HPE_INVALID_TRANSFER_ENCODING)
+                http_fail_conn(c, 501, "not_implemented",
+                               "a Transfer-Encoding other than 'chunked' is not supported");
             else {
                 char msg[256];
                 snprintf(msg, sizeof(msg), "malformed HTTP request: %s", http_errno_description(e));

@@ -23,11 +23,19 @@
 typedef struct nvd_http_server nvd_http_server;
 typedef struct nvd_http_req nvd_http_req;
 
+/* Request bodies are charged, as their bytes arrive, to one of these budgets
+ * (the owner's admit callback picks it), so the bodies of one kind of client
+ * cannot hold the memory another kind needs. */
+#define NVD_HTTP_BUDGETS 3
+
 typedef struct nvd_http_limits {
-    size_t max_header_bytes;    /* request line + headers */
-    int max_headers;            /* header count */
-    int max_connections;        /* beyond: 503 and close */
-    size_t max_body_total;      /* request bodies held at once, all connections */
+    size_t max_header_bytes; /* request line + headers */
+    int max_headers;         /* header count */
+    int max_connections;     /* beyond: 503 and close */
+    size_t max_body_total;   /* request bodies held at once, all connections */
+    /* Of max_body_total, what the bodies charged to each budget may hold at
+     * once (0: no cap of its own). */
+    size_t max_body_budget[NVD_HTTP_BUDGETS];
     uint64_t idle_timeout_ms;   /* keep-alive connection with no request */
     uint64_t header_timeout_ms; /* first byte of a request to end of headers */
     uint64_t body_timeout_ms;   /* end of headers to end of body */
@@ -45,12 +53,25 @@ struct nvd_http_req {
     void *user;    /* free for the owner */
 };
 
+/* What the owner decides about a request once its headers are in, before a
+ * byte of its body is accepted (the admit callback fills it in; it starts as
+ * body_limit 0, budget 0, status 0). */
+typedef struct nvd_http_admit {
+    size_t body_limit; /* the largest body accepted (beyond: 413) */
+    int budget;        /* 0..NVD_HTTP_BUDGETS-1: where the body's bytes are charged */
+    int status;        /* non-zero: refuse now with this status; the body is never read
+                        * and the connection closes after the answer */
+    const char *code;  /* with status: the error code and message (copied) */
+    const char *message;
+} nvd_http_admit;
+
 /* The owner's callbacks. handle must answer every request exactly once.
- * body_limit returns the largest body accepted for a request whose method and
- * path are known (the path is not yet decoded; called before the body). */
+ * admit sees the request without its body (method, decoded path, query,
+ * headers, loopback; body NULL) and decides its body limit and budget, or
+ * refuses it (an unauthenticated upload, say) before the body arrives. */
 typedef struct nvd_http_callbacks {
     void (*handle)(void *ud, nvd_http_req *req);
-    size_t (*body_limit)(void *ud, const char *method, const char *raw_path);
+    void (*admit)(void *ud, nvd_http_req *req, nvd_http_admit *ret);
     void (*done)(void *ud, nvd_http_req *req, int status); /* after a response; may be NULL */
 } nvd_http_callbacks;
 
@@ -80,5 +101,11 @@ void nvd_http_error(nvd_http_req *req, int status, const char *code, const char 
 void nvd_http_on_abort(nvd_http_req *req, void (*cb)(void *ud, nvd_http_req *req), void *ud);
 
 const char *nvd_http_status_text(int status);
+/* Whether a listen address ("HOST:PORT", as nvd_http_server_new takes it)
+ * accepts only loopback peers (127.0.0.0/8, ::1). false for a wildcard or an
+ * address that does not parse. */
+bool nvd_http_listen_is_loopback(const char *listen);
+/* Whether a header name is an RFC 9110 token (§5.6.2: 1*tchar). */
+bool nvd_http_token_ok(const char *name);
 
 #endif

@@ -39,7 +39,10 @@ typedef struct reqstate {
     const char **hdr; /* n_headers pairs: name, value */
     char *body;
     size_t body_len, body_cap, body_limit;
-    size_t charged; /* body bytes counted in the server's body_bytes */
+    size_t charged;   /* body bytes counted in the server's body_bytes and budget */
+    int budget;       /* the budget they are counted in (admit) */
+    bool has_length;  /* Content-Length given: declared is the body's size */
+    uint64_t declared;
     bool keep_alive, responded;
     int error_status;
     const char *error_code, *error_msg;
@@ -80,6 +83,7 @@ struct nvd_http_server {
     conn *conns;
     int n_conns, port;
     size_t body_bytes; /* request bodies held by all connections */
+    size_t budget_bytes[NVD_HTTP_BUDGETS]; /* the same, by budget */
     bool closing, listener_closed;
 };
 

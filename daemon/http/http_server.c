@@ -230,8 +230,11 @@ static void on_connection(uv_stream_t *server, int status)
 int nvd_http_server_new(uv_loop_t *loop, const char *listen, const nvd_http_limits *limits,
                         const nvd_http_callbacks *cb, void *ud, nvd_http_server **ret)
 {
-    /* The parser's own cap backs up ours (it counts bytes in one header line). */
-    http_parser_set_max_header_size((uint32_t)limits->max_header_bytes);
+    /* The parser's own cap only backs up ours, set above what one
+     * http_parser_execute call can see past our limit (the input buffer holds
+     * at most max_header_bytes + 2 READ_CHUNKs), so that our callbacks, which
+     * tell a long URI (414) from long headers (431), always refuse first. */
+    http_parser_set_max_header_size((uint32_t)(2 * limits->max_header_bytes + 4 * READ_CHUNK));
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof(ss));
     int r = http_parse_listen(listen, &ss);

@@ -1,5 +1,8 @@
-/* Status texts, JSON error bodies and listen addresses for the HTTP server. */
+/* Status texts, JSON error bodies, listen addresses and header names for the
+ * HTTP server. */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,4 +116,37 @@ int http_parse_listen(const char *listen, struct sockaddr_storage *ss)
     if (hl == 0)
         h = "0.0.0.0";
     return uv_ip4_addr(h, (int)port, (struct sockaddr_in *)ss);
+}
+
+bool nvd_http_listen_is_loopback(const char *listen)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    if (!listen || http_parse_listen(listen, &ss) < 0)
+        return false;
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+        return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (ss.ss_family == AF_INET6) {
+        static const unsigned char lo[16] = {[15] = 1};
+        return memcmp(((const struct sockaddr_in6 *)&ss)->sin6_addr.s6_addr, lo, 16) == 0;
+    }
+    return false;
+}
+
+bool nvd_http_token_ok(const char *name)
+{
+    /* tchar = "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-" / "." /
+     *         "^" / "_" / "`" / "|" / "~" / DIGIT / ALPHA */
+    static const char extra[] = "!#$%&'*+-.^_`|~";
+    if (!name || !*name)
+        return false;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+        bool alnum = (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') ||
+                     (*p >= 'A' && *p <= 'Z');
+        if (!alnum && !strchr(extra, *p))
+            return false;
+    }
+    return true;
 }

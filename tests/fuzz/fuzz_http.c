@@ -14,8 +14,9 @@
  *
  * Checked besides ASan and UBSan: every connection closes once the client has
  * sent EOF and read its answers (no request left hanging without a timer
- * firing), and the server's body budget (max_body_total) returns to 0: bytes
- * charged to a request are given back when it ends.
+ * firing), and the server's body budgets (max_body_total and each of
+ * max_body_budget) return to 0: bytes charged to a request are given back
+ * when it ends.
  *
  * Includes daemon/http/http_conn.h, the module's private state, to attach the
  * connection: a test's privilege. */
@@ -71,15 +72,27 @@ static void handle(void *ud, nvd_http_req *req)
                      req->query[0] ? "Cache-Control: no-store\r\n" : NULL);
 }
 
-/* The routes' limits as daemon/api sets them, smaller (the budget below). */
-static size_t body_limit(void *ud, const char *method, const char *raw_path)
+/* The routes' limits as daemon/api sets them, smaller (the budget below):
+ * uploads charged to budget 2, as numvald charges worker routes, and a path
+ * refused before its body, as numvald refuses a write without a token. */
+static void admit(void *ud, nvd_http_req *req, nvd_http_admit *ret)
 {
     (void)ud;
-    if (!strcmp(method, "PUT") && !strncmp(raw_path, "/api/v1/worker/artifacts/", 25))
-        return BIG_BODY;
-    if (!strcmp(method, "POST") || !strcmp(method, "PUT"))
-        return JOB_BODY;
-    return SMALL_BODY;
+    const char *m = req->method, *path = req->path;
+    if (!strcmp(m, "PUT") && !strncmp(path, "/api/v1/worker/artifacts/", 25)) {
+        ret->body_limit = BIG_BODY;
+        ret->budget = 2;
+    } else if (!strcmp(m, "POST") || !strcmp(m, "PUT")) {
+        ret->body_limit = JOB_BODY;
+        ret->budget = 1;
+    } else {
+        ret->body_limit = SMALL_BODY;
+    }
+    if (!strncmp(path, "/deny", 5)) {
+        ret->status = 401;
+        ret->code = "unauthorized";
+        ret->message = path;
+    }
 }
 
 static void setup(void)
@@ -93,10 +106,11 @@ static void setup(void)
                            .max_headers = 64,
                            .max_connections = 1024,
                            .max_body_total = BIG_BODY + JOB_BODY,
+                           .max_body_budget = {SMALL_BODY * 4, JOB_BODY, BIG_BODY},
                            .idle_timeout_ms = 60000,
                            .header_timeout_ms = 10000,
                            .body_timeout_ms = 60000};
-    nvd_http_callbacks cb = {.handle = handle, .body_limit = body_limit};
+    nvd_http_callbacks cb = {.handle = handle, .admit = admit};
     if (nvd_http_server_new(&loop, "127.0.0.1:0", &lim, &cb, NULL, &srv) < 0)
         die("cannot start the server");
 }
@@ -177,5 +191,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     close(sv[1]);
     if (srv->body_bytes != 0)
         die("body bytes still charged after the connection closed");
+    for (int b = 0; b < NVD_HTTP_BUDGETS; b++)
+        if (srv->budget_bytes[b] != 0)
+            die("body bytes still charged to a budget after the connection closed");
     return 0;
 }

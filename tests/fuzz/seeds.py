@@ -117,6 +117,14 @@ def http_seeds():
                  "Content-Type: application/json\r\nContent-Length: 18\r\n\r\n{\"device\":\"emu0\"}\n",
         "folded-header": "GET / HTTP/1.1\r\nHost: x\r\nX-Long: a\r\n b\r\n\r\n",
         "truncated-body": "POST /api/v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"kind\"",
+        # refused at the end of the headers (the fuzz owner's admit refuses /deny)
+        "deny-before-body": "PUT /deny/artifacts/x HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n"
+                            "\r\n123456789GET /healthz HTTP/1.1\r\n\r\n",
+        "gzip-chunked": "POST /api/v1/jobs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked"
+                        "\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+        "huge-chunk": "POST /api/v1/jobs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                      "fffffff\r\nab",
+        "bad-header-name": "GET /healthz HTTP/1.1\r\nBad Name: 1\r\n\r\n",
     }
     for name, r in reqs.items():
         put("http", name + ".txt", r.encode("latin-1"))

@@ -28,12 +28,20 @@ static void handle(void *ud, nvd_http_req *req)
     nvd_http_respond(req, 200, "text/plain", body, (size_t)n, NULL);
 }
 
-static size_t body_limit(void *ud, const char *method, const char *path)
+/* Bodies up to 100 bytes; "/deny..." refused before its body (as numvald
+ * refuses an upload without a token), "/b2..." charged to budget 2, which
+ * holds 120 bytes. */
+static void admit(void *ud, nvd_http_req *req, nvd_http_admit *ret)
 {
     (void)ud;
-    (void)method;
-    (void)path;
-    return 100;
+    ret->body_limit = 100;
+    if (!strncmp(req->path, "/deny", 5)) {
+        ret->status = 401;
+        ret->code = "unauthorized";
+        ret->message = "no token";
+    }
+    if (!strncmp(req->path, "/b2", 3))
+        ret->budget = 2;
 }
 
 static int dial(void)
@@ -180,6 +188,68 @@ static void *client(void *arg)
     close(b3);
     usleep(50000);
 
+    /* Budgets: a second 100-byte body of budget 2 passes its 120 bytes while
+     * the total (250) still has room; budget 0 is not held by it. */
+    b1 = dial();
+    b2 = dial();
+    b3 = dial();
+    send_str(b1, "POST /b2 HTTP/1.1\r\nContent-Length: 100\r\n\r\nx");
+    usleep(50000);
+    send_str(b2, "POST /b2 HTTP/1.1\r\nContent-Length: 100\r\n\r\nx");
+    recv_all(b2, buf, sizeof(buf), 200);
+    tap_ok(strstr(buf, "503") != NULL, "second 100-byte body of budget 2 over its 120: 503");
+    send_str(b3, "POST / HTTP/1.1\r\nContent-Length: 100\r\n\r\n");
+    for (int i = 0; i < 100; i++)
+        send_str(b3, "y");
+    recv_all(b3, buf, sizeof(buf), 300);
+    tap_ok(strstr(buf, "200 OK") && strstr(buf, "len=100"),
+           "while budget 2 is full, a body of budget 0 is served");
+    close(b1);
+    close(b2);
+    close(b3);
+    usleep(50000);
+
+    fd = dial();
+    send_str(fd, "POST /deny HTTP/1.1\r\nContent-Length: 50\r\n\r\n");
+    recv_all(fd, buf, sizeof(buf), 300);
+    tap_ok(strstr(buf, "401") && strstr(buf, "\"unauthorized\"") && strstr(buf, "no token"),
+           "refused by admit at the end of the headers, before any body byte");
+    close(fd);
+
+    fd = dial();
+    send_str(fd, "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nfffff\r\nab");
+    recv_all(fd, buf, sizeof(buf), 200);
+    tap_ok(strstr(buf, "413") != NULL, "a chunk size over the limit: 413 at once, not 408");
+    close(fd);
+
+    fd = dial();
+    send_str(fd, "POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+                 "3\r\nabc\r\n0\r\n\r\n");
+    recv_all(fd, buf, sizeof(buf), 300);
+    tap_ok(strstr(buf, "501") && strstr(buf, "gzip, chunked"),
+           "Transfer-Encoding 'gzip, chunked': 501 naming it");
+    close(fd);
+
+    fd = dial();
+    send_str(fd, "GET / HTTP/1.1\r\nBad Name: x\r\n\r\n");
+    recv_all(fd, buf, sizeof(buf), 300);
+    tap_ok(strstr(buf, "400") && strstr(buf, "Bad Name"), "header name with a space: 400 naming it");
+    close(fd);
+
+    fd = dial();
+    {
+        char url[1600];
+        memset(url, 'u', sizeof(url));
+        url[0] = '/';
+        url[sizeof(url) - 1] = '\0';
+        char line[1700];
+        snprintf(line, sizeof(line), "GET %s HTTP/1.1\r\n\r\n", url);
+        send_str(fd, line);
+    }
+    recv_all(fd, buf, sizeof(buf), 300);
+    tap_ok(strstr(buf, "HTTP/1.1 414") != NULL, "a 1600-byte URI over the 1 KiB limit: 414");
+    close(fd);
+
     fd = dial();
     send_str(fd, "BLAH\x01 / HTTP/1.1\r\n\r\n");
     recv_all(fd, buf, sizeof(buf), 1000);
@@ -217,17 +287,36 @@ static void on_done(uv_async_t *a)
     uv_close((uv_handle_t *)a, NULL);
 }
 
+static void pure_functions(void)
+{
+    tap_ok(nvd_http_listen_is_loopback("127.0.0.1:8080") && nvd_http_listen_is_loopback("[::1]:0") &&
+               nvd_http_listen_is_loopback("127.9.0.1:1"),
+           "127.0.0.0/8 and ::1 are loopback listen addresses");
+    tap_ok(!nvd_http_listen_is_loopback("0.0.0.0:8080") && !nvd_http_listen_is_loopback(":8080") &&
+               !nvd_http_listen_is_loopback("[::]:1") &&
+               !nvd_http_listen_is_loopback("10.1.2.3:80") && !nvd_http_listen_is_loopback("x"),
+           "wildcards, other addresses and junk are not");
+    tap_ok(nvd_http_token_ok("Content-Type") && nvd_http_token_ok("X-a.b_c~!#$%&'*+^`|"),
+           "header names of tchars are tokens");
+    tap_ok(!nvd_http_token_ok("Bad Name") && !nvd_http_token_ok("") &&
+               !nvd_http_token_ok("a:b") && !nvd_http_token_ok("a\"b") &&
+               !nvd_http_token_ok("\x80x"),
+           "space, empty, ':', '\"' and non-ASCII are not");
+}
+
 int main(void)
 {
+    pure_functions();
     uv_loop_t *loop = uv_default_loop();
     nvd_http_limits lim = {.max_header_bytes = 1024,
                            .max_headers = 16,
                            .max_connections = 4,
                            .max_body_total = 250,
+                           .max_body_budget = {0, 0, 120},
                            .idle_timeout_ms = 1000,
                            .header_timeout_ms = 300,
                            .body_timeout_ms = 300};
-    nvd_http_callbacks cb = {.handle = handle, .body_limit = body_limit};
+    nvd_http_callbacks cb = {.handle = handle, .admit = admit};
     int r = nvd_http_server_new(loop, "127.0.0.1:0", &lim, &cb, NULL, &srv);
     tap_ok(r == 0, "server listens");
     if (r < 0)
