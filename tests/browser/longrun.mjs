@@ -125,6 +125,14 @@ test('passing long-run job: verdict, rule, numbers, seeds, determinism, AMP poli
   assert.ok(tm.includes(`reference ${num(t.reference)}, device ${num(t.device)}`) && tm.includes(`band ${num(t.band)}`), tm);
   const env = await page.locator('#longrun-rules tr[data-rule=envelope] td').first().innerText();
   assert.ok(env.startsWith(`margin ${num(acc.envelope.margin)}, 0 violation(s)`), env);
+  // At matched weights: one line per layer and the eval loss, the worker's numbers.
+  const mw = acc.matched_weights;
+  const items = page.locator('#longrun-rules tr[data-rule=matched_weights] li');
+  assert.equal(await items.count(), mw.gradient.length + 1);
+  const L0 = mw.gradient[0];
+  assert.ok((await items.first().innerText()).startsWith(
+    `gradient ${L0.layer}: ${num(L0.device_error)} vs declared ${num(L0.declared_error)}`));
+  assert.equal(await page.locator('#longrun-rules tr[data-rule=matched_weights] td').last().innerText(), 'passed');
   // Drift, paired by seed (reported, not judged): the worker's numbers as shown.
   const d = acc.final_loss.drift;
   const drift = await page.locator('#longrun-rules tr[data-rule=drift] td').first().innerText();

@@ -145,6 +145,24 @@ export function bitIdentical(det) {
   return det.bit_identical ? 'yes' : 'no';
 }
 
+// The device's gradient per layer and its own eval loss at the weights its run
+// holds (docs/JOBS.md rule 5): each error against the declared-precision
+// reference's, with the first step beyond the allowance when one failed.
+function matchedRow(m) {
+  const ev = m.eval_loss || {};
+  const ratio = (d, c) => (typeof d === 'number' && typeof c === 'number' && c > 0 ? ` (${num(d / c)}×)` : '');
+  return h('tr', {dataset: {rule: 'matched_weights'}}, h('th', {scope: 'row'}, 'At matched weights'),
+    h('td', `${num(m.checked_steps)} checked steps; allowed: ${num(m.ratio)} × the declared-precision ` +
+      `reference's error + floor ${num(m.floor)}`,
+    h('ul', (m.gradient || []).map((L) => h('li', {dataset: {layer: L.layer, passed: String(L.passed)}},
+      `gradient ${L.layer}: ${num(L.device_error)} vs declared ${num(L.declared_error)}${ratio(L.device_error, L.declared_error)}, ` +
+      `allowed ${num(L.allowed)}`, L.first_beyond ? `; first beyond at step ${L.first_beyond.step}, seed ${L.first_beyond.seed}` : '')).concat(
+      h('li', {dataset: {layer: 'eval_loss', passed: String(ev.passed)}},
+        `eval loss: ${num(ev.device_error)} vs declared ${num(ev.declared_error)}${ratio(ev.device_error, ev.declared_error)}, allowed ${num(ev.allowed)}`))),
+    ruleText(m)),
+    h('td', passed(m.passed)));
+}
+
 function rulesTable(acc) {
   const fin = acc.final_loss || {}, w = fin.welch || {}, t = fin.trimmed_mean || {};
   const env = acc.envelope || {}, det = acc.determinism || {};
@@ -166,6 +184,7 @@ function rulesTable(acc) {
             h('li', `step ${v.step}, seed ${v.seed}: ${num(v.loss)} outside [${num(v.low)}, ${num(v.high)}]`))) : null,
           ruleText(env)),
         h('td', passed(env.passed))),
+      acc.matched_weights ? matchedRow(acc.matched_weights) : null,
       h('tr', {dataset: {rule: 'determinism'}}, h('th', {scope: 'row'}, 'Determinism'),
         h('td', det.seed !== undefined ? `seed ${det.seed} repeated: bit-identical ${bitIdentical(det)}` : 'not checked',
           ruleText(det)),
@@ -244,7 +263,8 @@ function qualification(res, acc, spec) {
       h('span.reason', acc.reason || '')),
     h('p.muted', {id: 'longrun-rule'}, 'Verdict rule: the job passes when the Welch test and the trimmed-mean ',
       'band on the final eval losses both pass, every device loss curve stays inside the reference envelope at ',
-      'every logged step, and (when "deterministic") a repeated device run is bit-identical.'),
+      'every logged step, the device\'s gradient and eval loss at matched weights are as accurate as the ',
+      'declared precision allows, and (when "deterministic") a repeated device run is bit-identical.'),
     kv([
       ['Seeds', h('span', {id: 'longrun-seeds'}, (acc.seeds || []).join(', ') || '—')],
       ['Bit-identical on repeat', h('span', {id: 'longrun-bitident'}, bitIdentical(det))],
