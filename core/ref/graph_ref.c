@@ -61,6 +61,13 @@ int nv_graph_node_reference(const nv_graph *g, int k, const nv_tensor *const *in
                             nv_tensor *const *vals, nv_tensor **ret_hi, nv_tensor **ret_abs,
                             char *err, size_t errlen)
 {
+    return nv_graph_node_reference_ex(g, k, in, vals, ret_hi, ret_abs, NULL, err, errlen);
+}
+
+int nv_graph_node_reference_ex(const nv_graph *g, int k, const nv_tensor *const *in,
+                               nv_tensor *const *vals, nv_tensor **ret_hi, nv_tensor **ret_abs,
+                               nv_tensor **ret_peak, char *err, size_t errlen)
+{
     assert(g && in && vals && ret_hi && ret_abs && err);
     assert(k >= 0 && k < g->n_nodes);
     const nv_graph_node *n = &g->nodes[k];
@@ -71,23 +78,30 @@ int nv_graph_node_reference(const nv_graph *g, int k, const nv_tensor *const *in
         vp[i] = &views[i];
     nv_tensor *hi = nv_tensor_new(ref_dtype(n), n->ndim, n->shape);
     nv_tensor *abs = needs_abs(n) ? nv_tensor_new(NV_DT_FP64, n->ndim, n->shape) : NULL;
-    if (!hi || (needs_abs(n) && !abs)) {
+    nv_tensor *peak =
+        ret_peak && needs_abs(n) ? nv_tensor_new(NV_DT_FP64, n->ndim, n->shape) : NULL;
+    if (!hi || (needs_abs(n) && !abs) || (ret_peak && needs_abs(n) && !peak)) {
         nv_tensor_free(hi);
         nv_tensor_free(abs);
+        nv_tensor_free(peak);
         snprintf(err, errlen, "out of memory for the reference of node '%s'", n->name);
         return -ENOMEM;
     }
-    int r = nv_op_reference(n->op, &n->attrs, n->n_in, vp, hi, NULL, abs);
+    nv_ref_out o = {.hi = hi, .abs_sum = abs, .peak = peak};
+    int r = nv_op_reference_ex(n->op, &n->attrs, n->n_in, vp, &o);
     if (r < 0) {
         snprintf(err, errlen, "the reference of node '%s' (op '%s') failed (code %d)", n->name,
                  n->op->name, r);
         nv_tensor_free(hi);
         nv_tensor_free(abs);
+        nv_tensor_free(peak);
         return r;
     }
     hi->dtype = n->dtype;
     *ret_hi = hi;
     *ret_abs = abs;
+    if (ret_peak)
+        *ret_peak = peak;
     return 0;
 }
 

@@ -163,6 +163,12 @@ int nv_op_reference_ex(const nv_op_def *op, const nv_op_attrs *a, int n_in,
     return r;
 }
 
+void nv_ref_to_dtype(nv_tensor *hi, nv_tensor *lo, nv_dtype dt)
+{
+    hi->dtype = dt;
+    overflow_to_dtype(hi, lo);
+}
+
 int nv_op_reference(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
                     nv_tensor *out_hi, nv_tensor *out_lo, nv_tensor *abs_sum)
 {

@@ -52,6 +52,14 @@ typedef struct nv_ref_out {
 int nv_op_reference_ex(const nv_op_def *op, const nv_op_attrs *a, int n_in,
                        const nv_tensor *const *in, const nv_ref_out *out);
 
+/* The values a correctly rounding device returns in dt for the exact values
+ * hi (+ lo, may be NULL), in place: beyond dt's overflow threshold +-Inf (NaN for
+ * fp8 e4m3fn, +-max_finite for the MX formats), the dtype's own rule for an
+ * Inf or NaN it cannot hold, else unchanged; hi is then tagged dt. For a
+ * reference computed for a wider dtype and judged in a narrower one (a graph's
+ * node references are computed for fp32 or fp64). */
+void nv_ref_to_dtype(nv_tensor *hi, nv_tensor *lo, nv_dtype dt);
+
 /* Reference execution of a graph (graph_ref.c). in[i]: the graph inputs
  * (contiguous, their dtypes). For every node, ret_hi[k] receives a new tensor with the exact value
  * of the node computed by nv_op_reference from the hi parts of its node inputs
@@ -71,5 +79,10 @@ int nv_graph_reference(const nv_graph *g, const nv_tensor *const *in, nv_tensor 
 int nv_graph_node_reference(const nv_graph *g, int k, const nv_tensor *const *in,
                             nv_tensor *const *vals, nv_tensor **ret_hi, nv_tensor **ret_abs,
                             char *err, size_t errlen);
+/* The same with the accumulator demand of a reduction or matmul node in
+ * *ret_peak (nv_ref_out's peak; NULL for other nodes). */
+int nv_graph_node_reference_ex(const nv_graph *g, int k, const nv_tensor *const *in,
+                               nv_tensor *const *vals, nv_tensor **ret_hi, nv_tensor **ret_abs,
+                               nv_tensor **ret_peak, char *err, size_t errlen);
 
 #endif

@@ -220,6 +220,21 @@ static int parse_all(const json_t *spec, nv_fusedspec *s, nv_spec_err *e)
         r = nv_graph_infer(s->graph, s->n_dtypes ? s->dtypes[d] : NV_DT_FP32, "/graph", &ptr, &msg);
         if (r < 0)
             return graph_fail(e, r, ptr, msg);
+        /* Every class must be able to fill every graph input it feeds, as for
+         * op jobs ("exhaustive": dtypes of at most 16 bits, one element per
+         * encoding); refused here, not when the case runs. */
+        for (int k = 0; k < s->n_classes; k++)
+            for (int i = 0; i < s->graph->n_inputs; i++) {
+                const nv_graph_input *gi = &s->graph->inputs[i];
+                char cmsg[256];
+                if (gi->has_value || nv_input_class_check(s->classes[k], gi->dtype, gi->numel,
+                                                          cmsg, sizeof cmsg) == 0)
+                    continue;
+                char p[32];
+                snprintf(p, sizeof p, "/inputs/%d", k);
+                return nv_spec_fail(e, p, "%s (graph input '%s' in %s)", cmsg, gi->name,
+                                    nv_dtype_name(gi->dtype));
+            }
     }
     s->n_cases = (int64_t)nd * s->n_classes * s->samples;
     if (s->n_cases > NV_FUSED_MAX_CASES)

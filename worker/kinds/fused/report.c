@@ -100,10 +100,39 @@ static int node_tolerance(fcase *c, int k, nv_dtype dt, bool job, nv_tolerance *
     return 0;
 }
 
-static int compare_one(fcase *c, int k, nv_dtype dt, const nv_tolerance *tol, const nv_tensor *got,
-                       const nv_tensor *hi, const nv_tensor *abs, fnode_cmp *ret)
+/* The accumulator a reduction or matmul node is judged by under the
+ * intermediate-overflow rule (compare.h, docs/TOLERANCES.md), as for op jobs:
+ * describe()'s contract entry of the node's input dtype, else of its dtype. */
+typedef struct node_acc {
+    const double *peak; /* NULL: no accumulation, no rule */
+    nv_dtype dtype, range;
+} node_acc;
+
+static void node_accumulator(const fcase *c, int k, const nv_tensor *peak, node_acc *ret)
 {
     const nv_graph_node *n = &c->g.nodes[k];
+    ret->peak = peak ? peak->data : NULL;
+    const json_t *contract = json_object_get(c->j->b.describe, "contract");
+    nv_dtype in_dt = n->n_in > 0 && n->in[0] >= 0 ? c->g.nodes[n->in[0]].dtype
+                     : n->n_in > 0                ? c->g.inputs[-1 - n->in[0]].dtype
+                                                  : n->dtype;
+    const json_t *entry = json_object_get(contract, nv_dtype_name(in_dt));
+    if (!entry)
+        entry = json_object_get(contract, nv_dtype_name(n->dtype));
+    nv_op_accumulator(n->op, &n->attrs, n->dtype, entry, &ret->dtype, &ret->range, NULL);
+}
+
+static int compare_one(fcase *c, int k, nv_dtype dt, const nv_tolerance *tol, const nv_tensor *got,
+                       const nv_tensor *hi_wide, const nv_tensor *abs, const node_acc *acc,
+                       fnode_cmp *ret)
+{
+    const nv_graph_node *n = &c->g.nodes[k];
+    /* The node's reference is computed for fp32 (or fp64): in dt, values beyond
+     * dt's range are what a correct device returns there (Inf for fp16, ...). */
+    nv_tensor *hi = nv_tensor_contiguous(hi_wide);
+    if (!hi)
+        return -ENOMEM;
+    nv_ref_to_dtype(hi, NULL, dt);
     nv_compare_input ci = {
         .dtype = dt,
         .n = n->numel,
@@ -113,7 +142,13 @@ static int compare_one(fcase *c, int k, nv_dtype dt, const nv_tolerance *tol, co
         .abs_sum = abs ? abs->data : NULL,
         .reduction_len = nv_graph_reduction_len(&c->g, k),
     };
+    if (acc && acc->peak) {
+        ci.peak = acc->peak;
+        ci.acc_dtype = acc->dtype;
+        ci.acc_range = acc->range;
+    }
     int r = nv_compare(&ci, tol, &ret->cmp);
+    nv_tensor_free(hi);
     ret->ok = r == 0 && ret->cmp.failure == NV_FAIL_NONE && ret->cmp.mismatches == 0;
     return r;
 }
@@ -132,6 +167,11 @@ static json_t *fused_json(const fnode_res *r, nv_dtype held)
         json_object_set_new(local, "dtype", json_string(nv_dtype_name(r->judge)));
         json_object_set_new(local, "headroom", num(r->fused.cmp.headroom));
         json_object_set_new(local, "within_tolerance", json_boolean(r->fused.ok));
+        /* Outputs whose accumulator demand exceeds the declared accumulator's
+         * range, counted apart as for op jobs (docs/TOLERANCES.md). */
+        if (r->fused.cmp.intermediate_overflows > 0)
+            json_object_set_new(local, "intermediate_overflows",
+                                json_integer(r->fused.cmp.intermediate_overflows));
     }
     return json_pack("{s:s, s:o, s:o}", "held_dtype", nv_dtype_name(held), "local", local,
                      "end_to_end", cmp_json(&r->e2e_fused.cmp));
@@ -299,22 +339,27 @@ out:
 }
 
 /* Node k's local reference: the graph reference when it reads only graph
- * inputs, else the node's reference on the fused capture of its inputs. */
-static int local_reference(fcase *c, int k, nv_tensor **hi, nv_tensor **abs, bool *owned)
+ * inputs, else the node's reference on the fused capture of its inputs; for a
+ * reduction or matmul node always computed here, with its accumulator demand
+ * in *peak (else NULL). */
+static int local_reference(fcase *c, int k, nv_tensor **hi, nv_tensor **abs, nv_tensor **peak,
+                           bool *owned)
 {
     const nv_graph_node *n = &c->g.nodes[k];
     bool reads_nodes = false;
     for (int i = 0; i < n->n_in; i++)
         reads_nodes = reads_nodes || n->in[i] >= 0;
-    *owned = reads_nodes;
-    if (!reads_nodes) {
+    bool accumulates = n->op->kind == NV_OPK_REDUCE || n->op->kind == NV_OPK_MATMUL;
+    *owned = reads_nodes || accumulates;
+    *peak = NULL;
+    if (!*owned) {
         *hi = c->ref[k];
         *abs = c->abs[k];
         return 0;
     }
     char err[FUSED_ERRLEN];
-    return nv_graph_node_reference(&c->g, k, (const nv_tensor *const *)c->in, c->fus, hi, abs, err,
-                                   sizeof err);
+    return nv_graph_node_reference_ex(&c->g, k, (const nv_tensor *const *)c->in, c->fus, hi, abs,
+                                      accumulates ? peak : NULL, err, sizeof err);
 }
 
 static int compare_node(fcase *c, int k)
@@ -331,9 +376,9 @@ static int compare_node(fcase *c, int k)
                    ? -ENOMEM
                    : 1;
     const nv_tensor *fv = n->is_output ? c->fout[k] : c->fus[k];
-    nv_tensor *hi = NULL, *abs = NULL;
+    nv_tensor *hi = NULL, *abs = NULL, *peak = NULL;
     bool owned;
-    int r = local_reference(c, k, &hi, &abs, &owned);
+    int r = local_reference(c, k, &hi, &abs, &peak, &owned);
     if (r == -ENOMEM || r == NV_E_NOMEM)
         return -ENOMEM;
     if (r < 0)
@@ -343,16 +388,23 @@ static int compare_node(fcase *c, int k)
                              n->name, r) < 0
                    ? -ENOMEM
                    : 1;
-    r = compare_one(c, k, res->judge, &res->tol, fv, hi, abs, &res->fused);
+    node_acc acc;
+    node_accumulator(c, k, peak, &acc);
+    r = compare_one(c, k, res->judge, &res->tol, fv, hi, abs, &acc, &res->fused);
     if (owned) {
         nv_tensor_free(hi);
         nv_tensor_free(abs);
+        nv_tensor_free(peak);
     }
+    /* End to end (reported): against the graph reference, without the rule. */
     if (r == 0)
-        r = compare_one(c, k, n->dtype, &res->etol, fv, c->ref[k], c->abs[k], &res->e2e_fused);
+        r = compare_one(c, k, n->dtype, &res->etol, fv, c->ref[k], c->abs[k], NULL,
+                        &res->e2e_fused);
     if (r == 0)
-        r = compare_one(c, k, n->dtype, &res->etol, c->unf[k], c->ref[k], c->abs[k],
+        r = compare_one(c, k, n->dtype, &res->etol, c->unf[k], c->ref[k], c->abs[k], NULL,
                         &res->e2e_unfused);
+    if (r == -ENOMEM)
+        return r;
     if (r < 0)
         return fused_verdict(c, "error", "bad_tolerance",
                              "the tolerance of node '%s' does "
