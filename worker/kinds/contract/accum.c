@@ -154,7 +154,7 @@ static json_t *fit_order(nv_dtype dt, nv_dtype acc, const ct_known *k, const dou
     json_t *orders = json_array(), *roundings = json_array();
     bool rounding_ok[4] = {false};
     for (int r = 0; r < 4; r++) {
-        sim s = {.acc = acc, .out = dt, .rm = {(nv_rounding)r, false, k->ftz}};
+        sim s = {.acc = acc, .out = dt, .rm = {(nv_rounding)r, k->saturate, k->ftz}};
         for (int c = 0; c < N_CAND; c++) {
             bool ok = true;
             for (int64_t q = 0; q < CT_SHORT_ROWS && ok; q++) {

@@ -85,9 +85,11 @@ static void subnormals(ct_dev *d, nv_dtype dt, json_t *res, json_t *ev)
 }
 
 /* fma(a, a, -p) with a = 1 + 2^-k, 2k > m, and p the device's own product:
- * a^2 needs 2k + 1 bits, so a device that rounds the product first returns
- * exactly 0, and one that fuses returns the product's rounding error. A
- * compute dtype wider than dt shows as fused (the product is exact there). */
+ * a^2 = 1 + 2^(1-k) + 2^-2k needs 2k + 1 bits. A device that rounds the
+ * product first returns a multiple of ulp(p) (0, or one ulp when a stochastic
+ * rounding of the second product went the other way); one that fuses returns
+ * a^2 - p exactly, +-2^-2k or 2^-2k - ulp(p), never a multiple. A compute
+ * dtype wider than dt shows as fused (the product is exact there). */
 static void fma_probe(ct_dev *d, nv_dtype dt, json_t *res, json_t *ev)
 {
     int m = nv_dtype_get(dt)->mant_bits;
@@ -108,8 +110,8 @@ static void fma_probe(ct_dev *d, nv_dtype dt, json_t *res, json_t *ev)
         json_object_set_new(res, "fma", json_string("not_offered"));
         return;
     }
-    double v = ct_dec(dt, o);
-    json_object_set_new(res, "fma", json_string(v == 0 ? "split" : "fused"));
+    double v = ct_dec(dt, o), q = v / nv_dtype_ulp(dt, ct_dec(dt, p));
+    json_object_set_new(res, "fma", json_string(q == nearbyint(q) ? "split" : "fused"));
     json_array_append_new(ev, json_pack("{s:s, s:o, s:o}", "property", "fma", "product",
                                         case_json(dt, "mul", 2, pa, p), "case",
                                         case_json(dt, "fma", 3, c, o)));

@@ -54,6 +54,7 @@ json_t *ct_real_json(double x);
 typedef struct ct_known {
     bool rounding_known;
     nv_rounding rounding; /* the arithmetic rounding (conversion fp32 -> bf16 or fp64 -> fp32) */
+    bool saturate;        /* overflow saturates (the same conversion) */
     bool ftz, daz;        /* of fp32 arithmetic */
 } ct_known;
 

@@ -87,12 +87,12 @@ json_t *ct_summary(const json_t *measured, const bool *dtypes)
                                 json_pack("{s:s, s:O}", "kind", kind, "max_ulp",
                                           json_object_get(tr, "max_ulp")));
         }
-        /* Fast math as describe() means it: anything that trades IEEE results
-         * for speed, i.e. functions not correctly rounded, FTZ or DAZ. */
+        /* Fast math as describe() means it: approximate functions (neither
+         * correctly rounded nor the host C library's), FTZ or DAZ. */
         json_t *ftz = json_object_get(e, "ftz"), *daz = json_object_get(e, "daz");
         if (kind && strcmp(kind, "indistinguishable") && strcmp(kind, "not_probed") && ar)
             json_object_set_new(e, "fast_math",
-                                json_boolean(strcmp(kind, "correctly_rounded") ||
+                                json_boolean(!strcmp(kind, "approximation") ||
                                              json_is_true(ftz) || json_is_true(daz)));
         json_object_set_new(out, dt, e);
     }

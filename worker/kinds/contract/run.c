@@ -129,9 +129,14 @@ static json_t *round2(void *job, void *ctx, int64_t i)
     return run_task(c, ctx, c->n1 + i);
 }
 
+static const char *str_or(const char *s)
+{
+    return s ? s : "";
+}
+
 /* What round 1 measured that round 2 models: the arithmetic rounding (from
  * the conversion fp32 -> bf16, else fp64 -> fp32, else any conversion with one
- * direction) and fp32's FTZ/DAZ (else the first dtype's). */
+ * direction, with its saturation) and fp32's FTZ/DAZ (else the first dtype's). */
 static void learn(ct_job *c)
 {
     int best = -1;
@@ -153,6 +158,8 @@ static void learn(ct_job *c)
                 best = score;
                 c->known.rounding_known = true;
                 c->known.rounding = rr;
+                c->known.saturate =
+                    !strcmp(str_or(json_string_value(json_object_get(j, "saturation"))), "saturate");
             }
         } else if (t->kind == T_ARITH && j && (t->a == NV_DT_FP32 || !c->known.ftz)) {
             c->known.ftz = json_is_true(json_object_get(j, "ftz"));
