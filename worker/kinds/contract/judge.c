@@ -157,19 +157,21 @@ static int declared_flag(const char *text, const char *flag)
     return strstr(text, flag) != NULL;
 }
 
-static void judge_dtype(json_t *list, const json_t *desc, const char *dt, const json_t *decl,
-                        const json_t *m, const json_t *measured)
+static void judge_dtype(json_t *list, int64_t *judged_n, const json_t *desc, const char *dt,
+                        const json_t *decl, const json_t *m, const json_t *measured)
 {
     const json_t *mv;
     /* conversions */
     const char *dr = json_string_value(json_object_get(decl, "conversion_rounding"));
     mv = json_object_get(m, "conversion_rounding");
+    *judged_n += dr && judged(mv);
     if (dr && judged(mv) && strcmp(dr, str(json_string_value(mv))))
         add(list, dt, "conversion_rounding", json_string(dr), json_deep_copy(mv),
             conversion_evidence(measured, dt));
     const char *ds = json_string_value(json_object_get(decl, "saturation"));
     mv = json_object_get(m, "saturation");
     if (ds && judged(mv)) {
+        ++*judged_n;
         const char *d = !strncmp(ds, "saturate", 8) ? "saturate" : "overflow";
         if (strcmp(d, str(json_string_value(mv))))
             add(list, dt, "saturation", json_string(ds), json_deep_copy(mv),
@@ -182,6 +184,7 @@ static void judge_dtype(json_t *list, const json_t *desc, const char *dt, const 
     for (int f = 0; f < 2; f++) {
         int want = declared_flag(dsub, flags[f]);
         mv = json_object_get(m, flags[f]);
+        *judged_n += want >= 0 && json_is_boolean(mv);
         if (want >= 0 && json_is_boolean(mv) && want != json_is_true(mv))
             add(list, dt, flags[f], json_string(dsub), json_deep_copy(mv),
                 evidence_of(ar, flags[f]));
@@ -192,11 +195,13 @@ static void judge_dtype(json_t *list, const json_t *desc, const char *dt, const 
     if (!da)
         da = json_string_value(json_object_get(json_object_get(decl, "accumulator"), "dtype"));
     mv = json_object_get(m, "accumulation");
+    *judged_n += da && judged(mv);
     if (da && judged(mv) && strcmp(da, str(json_string_value(mv))))
         add(list, dt, "accumulation", json_string(da), json_deep_copy(mv),
             evidence_of(ac, "effective_bits"));
     const char *dor = json_string_value(json_object_get(decl, "reduction_order"));
     mv = json_object_get(m, "reduction_order");
+    *judged_n += dor && judged(mv);
     if (dor && judged(mv) && strcmp(dor, str(json_string_value(mv)))) {
         json_t *ev = json_array();
         json_array_append_new(ev, json_deep_copy(json_object_get(ac, "reduction")));
@@ -206,6 +211,7 @@ static void judge_dtype(json_t *list, const json_t *desc, const char *dt, const 
     const json_t *nd = json_object_get(desc, "nondeterministic_ops");
     mv = json_object_get(m, "deterministic");
     if (json_is_array(nd) && json_is_boolean(mv)) {
+        ++*judged_n;
         bool decl_det = true;
         size_t i;
         const json_t *v;
@@ -220,6 +226,7 @@ static void judge_dtype(json_t *list, const json_t *desc, const char *dt, const 
     const char *mk =
         json_string_value(json_object_get(json_object_get(m, "transcendental_error"), "kind"));
     if (dk && mk && strcmp(mk, "indistinguishable") && strcmp(mk, "not_probed")) {
+        ++*judged_n;
         const char *d = !strcmp(dk, "fast_approximation") ? "approximation" : dk;
         if (strcmp(d, mk)) {
             json_t *ev = json_array();
@@ -243,6 +250,7 @@ static void judge_dtype(json_t *list, const json_t *desc, const char *dt, const 
     }
     const json_t *df = json_object_get(decl, "fast_math");
     mv = json_object_get(m, "fast_math");
+    *judged_n += json_is_boolean(df) && json_is_boolean(mv);
     if (json_is_boolean(df) && json_is_boolean(mv) && json_is_true(df) != json_is_true(mv))
         add(list, dt, "fast_math", json_deep_copy(df), json_deep_copy(mv),
             json_pack("{s:O?, s:O?, s:O?}", "transcendental_error",
@@ -250,8 +258,9 @@ static void judge_dtype(json_t *list, const json_t *desc, const char *dt, const 
                       "daz", json_object_get(m, "daz")));
 }
 
-json_t *ct_judge(const json_t *desc, const json_t *measured)
+json_t *ct_judge(const json_t *desc, const json_t *measured, int64_t *ret_judged)
 {
+    *ret_judged = 0;
     json_t *list = json_array();
     const json_t *contract = json_object_get(desc, "contract");
     const char *dt;
@@ -260,7 +269,7 @@ json_t *ct_judge(const json_t *desc, const json_t *measured)
     {
         const json_t *decl = json_object_get(contract, dt);
         if (json_is_object(decl))
-            judge_dtype(list, desc, dt, decl, m, measured);
+            judge_dtype(list, ret_judged, desc, dt, decl, m, measured);
     }
     return list;
 }

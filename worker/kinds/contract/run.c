@@ -226,21 +226,29 @@ static json_t *ct_result(void *job)
         return NULL;
     }
     json_object_set_new(measured, "contract", summary);
-    json_t *mism = c->s->judge ? ct_judge(c->b.describe, measured) : json_array();
+    int64_t judged = 0, errors = 0;
+    json_t *mism = c->s->judge ? ct_judge(c->b.describe, measured, &judged) : json_array();
+    for (int64_t i = 0; i < c->n1 + c->n2; i++)
+        errors += json_object_get(c->slots[i], "error") != NULL;
     if (!mism) {
         json_decref(measured);
         return NULL;
     }
     const json_t *desc = c->b.describe;
     const json_t *build = json_object_get(c->b.spec_json, "build");
-    return json_pack("{s:s, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:o, s:o, s:{s:I, s:I}, s:f}",
-                     "verdict", json_array_size(mism) ? "failed" : "passed", "kind", "contract",
+    /* summary: each judged field is one check (a case of the common summary) */
+    int64_t failed = (int64_t)json_array_size(mism);
+    return json_pack("{s:s, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:o, s:o, s:{s:I, s:I, s:I, s:I},"
+                     " s:I, s:f}",
+                     "verdict", failed ? "failed" : errors ? "error" : "passed", "kind", "contract",
                      "backend", c->b.backend_spec, "device", json_object_get(desc, "device"),
                      "mode", json_object_get(desc, "mode"), "contract",
                      json_object_get(desc, "contract"), "build",
                      build ? build : json_object_get(desc, "build"), "measured", measured,
-                     "mismatches", mism, "summary", "probes", (json_int_t)(c->n1 + c->n2),
-                     "mismatches", (json_int_t)json_array_size(mism), "seconds", c->seconds);
+                     "mismatches", mism, "summary", "cases", (json_int_t)judged, "passed",
+                     (json_int_t)(judged - failed), "failed", (json_int_t)failed, "errors",
+                     (json_int_t)errors, "probes", (json_int_t)(c->n1 + c->n2), "seconds",
+                     c->seconds);
 oom:
     json_decref(conv);
     json_decref(arith);
