@@ -347,6 +347,12 @@ json_t *ct_probe_accumulation(ct_dev *d, nv_dtype dt, const ct_known *k, int rep
     else {
         nv_dtype acc_dt;
         nv_dtype_from_name(acc, &acc_dt);
+        /* The model reads its inputs as the device does: DAZ flushes the
+         * subnormal cancelling terms. */
+        if (k->daz)
+            for (int64_t i = 0; i < nl + ns; i++)
+                if (fabs(xl[i]) < info->min_normal)
+                    xl[i] = copysign(0.0, xl[i]);
         json_t *fit = fit_order(dt, acc_dt, k, xs, os, xl, ol);
         json_t *orders = json_object_get(fit, "orders");
         size_t n = json_array_size(orders);
