@@ -254,10 +254,11 @@ static int holds(ct_dev *d, nv_dtype dt, double R, bool *ret, json_t *ev, const 
     return NV_OK;
 }
 
-/* The accumulator dtype from its precision and range; NULL when none fits. */
-static const char *acc_name(int p, bool lower, bool fp16_range)
+/* The accumulator dtype from its precision and range; NULL when none fits or
+ * when the range that tells fp16 from tf32 (both 11 bits) was out of reach. */
+static const char *acc_name(int p, bool lower, bool range_probed, bool fp16_range)
 {
-    if (lower)
+    if (lower || (p == 11 && !range_probed))
         return NULL;
     switch (p) {
     case 53: return "fp64";
@@ -326,7 +327,7 @@ json_t *ct_probe_accumulation(ct_dev *d, nv_dtype dt, const ct_known *k, int rep
                         : !fp32_probe ? "at_least_fp32"
                         : !fp32_ok  ? "fp32"
                                     : "at_least_fp64";
-    const char *acc = acc_name(p, lower, fp16_probe && !fp16_ok);
+    const char *acc = acc_name(p, lower, fp16_probe, !fp16_ok);
     json_object_set_new(res, "effective_bits", json_integer(p));
     json_object_set_new(res, "effective_bits_is_lower_bound", json_boolean(lower));
     json_object_set_new(res, "range", json_string(range));

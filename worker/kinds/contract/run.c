@@ -139,7 +139,7 @@ static const char *str_or(const char *s)
  * direction, with its saturation) and fp32's FTZ/DAZ (else the first dtype's). */
 static void learn(ct_job *c)
 {
-    int best = -1;
+    int best = -1, arith_seen = 0;
     for (int64_t i = 0; i < c->n1; i++) {
         const task *t = &c->tasks[i];
         const json_t *j = c->slots[i];
@@ -161,7 +161,9 @@ static void learn(ct_job *c)
                 c->known.saturate =
                     !strcmp(str_or(json_string_value(json_object_get(j, "saturation"))), "saturate");
             }
-        } else if (t->kind == T_ARITH && j && (t->a == NV_DT_FP32 || !c->known.ftz)) {
+        } else if (t->kind == T_ARITH && json_is_boolean(json_object_get(j, "ftz")) &&
+                   (t->a == NV_DT_FP32 || !arith_seen)) {
+            arith_seen = t->a == NV_DT_FP32 ? 2 : 1;
             c->known.ftz = json_is_true(json_object_get(j, "ftz"));
             c->known.daz = json_is_true(json_object_get(j, "daz"));
         }

@@ -116,12 +116,12 @@ static void judge_points(nv_dtype dt, const fn_def *f, const ct_known *k, const 
          * (fp32 up to fp32, fp64 for fp64), rounded to dt in the measured
          * direction (a no-op for fp32 and fp64; unknowable for narrower dtypes
          * under stochastic rounding). */
-        if (f->libmf && info->bits <= 32 &&
-            (info->bits == 32 || rm.rounding != NV_ROUND_STOCHASTIC)) {
+        if (f->libmf && dt != NV_DT_FP64 &&
+            (dt == NV_DT_FP32 || rm.rounding != NV_ROUND_STOCHASTIC)) {
             double h = nv_dtype_round(dt, (double)f->libmf((float)x), &rm, 0);
             if (!(ct_enc(dt, h) == out[i] || (isnan(h) && isnan(y))) && s->libm_bad++ == 0)
                 s->libm_first = i;
-        } else if (f->libm && info->bits == 64) {
+        } else if (f->libm && dt == NV_DT_FP64) {
             double h = f->libm(x);
             if (!(ct_enc(dt, h) == out[i] || (isnan(h) && isnan(y))) && s->libm_bad++ == 0)
                 s->libm_first = i;
@@ -270,7 +270,7 @@ json_t *ct_probe_transcendental(ct_dev *d, nv_dtype dt, const ct_known *k, int64
     const char *kind = all_cr && one_dir                   ? "correctly_rounded"
                        : any_libm && all_libm              ? "host_libm"
                        : stochastic && all_faithful        ? "correctly_rounded"
-                       : stochastic && info->bits < 32     ? "indistinguishable"
+                       : stochastic && dt != NV_DT_FP32 && dt != NV_DT_FP64 ? "indistinguishable"
                                                            : "approximation";
     json_object_set_new(res, "kind", json_string(kind));
     json_object_set_new(res, "max_ulp", ct_num_json(max_ulp));
