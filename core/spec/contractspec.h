@@ -19,12 +19,12 @@ typedef enum nv_contract_probe {
 } nv_contract_probe;
 
 typedef struct nv_contract_spec {
-    bool dtype[NV_DT_COUNT];      /* the float dtypes to probe (default: every one but e8m0) */
-    bool probe[NV_CPROBE_COUNT];  /* the probe families to run (default: all) */
-    int repeats;                  /* repetitions of each determinism probe, 2..64 (4) */
-    int64_t fp32_sweep;           /* fp32 transcendental sweep points per function (4096) */
-    uint64_t seed;                /* the random probe vectors' seed (1) */
-    bool judge;                   /* compare against describe()'s contract (true) */
+    bool dtype[NV_DT_COUNT];     /* the float dtypes to probe (default: every one but e8m0) */
+    bool probe[NV_CPROBE_COUNT]; /* the probe families to run (default: all) */
+    int repeats;                 /* repetitions of each determinism probe, 2..64 (4) */
+    int64_t fp32_sweep;          /* fp32 transcendental sweep points per function (4096) */
+    uint64_t seed;               /* the random probe vectors' seed (1) */
+    bool judge;                  /* compare against describe()'s contract (true) */
 } nv_contract_spec;
 
 /* The probe family's name in specs and results ("conversion" ...). */

@@ -20,9 +20,9 @@ const char *nv_contract_probe_name(nv_contract_probe p)
     return p < NV_CPROBE_COUNT ? probe_names[p] : "?";
 }
 
-static const char *const top_keys[] = {"kind",  "name",    "description", "device", "priority",
-                                       "build", "dtypes",  "probes",      "repeats", "fp32_sweep",
-                                       "seed",  "judge",   NULL};
+static const char *const top_keys[] = {"kind",  "name",   "description", "device",  "priority",
+                                       "build", "dtypes", "probes",      "repeats", "fp32_sweep",
+                                       "seed",  "judge",  NULL};
 
 static bool probeable(nv_dtype dt)
 {

@@ -16,9 +16,9 @@ static void expect(const char *text, const char *want_ptr, const char *want_msg)
     json_t *spec = json_loads(text, 0, NULL);
     char *ptr = NULL, *msg = NULL;
     int r = nv_jobspec_validate(spec, &ptr, &msg);
-    bool ok = want_ptr ? (r == -EINVAL && ptr && !strcmp(ptr, want_ptr) && msg &&
-                          strstr(msg, want_msg))
-                       : r == 0;
+    bool ok = want_ptr
+                  ? (r == -EINVAL && ptr && !strcmp(ptr, want_ptr) && msg && strstr(msg, want_msg))
+                  : r == 0;
     tap_ok(ok, "%s -> %s%s%s", text, want_ptr ? want_ptr : "valid", want_ptr ? ": " : "",
            want_msg ? want_msg : "");
     if (!ok)
@@ -69,7 +69,8 @@ int main(void)
            "is not a probe");
     expect("{\"kind\": \"contract\", \"probes\": [\"arithmetic\", \"arithmetic\"]}", "/probes/1",
            "duplicate probe 'arithmetic'");
-    expect("{\"kind\": \"contract\", \"repeats\": 1}", "/repeats", "'1' must be an integer in 2..64");
+    expect("{\"kind\": \"contract\", \"repeats\": 1}", "/repeats",
+           "'1' must be an integer in 2..64");
     expect("{\"kind\": \"contract\", \"fp32_sweep\": 2000000}", "/fp32_sweep", "'2000000'");
     expect("{\"kind\": \"contract\", \"seed\": -1}", "/seed", "'-1'");
     expect("{\"kind\": \"contract\", \"judge\": \"yes\"}", "/judge", "true or false");

@@ -18,7 +18,7 @@
 #include "contract_internal.h"
 #include "core/numerics/rng.h"
 
-#define CT_MAX_K 128 /* tree:k and splitk:k are fitted for k in 2..CT_MAX_K */
+#define CT_MAX_K 128  /* tree:k and splitk:k are fitted for k in 2..CT_MAX_K */
 #define CT_LONG 20011 /* > 128 * 129: ceil(n/k) differs for every k <= 128 */
 #define CT_SHORT 1000
 #define CT_SHORT_ROWS 128
@@ -225,10 +225,10 @@ static int effective_bits(ct_dev *d, nv_dtype dt, int *ret_p, bool *ret_lower, j
             json_t *in = json_array();
             for (int j = 0; j < 3; j++)
                 json_array_append_new(in, ct_bits_json(dt, ct_enc(dt, x[row * 3 + j])));
-            json_array_append_new(
-                ev, json_pack("{s:s, s:o, s:o, s:o}", "property", "effective_bits", "inputs", in,
-                              "output", ct_bits_json(dt, o[row]), "expected_if_wider",
-                              ct_bits_json(dt, ct_enc(dt, ldexp(B, -t)))));
+            json_array_append_new(ev, json_pack("{s:s, s:o, s:o, s:o}", "property",
+                                                "effective_bits", "inputs", in, "output",
+                                                ct_bits_json(dt, o[row]), "expected_if_wider",
+                                                ct_bits_json(dt, ct_enc(dt, ldexp(B, -t)))));
             break;
         }
 out:
@@ -261,18 +261,25 @@ static const char *acc_name(int p, bool lower, bool range_probed, bool fp16_rang
     if (lower || (p == 11 && !range_probed))
         return NULL;
     switch (p) {
-    case 53: return "fp64";
-    case 24: return "fp32";
-    case 11: return fp16_range ? "fp16" : "tf32";
-    case 8: return "bf16";
-    case 4: return "fp8_e4m3";
-    case 3: return "fp8_e5m2";
-    default: return NULL;
+    case 53:
+        return "fp64";
+    case 24:
+        return "fp32";
+    case 11:
+        return fp16_range ? "fp16" : "tf32";
+    case 8:
+        return "bf16";
+    case 4:
+        return "fp8_e4m3";
+    case 3:
+        return "fp8_e5m2";
+    default:
+        return NULL;
     }
 }
 
-json_t *ct_probe_accumulation(ct_dev *d, nv_dtype dt, const ct_known *k, int repeats,
-                              uint64_t seed, bool *ret_refused)
+json_t *ct_probe_accumulation(ct_dev *d, nv_dtype dt, const ct_known *k, int repeats, uint64_t seed,
+                              bool *ret_refused)
 {
     *ret_refused = false;
     double one_v[2] = {1, 1};
@@ -322,16 +329,17 @@ json_t *ct_probe_accumulation(ct_dev *d, nv_dtype dt, const ct_known *k, int rep
         goto oom;
     if (fp32_probe && holds(d, dt, 0x1.8p127, &fp32_ok, ev, "range_beyond_fp32") != NV_OK)
         goto oom;
-    const char *range = !fp16_probe ? "indistinguishable"
-                        : !fp16_ok  ? "fp16"
+    const char *range = !fp16_probe   ? "indistinguishable"
+                        : !fp16_ok    ? "fp16"
                         : !fp32_probe ? "at_least_fp32"
-                        : !fp32_ok  ? "fp32"
-                                    : "at_least_fp64";
+                        : !fp32_ok    ? "fp32"
+                                      : "at_least_fp64";
     const char *acc = acc_name(p, lower, fp16_probe, !fp16_ok);
     json_object_set_new(res, "effective_bits", json_integer(p));
     json_object_set_new(res, "effective_bits_is_lower_bound", json_boolean(lower));
     json_object_set_new(res, "range", json_string(range));
-    json_object_set_new(res, "accumulator", acc ? json_string(acc) : json_string("indistinguishable"));
+    json_object_set_new(res, "accumulator",
+                        acc ? json_string(acc) : json_string("indistinguishable"));
     json_object_set_new(res, "deterministic", json_boolean(det));
     json_t *order;
     if (!det)
@@ -358,16 +366,15 @@ json_t *ct_probe_accumulation(ct_dev *d, nv_dtype dt, const ct_known *k, int rep
         json_t *orders = json_object_get(fit, "orders");
         size_t n = json_array_size(orders);
         json_object_set_new(fit, "order",
-                            n == 1 ? json_incref(json_array_get(orders, 0))
+                            n == 1   ? json_incref(json_array_get(orders, 0))
                             : n == 0 ? json_string("unrecognized")
                                      : json_string("indistinguishable"));
-        json_object_set_new(fit, "vectors",
-                            json_pack("{s:i, s:i, s:i, s:i, s:I, s:o, s:o}", "short_rows",
-                                      CT_SHORT_ROWS, "short_length", CT_SHORT, "long_rows",
-                                      CT_LONG_ROWS, "long_length", CT_LONG, "seed",
-                                      (json_int_t)seed, "first_short_output",
-                                      ct_bits_json(dt, os[0]), "first_long_output",
-                                      ct_bits_json(dt, ol[0])));
+        json_object_set_new(
+            fit, "vectors",
+            json_pack("{s:i, s:i, s:i, s:i, s:I, s:o, s:o}", "short_rows", CT_SHORT_ROWS,
+                      "short_length", CT_SHORT, "long_rows", CT_LONG_ROWS, "long_length", CT_LONG,
+                      "seed", (json_int_t)seed, "first_short_output", ct_bits_json(dt, os[0]),
+                      "first_long_output", ct_bits_json(dt, ol[0])));
         order = fit;
     }
     json_object_set_new(res, "reduction", order);

@@ -66,21 +66,21 @@ static void subnormals(ct_dev *d, nv_dtype dt, json_t *res, json_t *ev)
     if (one(d, "sub", dt, 2, a, &o) == NV_OK) {
         double v = ct_dec(dt, o);
         json_object_set_new(res, "ftz",
-                            v == 0                   ? json_true()
+                            v == 0                  ? json_true()
                             : v == i->min_subnormal ? json_false()
-                                                     : json_string("unrecognized"));
-        json_array_append_new(ev, json_pack("{s:s, s:o}", "property", "ftz", "case",
-                                            case_json(dt, "sub", 2, a, o)));
+                                                    : json_string("unrecognized"));
+        json_array_append_new(
+            ev, json_pack("{s:s, s:o}", "property", "ftz", "case", case_json(dt, "sub", 2, a, o)));
     }
     double b[2] = {i->min_subnormal, i->min_normal};
     if (one(d, "add", dt, 2, b, &o) == NV_OK) {
         double v = ct_dec(dt, o);
         json_object_set_new(res, "daz",
-                            v == i->min_normal       ? json_true()
-                            : v == b[0] + b[1]       ? json_false()
-                                                     : json_string("unrecognized"));
-        json_array_append_new(ev, json_pack("{s:s, s:o}", "property", "daz", "case",
-                                            case_json(dt, "add", 2, b, o)));
+                            v == i->min_normal ? json_true()
+                            : v == b[0] + b[1] ? json_false()
+                                               : json_string("unrecognized"));
+        json_array_append_new(
+            ev, json_pack("{s:s, s:o}", "property", "daz", "case", case_json(dt, "add", 2, b, o)));
     }
 }
 
@@ -165,7 +165,8 @@ static json_t *rounding_ops(ct_dev *d, nv_dtype dt, uint64_t seed, json_t *ev)
         /* exponents within a third of the range: products and quotients stay
          * finite */
         int span = info->emax / 3 < 12 ? info->emax / 3 : 12;
-        double u = ldexp(1.0 + nv_rng_uniform(&rng), (int)(nv_rng_u32(&rng) % (2 * span + 1)) - span);
+        double u =
+            ldexp(1.0 + nv_rng_uniform(&rng), (int)(nv_rng_u32(&rng) % (2 * span + 1)) - span);
         double v = i % 2 ? u * (1 + nv_rng_uniform(&rng) * 0x1p-6)
                          : ldexp(1.0 + nv_rng_uniform(&rng),
                                  (int)(nv_rng_u32(&rng) % (2 * span + 1)) - span);
@@ -203,8 +204,9 @@ static json_t *rounding_ops(ct_dev *d, nv_dtype dt, uint64_t seed, json_t *ev)
                                       "directions", dirs));
         if (!json_array_size(dirs) && bad_i >= 0) {
             double in[2] = {a[bad_i], b[bad_i]};
-            json_array_append_new(ev, json_pack("{s:s, s:o}", "property", ops[k], "case",
-                                                case_json(dt, ops[k], is_sqrt ? 1 : 2, in, o[bad_i])));
+            json_array_append_new(ev,
+                                  json_pack("{s:s, s:o}", "property", ops[k], "case",
+                                            case_json(dt, ops[k], is_sqrt ? 1 : 2, in, o[bad_i])));
         }
     }
 out:
@@ -222,13 +224,14 @@ static json_t *semantics(ct_dev *d, nv_dtype dt)
     double qa = NAN, qb = -NAN;
     static const struct {
         const char *name, *op;
-        int which; /* 0: (-0,-0) 1: (+0,-0) 2: (NaN,1) 3: (1,NaN) 4: (-0,+0) 5: (+0,-0) 6: (NaN,NaN) */
+        int which; /* 0: (-0,-0) 1: (+0,-0) 2: (NaN,1) 3: (1,NaN) 4: (-0,+0) 5: (+0,-0) 6: (NaN,NaN)
+                    */
     } cases[] = {
-        {"add(-0,-0)", "add", 0},          {"add(+0,-0)", "add", 1},
-        {"mul(-0,+0)", "mul", 4},          {"maximum(-0,+0)", "maximum", 4},
-        {"maximum(+0,-0)", "maximum", 5},  {"minimum(-0,+0)", "minimum", 4},
-        {"minimum(+0,-0)", "minimum", 5},  {"maximum(nan,1)", "maximum", 2},
-        {"maximum(1,nan)", "maximum", 3},  {"minimum(nan,1)", "minimum", 2},
+        {"add(-0,-0)", "add", 0},         {"add(+0,-0)", "add", 1},
+        {"mul(-0,+0)", "mul", 4},         {"maximum(-0,+0)", "maximum", 4},
+        {"maximum(+0,-0)", "maximum", 5}, {"minimum(-0,+0)", "minimum", 4},
+        {"minimum(+0,-0)", "minimum", 5}, {"maximum(nan,1)", "maximum", 2},
+        {"maximum(1,nan)", "maximum", 3}, {"minimum(nan,1)", "minimum", 2},
         {"add(nan_a,nan_b)", "add", 6},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -236,13 +239,27 @@ static json_t *semantics(ct_dev *d, nv_dtype dt)
             continue;
         double v[2];
         switch (cases[c].which) {
-        case 0: v[0] = -0.0, v[1] = -0.0; break;
-        case 1: v[0] = 0.0, v[1] = -0.0; break;
-        case 2: v[0] = qa, v[1] = 1; break;
-        case 3: v[0] = 1, v[1] = qa; break;
-        case 4: v[0] = -0.0, v[1] = 0.0; break;
-        case 5: v[0] = 0.0, v[1] = -0.0; break;
-        default: v[0] = qa, v[1] = qb; break;
+        case 0:
+            v[0] = -0.0, v[1] = -0.0;
+            break;
+        case 1:
+            v[0] = 0.0, v[1] = -0.0;
+            break;
+        case 2:
+            v[0] = qa, v[1] = 1;
+            break;
+        case 3:
+            v[0] = 1, v[1] = qa;
+            break;
+        case 4:
+            v[0] = -0.0, v[1] = 0.0;
+            break;
+        case 5:
+            v[0] = 0.0, v[1] = -0.0;
+            break;
+        default:
+            v[0] = qa, v[1] = qb;
+            break;
         }
         uint64_t o;
         if (one(d, cases[c].op, dt, 2, v, &o) != NV_OK)

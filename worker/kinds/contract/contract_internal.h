@@ -71,8 +71,8 @@ json_t *ct_probe_arithmetic(ct_dev *d, nv_dtype dt, uint64_t seed, bool *ret_ref
 /* Accumulation of sum over dt: effective significand bits and range of the
  * accumulator, determinism over repeats, and the reduction order fitted
  * against the order families of docs/CONTRACT.md. */
-json_t *ct_probe_accumulation(ct_dev *d, nv_dtype dt, const ct_known *k, int repeats,
-                              uint64_t seed, bool *ret_refused);
+json_t *ct_probe_accumulation(ct_dev *d, nv_dtype dt, const ct_known *k, int repeats, uint64_t seed,
+                              bool *ret_refused);
 
 /* Transcendental functions in dt: max ULP per function (exhaustive for <= 16
  * bits, a sweep of sweep points for wider), correct rounding, host-libm

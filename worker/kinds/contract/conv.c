@@ -131,8 +131,8 @@ static int boundary_set(bitset *s, nv_dtype src, nv_dtype dst)
      * src's largest value and the specials. */
     double mx = di->max_finite, ulp = nv_dtype_ulp(dst, mx);
     const nv_dtype_info *si = nv_dtype_get(src);
-    double xs[] = {mx + ulp / 2, mx + ulp, 2 * mx, si->max_finite, INFINITY, si->min_subnormal,
-                   si->min_normal, NAN};
+    double xs[] = {mx + ulp / 2, mx + ulp,          2 * mx,         si->max_finite,
+                   INFINITY,     si->min_subnormal, si->min_normal, NAN};
     for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++)
         for (int sg = 0; sg < 2; sg++)
             if (push_around(s, src, sg ? -xs[i] : xs[i]))
@@ -309,8 +309,8 @@ json_t *ct_probe_conversion(ct_dev *d, nv_dtype src, nv_dtype dst, bool *ret_ref
     if (r != NV_OK) {
         *ret_refused = ct_refused(r);
         if (!*ret_refused)
-            res = json_pack("{s:s, s:s, s:s}", "from", nv_dtype_name(src), "to",
-                            nv_dtype_name(dst), "error", d->err);
+            res = json_pack("{s:s, s:s, s:s}", "from", nv_dtype_name(src), "to", nv_dtype_name(dst),
+                            "error", d->err);
         goto out;
     }
     model ms[N_MODELS];
@@ -343,14 +343,13 @@ json_t *ct_probe_conversion(ct_dev *d, nv_dtype src, nv_dtype dst, bool *ret_ref
     for (int k = 0; k < N_MODELS && models; k++)
         if (ms[k].alive)
             json_array_append_new(models, model_name(&ms[k]));
-    res = json_pack("{s:s, s:s, s:I, s:b, s:o, s:o, s:o, s:o, s:b, s:o, s:o, s:o}", "from",
-                    nv_dtype_name(src), "to", nv_dtype_name(dst), "inputs", (json_int_t)in.n,
-                    "exhaustive", exhaustive, "rounding", rounding_knob(ms), "saturation",
-                    knob(ms, "overflow", "saturate", 0), "subnormal_results",
-                    knob(ms, "kept", "flushed", 1), "subnormal_inputs",
-                    knob(ms, "kept", "flushed", 2), "repeats_differ", differ, "nan",
-                    nan_report(src, dst, in.v, out, in.n), "models", models, "evidence",
-                    evidence(ms, src, dst, in.v, out));
+    res = json_pack(
+        "{s:s, s:s, s:I, s:b, s:o, s:o, s:o, s:o, s:b, s:o, s:o, s:o}", "from", nv_dtype_name(src),
+        "to", nv_dtype_name(dst), "inputs", (json_int_t)in.n, "exhaustive", exhaustive, "rounding",
+        rounding_knob(ms), "saturation", knob(ms, "overflow", "saturate", 0), "subnormal_results",
+        knob(ms, "kept", "flushed", 1), "subnormal_inputs", knob(ms, "kept", "flushed", 2),
+        "repeats_differ", differ, "nan", nan_report(src, dst, in.v, out, in.n), "models", models,
+        "evidence", evidence(ms, src, dst, in.v, out));
 out:
     free(in.v);
     free(out);

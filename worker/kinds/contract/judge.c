@@ -72,28 +72,30 @@ json_t *ct_summary(const json_t *measured, const bool *dtypes)
         }
         const json_t *ac = json_object_get(json_object_get(measured, "accumulation"), dt);
         if (ac && !json_object_get(ac, "error")) {
-            json_object_set_new(e, "accumulation", copy_or_null(json_object_get(ac, "accumulator")));
+            json_object_set_new(e, "accumulation",
+                                copy_or_null(json_object_get(ac, "accumulator")));
             json_object_set_new(e, "accumulator_bits",
                                 copy_or_null(json_object_get(ac, "effective_bits")));
             json_object_set_new(
                 e, "reduction_order",
                 copy_or_null(json_object_get(json_object_get(ac, "reduction"), "order")));
-            json_object_set_new(e, "deterministic", copy_or_null(json_object_get(ac, "deterministic")));
+            json_object_set_new(e, "deterministic",
+                                copy_or_null(json_object_get(ac, "deterministic")));
         }
         const json_t *tr = json_object_get(json_object_get(measured, "transcendental"), dt);
         const char *kind = json_string_value(json_object_get(tr, "kind"));
         if (kind) {
-            json_object_set_new(e, "transcendental_error",
-                                json_pack("{s:s, s:O}", "kind", kind, "max_ulp",
-                                          json_object_get(tr, "max_ulp")));
+            json_object_set_new(
+                e, "transcendental_error",
+                json_pack("{s:s, s:O}", "kind", kind, "max_ulp", json_object_get(tr, "max_ulp")));
         }
         /* Fast math as describe() means it: approximate functions (neither
          * correctly rounded nor the host C library's), FTZ or DAZ. */
         json_t *ftz = json_object_get(e, "ftz"), *daz = json_object_get(e, "daz");
         if (kind && strcmp(kind, "indistinguishable") && strcmp(kind, "not_probed") && ar)
             json_object_set_new(e, "fast_math",
-                                json_boolean(!strcmp(kind, "approximation") ||
-                                             json_is_true(ftz) || json_is_true(daz)));
+                                json_boolean(!strcmp(kind, "approximation") || json_is_true(ftz) ||
+                                             json_is_true(daz)));
         json_object_set_new(out, dt, e);
     }
     return out;
@@ -106,10 +108,10 @@ static int add(json_t *list, const char *dt, const char *field, json_t *declared
 {
     char name[96];
     snprintf(name, sizeof name, "contract.%s.%s", dt, field);
-    return json_array_append_new(
-        list, json_pack("{s:s, s:s, s:o, s:o, s:o}", "class", "contract_mismatch", "field", name,
-                        "declared", declared, "measured", measured, "evidence",
-                        evidence ? evidence : json_array()));
+    return json_array_append_new(list, json_pack("{s:s, s:s, s:o, s:o, s:o}", "class",
+                                                 "contract_mismatch", "field", name, "declared",
+                                                 declared, "measured", measured, "evidence",
+                                                 evidence ? evidence : json_array()));
 }
 
 static bool judged(const json_t *m)
@@ -230,9 +232,8 @@ static void judge_dtype(json_t *list, int64_t *judged_n, const json_t *desc, con
         const char *d = !strcmp(dk, "fast_approximation") ? "approximation" : dk;
         if (strcmp(d, mk)) {
             json_t *ev = json_array();
-            const json_t *fnsj =
-                json_object_get(json_object_get(json_object_get(measured, "transcendental"), dt),
-                                "functions");
+            const json_t *fnsj = json_object_get(
+                json_object_get(json_object_get(measured, "transcendental"), dt), "functions");
             const char *name;
             const json_t *fe;
             json_object_foreach((json_t *)fnsj, name, fe)
@@ -241,9 +242,9 @@ static void judge_dtype(json_t *list, int64_t *judged_n, const json_t *desc, con
                 if (!w || !strcmp(d, "correctly_rounded"))
                     w = json_object_get(fe, "worst");
                 if (w && json_array_size(ev) < 4)
-                    json_array_append_new(ev, json_pack("{s:s, s:O, s:O}", "function", name,
-                                                        "max_ulp", json_object_get(fe, "max_ulp"),
-                                                        "point", w));
+                    json_array_append_new(ev,
+                                          json_pack("{s:s, s:O, s:O}", "function", name, "max_ulp",
+                                                    json_object_get(fe, "max_ulp"), "point", w));
             }
             add(list, dt, "transcendental_error.kind", json_string(dk), json_string(mk), ev);
         }

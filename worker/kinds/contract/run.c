@@ -150,7 +150,7 @@ static void learn(ct_job *c)
             for (int k = 0; r && k < 5; k++)
                 if (!strcmp(r, ct_rounding_name((nv_rounding)k)))
                     rr = (nv_rounding)k, ok = true;
-            int score = !ok ? -1
+            int score = !ok                                        ? -1
                         : t->a == NV_DT_FP32 && t->b == NV_DT_BF16 ? 3
                         : t->a == NV_DT_FP64 && t->b == NV_DT_FP32 ? 2
                                                                    : 1;
@@ -158,8 +158,8 @@ static void learn(ct_job *c)
                 best = score;
                 c->known.rounding_known = true;
                 c->known.rounding = rr;
-                c->known.saturate =
-                    !strcmp(str_or(json_string_value(json_object_get(j, "saturation"))), "saturate");
+                c->known.saturate = !strcmp(
+                    str_or(json_string_value(json_object_get(j, "saturation"))), "saturate");
             }
         } else if (t->kind == T_ARITH && json_is_boolean(json_object_get(j, "ftz")) &&
                    (t->a == NV_DT_FP32 || !arith_seen)) {
@@ -240,17 +240,19 @@ static json_t *ct_result(void *job)
     const json_t *build = json_object_get(c->b.spec_json, "build");
     /* summary: each judged field is one check (a case of the common summary) */
     int64_t failed = (int64_t)json_array_size(mism);
-    return json_pack("{s:s, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:o, s:o, s:{s:I, s:I, s:I, s:I},"
-                     " s:I, s:f}",
-                     "verdict", failed ? "failed" : errors ? "error" : "passed", "kind", "contract",
-                     "backend", c->b.backend_spec, "device", json_object_get(desc, "device"),
-                     "mode", json_object_get(desc, "mode"), "contract",
-                     json_object_get(desc, "contract"), "build",
-                     build ? build : json_object_get(desc, "build"), "measured", measured,
-                     "mismatches", mism, "summary", "cases", (json_int_t)judged, "passed",
-                     (json_int_t)(judged - failed), "failed", (json_int_t)failed, "errors",
-                     (json_int_t)errors, "probes", (json_int_t)(c->n1 + c->n2), "seconds",
-                     c->seconds);
+    return json_pack(
+        "{s:s, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:o, s:o, s:{s:I, s:I, s:I, s:I},"
+        " s:I, s:f}",
+        "verdict",
+        failed   ? "failed"
+        : errors ? "error"
+                 : "passed",
+        "kind", "contract", "backend", c->b.backend_spec, "device", json_object_get(desc, "device"),
+        "mode", json_object_get(desc, "mode"), "contract", json_object_get(desc, "contract"),
+        "build", build ? build : json_object_get(desc, "build"), "measured", measured, "mismatches",
+        mism, "summary", "cases", (json_int_t)judged, "passed", (json_int_t)(judged - failed),
+        "failed", (json_int_t)failed, "errors", (json_int_t)errors, "probes",
+        (json_int_t)(c->n1 + c->n2), "seconds", c->seconds);
 oom:
     json_decref(conv);
     json_decref(arith);

@@ -51,12 +51,11 @@ static int64_t inputs(nv_dtype dt, const fn_def *f, int64_t sweep, uint64_t seed
     nv_rng_init(&rng, seed, 0x7472616e, (uint32_t)f->fn);
     for (uint64_t k = 0; k < total; k++) {
         for (int tries = 0; tries < 64; tries++) {
-            uint64_t b = exhaustive ? k
+            uint64_t b = exhaustive      ? k
                          : i->bits == 64 ? nv_rng_u64(&rng)
                                          : nv_rng_u32(&rng) & ((1ull << i->bits) - 1);
             double x = ct_dec(dt, b);
-            bool ok = isfinite(x) && (x == 0 || fabs(x) >= i->min_normal) && x > f->lo &&
-                      x < f->hi;
+            bool ok = isfinite(x) && (x == 0 || fabs(x) >= i->min_normal) && x > f->lo && x < f->hi;
             if (ok) {
                 in[n++] = b;
                 break;
@@ -175,13 +174,11 @@ static json_t *specials(ct_dev *d, nv_dtype dt, const fn_def *f)
             continue;
         double want = nv_ref_round(f->fn, x, dt, NV_ROUND_NEAREST_EVEN);
         double got = ct_dec(dt, out[i]);
-        bool same = (isnan(want) && isnan(got)) ||
-                    (want == got && signbit(want) == signbit(got));
+        bool same = (isnan(want) && isnan(got)) || (want == got && signbit(want) == signbit(got));
         if (!same)
-            json_array_append_new(bad, json_pack("{s:o, s:o, s:o}", "input",
-                                                 ct_bits_json(dt, in[i]), "output",
-                                                 ct_bits_json(dt, out[i]), "expected",
-                                                 ct_real_json(want)));
+            json_array_append_new(
+                bad, json_pack("{s:o, s:o, s:o}", "input", ct_bits_json(dt, in[i]), "output",
+                               ct_bits_json(dt, out[i]), "expected", ct_real_json(want)));
     }
     return bad;
 }
@@ -241,12 +238,11 @@ json_t *ct_probe_transcendental(ct_dev *d, nv_dtype dt, const ct_known *k, int64
         if (f->monotone) {
             json_object_set_new(e, "monotonic", json_boolean(s.mono_bad == 0));
             if (s.mono_first > 0)
-                json_object_set_new(e, "monotonicity_break",
-                                    json_pack("{s:o, s:o}", "before",
-                                              point_json(dt, f, in[s.mono_first - 1],
-                                                         out[s.mono_first - 1]),
-                                              "after",
-                                              point_json(dt, f, in[s.mono_first], out[s.mono_first])));
+                json_object_set_new(
+                    e, "monotonicity_break",
+                    json_pack("{s:o, s:o}", "before",
+                              point_json(dt, f, in[s.mono_first - 1], out[s.mono_first - 1]),
+                              "after", point_json(dt, f, in[s.mono_first], out[s.mono_first])));
         }
         if (s.libm_first >= 0)
             json_object_set_new(e, "host_libm_differs",
@@ -267,11 +263,11 @@ json_t *ct_probe_transcendental(ct_dev *d, nv_dtype dt, const ct_known *k, int64
     bool stochastic = k->rounding_known && k->rounding == NV_ROUND_STOCHASTIC;
     /* Correctly rounded: one direction for every function, or, under measured
      * stochastic rounding, always one of the two neighbours of the exact value. */
-    const char *kind = all_cr && one_dir                   ? "correctly_rounded"
-                       : any_libm && all_libm              ? "host_libm"
-                       : stochastic && all_faithful        ? "correctly_rounded"
+    const char *kind = all_cr && one_dir                                    ? "correctly_rounded"
+                       : any_libm && all_libm                               ? "host_libm"
+                       : stochastic && all_faithful                         ? "correctly_rounded"
                        : stochastic && dt != NV_DT_FP32 && dt != NV_DT_FP64 ? "indistinguishable"
-                                                           : "approximation";
+                                                                            : "approximation";
     json_object_set_new(res, "kind", json_string(kind));
     json_object_set_new(res, "max_ulp", ct_num_json(max_ulp));
     json_object_set_new(res, "functions", per);
