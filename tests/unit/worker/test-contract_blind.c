@@ -105,6 +105,22 @@ static void check(const mode *m, const json_t *res)
     if (sr)
         tap_diag("%s: reduce excluded (stochastic rounding): must be indistinguishable", m->text);
     same(m, "reduce", sr ? "indistinguishable" : m->reduce, str_at(c, "fp32", "reduction_order"));
+    /* matmul: the mode's accumulator, else the op's "acc" attribute (fp32) */
+    same(m, "accum (matmul)", *m->accum ? m->accum : "fp32",
+         str_at(c, "fp32", "matmul_accumulation"));
+    same(m, "reduce (matmul)", sr ? "indistinguishable" : m->reduce,
+         str_at(c, "fp32", "matmul_reduction_order"));
+    /* Products fuse into a running accumulator only: sequential and random
+     * orders have one from the second term on; pairwise, tree:k and splitk:k
+     * start the probe's two-term rows afresh (docs/CONTRACT.md). */
+    if (!strcmp(m->accum, "fp64")) /* x = 1 + 2^-k would need k >= 27 > 23 */
+        same(m, "fma (matmul products)", "indistinguishable", str_at(c, "fp32", "matmul_products"));
+    else if (!strcmp(m->reduce, "sequential") || !strcmp(m->reduce, "random"))
+        same(m, "fma (matmul products)", m->fma ? "fused" : "rounded",
+             str_at(c, "fp32", "matmul_products"));
+    else
+        tap_diag("%s: matmul products excluded (order %s starts each two-term row afresh)", m->text,
+                 m->reduce);
     static const char *const kinds[][2] = {
         {"exact", "correctly_rounded"}, {"libm", "host_libm"}, {"fast", "approximation"}};
     const char *want = "";

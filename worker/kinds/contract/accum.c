@@ -25,17 +25,29 @@
 #define CT_CANCEL 4 /* the terms that cancel a row's sum */
 #define CT_LONG_ROWS 2
 
-/* sum over the last axis of rows x cols values of dt; out: rows encodings. */
-static int sum_rows(ct_dev *d, nv_dtype dt, const double *x, int64_t rows, int64_t cols,
+/* The row sums of rows x cols values of dt, out: rows encodings: by sum over
+ * the last axis, or (mm) by matmul with a column of ones, every product exact. */
+static int sum_rows(ct_dev *d, bool mm, nv_dtype dt, const double *x, int64_t rows, int64_t cols,
                     uint64_t *out)
 {
-    uint64_t *b = malloc((size_t)(rows * cols) * sizeof *b);
+    uint64_t *b = malloc((size_t)(rows * cols + cols) * sizeof *b);
     if (!b)
         return NV_E_NOMEM;
     for (int64_t i = 0; i < rows * cols; i++)
         b[i] = ct_enc(dt, x[i]);
-    const uint64_t *ins[1] = {b};
-    int r = ct_call(d, "sum", "{\"axis\": -1}", 1, &dt, ins, rows, cols, dt, rows, out);
+    uint64_t *ones = b + rows * cols;
+    for (int64_t i = 0; i < cols; i++)
+        ones[i] = ct_enc(dt, 1.0);
+    int r;
+    if (mm) {
+        const uint64_t *ins[2] = {b, ones};
+        nv_dtype dts[2] = {dt, dt};
+        const int64_t shapes[4] = {rows, cols, cols, 1};
+        r = ct_call_shaped(d, "matmul", "{}", 2, dts, ins, shapes, dt, rows, out);
+    } else {
+        const uint64_t *ins[1] = {b};
+        r = ct_call(d, "sum", "{\"axis\": -1}", 1, &dt, ins, rows, cols, dt, rows, out);
+    }
     free(b);
     return r;
 }
@@ -188,7 +200,7 @@ static json_t *fit_order(nv_dtype dt, nv_dtype acc, const ct_known *k, const dou
 static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
 #define PERM_COPIES 4 /* a random-order device reaches every grouping with these */
 
-static int effective_bits(ct_dev *d, nv_dtype dt, int *ret_p, bool *ret_lower, json_t *ev)
+static int effective_bits(ct_dev *d, bool mm, nv_dtype dt, int *ret_p, bool *ret_lower, json_t *ev)
 {
     const nv_dtype_info *i = nv_dtype_get(dt);
     int b = i->emin + 60 > 0 ? i->emin + 60 : 0;
@@ -197,7 +209,7 @@ static int effective_bits(ct_dev *d, nv_dtype dt, int *ret_p, bool *ret_lower, j
     int tmax = b - i->emin < 60 ? b - i->emin : 60;
     int rows_per_t = 6 * PERM_COPIES;
     int64_t rows = (int64_t)tmax * rows_per_t;
-    double *x = malloc((size_t)rows * 3 * sizeof *x);
+    double *x = calloc((size_t)(rows > 0 ? rows : 1) * 3, sizeof *x);
     uint64_t *o = malloc((size_t)rows * sizeof *o);
     int r = NV_E_NOMEM;
     if (!x || !o)
@@ -210,7 +222,7 @@ static int effective_bits(ct_dev *d, nv_dtype dt, int *ret_p, bool *ret_lower, j
             for (int j = 0; j < 3; j++)
                 row[j] = v[perms[q % 6][j]];
         }
-    r = sum_rows(d, dt, x, rows, 3, o);
+    r = sum_rows(d, mm, dt, x, rows, 3, o);
     if (r != NV_OK)
         goto out;
     *ret_p = tmax + 1;
@@ -238,12 +250,12 @@ out:
 }
 
 /* Did [R, R] come back as 2R? NV_OK with *ret, or the call's code. */
-static int holds(ct_dev *d, nv_dtype dt, double R, bool *ret, json_t *ev, const char *what)
+static int holds(ct_dev *d, bool mm, nv_dtype dt, double R, bool *ret, json_t *ev, const char *what)
 {
     R = ct_dec(dt, ct_enc(dt, R)); /* a value of dt, so 2R is exact */
     double x[2] = {R, R};
     uint64_t o;
-    int r = sum_rows(d, dt, x, 1, 2, &o);
+    int r = sum_rows(d, mm, dt, x, 1, 2, &o);
     if (r != NV_OK)
         return r;
     *ret = ct_dec(dt, o) == 2 * R;
@@ -278,13 +290,69 @@ static const char *acc_name(int p, bool lower, bool range_probed, bool fp16_rang
     }
 }
 
-json_t *ct_probe_accumulation(ct_dev *d, nv_dtype dt, const ct_known *k, int repeats, uint64_t seed,
-                              bool *ret_refused)
+/* Products in the accumulation, for an accumulator of pa bits: p = [x] . [x]
+ * (the device's own rounded square, x = 1 + 2^-k, 2k >= pa, so x^2 needs more
+ * than pa bits), then 32 rows of [-p, x] . [1, x] and of [x, -p] . [x, 1]. A
+ * product added into a running accumulator unrounded (an fma, or a block of
+ * products added exactly, Fasi et al. 2021) leaves x^2 - p, a multiple of
+ * 2^-2k but never of the accumulator's ulp at 1, 2^(1 - pa); a rounded one
+ * leaves a multiple of it (0, or one ulp under stochastic rounding). An order
+ * that starts every lane or chunk afresh (pairwise; tree:k and splitk:k at
+ * K = 2) rounds each product as a first term and shows "rounded" whatever its
+ * fma does. When x cannot have k <= dt's fraction bits (an accumulator more
+ * than twice as precise as dt: fp64 for fp32 data) it is indistinguishable. */
+static void products(ct_dev *d, nv_dtype dt, int pa, bool pa_lower, json_t *res, json_t *ev)
+{
+    enum { ROWS = 64 };
+    int m = nv_dtype_get(dt)->mant_bits, k = (pa + 1) / 2;
+    if (pa_lower || k > m || pa < 2) {
+        json_object_set_new(res, "products", json_string("indistinguishable"));
+        return;
+    }
+    double x = 1.0 + ldexp(1.0, -k), ulp_acc = ldexp(1.0, 1 - pa);
+    uint64_t xb = ct_enc(dt, x), p, o[ROWS];
+    nv_dtype dts[2] = {dt, dt};
+    const int64_t one[4] = {1, 1, 1, 1};
+    const uint64_t *ins1[2] = {&xb, &xb};
+    if (ct_call_shaped(d, "matmul", "{}", 2, dts, ins1, one, dt, 1, &p) != NV_OK)
+        return;
+    /* A is ROWS x 2, B is 2 x 1: the column (1, x) for the first half of the
+     * rows would need a B per row, so the halves are two calls. */
+    uint64_t a[2 * ROWS], b[2][2] = {{ct_enc(dt, 1.0), xb}, {xb, ct_enc(dt, 1.0)}};
+    uint64_t np = ct_enc(dt, -ct_dec(dt, p));
+    const int64_t sh[4] = {ROWS / 2, 2, 2, 1};
+    for (int h = 0; h < 2; h++) {
+        for (int r = 0; r < ROWS / 2; r++) {
+            a[2 * r + h] = np;
+            a[2 * r + 1 - h] = xb;
+        }
+        const uint64_t *ins2[2] = {a, b[h]};
+        if (ct_call_shaped(d, "matmul", "{}", 2, dts, ins2, sh, dt, ROWS / 2, o + h * ROWS / 2) !=
+            NV_OK)
+            return;
+    }
+    int fused_at = -1;
+    for (int r = 0; r < ROWS && fused_at < 0; r++) {
+        double q = ct_dec(dt, o[r]) / ulp_acc;
+        if (q != nearbyint(q))
+            fused_at = r;
+    }
+    json_object_set_new(res, "products", json_string(fused_at >= 0 ? "fused" : "rounded"));
+    int r = fused_at >= 0 ? fused_at : 0, h = r >= ROWS / 2;
+    json_array_append_new(
+        ev, json_pack("{s:s, s:o, s:[o,o], s:[o,o], s:o}", "property", "products", "square",
+                      ct_bits_json(dt, p), "a", ct_bits_json(dt, h ? xb : np),
+                      ct_bits_json(dt, h ? np : xb), "b", ct_bits_json(dt, b[h][0]),
+                      ct_bits_json(dt, b[h][1]), "output", ct_bits_json(dt, o[r])));
+}
+
+static json_t *probe(ct_dev *d, bool mm, nv_dtype dt, const ct_known *k, int repeats, uint64_t seed,
+                     bool *ret_refused)
 {
     *ret_refused = false;
     double one_v[2] = {1, 1};
     uint64_t o1;
-    int r = sum_rows(d, dt, one_v, 1, 2, &o1);
+    int r = sum_rows(d, mm, dt, one_v, 1, 2, &o1);
     if (r != NV_OK) {
         *ret_refused = ct_refused(r);
         return *ret_refused ? NULL : json_pack("{s:s}", "error", d->err);
@@ -303,7 +371,7 @@ json_t *ct_probe_accumulation(ct_dev *d, nv_dtype dt, const ct_known *k, int rep
     bool det = true;
     for (int i = 0; i < repeats; i++) {
         uint64_t *o = reps + (int64_t)i * CT_SHORT_ROWS;
-        if (sum_rows(d, dt, xs, CT_SHORT_ROWS, CT_SHORT, o) != NV_OK)
+        if (sum_rows(d, mm, dt, xs, CT_SHORT_ROWS, CT_SHORT, o) != NV_OK)
             goto oom;
         for (int q = 0; q < CT_SHORT_ROWS && det; q++)
             if (o[q] != reps[q]) {
@@ -316,18 +384,18 @@ json_t *ct_probe_accumulation(ct_dev *d, nv_dtype dt, const ct_known *k, int rep
             }
     }
     const uint64_t *os = reps;
-    if (sum_rows(d, dt, xl, CT_LONG_ROWS, CT_LONG, ol) != NV_OK)
+    if (sum_rows(d, mm, dt, xl, CT_LONG_ROWS, CT_LONG, ol) != NV_OK)
         goto oom;
     int p = 0;
     bool lower = false;
-    if (effective_bits(d, dt, &p, &lower, ev) != NV_OK)
+    if (effective_bits(d, mm, dt, &p, &lower, ev) != NV_OK)
         goto oom;
     const nv_dtype_info *info = nv_dtype_get(dt);
     bool fp16_ok = true, fp32_ok = true;
     bool fp16_probe = info->max_finite > 1e5, fp32_probe = info->max_finite > 1e39;
-    if (fp16_probe && holds(d, dt, 40000, &fp16_ok, ev, "range_beyond_fp16") != NV_OK)
+    if (fp16_probe && holds(d, mm, dt, 40000, &fp16_ok, ev, "range_beyond_fp16") != NV_OK)
         goto oom;
-    if (fp32_probe && holds(d, dt, 0x1.8p127, &fp32_ok, ev, "range_beyond_fp32") != NV_OK)
+    if (fp32_probe && holds(d, mm, dt, 0x1.8p127, &fp32_ok, ev, "range_beyond_fp32") != NV_OK)
         goto oom;
     const char *range = !fp16_probe   ? "indistinguishable"
                         : !fp16_ok    ? "fp16"
@@ -378,6 +446,8 @@ json_t *ct_probe_accumulation(ct_dev *d, nv_dtype dt, const ct_known *k, int rep
         order = fit;
     }
     json_object_set_new(res, "reduction", order);
+    if (mm)
+        products(d, dt, p, lower, res, ev);
     json_object_set_new(res, "evidence", ev);
     free(xl);
     free(reps);
@@ -396,4 +466,16 @@ oom:
     free(xl);
     free(reps);
     return NULL;
+}
+
+json_t *ct_probe_accumulation(ct_dev *d, nv_dtype dt, const ct_known *k, int repeats, uint64_t seed,
+                              bool *ret_refused)
+{
+    return probe(d, false, dt, k, repeats, seed, ret_refused);
+}
+
+json_t *ct_probe_matmul(ct_dev *d, nv_dtype dt, const ct_known *k, int repeats, uint64_t seed,
+                        bool *ret_refused)
+{
+    return probe(d, true, dt, k, repeats, seed, ret_refused);
 }

@@ -90,12 +90,25 @@ int ct_call(ct_dev *d, const char *op, const char *attrs, int n_in, const nv_dty
             const uint64_t *const *in, int64_t rows, int64_t cols, nv_dtype out_dt, int64_t out_n,
             uint64_t *out)
 {
+    int64_t shapes[8];
+    for (int k = 0; k < n_in && k < 4; k++)
+        shapes[2 * k] = rows, shapes[2 * k + 1] = cols;
+    return ct_call_shaped(d, op, attrs, n_in, in_dt, in, shapes, out_dt, out_n, out);
+}
+
+int ct_call_shaped(ct_dev *d, const char *op, const char *attrs, int n_in, const nv_dtype *in_dt,
+                   const uint64_t *const *in, const int64_t *shapes, nv_dtype out_dt,
+                   int64_t out_n, uint64_t *out)
+{
     nv_tensor_view views[4];
     void *bufs[4] = {0};
-    int64_t n = (rows ? rows : 1) * cols;
+    if (n_in > 4)
+        return NV_E_INVALID;
     int r = NV_OK;
     for (int k = 0; k < n_in; k++) {
         const nv_dtype_info *info = nv_dtype_get(in_dt[k]);
+        int64_t rows = shapes[2 * k], cols = shapes[2 * k + 1];
+        int64_t n = (rows ? rows : 1) * cols;
         bufs[k] = malloc((size_t)(n > 0 ? n : 1) * (size_t)info->storage_bytes);
         if (!bufs[k]) {
             r = NV_E_NOMEM;

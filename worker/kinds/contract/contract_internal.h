@@ -30,6 +30,12 @@ int ct_call(ct_dev *d, const char *op, const char *attrs, int n_in, const nv_dty
             const uint64_t *const *in, int64_t rows, int64_t cols, nv_dtype out_dt, int64_t out_n,
             uint64_t *out);
 
+/* ct_call with a shape per input: input k is shapes[2k] x shapes[2k + 1]
+ * (rows 0: a vector), as for ct_call. */
+int ct_call_shaped(ct_dev *d, const char *op, const char *attrs, int n_in, const nv_dtype *in_dt,
+                   const uint64_t *const *in, const int64_t *shapes, nv_dtype out_dt,
+                   int64_t out_n, uint64_t *out);
+
 /* True when a code means "the device does not offer this" (dtype, op, attrs). */
 bool ct_refused(int r);
 
@@ -73,6 +79,11 @@ json_t *ct_probe_arithmetic(ct_dev *d, nv_dtype dt, uint64_t seed, bool *ret_ref
  * against the order families of docs/CONTRACT.md. */
 json_t *ct_probe_accumulation(ct_dev *d, nv_dtype dt, const ct_known *k, int repeats, uint64_t seed,
                               bool *ret_refused);
+/* The same for matmul (A [rows, K] times a column of ones: every product exact,
+ * so the accumulator alone shows), plus whether products enter the
+ * accumulation unrounded ("products": "fused" or "rounded"). */
+json_t *ct_probe_matmul(ct_dev *d, nv_dtype dt, const ct_known *k, int repeats, uint64_t seed,
+                        bool *ret_refused);
 
 /* Transcendental functions in dt: max ULP per function (exhaustive for <= 16
  * bits, a sweep of sweep points for wider), correct rounding, host-libm

@@ -82,6 +82,20 @@ json_t *ct_summary(const json_t *measured, const bool *dtypes)
             json_object_set_new(e, "deterministic",
                                 copy_or_null(json_object_get(ac, "deterministic")));
         }
+        const json_t *mm = json_object_get(json_object_get(measured, "matmul"), dt);
+        if (mm && !json_object_get(mm, "error")) {
+            json_object_set_new(e, "matmul_accumulation",
+                                copy_or_null(json_object_get(mm, "accumulator")));
+            json_object_set_new(e, "matmul_accumulator_bits",
+                                copy_or_null(json_object_get(mm, "effective_bits")));
+            json_object_set_new(
+                e, "matmul_reduction_order",
+                copy_or_null(json_object_get(json_object_get(mm, "reduction"), "order")));
+            json_object_set_new(e, "matmul_deterministic",
+                                copy_or_null(json_object_get(mm, "deterministic")));
+            json_object_set_new(e, "matmul_products",
+                                copy_or_null(json_object_get(mm, "products")));
+        }
         const json_t *tr = json_object_get(json_object_get(measured, "transcendental"), dt);
         const char *kind = json_string_value(json_object_get(tr, "kind"));
         if (kind) {
@@ -159,6 +173,57 @@ static int declared_flag(const char *text, const char *flag)
     return strstr(text, flag) != NULL;
 }
 
+/* The accumulator, order and determinism of sum (mm false) or matmul. */
+static void judge_accum(json_t *list, int64_t *judged_n, const json_t *desc, const char *dt,
+                        const json_t *decl, const json_t *m, const json_t *measured, bool mm)
+{
+    const char *op = mm ? "matmul" : "sum";
+    const json_t *ac =
+        json_object_get(json_object_get(measured, mm ? "matmul" : "accumulation"), dt);
+    /* describe() names the matmul accumulator apart when it has one of its own */
+    const char *da = mm ? NULL : json_string_value(json_object_get(decl, "accumulation"));
+    if (!da)
+        da = json_string_value(json_object_get(
+            json_object_get(decl, mm ? "matmul_accumulator" : "accumulator"), "dtype"));
+    const json_t *mv = json_object_get(m, mm ? "matmul_accumulation" : "accumulation");
+    *judged_n += da && judged(mv);
+    if (da && judged(mv) && strcmp(da, str(json_string_value(mv))))
+        add(list, dt, mm ? "matmul_accumulator" : "accumulation", json_string(da),
+            json_deep_copy(mv), evidence_of(ac, "effective_bits"));
+    const char *dor = json_string_value(json_object_get(decl, "reduction_order"));
+    mv = json_object_get(m, mm ? "matmul_reduction_order" : "reduction_order");
+    /* A random order that happened to repeat is one no model reproduces:
+     * "unrecognized" does not contradict a declared "random". */
+    bool random_ok =
+        dor && !strcmp(dor, "random") && !strcmp(str(json_string_value(mv)), "unrecognized");
+    *judged_n += dor && judged(mv);
+    if (dor && judged(mv) && !random_ok && strcmp(dor, str(json_string_value(mv)))) {
+        json_t *ev = json_array();
+        json_array_append_new(ev, json_deep_copy(json_object_get(ac, "reduction")));
+        add(list, dt, mm ? "reduction_order(matmul)" : "reduction_order", json_string(dor),
+            json_deep_copy(mv), ev);
+    }
+    /* determinism: describe() lists the ops that are not deterministic. Only a
+     * difference between repeats is proof; a listed op that repeated is within
+     * its declaration (non-determinism is allowed, not promised), so only
+     * "declared deterministic, seen to differ" is a mismatch. */
+    const json_t *nd = json_object_get(desc, "nondeterministic_ops");
+    mv = json_object_get(m, mm ? "matmul_deterministic" : "deterministic");
+    if (json_is_array(nd) && json_is_boolean(mv)) {
+        ++*judged_n;
+        bool decl_det = true;
+        size_t i;
+        const json_t *v;
+        json_array_foreach(nd, i, v) decl_det &= strcmp(str(json_string_value(v)), op) != 0;
+        if (decl_det && !json_is_true(mv)) {
+            char f[32];
+            snprintf(f, sizeof f, "deterministic(%s)", op);
+            add(list, dt, f, json_boolean(decl_det), json_deep_copy(mv),
+                evidence_of(ac, "deterministic"));
+        }
+    }
+}
+
 static void judge_dtype(json_t *list, int64_t *judged_n, const json_t *desc, const char *dt,
                         const json_t *decl, const json_t *m, const json_t *measured)
 {
@@ -191,37 +256,9 @@ static void judge_dtype(json_t *list, int64_t *judged_n, const json_t *desc, con
             add(list, dt, flags[f], json_string(dsub), json_deep_copy(mv),
                 evidence_of(ar, flags[f]));
     }
-    /* accumulation */
-    const json_t *ac = json_object_get(json_object_get(measured, "accumulation"), dt);
-    const char *da = json_string_value(json_object_get(decl, "accumulation"));
-    if (!da)
-        da = json_string_value(json_object_get(json_object_get(decl, "accumulator"), "dtype"));
-    mv = json_object_get(m, "accumulation");
-    *judged_n += da && judged(mv);
-    if (da && judged(mv) && strcmp(da, str(json_string_value(mv))))
-        add(list, dt, "accumulation", json_string(da), json_deep_copy(mv),
-            evidence_of(ac, "effective_bits"));
-    const char *dor = json_string_value(json_object_get(decl, "reduction_order"));
-    mv = json_object_get(m, "reduction_order");
-    *judged_n += dor && judged(mv);
-    if (dor && judged(mv) && strcmp(dor, str(json_string_value(mv)))) {
-        json_t *ev = json_array();
-        json_array_append_new(ev, json_deep_copy(json_object_get(ac, "reduction")));
-        add(list, dt, "reduction_order", json_string(dor), json_deep_copy(mv), ev);
-    }
-    /* determinism: describe() lists the ops that are not deterministic */
-    const json_t *nd = json_object_get(desc, "nondeterministic_ops");
-    mv = json_object_get(m, "deterministic");
-    if (json_is_array(nd) && json_is_boolean(mv)) {
-        ++*judged_n;
-        bool decl_det = true;
-        size_t i;
-        const json_t *v;
-        json_array_foreach(nd, i, v) decl_det &= strcmp(str(json_string_value(v)), "sum") != 0;
-        if (decl_det != json_is_true(mv))
-            add(list, dt, "deterministic(sum)", json_boolean(decl_det), json_deep_copy(mv),
-                evidence_of(ac, "deterministic"));
-    }
+    /* accumulation of sum, and of matmul */
+    judge_accum(list, judged_n, desc, dt, decl, m, measured, false);
+    judge_accum(list, judged_n, desc, dt, decl, m, measured, true);
     /* transcendentals */
     const char *dk =
         json_string_value(json_object_get(json_object_get(decl, "transcendental_error"), "kind"));

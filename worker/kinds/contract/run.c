@@ -18,7 +18,7 @@
 #include "worker/runner/err.h"
 #include "worker/runner/job.h"
 
-typedef enum task_kind { T_CONV, T_ARITH, T_ACCUM, T_TRANS } task_kind;
+typedef enum task_kind { T_CONV, T_ARITH, T_ACCUM, T_MATMUL, T_TRANS } task_kind;
 
 typedef struct task {
     task_kind kind;
@@ -55,7 +55,7 @@ static int ct_setup(void *job, char **ret_err)
 {
     ct_job *c = job;
     const nv_contract_spec *s = c->s;
-    int64_t cap = (int64_t)NV_DT_COUNT * NV_DT_COUNT + 4 * NV_DT_COUNT;
+    int64_t cap = (int64_t)NV_DT_COUNT * NV_DT_COUNT + 5 * NV_DT_COUNT;
     c->tasks = calloc((size_t)cap, sizeof *c->tasks);
     if (!c->tasks)
         return -ENOMEM;
@@ -80,8 +80,10 @@ static int ct_setup(void *job, char **ret_err)
         if (s->dtype[a])
             c->tasks[n++] = (task){T_TRANS, (nv_dtype)a, (nv_dtype)a};
     for (int a = 0; a < NV_DT_COUNT && s->probe[NV_CPROBE_ACCUMULATION]; a++)
-        if (s->dtype[a])
+        if (s->dtype[a]) {
             c->tasks[n++] = (task){T_ACCUM, (nv_dtype)a, (nv_dtype)a};
+            c->tasks[n++] = (task){T_MATMUL, (nv_dtype)a, (nv_dtype)a};
+        }
     c->n2 = n - c->n1;
     c->slots = calloc((size_t)(n > 0 ? n : 1), sizeof *c->slots);
     c->refused = calloc((size_t)(n > 0 ? n : 1), sizeof *c->refused);
@@ -107,6 +109,9 @@ static json_t *run_task(ct_job *c, void *ctx, int64_t i)
         break;
     case T_ACCUM:
         j = ct_probe_accumulation(&d, t->a, &c->known, c->s->repeats, c->s->seed, &refused);
+        break;
+    case T_MATMUL:
+        j = ct_probe_matmul(&d, t->a, &c->known, c->s->repeats, c->s->seed, &refused);
         break;
     case T_TRANS:
         j = ct_probe_transcendental(&d, t->a, &c->known, c->s->fp32_sweep, c->s->seed, &refused);
@@ -203,8 +208,8 @@ static json_t *ct_result(void *job)
 {
     ct_job *c = job;
     json_t *conv = json_array(), *arith = json_object(), *acc = json_object(),
-           *trans = json_object();
-    if (!conv || !arith || !acc || !trans)
+           *trans = json_object(), *mm = json_object();
+    if (!conv || !arith || !acc || !trans || !mm)
         goto oom;
     for (int64_t i = 0; i < c->n1 + c->n2; i++) {
         const task *t = &c->tasks[i];
@@ -215,11 +220,16 @@ static json_t *ct_result(void *job)
         if (t->kind == T_CONV)
             json_array_append(conv, j);
         else
-            json_object_set(t->kind == T_ARITH ? arith : t->kind == T_ACCUM ? acc : trans, dt, j);
+            json_object_set(t->kind == T_ARITH   ? arith
+                            : t->kind == T_ACCUM ? acc
+                            : t->kind == T_MATMUL ? mm
+                                                  : trans,
+                            dt, j);
     }
-    json_t *measured = json_pack("{s:o, s:o, s:o, s:o}", "conversions", conv, "arithmetic", arith,
-                                 "accumulation", acc, "transcendental", trans);
-    conv = arith = acc = trans = NULL;
+    json_t *measured =
+        json_pack("{s:o, s:o, s:o, s:o, s:o}", "conversions", conv, "arithmetic", arith,
+                  "accumulation", acc, "matmul", mm, "transcendental", trans);
+    conv = arith = acc = trans = mm = NULL;
     if (!measured)
         goto oom;
     json_t *summary = ct_summary(measured, c->s->dtype);
@@ -258,6 +268,7 @@ oom:
     json_decref(arith);
     json_decref(acc);
     json_decref(trans);
+    json_decref(mm);
     return NULL;
 }
 
