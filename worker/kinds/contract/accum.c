@@ -207,6 +207,11 @@ static int effective_bits(ct_dev *d, bool mm, nv_dtype dt, int *ret_p, bool *ret
     if (b > i->emax - 2)
         b = i->emax - 2;
     int tmax = b - i->emin < 60 ? b - i->emin : 60;
+    if (tmax < 1) { /* too few exponents for B 2^-t to stay normal: no bound */
+        *ret_p = 1;
+        *ret_lower = true;
+        return NV_OK;
+    }
     int rows_per_t = 6 * PERM_COPIES;
     int64_t rows = (int64_t)tmax * rows_per_t;
     double *x = calloc((size_t)(rows > 0 ? rows : 1) * 3, sizeof *x);
