@@ -2,9 +2,9 @@
 """The full contract of a device: numval-worker run of {"kind": "contract"}
 (every float dtype, every probe family; 16-bit dtypes' transcendentals
 exhaustive, fp32 and fp64 by a 4096-point sweep per function: the fp32
-exhaustive sweep is excluded, as the issue allows) on several emu modes, each
+exhaustive sweep is excluded, as the task allows) on several emu modes, each
 3 times; prints a markdown table of wall and CPU time (best of 3) beside the
-60 s budget of the issue. The peer column stays empty: no other tool that
+60 s budget. The peer column stays empty: no other tool that
 measures a device's contract from its outputs (FPRev, Xie et al. 2024, is a
 Python package outside Debian 12) is installed on this machine.
 

@@ -351,6 +351,49 @@ static void products(ct_dev *d, nv_dtype dt, int pa, bool pa_lower, json_t *res,
                       ct_bits_json(dt, b[h][1]), "output", ct_bits_json(dt, o[r])));
 }
 
+/* The reduction order: random when repeats differed, else the fit of the
+ * order models on the rows xs (outputs os) and xl (outputs ol), n values in all
+ * from xl on (xs follows xl); or why it cannot be fitted. */
+static json_t *reduction_json(nv_dtype dt, const char *acc, bool det, const ct_known *k,
+                              uint64_t seed, const double *xs, const uint64_t *os, double *xl,
+                              const uint64_t *ol, int64_t n_all)
+{
+    if (!det)
+        return json_pack("{s:s, s:s}", "order", "random", "why",
+                         "repeated calls on the same input differ");
+    if (!acc)
+        return json_pack("{s:s, s:s}", "order", "indistinguishable", "why",
+                         "no accumulator dtype fits the measured bits and range, so no order "
+                         "model can be simulated bit for bit");
+    if (k->rounding_known && k->rounding == NV_ROUND_STOCHASTIC)
+        return json_pack("{s:s, s:s}", "order", "indistinguishable", "why",
+                         "stochastic rounding: every rounding draws bits the probe cannot see, "
+                         "so no order model can be simulated bit for bit");
+    nv_dtype acc_dt;
+    nv_dtype_from_name(acc, &acc_dt);
+    /* The model reads its inputs as the device does: DAZ flushes the subnormal
+     * cancelling terms. */
+    double min_normal = nv_dtype_get(dt)->min_normal;
+    if (k->daz)
+        for (int64_t i = 0; i < n_all; i++)
+            if (fabs(xl[i]) < min_normal)
+                xl[i] = copysign(0.0, xl[i]);
+    json_t *fit = fit_order(dt, acc_dt, k, xs, os, xl, ol);
+    json_t *orders = json_object_get(fit, "orders");
+    size_t n = json_array_size(orders);
+    json_object_set_new(fit, "order",
+                        n == 1   ? json_incref(json_array_get(orders, 0))
+                        : n == 0 ? json_string("unrecognized")
+                                 : json_string("indistinguishable"));
+    json_object_set_new(fit, "vectors",
+                        json_pack("{s:i, s:i, s:i, s:i, s:I, s:o, s:o}", "short_rows",
+                                  CT_SHORT_ROWS, "short_length", CT_SHORT, "long_rows",
+                                  CT_LONG_ROWS, "long_length", CT_LONG, "seed", (json_int_t)seed,
+                                  "first_short_output", ct_bits_json(dt, os[0]),
+                                  "first_long_output", ct_bits_json(dt, ol[0])));
+    return fit;
+}
+
 static json_t *probe(ct_dev *d, bool mm, nv_dtype dt, const ct_known *k, int repeats, uint64_t seed,
                      bool *ret_refused)
 {
@@ -414,42 +457,7 @@ static json_t *probe(ct_dev *d, bool mm, nv_dtype dt, const ct_known *k, int rep
     json_object_set_new(res, "accumulator",
                         acc ? json_string(acc) : json_string("indistinguishable"));
     json_object_set_new(res, "deterministic", json_boolean(det));
-    json_t *order;
-    if (!det)
-        order = json_pack("{s:s, s:s}", "order", "random", "why",
-                          "repeated calls on the same input differ");
-    else if (!acc)
-        order = json_pack("{s:s, s:s}", "order", "indistinguishable", "why",
-                          "no accumulator dtype fits the measured bits and range, so no order "
-                          "model can be simulated bit for bit");
-    else if (k->rounding_known && k->rounding == NV_ROUND_STOCHASTIC)
-        order = json_pack("{s:s, s:s}", "order", "indistinguishable", "why",
-                          "stochastic rounding: every rounding draws bits the probe cannot see, "
-                          "so no order model can be simulated bit for bit");
-    else {
-        nv_dtype acc_dt;
-        nv_dtype_from_name(acc, &acc_dt);
-        /* The model reads its inputs as the device does: DAZ flushes the
-         * subnormal cancelling terms. */
-        if (k->daz)
-            for (int64_t i = 0; i < nl + ns; i++)
-                if (fabs(xl[i]) < info->min_normal)
-                    xl[i] = copysign(0.0, xl[i]);
-        json_t *fit = fit_order(dt, acc_dt, k, xs, os, xl, ol);
-        json_t *orders = json_object_get(fit, "orders");
-        size_t n = json_array_size(orders);
-        json_object_set_new(fit, "order",
-                            n == 1   ? json_incref(json_array_get(orders, 0))
-                            : n == 0 ? json_string("unrecognized")
-                                     : json_string("indistinguishable"));
-        json_object_set_new(
-            fit, "vectors",
-            json_pack("{s:i, s:i, s:i, s:i, s:I, s:o, s:o}", "short_rows", CT_SHORT_ROWS,
-                      "short_length", CT_SHORT, "long_rows", CT_LONG_ROWS, "long_length", CT_LONG,
-                      "seed", (json_int_t)seed, "first_short_output", ct_bits_json(dt, os[0]),
-                      "first_long_output", ct_bits_json(dt, ol[0])));
-        order = fit;
-    }
+    json_t *order = reduction_json(dt, acc, det, k, seed, xs, os, xl, ol, nl + ns);
     json_object_set_new(res, "reduction", order);
     if (mm)
         products(d, dt, p, lower, res, ev);
