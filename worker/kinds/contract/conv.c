@@ -109,7 +109,11 @@ static int boundary_set(bitset *s, nv_dtype src, nv_dtype dst)
     int m = di->mant_bits;
     int64_t nf = (int64_t)1 << m;
     int emax_field = di->emax + di->bias;
-    for (int e = 0; e <= emax_field; e++) {
+    /* From the binade of 1 up, then down to the subnormal one: the evidence of
+     * a refuted model is its first misprediction, best a plain value near 1. */
+    for (int ei = 0; ei <= emax_field; ei++) {
+        int bias = di->bias < emax_field ? di->bias : emax_field;
+        int e = bias + ei <= emax_field ? bias + ei : emax_field - ei;
         for (int64_t f = 0; f < nf; f++) {
             if (di->bits > 16 && f >= 4 && f < nf - 4)
                 f = nf - 4;
@@ -143,8 +147,12 @@ static int boundary_set(bitset *s, nv_dtype src, nv_dtype dst)
 static int exhaustive_set(bitset *s, nv_dtype src)
 {
     uint64_t n = (uint64_t)1 << nv_dtype_get(src)->bits;
-    for (uint64_t b = 0; b < n; b++)
-        if (push(s, b))
+    const nv_dtype_info *si = nv_dtype_get(src);
+    uint64_t one = (uint64_t)si->bias << si->mant_bits; /* the encoding of 1 */
+    /* from 1 on, wrapping round: values near 1 come first in the evidence
+     * (see boundary_set) */
+    for (uint64_t k = 0; k < n; k++)
+        if (push(s, (k + one) % n))
             return -1;
     return 0;
 }
