@@ -199,6 +199,7 @@ static const char *const kind_names[NV_SPEC_KIND_COUNT] = {
     [NV_SPEC_KIND_FUSED] = "fused",
     [NV_SPEC_KIND_LONGRUN] = "longrun",
     [NV_SPEC_KIND_SUITE] = "suite",
+    [NV_SPEC_KIND_CONTRACT] = "contract",
 };
 
 int nv_spec_kind_of(const json_t *spec)

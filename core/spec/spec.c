@@ -3,6 +3,7 @@
  * parser reuses the op parser (jobspec.c); nothing calls back into this file. */
 #include "spec.h"
 
+#include "contractspec.h"
 #include "fusedspec.h"
 #include "gradspec.h"
 #include "jobspec.h"
@@ -18,6 +19,8 @@ int nv_jobspec_validate(const json_t *spec, char **ret_pointer, char **ret_msg)
         return nv_fusedspec_validate(spec, ret_pointer, ret_msg);
     case NV_SPEC_KIND_LONGRUN:
         return nv_longrun_validate(spec, ret_pointer, ret_msg);
+    case NV_SPEC_KIND_CONTRACT:
+        return nv_contract_validate(spec, ret_pointer, ret_msg);
     default: {
         /* op, and the refusal of everything else (not an object, no or an
          * unknown "kind", suite) worded by the op parser */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "suite.h"
+#include "worker/kinds/contract/contract.h"
 #include "worker/kinds/fused/fused.h"
 #include "worker/kinds/gradient/gradient.h"
 #include "worker/kinds/longrun/longrun.h"
@@ -35,6 +36,7 @@ static const nvw_kind kinds[] = {
      .replay = nvw_grad_replay},
     {.name = "longrun", .run = nvw_run_longrun},
     {.name = "suite", .run = nvw_run_suite},
+    {.name = "contract", .run = nvw_run_contract},
 };
 
 #define N_KINDS (sizeof kinds / sizeof kinds[0])

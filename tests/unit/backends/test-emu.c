@@ -90,6 +90,14 @@ static void test_describe(void)
            "contract fp32: range, subnormals, saturation, fast approximation declared");
     tap_ok(json_object_get(contract, "fp8_e4m3") && json_object_get(contract, "bf16"),
            "contract covers fp8_e4m3 and bf16");
+    /* fp64 computes in fp64, where fast mode runs the host libm: not fast math
+     * (found by the contract kind, docs/CONTRACT.md "Fast math") */
+    json_t *c64 = json_object_get(contract, "fp64");
+    const char *kind64 = NULL;
+    json_unpack(json_object_get(c64, "transcendental_error"), "{s:s}", "kind", &kind64);
+    tap_ok(c64 && json_is_false(json_object_get(c64, "fast_math")) && kind64 &&
+               !strcmp(kind64, "host_libm"),
+           "contract fp64 in fast mode: host libm, not fast math");
     json_decref(d);
     emu_stop(&e);
 

@@ -160,7 +160,10 @@ static json_t *contract_json(const emu_mode *m)
             nv_dtype_name(compute_for(m, (nv_dtype)d)), "accumulation",
             nv_dtype_name(accum_for(m, (nv_dtype)d)), "saturation", overflow_text(m, info),
             "reduction_order", order, "transcendental_error", transcendental_json(m, (nv_dtype)d),
-            "fast_math", m->transcendental == EMU_TR_FAST || m->ftz || m->daz);
+            "fast_math",
+            /* fp64 compute runs the host libm in fast mode too (transcendental_json) */
+            (m->transcendental == EMU_TR_FAST && compute_for(m, (nv_dtype)d) != NV_DT_FP64) ||
+                m->ftz || m->daz);
         if (e)
             json_object_set_new(c, info->name, accumulator_json(m, e, (nv_dtype)d));
     }
