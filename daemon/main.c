@@ -218,16 +218,15 @@ static int token_cmd(const cli *c, const nvd_config *cfg)
         } else {
             size_t i;
             json_t *t;
-            printf("%-24s %-28s %-26s %-26s %s\n", "NAME", "SCOPES", "CREATED", "REVOKED",
-                   "DEVICES");
+            printf("%-24s %-28s %-24s %-26s %s\n", "NAME", "SCOPES", "DEVICES", "CREATED",
+                   "REVOKED");
             json_array_foreach(rows, i, t)
             {
                 const char *rev = json_string_value(json_object_get(t, "revoked_at"));
                 const char *dev = json_string_value(json_object_get(t, "devices"));
-                printf("%-24s %-28s %-26s %-26s %s\n", json_string_value(json_object_get(t, "name")),
-                       json_string_value(json_object_get(t, "scopes")),
-                       json_string_value(json_object_get(t, "created_at")), rev ? rev : "-",
-                       dev ? dev : "any");
+                printf("%-24s %-28s %-24s %-26s %s\n", json_string_value(json_object_get(t, "name")),
+                       json_string_value(json_object_get(t, "scopes")), dev ? dev : "any",
+                       json_string_value(json_object_get(t, "created_at")), rev ? rev : "-");
             }
             json_decref(rows);
         }
