@@ -216,6 +216,20 @@ def check_clients(s, ng, d):
                        env=env)
     check(p.returncode == 0, "NUMVAL_CACERT works as --cacert (%s)" % p.stderr[-300:])
 
+    with open(os.path.join(s.tmp, "job.json"), "w") as f:
+        json.dump(JOB, f)
+    p = ctl(s, url, "submit", "job.json", "--device", "emu-tls", "--new-device")
+    check(p.returncode == 2 and "does not verify" in p.stderr and "retrying" not in p.stderr,
+          "numvalctl submit without --cacert: exit 2 at once, no retry (%s)" %
+          p.stderr.strip()[-300:])
+
+    p = subprocess.run([s.bins["numvald"], "--config", s.conf, "token", "create", "bad",
+                        "--scope", "read", "--device", "emu-tls"],
+                       capture_output=True, text=True, timeout=30)
+    check(p.returncode == 2 and "'worker'" in p.stderr and not p.stdout,
+          "token create --scope read --device: refused naming the worker scope (%s)" %
+          p.stderr.strip())
+
     # The worker without --cacert stops at its first claim, naming what is wrong.
     tok_a = bound_token(s, "host-a", "emu-tls")
     w = subprocess.run([s.bins["worker"], "--server", url, "--device", "emu-tls",
@@ -227,8 +241,6 @@ def check_clients(s, ng, d):
           w.stderr.strip()[-300:])
 
     # A job submitted through https, claimed and completed by a worker through https.
-    with open(os.path.join(s.tmp, "job.json"), "w") as f:
-        json.dump(JOB, f)
     log = open(os.path.join(s.tmp, "worker-tls.log"), "wb")
     s.logs.append(log.name)
     wk = subprocess.Popen([s.bins["worker"], "--server", url, "--cacert", ca, "--device",
