@@ -152,8 +152,9 @@ int nvc_http(const nvc_conn *c, const char *method, const char *path, const char
                          c->server, curl_easy_strerror(cc), detail[0] ? ": " : "", detail,
                          c->cacert && *c->cacert ? " (the one given did not)" : "");
         else if (cc == CURLE_SSL_CACERT_BADFILE)
-            n = asprintf(ret_err, "server '%s': cannot use CA file '%s' (--cacert, NUMVAL_CACERT): "
-                                  "curl: %s%s%s",
+            n = asprintf(ret_err,
+                         "server '%s': cannot use CA file '%s' (--cacert, NUMVAL_CACERT): "
+                         "curl: %s%s%s",
                          c->server, c->cacert ? c->cacert : "", curl_easy_strerror(cc),
                          detail[0] ? ": " : "", detail);
         else

@@ -149,8 +149,9 @@ bool nvd_auth_from_loopback(const nvd_auth_origin *o)
 int nvd_auth_parse_devices(const char *list, unsigned scopes, char *err, size_t cap)
 {
     if (!(scopes & NVD_SCOPE_WORKER) || (scopes & NVD_SCOPE_ADMIN)) {
-        snprintf(err, cap, "--device binds a worker token to devices: the scope must hold "
-                           "'worker' and not 'admin'");
+        snprintf(err, cap,
+                 "--device binds a worker token to devices: the scope must hold "
+                 "'worker' and not 'admin'");
         return -EINVAL;
     }
     int n = 0;
@@ -162,8 +163,10 @@ int nvd_auth_parse_devices(const char *list, unsigned scopes, char *err, size_t 
             ok = p[i] == '-' || p[i] == '_' || p[i] == '.' || (p[i] >= '0' && p[i] <= '9') ||
                  (p[i] >= 'a' && p[i] <= 'z') || (p[i] >= 'A' && p[i] <= 'Z');
         if (!ok) {
-            snprintf(err, cap, "--device '%.*s' is not a device name ([A-Za-z0-9._-], 1 to 128 "
-                               "bytes, comma-separated)", (int)(len < 128 ? len : 128), p);
+            snprintf(err, cap,
+                     "--device '%.*s' is not a device name ([A-Za-z0-9._-], 1 to 128 "
+                     "bytes, comma-separated)",
+                     (int)(len < 128 ? len : 128), p);
             return -EINVAL;
         }
         /* The same name earlier in the list? */

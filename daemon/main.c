@@ -224,7 +224,8 @@ static int token_cmd(const cli *c, const nvd_config *cfg)
             {
                 const char *rev = json_string_value(json_object_get(t, "revoked_at"));
                 const char *dev = json_string_value(json_object_get(t, "devices"));
-                printf("%-24s %-28s %-24s %-26s %s\n", json_string_value(json_object_get(t, "name")),
+                printf("%-24s %-28s %-24s %-26s %s\n",
+                       json_string_value(json_object_get(t, "name")),
                        json_string_value(json_object_get(t, "scopes")), dev ? dev : "any",
                        json_string_value(json_object_get(t, "created_at")), rev ? rev : "-");
             }

@@ -233,9 +233,10 @@ static int auth_decide(nvd_app *app, nvd_http_req *req, unsigned need, char **re
             return 0;
         if (need == NVD_SCOPE_READ && app->cfg->anonymous_read == NVD_ANON_LOOPBACK &&
             nvd_http_header(req, "X-Forwarded-For"))
-            snprintf(msg, cap, "reading needs a token (Authorization: Bearer ...): the request "
-                               "came through a proxy (X-Forwarded-For), so its client is not "
-                               "judged to be on this host ([server] trusted_proxy)");
+            snprintf(msg, cap,
+                     "reading needs a token (Authorization: Bearer ...): the request "
+                     "came through a proxy (X-Forwarded-For), so its client is not "
+                     "judged to be on this host ([server] trusted_proxy)");
         else if (need == NVD_SCOPE_READ)
             snprintf(msg, cap, "reading needs a token (Authorization: Bearer ...)");
         else

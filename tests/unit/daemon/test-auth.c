@@ -41,21 +41,28 @@ static void test_origin(void)
         {{.peer = "127.0.0.1"}, true, "direct loopback peer, no proxy header"},
         {{.peer = "127.0.0.1", .trusted = tp}, true, "direct peer that is not the trusted proxy"},
         {{.peer = "192.0.2.9"}, false, "direct non-loopback peer"},
-        {{.peer = "127.0.0.1", .xff = "127.0.0.1", .n_xff = 1}, false,
+        {{.peer = "127.0.0.1", .xff = "127.0.0.1", .n_xff = 1},
+         false,
          "loopback peer with X-Forwarded-For and no trusted proxy: an untrusted proxy"},
         {{.peer = "127.0.0.1", .forwarded = true}, false, "loopback peer with Forwarded"},
-        {{.peer = "127.0.0.2", .trusted = tp, .xff = "203.0.113.7", .n_xff = 1}, false,
+        {{.peer = "127.0.0.2", .trusted = tp, .xff = "203.0.113.7", .n_xff = 1},
+         false,
          "trusted proxy, internet client"},
-        {{.peer = "127.0.0.2", .trusted = tp, .xff = "127.0.0.1", .n_xff = 1}, true,
+        {{.peer = "127.0.0.2", .trusted = tp, .xff = "127.0.0.1", .n_xff = 1},
+         true,
          "trusted proxy, client on this host"},
-        {{.peer = "127.0.0.2", .trusted = tp, .xff = "127.0.0.1, 203.0.113.7", .n_xff = 1}, false,
+        {{.peer = "127.0.0.2", .trusted = tp, .xff = "127.0.0.1, 203.0.113.7", .n_xff = 1},
+         false,
          "trusted proxy: a spoofed first entry does not count, the last does"},
-        {{.peer = "127.0.0.2", .trusted = tp, .xff = "203.0.113.7, 127.0.0.1", .n_xff = 1}, true,
+        {{.peer = "127.0.0.2", .trusted = tp, .xff = "203.0.113.7, 127.0.0.1", .n_xff = 1},
+         true,
          "trusted proxy: the last entry is the one it wrote"},
         {{.peer = "127.0.0.2", .trusted = tp}, false, "trusted proxy without X-Forwarded-For"},
-        {{.peer = "127.0.0.2", .trusted = tp, .xff = "127.0.0.1", .n_xff = 2}, false,
+        {{.peer = "127.0.0.2", .trusted = tp, .xff = "127.0.0.1", .n_xff = 2},
+         false,
          "trusted proxy with two X-Forwarded-For headers"},
-        {{.peer = "127.0.0.2", .trusted = tp, .xff = "localhost", .n_xff = 1}, false,
+        {{.peer = "127.0.0.2", .trusted = tp, .xff = "localhost", .n_xff = 1},
+         false,
          "trusted proxy, an entry that is not an address"},
         {{.peer = "::1", .trusted = tp, .xff = "::1", .n_xff = 1}, true, "IPv6 proxy and client"},
         {{.peer = "", .trusted = tp}, false, "unknown peer"},
@@ -73,8 +80,7 @@ static void test_devices(nvd_store *s)
     char err[300] = "";
     unsigned w = NVD_SCOPE_WORKER;
     tap_ok(nvd_auth_parse_devices("gpu0,gpu1", w, err, sizeof err) == 0, "'gpu0,gpu1' parses");
-    tap_ok(nvd_auth_parse_devices("gpu0,,gpu1", w, err, sizeof err) == -EINVAL &&
-               strstr(err, "''"),
+    tap_ok(nvd_auth_parse_devices("gpu0,,gpu1", w, err, sizeof err) == -EINVAL && strstr(err, "''"),
            "empty device name refused: %s", err);
     tap_ok(nvd_auth_parse_devices("gpu0,gpu 1", w, err, sizeof err) == -EINVAL &&
                strstr(err, "'gpu 1'"),
@@ -91,7 +97,8 @@ static void test_devices(nvd_store *s)
         snprintf(many + strlen(many), sizeof many - strlen(many), "%sd%d", i ? "," : "", i);
     tap_ok(nvd_auth_parse_devices(many, w, err, sizeof err) == -EINVAL,
            "more than %d devices refused", NVD_AUTH_MAX_DEVICES);
-    tap_ok(nvd_auth_device_listed("gpu0,gpu1", "gpu1") && !nvd_auth_device_listed("gpu0,gpu1", "gpu") &&
+    tap_ok(nvd_auth_device_listed("gpu0,gpu1", "gpu1") &&
+               !nvd_auth_device_listed("gpu0,gpu1", "gpu") &&
                !nvd_auth_device_listed("gpu0,gpu1", "gpu0,gpu1"),
            "device_listed matches whole names only");
 
@@ -159,7 +166,8 @@ int main(void)
            "check finds name and scope");
     free(name);
     tap_ok(nvd_auth_check(s, NULL, &name, &got, NULL) == -ENOENT, "no header: -ENOENT");
-    tap_ok(nvd_auth_check(s, "Bearer nvt_0000", &name, &got, NULL) == -EACCES, "unknown token: -EACCES");
+    tap_ok(nvd_auth_check(s, "Bearer nvt_0000", &name, &got, NULL) == -EACCES,
+           "unknown token: -EACCES");
     snprintf(hdr, sizeof(hdr), "Basic %s", tok);
     tap_ok(nvd_auth_check(s, hdr, &name, &got, NULL) == -EACCES, "non-Bearer scheme: -EACCES");
 
