@@ -149,8 +149,12 @@ out:
 }
 
 static const store_col token_cols[] = {
-    {"name", 0, STORE_STR},        {"scopes", 1, STORE_STR},  {"created_at", 2, STORE_TIME},
-    {"revoked_at", 3, STORE_TIME}, {"devices", 4, STORE_STR}, {NULL, 0, 0},
+    {"name", 0, STORE_STR},
+    {"scopes", 1, STORE_STR},
+    {"created_at", 2, STORE_TIME},
+    {"revoked_at", 3, STORE_TIME},
+    {"devices", 4, STORE_STR}, /* NULL: not bound to devices */
+    {NULL, 0, 0},
 };
 
 int nvd_store_tokens_list(nvd_store *s, json_t **ret)
