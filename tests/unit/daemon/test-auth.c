@@ -121,6 +121,42 @@ static void test_devices(nvd_store *s)
     free(tok);
 }
 
+/* A store made before schema version 5 (its tokens table without the devices
+ * column, user_version 4) keeps its tokens, unbound, after the migration. */
+static void test_upgrade(void)
+{
+    char path[300];
+    snprintf(path, sizeof(path), "%s/v4.db", dir);
+    nvd_store *s = NULL;
+    char *tok = NULL, hdr[128], *name = NULL, *dev = NULL;
+    unsigned got = 0;
+    nvd_store_open(path, NULL, &s, NULL);
+    tap_ok(s && nvd_auth_create(s, "old-worker", NVD_SCOPE_WORKER, &tok) == 0,
+           "token made in a fresh store");
+    int latest = s ? nvd_store_user_version(s) : -1;
+    nvd_store_free(s);
+    s = NULL;
+    sqlite3 *db;
+    sqlite3_open(path, &db);
+    int rc = sqlite3_exec(db, "ALTER TABLE tokens DROP COLUMN devices; PRAGMA user_version = 4",
+                          NULL, NULL, NULL);
+    sqlite3_close(db);
+    tap_ok(rc == SQLITE_OK, "store taken back to version 4 (no devices column)");
+    char *err = NULL;
+    tap_ok(nvd_store_open(path, NULL, &s, &err) == 0 && latest >= 5 &&
+               nvd_store_user_version(s) == latest,
+           "reopened: migrated to version %d again (%s)", latest, err ? err : "");
+    free(err);
+    snprintf(hdr, sizeof hdr, "Bearer %s", tok ? tok : "");
+    dev = (char *)"sentinel";
+    tap_ok(s && nvd_auth_check(s, hdr, &name, &got, &dev) == 0 && got == NVD_SCOPE_WORKER &&
+               dev == NULL,
+           "the version-4 token still checks, worker scope, bound to no device");
+    free(name);
+    free(tok);
+    nvd_store_free(s);
+}
+
 int main(void)
 {
     test_origin();
@@ -186,6 +222,7 @@ int main(void)
     tap_ok(nvd_store_token_revoke(s, "ci", 6) == -ENOENT, "revoking again: -ENOENT");
     tap_ok(nvd_auth_create(s, "ci", NVD_SCOPE_READ, &tok2) == 0, "the name is free again");
     test_devices(s);
+    test_upgrade();
     free(tok);
     free(tok2);
     nvd_store_free(s);
