@@ -17,6 +17,7 @@ typedef struct nvc_conn {
     const char *token;  /* may be NULL */
     bool json;          /* --json: machine-readable listings */
     const char *header; /* one more request header ("Name: value"), or NULL */
+    const char *cacert; /* --cacert: CA certificates (PEM) for https, or NULL: the system's */
 } nvc_conn;
 
 typedef struct nvc_response {

@@ -67,6 +67,9 @@ char *nvc_escape(const char *s)
 static int map_curl(CURLcode cc)
 {
     switch (cc) {
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+        return -EKEYREJECTED;
     case CURLE_COULDNT_CONNECT:
     case CURLE_COULDNT_RESOLVE_HOST:
         return -ECONNREFUSED;
@@ -122,6 +125,15 @@ int nvc_http(const nvc_conn *c, const char *method, const char *path, const char
     curl_easy_setopt(h, CURLOPT_TIMEOUT, timeout_s > 0 ? timeout_s : 60L);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "numvalctl/" NV_VERSION);
+    /* https: the server's certificate is always verified, against the
+     * system's CAs or --cacert (a lab's private CA); there is no option to
+     * turn that off. */
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+    if (c->cacert && *c->cacert)
+        curl_easy_setopt(h, CURLOPT_CAINFO, c->cacert);
+    char detail[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, detail);
     CURLcode cc = curl_easy_perform(h);
     if (s.err < 0) {
         r = s.err;
@@ -129,8 +141,26 @@ int nvc_http(const nvc_conn *c, const char *method, const char *path, const char
     }
     if (cc != CURLE_OK) {
         r = map_curl(cc);
-        if (ret_err && asprintf(ret_err, "cannot reach server '%s': %s", c->server,
-                                curl_easy_strerror(cc)) < 0)
+        int n = 0;
+        if (!ret_err)
+            goto out;
+        if (cc == CURLE_PEER_FAILED_VERIFICATION)
+            n = asprintf(ret_err,
+                         "server '%s': its TLS certificate does not verify (curl: %s%s%s); pass "
+                         "--cacert FILE or set NUMVAL_CACERT to the certificate of the CA that "
+                         "signed it%s",
+                         c->server, curl_easy_strerror(cc), detail[0] ? ": " : "", detail,
+                         c->cacert && *c->cacert ? " (the one given did not)" : "");
+        else if (cc == CURLE_SSL_CACERT_BADFILE)
+            n = asprintf(ret_err,
+                         "server '%s': cannot use CA file '%s' (--cacert, NUMVAL_CACERT): "
+                         "curl: %s%s%s",
+                         c->server, c->cacert ? c->cacert : "", curl_easy_strerror(cc),
+                         detail[0] ? ": " : "", detail);
+        else
+            n = asprintf(ret_err, "cannot reach server '%s': %s%s%s", c->server,
+                         curl_easy_strerror(cc), detail[0] ? ": " : "", detail);
+        if (n < 0)
             *ret_err = NULL;
         goto out;
     }
@@ -195,7 +225,8 @@ static int api_try(const nvc_conn *c, const char *method, const char *path, json
     for (int attempt = 0;; attempt++) {
         char *err = NULL;
         r = nvc_http(c, method, path, NULL, text, text ? strlen(text) : 0, 0, &resp, &err);
-        bool again = r == 0 ? resp.status >= 500 : r != -ENOMEM;
+        /* A certificate that does not verify will not verify on a retry. */
+        bool again = r == 0 ? resp.status >= 500 : r != -ENOMEM && r != -EKEYREJECTED;
         if (!again || attempt >= retries) {
             if (ret_err)
                 *ret_err = err;

@@ -9,7 +9,7 @@
 int nvc_cmd_schedules(nvc_conn *c, int argc, char **argv); /* cmd_schedules.c */
 
 static const char USAGE[] =
-    "usage: numvalctl [--server URL] [--token T] [--json] COMMAND ...\n"
+    "usage: numvalctl [--server URL] [--token T] [--cacert FILE] [--json] COMMAND ...\n"
     "\n"
     "  submit JOB.json [--device NAME [--new-device]] [--priority N]\n"
     "         [--build build.json | --build-name N --build-version V --commit C]\n"
@@ -54,7 +54,10 @@ static const char USAGE[] =
     "\n"
     "--json (before or after the command) prints the API's JSON instead of text.\n"
     "Server and token also come from NUMVAL_SERVER and NUMVAL_TOKEN\n"
-    "(default server http://127.0.0.1:8080). Exit status: 0 success, 1 failed cases\n"
+    "(default server http://127.0.0.1:8080). An https server's certificate is always\n"
+    "verified, against the system's CAs or --cacert FILE (or NUMVAL_CACERT): the PEM\n"
+    "certificate of a private CA or of a self-signed server.\n"
+    "Exit status: 0 success, 1 failed cases\n"
     "(submit --wait, repro, compare), 2 error, 3 compare matched nothing.\n";
 
 typedef struct command {
@@ -76,6 +79,7 @@ int main(int argc, char **argv)
     nvc_conn c = {0};
     c.server = getenv("NUMVAL_SERVER");
     c.token = getenv("NUMVAL_TOKEN");
+    c.cacert = getenv("NUMVAL_CACERT");
     int i = 1;
     /* Global options before the command. */
     for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
@@ -88,11 +92,17 @@ int main(int argc, char **argv)
             return 0;
         } else if (strcmp(a, "--json") == 0) {
             c.json = true;
-        } else if ((strcmp(a, "--server") == 0 || strcmp(a, "--token") == 0) && i + 1 < argc) {
+        } else if ((strcmp(a, "--server") == 0 || strcmp(a, "--token") == 0 ||
+                    strcmp(a, "--cacert") == 0) &&
+                   i + 1 < argc) {
             if (a[2] == 's')
                 c.server = argv[++i];
-            else
+            else if (a[2] == 't')
                 c.token = argv[++i];
+            else
+                c.cacert = argv[++i];
+        } else if (strncmp(a, "--cacert=", 9) == 0) {
+            c.cacert = a + 9;
         } else if (strncmp(a, "--server=", 9) == 0) {
             c.server = a + 9;
         } else if (strncmp(a, "--token=", 8) == 0) {

@@ -1,4 +1,5 @@
 #include "config.h"
+#include "auth.h"
 
 #include <errno.h>
 #include <ini.h>
@@ -117,6 +118,11 @@ static int server_key(load_ctx *x, const char *k, const char *v)
         else
             return -EINVAL;
         return 0;
+    }
+    if (!strcmp(k, "trusted_proxy")) {
+        if (!nvd_auth_addr_list_ok(v))
+            return -EINVAL;
+        return nvd_config_set_str(&c->trusted_proxy, v);
     }
     if (!strcmp(k, "synchronous")) {
         if (!strcmp(v, "full"))
@@ -398,6 +404,7 @@ void nvd_config_done(nvd_config *c)
     free(c->web_dir);
     free(c->js_dir);
     free(c->worker);
+    free(c->trusted_proxy);
     for (int i = 0; i < c->n_devices; i++) {
         free(c->devices[i].name);
         free(c->devices[i].backend);

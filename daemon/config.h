@@ -35,6 +35,10 @@ typedef struct nvd_schedule_conf {
 typedef struct nvd_config {
     char *listen, *data_dir, *web_dir, *js_dir, *worker;
     nvd_anon anonymous_read;
+    /* [server] trusted_proxy: addresses of the reverse proxy whose
+     * X-Forwarded-For judges anonymous_read = loopback (auth.h
+     * nvd_auth_from_loopback); NULL: none trusted. */
+    char *trusted_proxy;
     nvd_http_limits http;
     size_t max_job_body, max_artifact_body;
     int queue_depth, max_attempts;

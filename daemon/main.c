@@ -21,7 +21,7 @@
 #include "nvd_paths.h"
 
 typedef struct cli {
-    const char *config, *data_dir, *listen, *web_dir, *port_file, *scope;
+    const char *config, *data_dir, *listen, *web_dir, *port_file, *scope, *device;
     bool check_config, dry_run;
     const char *pos[8];
     int n_pos;
@@ -32,12 +32,15 @@ static void usage(FILE *f)
     fputs("usage: numvald [--config FILE] [--data-dir DIR] [--listen HOST:PORT] [--web-dir DIR]\n"
           "               [--port-file FILE] [--check-config] [-v|--verbose]\n"
           "       numvald [--config FILE] [--data-dir DIR] token create NAME --scope S[,S...]\n"
+          "                                                [--device DEV[,DEV...]]\n"
           "       numvald [--config FILE] [--data-dir DIR] token revoke NAME\n"
           "       numvald [--config FILE] [--data-dir DIR] token list\n"
           "       numvald [--config FILE] [--data-dir DIR] check-db\n"
           "       numvald [--config FILE] [--data-dir DIR] backup FILE\n"
           "       numvald [--config FILE] [--data-dir DIR] prune [--dry-run]\n"
           "scopes: read, submit, worker, admin\n"
+          "--device     bind a worker token to the devices of one host: it claims only for\n"
+          "             them, and heartbeats and posts results only for their jobs\n"
           "backup FILE  copy the store to a new FILE (SQLite online backup of one snapshot;\n"
           "             safe while numvald serves)\n"
           "prune        delete case rows and artifacts older than [retention] allows; suite\n"
@@ -56,6 +59,7 @@ static int parse_cli(int argc, char **argv, cli *c)
                             : !strcmp(a, "--web-dir")   ? &c->web_dir
                             : !strcmp(a, "--port-file") ? &c->port_file
                             : !strcmp(a, "--scope")     ? &c->scope
+                            : !strcmp(a, "--device")    ? &c->device
                                                         : NULL;
         if (slot) {
             if (i + 1 >= argc) {
@@ -174,13 +178,17 @@ static int token_cmd(const cli *c, const nvd_config *cfg)
     if (!strcmp(sub, "create") && c->n_pos == 3) {
         unsigned scopes;
         char bad[64];
+        char derr[300];
         if (!c->scope || nvd_auth_parse_scopes(c->scope, &scopes, bad) < 0) {
             fprintf(stderr, "numvald: --scope '%s' is not a list of read, submit, worker, admin\n",
                     c->scope ? bad : "");
             rc = 2;
+        } else if (c->device && nvd_auth_parse_devices(c->device, scopes, derr, sizeof derr) < 0) {
+            fprintf(stderr, "numvald: %s\n", derr);
+            rc = 2;
         } else {
             char *tok = NULL;
-            r = nvd_auth_create(s, c->pos[2], scopes, &tok);
+            r = nvd_auth_create_bound(s, c->pos[2], scopes, c->device, &tok);
             if (r == -EEXIST) {
                 fprintf(stderr, "numvald: a live token named '%s' exists; revoke it first\n",
                         c->pos[2]);
@@ -210,12 +218,15 @@ static int token_cmd(const cli *c, const nvd_config *cfg)
         } else {
             size_t i;
             json_t *t;
-            printf("%-24s %-28s %-26s %s\n", "NAME", "SCOPES", "CREATED", "REVOKED");
+            printf("%-24s %-28s %-24s %-26s %s\n", "NAME", "SCOPES", "DEVICES", "CREATED",
+                   "REVOKED");
             json_array_foreach(rows, i, t)
             {
                 const char *rev = json_string_value(json_object_get(t, "revoked_at"));
-                printf("%-24s %-28s %-26s %s\n", json_string_value(json_object_get(t, "name")),
-                       json_string_value(json_object_get(t, "scopes")),
+                const char *dev = json_string_value(json_object_get(t, "devices"));
+                printf("%-24s %-28s %-24s %-26s %s\n",
+                       json_string_value(json_object_get(t, "name")),
+                       json_string_value(json_object_get(t, "scopes")), dev ? dev : "any",
                        json_string_value(json_object_get(t, "created_at")), rev ? rev : "-");
             }
             json_decref(rows);
@@ -362,7 +373,8 @@ static int start(daemon_state *d, nvd_config *cfg, const cli *c)
                     cfg->listen, cfg->anonymous_read == NVD_ANON_YES ? "yes" : "loopback",
                     cfg->anonymous_read == NVD_ANON_YES
                         ? "from any host that reaches it"
-                        : "from loopback peers, which includes anything a local proxy forwards");
+                        : "from loopback peers (a request a proxy forwarded with "
+                          "X-Forwarded-For is judged by [server] trusted_proxy)");
     r = nvd_commit_start(app);
     if (r < 0) {
         fprintf(stderr, "numvald: cannot start the group commit: %s\n", uv_strerror(r));

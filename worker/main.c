@@ -31,7 +31,7 @@ static void usage(FILE *f)
             "                     [--artifacts DIR]\n"
             "       numval-worker --server URL [--token T | --token-file PATH] --device NAME\n"
             "                     --backend SPEC [--threads N] [--once] [--claim-wait-ms MS]\n"
-            "                     [--max-artifacts N] [--minimize-deadline S]\n"
+            "                     [--max-artifacts N] [--minimize-deadline S] [--cacert FILE]\n"
             "       numval-worker repro ARTIFACT.nvart [--backend SPEC] [--runs N]\n"
             "       numval-worker minimize ARTIFACT.nvart [--backend SPEC] [-o OUT] [--budget N]\n"
             "                     [--deadline S] [--runs N] [--plain-ddmin] [--quiet]\n"
@@ -52,7 +52,10 @@ static void usage(FILE *f)
             "         --minimize-deadline S seconds per job to gate and minimize failures\n"
             "         (default 120, 0 off; docs/CLIENT.md \"numval-worker agent mode\").\n"
             "         The token: --token-file PATH (mode 600) or NUMVAL_TOKEN; --token T is\n"
-            "         visible to every local user (ps).\n");
+            "         visible to every local user (ps).\n"
+            "         --cacert FILE (or NUMVAL_CACERT): the CA certificates (PEM) an https\n"
+            "         server's certificate is verified against instead of the system's;\n"
+            "         verification is always on.\n");
 }
 
 /* "done/total cases" on a terminal's stderr; nothing when stderr is a file, so

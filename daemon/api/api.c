@@ -201,30 +201,51 @@ static const char *scope_word(unsigned need)
                                       : "admin";
 }
 
+/* Whether the client is on this host, for anonymous_read = loopback: behind a
+ * reverse proxy every peer is the proxy, so proxy headers decide (auth.h). */
+static bool client_loopback(const nvd_app *app, const nvd_http_req *req)
+{
+    nvd_auth_origin o = {.peer = req->peer,
+                         .trusted = app->cfg->trusted_proxy,
+                         .xff = nvd_http_header(req, "X-Forwarded-For"),
+                         .n_xff = nvd_http_header_count(req, "X-Forwarded-For"),
+                         .forwarded = nvd_http_header(req, "Forwarded") ||
+                                      nvd_http_header(req, "X-Real-IP")};
+    return nvd_auth_from_loopback(&o);
+}
+
 /* Who may do this, from the request's headers alone: 0 (with the token's
- * name, malloc'd or NULL, and scopes), or the status of the refusal with its
- * code and a message in msg. */
+ * name, malloc'd or NULL, scopes and bound devices, malloc'd or NULL), or the
+ * status of the refusal with its code and a message in msg. */
 static int auth_decide(nvd_app *app, nvd_http_req *req, unsigned need, char **ret_name,
-                       unsigned *ret_scopes, const char **code, char *msg, size_t cap)
+                       unsigned *ret_scopes, char **ret_devices, const char **code, char *msg,
+                       size_t cap)
 {
     const char *h = nvd_http_header(req, "Authorization");
     *ret_name = NULL;
     *ret_scopes = 0;
+    *ret_devices = NULL;
     *code = "unauthorized";
     if (!h) {
         bool anon = app->cfg->anonymous_read == NVD_ANON_YES ||
-                    (app->cfg->anonymous_read == NVD_ANON_LOOPBACK && req->loopback);
+                    (app->cfg->anonymous_read == NVD_ANON_LOOPBACK && client_loopback(app, req));
         if (need == NVD_SCOPE_READ && anon)
             return 0;
-        if (need == NVD_SCOPE_READ)
+        if (need == NVD_SCOPE_READ && app->cfg->anonymous_read == NVD_ANON_LOOPBACK &&
+            nvd_http_header(req, "X-Forwarded-For"))
+            snprintf(msg, cap,
+                     "reading needs a token (Authorization: Bearer ...): the request "
+                     "came through a proxy (X-Forwarded-For), so its client is not "
+                     "judged to be on this host ([server] trusted_proxy)");
+        else if (need == NVD_SCOPE_READ)
             snprintf(msg, cap, "reading needs a token (Authorization: Bearer ...)");
         else
             snprintf(msg, cap, "this route needs a token with scope '%s'", scope_word(need));
         return 401;
     }
-    char *name = NULL;
+    char *name = NULL, *devices = NULL;
     unsigned scopes = 0;
-    int r = nvd_auth_check(app->store, h, &name, &scopes);
+    int r = nvd_auth_check(app->store, h, &name, &scopes, &devices);
     if (r == -EACCES) {
         snprintf(msg, cap, "invalid or revoked token");
         return 401;
@@ -238,10 +259,12 @@ static int auth_decide(nvd_app *app, nvd_http_req *req, unsigned need, char **re
         *code = "forbidden";
         snprintf(msg, cap, "token '%s' lacks scope '%s'", name ? name : "", scope_word(need));
         free(name);
+        free(devices);
         return 403;
     }
     *ret_name = name;
     *ret_scopes = scopes;
+    *ret_devices = devices;
     return 0;
 }
 
@@ -250,7 +273,8 @@ static int authorize(api_ctx *x, unsigned need)
 {
     char msg[512];
     const char *code;
-    int st = auth_decide(x->app, x->req, need, &x->token_name, &x->scopes, &code, msg, sizeof msg);
+    int st = auth_decide(x->app, x->req, need, &x->token_name, &x->scopes, &x->devices, &code, msg,
+                         sizeof msg);
     if (st) {
         api_error(x, st, code, NULL, "%s", msg);
         return -1;
@@ -470,11 +494,12 @@ void nvd_api_admit(void *ud, nvd_http_req *req, nvd_http_admit *ret)
     }
     if (!found)
         return; /* answered by the handler, after a small body at most */
-    char msg[512], *name = NULL;
+    char msg[512], *name = NULL, *devices = NULL;
     const char *code;
     unsigned scopes;
-    int st = auth_decide(app, req, need, &name, &scopes, &code, msg, sizeof msg);
+    int st = auth_decide(app, req, need, &name, &scopes, &devices, &code, msg, sizeof msg);
     free(name);
+    free(devices);
     if (st) {
         ret->status = st;
         ret->code = code;
@@ -537,4 +562,6 @@ void nvd_api_handle(void *ud, nvd_http_req *req)
     }
     free(x->token_name);
     x->token_name = NULL;
+    free(x->devices);
+    x->devices = NULL;
 }

@@ -18,6 +18,7 @@ typedef struct api_ctx {
     int n_seg;
     char *token_name; /* the caller's token name, or NULL (anonymous) */
     unsigned scopes;
+    char *devices; /* the devices a worker token is bound to (comma list), or NULL */
 } api_ctx;
 
 /* Send body (stolen) as JSON; waits for the group commit when one is open. */

@@ -6,6 +6,7 @@
 #include <zstd.h>
 
 #include "api.h"
+#include "daemon/auth.h"
 #include "daemon/promote.h"
 #include "daemon/supervisor.h"
 #include "daemon/store/store_suite.h"
@@ -101,6 +102,13 @@ void api_worker_claim(api_ctx *x)
                   "\"device\" must be a device name ([A-Za-z0-9._-], at most 128 bytes)");
         goto out;
     }
+    /* A per-host token claims only for the devices its host serves. */
+    if (x->devices && !nvd_auth_device_listed(x->devices, json_string_value(dev))) {
+        api_error(x, 403, "forbidden", "/device",
+                  "token '%s' is bound to devices '%s' and may not claim for device '%s'",
+                  x->token_name ? x->token_name : "", x->devices, json_string_value(dev));
+        goto out;
+    }
     if (wait && (!json_is_integer(wait) || json_integer_value(wait) < 0)) {
         api_error(x, 400, "bad_request", "/wait_ms", "\"wait_ms\" must be a non-negative integer");
         goto out;
@@ -152,6 +160,30 @@ static int lease_fields(api_ctx *x, const json_t *body, int64_t *id, const char 
     return 0;
 }
 
+/* A token bound to devices heartbeats and posts results only for jobs of
+ * them; the lease token already ties a request to its claim, this keeps a
+ * lease token that leaked to another host useless there. 0, or -1 with the
+ * error sent. */
+static int lease_device_ok(api_ctx *x, int64_t id)
+{
+    if (!x->devices)
+        return 0;
+    json_t *job = NULL;
+    int r = nvd_store_job_get(x->app->store, id, &job);
+    if (r < 0) {
+        api_errno(x, r, "job");
+        return -1;
+    }
+    const char *dev = json_string_value(json_object_get(job, "device"));
+    bool ok = dev && nvd_auth_device_listed(x->devices, dev);
+    if (!ok)
+        api_error(x, 403, "forbidden", "/job_id",
+                  "token '%s' is bound to devices '%s'; job '%lld' is for device '%s'",
+                  x->token_name ? x->token_name : "", x->devices, (long long)id, dev ? dev : "");
+    json_decref(job);
+    return ok ? 0 : -1;
+}
+
 static void lease_error(api_ctx *x, int r, int64_t id)
 {
     if (r == -ESTALE)
@@ -173,7 +205,7 @@ void api_worker_heartbeat(api_ctx *x)
         return;
     int64_t id;
     const char *token;
-    if (lease_fields(x, body, &id, &token) < 0)
+    if (lease_fields(x, body, &id, &token) < 0 || lease_device_ok(x, id) < 0)
         goto out;
     const json_t *d = json_object_get(body, "cases_done"),
                  *t = json_object_get(body, "cases_total");
@@ -216,7 +248,7 @@ void api_worker_result(api_ctx *x)
         return;
     int64_t id;
     const char *token;
-    if (lease_fields(x, body, &id, &token) < 0)
+    if (lease_fields(x, body, &id, &token) < 0 || lease_device_ok(x, id) < 0)
         goto out;
     const json_t *res = json_object_get(body, "result");
     if (!json_is_object(res)) {

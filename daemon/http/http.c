@@ -290,6 +290,15 @@ const char *nvd_http_header(const nvd_http_req *req, const char *name)
     return NULL;
 }
 
+int nvd_http_header_count(const nvd_http_req *req, const char *name)
+{
+    const reqstate *rq = (const reqstate *)req;
+    int n = 0;
+    for (int i = 0; i < rq->n_headers; i++)
+        n += strcasecmp(rq->hdr[2 * i], name) == 0;
+    return n;
+}
+
 /* ---- parsing ---- */
 
 static int append(char **buf, size_t *len, size_t *cap, const char *at, size_t n, size_t limit)
@@ -530,6 +539,7 @@ static int on_headers_complete(http_parser *p)
     rq->pub.method = http_method_str((enum http_method)p->method);
     rq->pub.head = p->method == HTTP_HEAD;
     rq->pub.loopback = c->loopback;
+    rq->pub.peer = c->peer;
     r = split_url(c);
     if (r)
         return r;

@@ -48,7 +48,9 @@ struct nvd_http_req {
     const char *query;  /* raw query string ("" if none) */
     const char *body;   /* NUL-terminated copy, body_len bytes */
     size_t body_len;
-    bool loopback; /* the peer address is a loopback address */
+    bool loopback;    /* the peer address is a loopback address */
+    const char *peer; /* the peer address as text ("127.0.0.1", "::1"; "" if unknown);
+                       * an IPv4-mapped IPv6 peer is written as IPv4 */
     bool head;     /* HEAD request: the body of the response is not sent */
     void *user;    /* free for the owner */
 };
@@ -87,6 +89,9 @@ void nvd_http_server_close(nvd_http_server *srv);
 
 /* A request header by case-insensitive name, or NULL. */
 const char *nvd_http_header(const nvd_http_req *req, const char *name);
+/* How many headers of that name the request has (a proxy header sent twice
+ * is ambiguous). */
+int nvd_http_header_count(const nvd_http_req *req, const char *name);
 /* Arena memory for the request's lifetime; NULL on ENOMEM. */
 void *nvd_http_alloc(nvd_http_req *req, size_t n);
 

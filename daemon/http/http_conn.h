@@ -59,6 +59,7 @@ typedef struct conn {
     phase_t phase;
     int open_handles;
     bool closing, in_flight, close_after, reading, loopback, draining;
+    char peer[64]; /* the peer address as text (nvd_http_req.peer) */
     uv_shutdown_t shutdown;
     char *in;
     size_t in_len, in_off, in_cap;

@@ -172,12 +172,26 @@ static void conn_close(conn *c)
 static const http_conn_ops conn_ops = {
     .close = conn_close, .arm = conn_arm, .read_start = conn_read_start, .linger = conn_linger};
 
-static bool peer_is_loopback(uv_tcp_t *t)
+/* The peer's address as text into buf (an IPv4-mapped IPv6 address as IPv4,
+ * so that a [server] trusted_proxy of "127.0.0.1" matches it), and whether
+ * it is a loopback address. */
+static bool peer_is_loopback(uv_tcp_t *t, char *buf, size_t cap)
 {
     struct sockaddr_storage ss;
     int len = sizeof(ss);
+    buf[0] = '\0';
     if (uv_tcp_getpeername(t, (struct sockaddr *)&ss, &len) < 0)
         return false;
+    if (ss.ss_family == AF_INET)
+        uv_ip4_name((const struct sockaddr_in *)&ss, buf, cap);
+    if (ss.ss_family == AF_INET6) {
+        const unsigned char *b = ((const struct sockaddr_in6 *)&ss)->sin6_addr.s6_addr;
+        static const unsigned char mapped[12] = {[10] = 0xff, [11] = 0xff};
+        if (memcmp(b, mapped, 12) == 0)
+            snprintf(buf, cap, "%u.%u.%u.%u", b[12], b[13], b[14], b[15]);
+        else
+            uv_ip6_name((const struct sockaddr_in6 *)&ss, buf, cap);
+    }
     if (ss.ss_family == AF_INET) {
         const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
         return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
@@ -215,7 +229,7 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     uv_tcp_nodelay(&c->tcp, 1);
-    c->loopback = peer_is_loopback(&c->tcp);
+    c->loopback = peer_is_loopback(&c->tcp, c->peer, sizeof c->peer);
     http_parser_init(&c->parser, HTTP_REQUEST);
     c->parser.data = c;
     if (srv->n_conns > srv->lim.max_connections) {

@@ -176,10 +176,15 @@ int nvd_store_artifact_get(nvd_store *s, const char *sha256, void **ret_blob, si
 int nvd_store_artifacts_stats(nvd_store *s, int64_t *ret_count, int64_t *ret_bytes);
 
 /* ---- tokens ---- */
+/* A token: its hash, scopes ("read,worker"), and devices, the comma list of
+ * devices a worker token is bound to (NULL: not bound). -EEXIST when a live
+ * token has that name. */
 int nvd_store_token_add(nvd_store *s, const char *name, const char *hash, const char *scopes,
-                        int64_t now);
-/* Live token by hash: name and scopes (malloc'd). -ENOENT for unknown or revoked. */
-int nvd_store_token_find(nvd_store *s, const char *hash, char **ret_name, char **ret_scopes);
+                        const char *devices, int64_t now);
+/* Live token by hash: name, scopes and devices (malloc'd; *ret_devices NULL
+ * when not bound; ret_devices itself may be NULL). -ENOENT for unknown or revoked. */
+int nvd_store_token_find(nvd_store *s, const char *hash, char **ret_name, char **ret_scopes,
+                         char **ret_devices);
 int nvd_store_token_revoke(nvd_store *s, const char *name, int64_t now);
 int nvd_store_tokens_list(nvd_store *s, json_t **ret);
 

@@ -71,13 +71,13 @@ int nvd_store_artifacts_stats(nvd_store *s, int64_t *ret_count, int64_t *ret_byt
 }
 
 int nvd_store_token_add(nvd_store *s, const char *name, const char *hash, const char *scopes,
-                        int64_t now)
+                        const char *devices, int64_t now)
 {
     int r = store_write_begin(s);
     if (r < 0)
         return r;
-    sqlite3_stmt *st = store_stmt(s, "INSERT INTO tokens (name, hash, scopes, created_at) "
-                                     "VALUES (?1, ?2, ?3, ?4)");
+    sqlite3_stmt *st = store_stmt(s, "INSERT INTO tokens (name, hash, scopes, created_at, devices) "
+                                     "VALUES (?1, ?2, ?3, ?4, ?5)");
     if (!st) {
         r = -EIO;
         goto out;
@@ -86,29 +86,39 @@ int nvd_store_token_add(nvd_store *s, const char *name, const char *hash, const 
     store_bind_text(st, 2, hash);
     store_bind_text(st, 3, scopes);
     sqlite3_bind_int64(st, 4, now);
+    if (devices)
+        store_bind_text(st, 5, devices);
+    else
+        sqlite3_bind_null(st, 5);
     r = store_err(s, sqlite3_step(st), "add token");
     sqlite3_reset(st);
 out:
     return store_write_end(s, r);
 }
 
-int nvd_store_token_find(nvd_store *s, const char *hash, char **ret_name, char **ret_scopes)
+int nvd_store_token_find(nvd_store *s, const char *hash, char **ret_name, char **ret_scopes,
+                         char **ret_devices)
 {
-    sqlite3_stmt *st = store_stmt(s, "SELECT name, scopes FROM tokens WHERE hash = ?1 AND "
+    sqlite3_stmt *st = store_stmt(s, "SELECT name, scopes, devices FROM tokens WHERE hash = ?1 AND "
                                      "revoked_at IS NULL");
     if (!st)
         return -EIO;
     store_bind_text(st, 1, hash);
     int rc = sqlite3_step(st), r = 0;
     if (rc == SQLITE_ROW) {
+        bool bound = sqlite3_column_type(st, 2) != SQLITE_NULL;
         char *n = store_col_dup(st, 0), *sc = store_col_dup(st, 1);
-        if (!n || !sc) {
+        char *dv = bound && ret_devices ? store_col_dup(st, 2) : NULL;
+        if (!n || !sc || (bound && ret_devices && !dv)) {
             free(n);
             free(sc);
+            free(dv);
             r = -ENOMEM;
         } else {
             *ret_name = n;
             *ret_scopes = sc;
+            if (ret_devices)
+                *ret_devices = dv;
         }
     } else {
         r = rc == SQLITE_DONE ? -ENOENT : store_err(s, rc, "find token");
@@ -143,13 +153,14 @@ static const store_col token_cols[] = {
     {"scopes", 1, STORE_STR},
     {"created_at", 2, STORE_TIME},
     {"revoked_at", 3, STORE_TIME},
+    {"devices", 4, STORE_STR}, /* NULL: not bound to devices */
     {NULL, 0, 0},
 };
 
 int nvd_store_tokens_list(nvd_store *s, json_t **ret)
 {
-    sqlite3_stmt *st = store_stmt(s, "SELECT name, scopes, created_at, revoked_at FROM tokens "
-                                     "ORDER BY id LIMIT 100000");
+    sqlite3_stmt *st = store_stmt(s, "SELECT name, scopes, created_at, revoked_at, devices "
+                                     "FROM tokens ORDER BY id LIMIT 100000");
     if (!st)
         return -EIO;
     int r = store_rows_json(s, st, "list tokens", store_row_cols, token_cols, ret);

@@ -30,7 +30,7 @@ static void on_signal(int sig)
 }
 
 typedef struct agent_opts {
-    const char *server, *device, *backend;
+    const char *server, *device, *backend, *cacert;
     char *token;     /* malloc'd: --token, --token-file or NUMVAL_TOKEN */
     char *worker_id; /* NUMVAL_WORKER_ID from a supervisor, sent with claims */
     int threads, max_artifacts;
@@ -52,10 +52,12 @@ static const char USAGE[] =
     "usage: numval-worker --server URL [--token T | --token-file PATH] --device NAME\n"
     "                     --backend SPEC [--threads N] [--once] [--claim-wait-ms MS] "
     "[--max-artifacts N]\n"
-    "                     [--minimize-deadline S]\n"
+    "                     [--minimize-deadline S] [--cacert FILE]\n"
     "       numval-worker run JOB.json --backend SPEC\n"
     "Server and token also from NUMVAL_SERVER and NUMVAL_TOKEN; --token shows the token\n"
-    "to every local user (ps), --token-file (mode 600) and NUMVAL_TOKEN do not.\n";
+    "to every local user (ps), --token-file (mode 600) and NUMVAL_TOKEN do not.\n"
+    "An https server's certificate is always verified, against the system's CAs or\n"
+    "--cacert FILE (or NUMVAL_CACERT).\n";
 
 static int parse_int(const char *s, const char *opt, long lo, long hi, long *ret)
 {
@@ -73,6 +75,7 @@ static int parse_int(const char *s, const char *opt, long lo, long hi, long *ret
 static int parse_opts(int argc, char **argv, agent_opts *o)
 {
     o->server = getenv("NUMVAL_SERVER");
+    o->cacert = getenv("NUMVAL_CACERT");
     o->token = nvw_agent_take_env("NUMVAL_TOKEN");
     o->worker_id = nvw_agent_take_env("NUMVAL_WORKER_ID");
     o->claim_wait_ms = 20000;
@@ -97,6 +100,8 @@ static int parse_opts(int argc, char **argv, agent_opts *o)
         i++;
         if (!strcmp(a, "--server"))
             o->server = v;
+        else if (!strcmp(a, "--cacert"))
+            o->cacert = v;
         else if (!strcmp(a, "--token") || !strcmp(a, "--token-file")) {
             char *t = NULL;
             if (!strcmp(a, "--token"))
@@ -425,6 +430,9 @@ static int claim(nvw_http *http, const agent_opts *o, const char *body, json_t *
                              o->claim_wait_ms + 15000, &resp, &err);
     if (r == -ECANCELED || atomic_load(&g_stop)) {
         r = -ECANCELED;
+    } else if (r == -EKEYREJECTED) {
+        nv_log_err("claim: cannot trust server '%s': %s", o->server, err ? err : strerror(-r));
+        r = -EPERM;
     } else if (r < 0) {
         nv_log_debug("claim failed: %s", err ? err : strerror(-r));
         r = -EAGAIN;
@@ -522,6 +530,10 @@ int nvw_agent_main(int argc, char **argv)
         goto out;
     }
     nvw_http *http = nvw_http_new(o.server, o.token, &g_stop);
+    if (http && nvw_http_set_cacert(http, o.cacert) < 0) {
+        nvw_http_free(http);
+        http = NULL;
+    }
     if (http) {
         nv_log_info("agent for device '%s' (backend '%s') polling '%s'", o.device, o.backend,
                     o.server);

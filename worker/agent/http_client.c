@@ -10,6 +10,7 @@
 struct nvw_http {
     char *server; /* without trailing slash */
     char *auth;   /* "Authorization: Bearer ..." or NULL */
+    char *cacert; /* --cacert, or NULL: the system's CAs */
     atomic_int *abort;
 };
 
@@ -50,7 +51,18 @@ void nvw_http_free(nvw_http *h)
         return;
     free(h->server);
     free(h->auth);
+    free(h->cacert);
     free(h);
+}
+
+int nvw_http_set_cacert(nvw_http *h, const char *path)
+{
+    char *d = path && *path ? strdup(path) : NULL;
+    if (path && *path && !d)
+        return -ENOMEM;
+    free(h->cacert);
+    h->cacert = d;
+    return 0;
 }
 
 void nvw_http_resp_done(nvw_http_resp *r)
@@ -101,6 +113,9 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
 static int map_curl(CURLcode cc)
 {
     switch (cc) {
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+        return -EKEYREJECTED;
     case CURLE_COULDNT_CONNECT:
     case CURLE_COULDNT_RESOLVE_HOST:
         return -ECONNREFUSED;
@@ -151,6 +166,15 @@ int nvw_http_request(nvw_http *h, const char *method, const char *path, const ch
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 30000L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_USERAGENT, "numval-worker/" NV_VERSION);
+    /* https: the server's certificate is always verified (the token and the
+     * results travel on this connection), against the system's CAs or
+     * --cacert; there is no option to turn that off. */
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
+    if (h->cacert)
+        curl_easy_setopt(c, CURLOPT_CAINFO, h->cacert);
+    char detail[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, detail);
     CURLcode cc = curl_easy_perform(c);
     if (s.err < 0) {
         r = s.err;
@@ -158,8 +182,15 @@ int nvw_http_request(nvw_http *h, const char *method, const char *path, const ch
     }
     if (cc != CURLE_OK) {
         r = map_curl(cc);
-        if (ret_err &&
-            asprintf(ret_err, "%s %s%s: %s", method, h->server, path, curl_easy_strerror(cc)) < 0)
+        const char *hint =
+            cc == CURLE_PEER_FAILED_VERIFICATION
+                ? (h->cacert ? "; the server's TLS certificate does not verify against --cacert"
+                             : "; the server's TLS certificate does not verify: pass --cacert "
+                               "FILE or set NUMVAL_CACERT to the CA certificate that signed it")
+            : cc == CURLE_SSL_CACERT_BADFILE ? "; the --cacert (NUMVAL_CACERT) file cannot be used"
+                                             : "";
+        if (ret_err && asprintf(ret_err, "%s %s%s: %s%s%s%s", method, h->server, path,
+                                curl_easy_strerror(cc), detail[0] ? ": " : "", detail, hint) < 0)
             *ret_err = NULL;
         goto out;
     }

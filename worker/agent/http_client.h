@@ -25,9 +25,15 @@ void nvw_http_global_done(void);
 nvw_http *nvw_http_new(const char *server, const char *token, atomic_int *abort);
 
 void nvw_http_free(nvw_http *h); /* NULL is a no-op */
+/* Verify an https server against the CA certificates (PEM) in path instead of
+ * the system's (copied; NULL or "": the system's). Verification itself is
+ * always on. 0 or -ENOMEM. */
+int nvw_http_set_cacert(nvw_http *h, const char *path);
 
 /* One request. Returns 0 when a response arrived (any status), -ECONNREFUSED /
- * -ETIMEDOUT / -ECANCELED (aborted) / -EIO for transport failures, -ENOMEM;
+ * -ETIMEDOUT / -ECANCELED (aborted) / -EIO for transport failures,
+ * -EKEYREJECTED when the server's certificate does not verify (or the CA file
+ * cannot be used), -ENOMEM;
  * *ret_err (when given) gets a malloc'd message on failure. */
 int nvw_http_request(nvw_http *h, const char *method, const char *path, const char *content_type,
                      const void *body, size_t len, long timeout_ms, nvw_http_resp *ret,

@@ -200,16 +200,16 @@ static void test_listing_json(void)
     nvd_store *s = NULL;
     nvd_store_open(p2, NULL, &s, NULL);
     json_t *a = NULL;
-    nvd_store_token_add(s, "alice", "h1", "read", 1000);
-    nvd_store_token_add(s, "bob", "h2", "worker", 2000);
+    nvd_store_token_add(s, "alice", "h1", "read", NULL, 1000);
+    nvd_store_token_add(s, "bob", "h2", "worker", "emu0,emu1", 2000);
     nvd_store_token_revoke(s, "bob", 3000);
     tap_ok(nvd_store_tokens_list(s, &a) == 0 &&
                dumps_as(a, "[{\"name\":\"alice\",\"scopes\":\"read\",\"created_at\":"
-                           "\"1970-01-01T00:00:01.000Z\",\"revoked_at\":null},"
+                           "\"1970-01-01T00:00:01.000Z\",\"revoked_at\":null,\"devices\":null},"
                            "{\"name\":\"bob\",\"scopes\":\"worker\",\"created_at\":"
                            "\"1970-01-01T00:00:02.000Z\",\"revoked_at\":"
-                           "\"1970-01-01T00:00:03.000Z\"}]"),
-           "tokens: name, scopes, created_at, revoked_at (null while live)");
+                           "\"1970-01-01T00:00:03.000Z\",\"devices\":\"emu0,emu1\"}]"),
+           "tokens: name, scopes, created_at, revoked_at (null while live), devices (null: any)");
     nvd_store_device_declare(s, "emu0", "emu", 2, 1000);
     json_t *d = json_pack("{s:{s:i}, s:s}", "contract", "v", 1, "mode", "fast");
     nvd_store_device_seen(s, "emu0", d, 4000);
