@@ -262,13 +262,16 @@ static void on_tick(uv_timer_t *t)
     char name[128];
     snprintf(name, sizeof(name), "--name=%s", p->job_name);
     /* --me: our own jobs only, so another user's jobs of the same name (or
-     * another numvald's, under its own user) do not count as ours. */
+     * another numvald's, under its own user) do not count as ours. A
+     * completing job still holds its allocation (its worker may be shutting
+     * down): it counts until Slurm has freed it, so max_workers bounds the
+     * allocations, not only the live workers. */
     char *argv[] = {c->squeue ? c->squeue : "squeue",
                     "--noheader",
                     "--array",
                     "--me",
                     name,
-                    "--states=PENDING,CONFIGURING,RUNNING,SUSPENDED,REQUEUED",
+                    "--states=PENDING,CONFIGURING,RUNNING,COMPLETING,SUSPENDED,REQUEUED",
                     "--format=%i %t",
                     NULL};
     char **env = child_env(NULL);
