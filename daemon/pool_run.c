@@ -24,6 +24,7 @@ struct nvd_run {
     int64_t exit_status;
     int term_sig;
     bool exited, out_eof, err_eof, finished, timed_out, too_big;
+    bool draining; /* exited: the timer now bounds the wait for its pipes */
 };
 
 /* Where reads go once a buffer is full: the bytes are dropped. One loop
@@ -109,23 +110,31 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
         r->elen += (size_t)n;
 }
 
+static void on_timeout(uv_timer_t *t);
+
 static void on_exit_cb(uv_process_t *p, int64_t status, int sig)
 {
     nvd_run *r = p->data;
     r->exited = true;
     r->exit_status = status;
     r->term_sig = sig;
+    if (!r->finished && !(r->out_eof && r->err_eof)) {
+        /* A child of the child may hold the pipes open: what the program
+         * itself wrote is in them by now, so wait a moment only. */
+        r->draining = true;
+        uv_timer_start(&r->timer, on_timeout, 1000, 0);
+    }
     maybe_finish(r);
 }
 
 static void on_timeout(uv_timer_t *t)
 {
     nvd_run *r = t->data;
-    r->timed_out = true;
+    if (!r->draining)
+        r->timed_out = true;
     if (!r->exited)
         uv_process_kill(&r->proc, SIGKILL);
-    /* A child of the child may hold the pipes open: stop waiting for them. */
-    r->out_eof = r->err_eof = true;
+    r->out_eof = r->err_eof = true; /* stop waiting for the pipes */
     maybe_finish(r);
 }
 
