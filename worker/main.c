@@ -31,7 +31,7 @@ static void usage(FILE *f)
             "                     [--artifacts DIR]\n"
             "       numval-worker --server URL [--token T | --token-file PATH] --device NAME\n"
             "                     --backend SPEC [--threads N] [--once] [--claim-wait-ms MS]\n"
-            "                     [--max-artifacts N] [--minimize-deadline S]\n"
+            "                     [--max-artifacts N] [--minimize-deadline S] [--idle-exit S]\n"
             "       numval-worker repro ARTIFACT.nvart [--backend SPEC] [--runs N]\n"
             "       numval-worker minimize ARTIFACT.nvart [--backend SPEC] [-o OUT] [--budget N]\n"
             "                     [--deadline S] [--runs N] [--plain-ddmin] [--quiet]\n"
@@ -50,7 +50,8 @@ static void usage(FILE *f)
             "         --claim-wait-ms MS long-poll wait per claim (default 20000),\n"
             "         --max-artifacts N failure artifacts uploaded per job (default 256),\n"
             "         --minimize-deadline S seconds per job to gate and minimize failures\n"
-            "         (default 120, 0 off; docs/CLIENT.md \"numval-worker agent mode\").\n"
+            "         (default 120, 0 off; docs/CLIENT.md \"numval-worker agent mode\"),\n"
+            "         --idle-exit S exit 0 after S seconds without a job (Slurm pools).\n"
             "         The token: --token-file PATH (mode 600) or NUMVAL_TOKEN; --token T is\n"
             "         visible to every local user (ps).\n");
 }
