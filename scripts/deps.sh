@@ -13,10 +13,10 @@ build_pkgs=(gcc pkg-config meson ninja-build libuv1-dev libsqlite3-dev libcurl4-
 # clang + libclang-rt-14-dev (libFuzzer and the sanitizer runtimes; only recommended by
 # clang) + llvm (llvm-symbolizer, for stack traces): the fuzz pass, scripts/fuzz.sh.
 # man-db (man -l) and systemd (systemd-analyze): the man-pages and systemd-units tests.
-# slurmctld, slurmd, slurm-client and munge: the slurm-pool test's one-node cluster
+# slurm-wlm (slurmctld, slurmd, slurm-client) and munge: the slurm-pool test's one-node cluster
 # (the test starts its own daemons; the packages' services stay unused).
 test_pkgs=(python3-numpy python3-torch python3-jsonschema chromium fonts-liberation
-           clang libclang-rt-14-dev llvm man-db systemd slurmctld slurmd slurm-client munge)
+           clang libclang-rt-14-dev llvm man-db systemd slurm-wlm munge)
 bench_pkgs=(wrk nginx-light)
 package_pkgs=(debhelper dpkg-dev fakeroot lintian)
 
