@@ -84,7 +84,9 @@ def test(bins, cluster):
         "threads = 1",
         "output = %s/w-%%A_%%a.log" % out_dir,
         "chdir = %s" % cluster.tmp,
-        "export_env = PATH,SLURM_CONF",
+        # The sanitizer settings of a sanitized build reach the workers too.
+        "export_env = " + ",".join(["PATH", "SLURM_CONF"] + [
+            v for v in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS") if v in os.environ]),
         ""])
     # numvald calls sbatch and squeue: they find the cluster through SLURM_CONF.
     os.environ["SLURM_CONF"] = cluster.conf
@@ -180,6 +182,9 @@ def test(bins, cluster):
               left)
         exits = sum(1 for t in worker_logs(out_dir).values() if "(--idle-exit): exiting" in t)
         check(exits >= 1, "%d worker(s) logged their idle exit" % exits)
+        reports = ["%s: %s" % (sid, l) for sid, t in worker_logs(out_dir).items()
+                   for l in t.splitlines() if "Sanitizer" in l or "runtime error:" in l]
+        check(not reports, "no sanitizer report in the workers' logs (%s)" % reports[:5])
         sampler.stop = True
         sampler.join(timeout=10)
         check(not sampler.errors, "squeue answered throughout (%s)" % sampler.errors[:3])
