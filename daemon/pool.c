@@ -186,8 +186,8 @@ static void submit(pool *p, int n)
     }
     argv[a] = NULL;
     char **env = child_env(p->token);
-    int r = env ? nvd_run_start(p->ps->app->loop, argv, env, CALL_TIMEOUT_MS, 4096,
-                                on_sbatch_done, p, &p->run)
+    int r = env ? nvd_run_start(p->ps->app->loop, argv, env, CALL_TIMEOUT_MS, 4096, on_sbatch_done,
+                                p, &p->run)
                 : -ENOMEM;
     free_env(env, true);
     if (r < 0) {
@@ -235,8 +235,8 @@ static void on_squeue_done(void *ud, int status, const char *out, size_t len, co
     int max = p->conf->max_workers;
     int r = nvd_store_jobs_demand(ps->app->store, p->device, max, &queued, &active);
     if (r < 0) {
-        nv_log_warn("pool '%s': cannot count the jobs of device '%s': %s", p->conf->name,
-                    p->device, strerror(-r));
+        nv_log_warn("pool '%s': cannot count the jobs of device '%s': %s", p->conf->name, p->device,
+                    strerror(-r));
         return;
     }
     int64_t want = queued + active < max ? queued + active : max;
@@ -387,7 +387,7 @@ static int pool_start(nvd_pools *ps, pool *p, const nvd_pool_conf *c)
     snprintf(p->job_name, sizeof(p->job_name), "%s", c->job_name ? c->job_name : "");
     if (!c->job_name)
         snprintf(p->job_name, sizeof(p->job_name), "numval-%s", c->name);
-    p->worker = c->worker ? strdup(c->worker)
+    p->worker = c->worker          ? strdup(c->worker)
                 : app->cfg->worker ? strdup(app->cfg->worker)
                                    : nvd_supervisor_default_worker();
     if (!p->worker)

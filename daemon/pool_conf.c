@@ -82,8 +82,7 @@ static int int_key(const char *v, long lo, long hi, long *ret)
     return 0;
 }
 
-int nvd_pool_conf_key(nvd_pool_conf **pools, int *n, const char *name, const char *k,
-                      const char *v)
+int nvd_pool_conf_key(nvd_pool_conf **pools, int *n, const char *name, const char *k, const char *v)
 {
     nvd_pool_conf *p = pool(pools, n, name);
     if (!p)
@@ -141,14 +140,13 @@ void nvd_pool_conf_check(const nvd_pool_conf *pools, int n, const struct nvd_dev
         else if (!name_ok(p->name))
             snprintf(buf, len, "pool name '%s' may only use [A-Za-z0-9._-] (64 at most)", p->name);
         else if (!name_ok(dev))
-            snprintf(buf, len, "pool '%s': device name '%s' may only use [A-Za-z0-9._-]",
-                     p->name, dev);
+            snprintf(buf, len, "pool '%s': device name '%s' may only use [A-Za-z0-9._-]", p->name,
+                     dev);
         else if (p->server && strncmp(p->server, "http://", 7) && strncmp(p->server, "https://", 8))
-            snprintf(buf, len, "pool '%s': server '%s' is not an http:// or https:// URL",
-                     p->name, p->server);
+            snprintf(buf, len, "pool '%s': server '%s' is not an http:// or https:// URL", p->name,
+                     p->server);
         else if (p->export_env && (strstr(p->export_env, "NUMVAL_TOKEN") ||
-                                   !strcmp(p->export_env, "ALL") ||
-                                   !strcmp(p->export_env, "NONE")))
+                                   !strcmp(p->export_env, "ALL") || !strcmp(p->export_env, "NONE")))
             snprintf(buf, len,
                      "pool '%s': export_env '%s' must list variable names (NUMVAL_TOKEN is "
                      "always exported, ALL and NONE are not names)",

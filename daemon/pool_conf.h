@@ -16,15 +16,15 @@ typedef struct nvd_pool_conf {
     char *server;  /* the URL workers reach numvald at; NULL: where it listens */
     /* sbatch options; NULL: not given. */
     char *partition, *gres, *time_limit, *account, *qos, *constraint;
-    char *output;     /* sbatch --output (default /dev/null) */
-    char *chdir;      /* sbatch --chdir (default /tmp) */
-    char *export_env; /* variables exported besides NUMVAL_TOKEN (default PATH) */
-    char *job_name;   /* the Slurm job name that marks the pool's workers */
+    char *output;          /* sbatch --output (default /dev/null) */
+    char *chdir;           /* sbatch --chdir (default /tmp) */
+    char *export_env;      /* variables exported besides NUMVAL_TOKEN (default PATH) */
+    char *job_name;        /* the Slurm job name that marks the pool's workers */
     char *sbatch, *squeue; /* the programs (default: from PATH) */
-    int max_workers;  /* Slurm jobs at once, pending or running (default 1) */
-    int idle_exit_s;  /* the workers' --idle-exit (default 60) */
-    int threads;      /* the workers' --threads; 0: theirs */
-    int64_t interval_ms; /* how often the scaler looks (default 5000) */
+    int max_workers;       /* Slurm jobs at once, pending or running (default 1) */
+    int idle_exit_s;       /* the workers' --idle-exit (default 60) */
+    int threads;           /* the workers' --threads; 0: theirs */
+    int64_t interval_ms;   /* how often the scaler looks (default 5000) */
 } nvd_pool_conf;
 
 /* One key of [pool name]; pools grows as new names appear. 0, -ENOENT (an

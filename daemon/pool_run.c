@@ -19,7 +19,7 @@ struct nvd_run {
     size_t len, max_out;
     char errbuf[ERR_KEEP + 1];
     size_t elen;
-    int open; /* handles not yet closed */
+    int open;      /* handles not yet closed */
     int start_err; /* uv_spawn's error; 0: it started */
     int64_t exit_status;
     int term_sig;
@@ -36,11 +36,11 @@ static void on_closed(uv_handle_t *h)
     nvd_run *r = h->data;
     if (--r->open > 0)
         return;
-    int status = r->start_err    ? r->start_err
-                 : r->timed_out  ? -ETIMEDOUT
-                 : r->too_big    ? -E2BIG
-                 : r->term_sig   ? -EINTR
-                                 : (int)r->exit_status;
+    int status = r->start_err   ? r->start_err
+                 : r->timed_out ? -ETIMEDOUT
+                 : r->too_big   ? -E2BIG
+                 : r->term_sig  ? -EINTR
+                                : (int)r->exit_status;
     if (r->start_err) {
         snprintf(r->errbuf, sizeof(r->errbuf), "%s", uv_strerror(r->start_err));
         r->elen = strlen(r->errbuf);

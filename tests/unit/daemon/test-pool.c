@@ -63,11 +63,11 @@ static void test_keys(void)
     /* Each is refused at load, naming the key: no value reaches sbatch that
      * its option would not take, or that it would read as another option. */
     static const char *const bad[][2] = {
-        {"partition", "a b"},         {"partition", "--wrap=id"}, {"gres", "gpu;rm"},
-        {"time_limit", "1h"},         {"account", "lab$x"},       {"max_workers", "0"},
-        {"max_workers", "1001"},      {"idle_exit", "0"},         {"interval_ms", "10"},
-        {"device", "a/b"},            {"export_env", "PATH;X"},   {"job_name", "x y"},
-        {"backend", "emu\x01"},       {"threads", "-1"},
+        {"partition", "a b"},    {"partition", "--wrap=id"}, {"gres", "gpu;rm"},
+        {"time_limit", "1h"},    {"account", "lab$x"},       {"max_workers", "0"},
+        {"max_workers", "1001"}, {"idle_exit", "0"},         {"interval_ms", "10"},
+        {"device", "a/b"},       {"export_env", "PATH;X"},   {"job_name", "x y"},
+        {"backend", "emu\x01"},  {"threads", "-1"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char text[256];
@@ -180,8 +180,7 @@ static void test_demand(void)
     }
     int64_t q = -1, a = -1;
     tap_ok(nvd_store_jobs_demand(s, "gpu", 100, &q, &a) == 0 && q == 7 && a == 0,
-           "gpu may claim its 5 and the 2 for any device (%lld, %lld)", (long long)q,
-           (long long)a);
+           "gpu may claim its 5 and the 2 for any device (%lld, %lld)", (long long)q, (long long)a);
     json_t *c1 = NULL, *c2 = NULL;
     nvd_store_job_claim(s, "gpu", "tok1", 2000, 1000, &c1);
     nvd_store_job_claim(s, "gpu", "tok2", 2000, 1000, &c2);
