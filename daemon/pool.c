@@ -164,6 +164,10 @@ static void submit(pool *p, int n)
     OPT("--output=%s", c->output ? c->output : "/dev/null");
     OPT("--chdir=%s", c->chdir ? c->chdir : "/tmp");
     OPT("--export=NUMVAL_TOKEN,%s", c->export_env ? c->export_env : "PATH");
+    /* B: to the batch step, which is the worker (the script execs it): it
+     * finishes its job and claims no more before the time limit. */
+    if (c->drain_before_s)
+        OPT("--signal=B:USR1@%d", c->drain_before_s);
 #undef OPT
     /* The job script runs its arguments (write_script): the worker's command
      * line, each value one argv element, no shell quoting anywhere. */

@@ -111,8 +111,10 @@ int nvd_pool_conf_key(nvd_pool_conf **pools, int *n, const char *name, const cha
         p->threads = (int)x;
     else if (!strcmp(k, "interval_ms") && int_key(v, 200, 3600000, &x) == 0)
         p->interval_ms = x;
+    else if (!strcmp(k, "drain_before") && int_key(v, 1, 65535, &x) == 0)
+        p->drain_before_s = (int)x; /* sbatch --signal takes 0..65535 s */
     else if (!strcmp(k, "max_workers") || !strcmp(k, "idle_exit") || !strcmp(k, "threads") ||
-             !strcmp(k, "interval_ms"))
+             !strcmp(k, "interval_ms") || !strcmp(k, "drain_before"))
         return -EINVAL;
     else
         return -ENOENT;

@@ -24,6 +24,7 @@ typedef struct nvd_pool_conf {
     int max_workers;       /* Slurm jobs at once, pending or running (default 1) */
     int idle_exit_s;       /* the workers' --idle-exit (default 60) */
     int threads;           /* the workers' --threads; 0: theirs */
+    int drain_before_s;    /* sbatch --signal=B:USR1@S (the worker drains); 0: none */
     int64_t interval_ms;   /* how often the scaler looks (default 5000) */
 } nvd_pool_conf;
 

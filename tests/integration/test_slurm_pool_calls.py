@@ -76,7 +76,7 @@ def test(bins):
                 "", "[pool p1]", "device = dev-p1", "backend = emu:transcendental=fast",
                 "partition = gpu,gpu2", "gres = gpu:a100:1", "time_limit = 1-00:00:00",
                 "account = lab", "qos = high", "constraint = [a100*2&ib]", "max_workers = 3",
-                "idle_exit = 77", "threads = 2", "interval_ms = 200",
+                "idle_exit = 77", "threads = 2", "interval_ms = 200", "drain_before = 90",
                 "server = https://numval.example:8443", "worker = /opt/numval/bin/numval-worker",
                 "output = /shared/w-%A_%a.log", "export_env = PATH,LD_LIBRARY_PATH",
                 "sbatch = " + sbatch, "squeue = " + squeue, ""]))
@@ -109,7 +109,7 @@ def test(bins):
         want = ["--parsable", "--job-name=numval-p1", "--array=0-2", "--partition=gpu,gpu2",
                 "--gres=gpu:a100:1", "--time=1-00:00:00", "--account=lab", "--qos=high",
                 "--constraint=[a100*2&ib]", "--output=/shared/w-%A_%a.log", "--chdir=/tmp",
-                "--export=NUMVAL_TOKEN,PATH,LD_LIBRARY_PATH"]
+                "--export=NUMVAL_TOKEN,PATH,LD_LIBRARY_PATH", "--signal=B:USR1@90"]
         check(opts == want, "sbatch gets one argument per [pool] value, 3 array tasks for 5 "
               "queued jobs and max_workers = 3 (%s)" % opts)
         worker = argv[len(opts) + 1:]

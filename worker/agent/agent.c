@@ -23,10 +23,16 @@
  * signal handler may store to (C11 7.14.1.1). */
 static atomic_int g_stop;
 
+/* SIGUSR1: finish the job in hand, claim no more, exit 0 (a batch system's
+ * warning before the time limit: sbatch --signal=B:USR1@S). */
+static atomic_int g_drain;
+
 static void on_signal(int sig)
 {
-    (void)sig;
-    atomic_store(&g_stop, 1);
+    if (sig == SIGUSR1)
+        atomic_store(&g_drain, 1);
+    else
+        atomic_store(&g_stop, 1);
 }
 
 typedef struct agent_opts {
@@ -490,6 +496,10 @@ static int agent_loop(nvw_http *http, const agent_opts *o, const json_t *describ
             nv_log_info("no job for %ld s (--idle-exit): exiting", o->idle_exit_s);
             break;
         }
+        if (atomic_load(&g_drain)) {
+            nv_log_info("SIGUSR1: draining, no more claims: exiting");
+            break;
+        }
         json_t *job = NULL;
         int r = claim(http, o, body, &job);
         if (r == -EPERM) {
@@ -534,6 +544,7 @@ int nvw_agent_main(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     json_t *describe = describe_backend(o.backend);
     if (!describe)

@@ -42,13 +42,15 @@ static void test_keys(void)
     int r = load("[pool gpu]\nbackend = emu\npartition = a100,h100\ngres = gpu:a100:1\n"
                  "time_limit = 1-02:00:00\naccount = lab\nqos = normal\n"
                  "constraint = [a100*2&ib]\nmax_workers = 16\nidle_exit = 30\n"
-                 "interval_ms = 1000\nthreads = 8\nserver = https://numval.lab:8443\n",
+                 "interval_ms = 1000\nthreads = 8\nserver = https://numval.lab:8443\n"
+                 "drain_before = 600\n",
                  &c, err, sizeof(err));
     tap_ok(r == 0 && c.n_pools == 1, "a full [pool] loads (%s)", err);
     const nvd_pool_conf *p = c.n_pools ? &c.pools[0] : NULL;
     tap_ok(p && !strcmp(p->partition, "a100,h100") && !strcmp(p->gres, "gpu:a100:1") &&
                !strcmp(p->time_limit, "1-02:00:00") && p->max_workers == 16 &&
-               p->idle_exit_s == 30 && p->interval_ms == 1000 && p->threads == 8,
+               p->idle_exit_s == 30 && p->interval_ms == 1000 && p->threads == 8 &&
+               p->drain_before_s == 600,
            "its values are kept");
     tap_ok(p && !strcmp(nvd_pool_device(p), "gpu"), "the device defaults to the pool's name");
     nvd_config_done(&c);
@@ -67,7 +69,7 @@ static void test_keys(void)
         {"time_limit", "1h"},    {"account", "lab$x"},       {"max_workers", "0"},
         {"max_workers", "1001"}, {"idle_exit", "0"},         {"interval_ms", "10"},
         {"device", "a/b"},       {"export_env", "PATH;X"},   {"job_name", "x y"},
-        {"backend", "emu\x01"},  {"threads", "-1"},
+        {"backend", "emu\x01"},  {"threads", "-1"},          {"drain_before", "65536"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char text[256];
