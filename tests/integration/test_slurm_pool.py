@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Scale-out through Slurm on a real one-node cluster (slurmcluster.py): numvald
 with a [pool] whose workers sbatch starts (partition, --gres, time limit), 50
-jobs through them, one worker scancelled in the middle of a job. Checks: every
+jobs through them, one worker scancelled in the middle of a job, another sent
+SIGUSR1 (the drain before a time limit) in the middle of one. Checks: every
 job completes exactly once (passed, one uploaded result each, one set of cases;
 the scancelled job on a second attempt after its lease expired, every other
-job on its first); the pool never has more Slurm jobs than max_workers and
+job, the drained worker's too, on its first; the drained worker claimed no
+more); the pool never has more Slurm jobs than max_workers and
 used more than one; the workers' token is on no Slurm command line; once the
 queue is empty the workers exit by themselves and give their slots back.
 
@@ -68,6 +70,21 @@ def worker_logs(out_dir):
     return logs
 
 
+def worker_mid_job(s, out_dir, job_id):
+    """The Slurm id of the worker running job_id, once it is part-way."""
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        job = s.job(job_id)
+        if job["state"] in ("passed", "failed", "error"):
+            raise Fail("job %s finished before its worker could be signalled" % job_id)
+        if job["state"] == "running" and 0 < job["cases_done"] < job["cases_total"]:
+            for sid, text in worker_logs(out_dir).items():
+                if "job %s (attempt 1): running" % job_id in text:
+                    return sid
+        time.sleep(0.1)
+    raise Fail("job %s never ran part-way on a pool worker: %s" % (job_id, s.job(job_id)))
+
+
 def test(bins, cluster):
     out_dir = os.path.join(cluster.tmp, "out")
     os.mkdir(out_dir)
@@ -103,8 +120,12 @@ def test(bins, cluster):
         st, body = s.api("POST", "/api/v1/jobs", dict(LONG, device="emu-slurm"), scope="submit")
         check(st == 201, "long job accepted (%s %s)" % (st, body))
         long_id = body["job"]["id"]
-        ids = [long_id]
-        for i in range(49):
+        st, body = s.api("POST", "/api/v1/jobs", dict(LONG, device="emu-slurm", seed=6,
+                                                      priority=9), scope="submit")
+        check(st == 201, "second long job accepted (%s)" % st)
+        drain_id = body["job"]["id"]
+        ids = [long_id, drain_id]
+        for i in range(48):
             st, body = s.api("POST", "/api/v1/jobs", dict(small(100 + i), device="emu-slurm"),
                              scope="submit")
             if st != 201:
@@ -112,19 +133,7 @@ def test(bins, cluster):
             ids.append(body["job"]["id"])
         check(len(set(ids)) == 50, "50 jobs queued for the pool's device")
 
-        # The long job running mid-way on a Slurm-started worker: whose log says so.
-        victim, deadline = None, time.time() + 180
-        while time.time() < deadline and victim is None:
-            job = s.job(long_id)
-            if job["state"] in ("passed", "failed", "error"):
-                raise Fail("the long job finished before its worker could be cancelled")
-            if job["state"] == "running" and 0 < job["cases_done"] < job["cases_total"]:
-                for sid, text in worker_logs(out_dir).items():
-                    if "job %s (attempt 1): running" % long_id in text:
-                        victim = sid
-            time.sleep(0.1)
-        if victim is None:
-            raise Fail("the long job never ran mid-way on a pool worker: %s" % s.job(long_id))
+        victim = worker_mid_job(s, out_dir, long_id)
         done_at = s.job(long_id)["cases_done"]
         show = cluster.run("scontrol", "show", "job", victim.split("_")[0])
         check(show.returncode == 0 and "slurm-worker.sh" in show.stdout,
@@ -138,6 +147,14 @@ def test(bins, cluster):
         check(p.returncode == 0, "scancel %s (the worker of job %s at %d cases): %s" %
               (victim, long_id, done_at, p.stderr.strip()))
 
+        # SIGUSR1, what drain_before has Slurm send before the time limit: the
+        # worker finishes the job it holds and claims no more.
+        drained = worker_mid_job(s, out_dir, drain_id)
+        p = cluster.run("scancel", "--batch", "--signal=USR1", drained)
+        check(p.returncode == 0 and drained != victim,
+              "scancel --batch --signal=USR1 %s (the worker of job %s at %d cases): %s" %
+              (drained, drain_id, s.job(drain_id)["cases_done"], p.stderr.strip()))
+
         jobs = s.wait_jobs(ids, timeout=300)
         check(all(j["state"] == "passed" for j in jobs.values()),
               "all 50 jobs passed (%s)" % sorted({j["state"] for j in jobs.values()}))
@@ -148,7 +165,7 @@ def test(bins, cluster):
         cases = s.cases(long_id)
         check(len(cases) == N_LONG_CASES and len({c["index"] for c in cases}) == N_LONG_CASES,
               "one set of cases for the scancelled job (%d)" % len(cases))
-        for j in ids[1:4]:
+        for j in ids[2:5]:
             check(len(s.cases(j)) == 8, "job %s: its 8 cases stored once" % j)
 
         logs = worker_logs(out_dir)
@@ -163,6 +180,12 @@ def test(bins, cluster):
         check(uploads[long_id][0] != victim and
               "abandoning job %s" % long_id in logs.get(victim, ""),
               "the scancelled worker abandoned the job on SIGTERM; another finished it")
+        text = logs.get(drained, "")
+        at = text.find("SIGUSR1: draining")
+        check(jobs[drain_id]["attempt"] == 1 and uploads.get(drain_id) == [drained] and at >= 0
+              and text.find("job %s: passed, result uploaded" % drain_id) < at and
+              "running" not in text[at:],
+              "the drained worker finished its job (attempt 1), claimed no more and exited")
         check(re.search(r"expired lease\(s\) requeued", s.tail(1 << 20)) is not None,
               "numvald requeued the job when its lease expired")
         workers_used = {w[0] for w in uploads.values()}
