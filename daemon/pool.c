@@ -32,8 +32,10 @@ typedef struct pool {
     char *worker;
     int64_t not_before; /* after a failure: no call before this (ms) */
     int64_t backoff_ms;
-    int submitting; /* workers asked of the sbatch in flight */
-    char state[16]; /* what the devices table says: online | backoff */
+    int submitting;               /* workers asked of the sbatch in flight */
+    int live, pending;            /* the pool's Slurm jobs at the last squeue */
+    uint64_t submitted, failures; /* workers submitted, failed calls (since start) */
+    char state[16];               /* what the devices table says: online | backoff */
 } pool;
 
 struct nvd_pools {
@@ -77,6 +79,7 @@ static void failed(pool *p, const char *what, int status, const char *err)
     else
         snprintf(why, sizeof(why), "%s exited with status %d: %.*s", what, status, (int)n,
                  n ? err : "(no message)");
+    p->failures++;
     int64_t every = p->conf->interval_ms;
     p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : every * 2;
     if (p->backoff_ms > BACKOFF_MAX_MS)
@@ -132,6 +135,7 @@ static void on_sbatch_done(void *ud, int status, const char *out, size_t len, co
         nv_log_info("pool '%s': submitted Slurm job array %.*s (%d worker%s for device '%s')",
                     p->conf->name, (int)strcspn(out, ";\n"), out, p->submitting,
                     p->submitting == 1 ? "" : "s", p->device);
+        p->submitted += (uint64_t)p->submitting;
         p->backoff_ms = 0;
         set_state(p, "online", NULL);
     }
@@ -235,6 +239,8 @@ static void on_squeue_done(void *ud, int status, const char *out, size_t len, co
         return;
     }
     int pending = 0, live = count_live(out, &pending);
+    p->live = live;
+    p->pending = pending;
     int64_t queued = 0, active = 0;
     int max = p->conf->max_workers;
     int r = nvd_store_jobs_demand(ps->app->store, p->device, max, &queued, &active);
@@ -476,4 +482,41 @@ void nvd_pools_free(nvd_pools *ps)
     }
     free(ps->pools);
     free(ps);
+}
+
+char *nvd_pools_metrics(const nvd_pools *ps)
+{
+    if (!ps || ps->n == 0)
+        return NULL;
+    /* Pool names are [A-Za-z0-9._-] (pool_conf.c): label values need no escaping. */
+    size_t cap = 1024 + (size_t)ps->n * 800, len = 0;
+    char *t = malloc(cap);
+    if (!t)
+        return NULL;
+#define ADD(...)                                                                                   \
+    (len += (size_t)snprintf(len < cap ? t + len : NULL, len < cap ? cap - len : 0, __VA_ARGS__))
+    ADD("# HELP numvald_pool_workers Slurm jobs of a pool at its last squeue, by state.\n"
+        "# TYPE numvald_pool_workers gauge\n");
+    for (int i = 0; i < ps->n; i++) {
+        const pool *p = &ps->pools[i];
+        ADD("numvald_pool_workers{pool=\"%s\",state=\"pending\"} %d\n", p->conf->name, p->pending);
+        ADD("numvald_pool_workers{pool=\"%s\",state=\"started\"} %d\n", p->conf->name,
+            p->live - p->pending);
+    }
+    ADD("# HELP numvald_pool_submitted_total Workers a pool submitted through sbatch.\n"
+        "# TYPE numvald_pool_submitted_total counter\n");
+    for (int i = 0; i < ps->n; i++)
+        ADD("numvald_pool_submitted_total{pool=\"%s\"} %llu\n", ps->pools[i].conf->name,
+            (unsigned long long)ps->pools[i].submitted);
+    ADD("# HELP numvald_pool_call_failures_total Failed sbatch and squeue calls of a pool.\n"
+        "# TYPE numvald_pool_call_failures_total counter\n");
+    for (int i = 0; i < ps->n; i++)
+        ADD("numvald_pool_call_failures_total{pool=\"%s\"} %llu\n", ps->pools[i].conf->name,
+            (unsigned long long)ps->pools[i].failures);
+#undef ADD
+    if (len >= cap) {
+        free(t);
+        return NULL;
+    }
+    return t;
 }

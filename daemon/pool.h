@@ -28,5 +28,9 @@ int nvd_pools_new(nvd_app *app, nvd_pools **ret);
  * ride out a numvald restart, and exit once idle. ps NULL: done at once. */
 void nvd_pools_stop(nvd_pools *ps, void (*done)(void *ud), void *ud);
 void nvd_pools_free(nvd_pools *ps); /* after the loop ran; NULL is a no-op */
+/* The pools' lines for GET /metrics (Prometheus text): their Slurm jobs as of
+ * the last squeue, by state, and the workers submitted and the failed calls
+ * since start. malloc'd; NULL when there are no pools (or on ENOMEM). */
+char *nvd_pools_metrics(const nvd_pools *ps);
 
 #endif

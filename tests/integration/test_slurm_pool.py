@@ -18,6 +18,7 @@ import re
 import sys
 import threading
 import time
+import urllib.request
 
 from nvservice import Fail, Service, bins_from_argv, check
 import slurmcluster
@@ -211,6 +212,14 @@ def test(bins, cluster):
         sampler.stop = True
         sampler.join(timeout=10)
         check(not sampler.errors, "squeue answered throughout (%s)" % sampler.errors[:3])
+        with urllib.request.urlopen(s.url + "/metrics", timeout=30) as r:
+            metrics = r.read().decode()
+        m = re.search(r'^numvald_pool_submitted_total\{pool="slurm-emu"\} (\d+)$', metrics,
+                      re.M)
+        started = worker_logs(out_dir)
+        check(m is not None and int(m.group(1)) == len(started),
+              "/metrics counts every worker submitted, and each one started (%s, %d logs)" %
+              (m and m.group(1), len(started)))
         st, body = s.api("GET", "/api/v1/devices", scope="read")
         dev = {d["name"]: d for d in body["devices"]}.get("emu-slurm", {})
         check(dev.get("state") == "online" and dev.get("slots") == MAX_WORKERS,

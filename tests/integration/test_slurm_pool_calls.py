@@ -9,6 +9,7 @@ brings it back online; a restarted numvald keeps the pool's token (the
 workers Slurm still runs hold it)."""
 import json
 import os
+import re
 import signal
 import stat
 import time
@@ -127,6 +128,19 @@ def test(bins):
             q = f.readline().split()
         check("--me" in q and "--name=numval-p1" in q and "--array" in q,
               "squeue asks for our jobs of the pool's name, one line per array task (%s)" % q)
+
+        with urllib.request.urlopen(s.url + "/metrics", timeout=30) as r:
+            metrics = r.read().decode()
+        sub = re.search(r'^numvald_pool_submitted_total\{pool="p1"\} (\d+)$', metrics, re.M)
+        fails = re.search(r'^numvald_pool_call_failures_total\{pool="p1"\} (\d+)$', metrics,
+                          re.M)
+        ok_calls = sum(1 for x in calls(s.tmp)) - 2
+        check(sub and fails and int(fails.group(1)) == 2 and int(sub.group(1)) >= 3 and
+              int(sub.group(1)) % 3 == 0 and int(sub.group(1)) <= 3 * ok_calls,
+              "/metrics: 2 failed calls, 3 workers per accepted sbatch (%s, %s)" %
+              (sub and sub.group(0), fails and fails.group(0)))
+        check('numvald_pool_workers{pool="p1",state="pending"} 0' in metrics,
+              "/metrics: the pool's Slurm jobs as squeue last said (none)")
 
         # The token survives a restart and still claims for the device.
         s.kill_daemon(signal.SIGTERM)
