@@ -321,6 +321,8 @@ static int on_ini(void *user, const char *section, const char *k, const char *v)
         r = retention_key(x, k, v);
     else if (!strncmp(section, "schedule ", 9) && section[9])
         r = schedule_key(x, section + 9, k, v);
+    else if (!strncmp(section, "pool ", 5) && section[5])
+        r = nvd_pool_conf_key(&x->c->pools, &x->c->n_pools, section + 5, k, v);
     else
         r = -ESRCH;
     if (r == 0)
@@ -390,6 +392,8 @@ int nvd_config_check(const nvd_config *c, char **ret_err)
                  c->max_job_body);
     if (!buf[0])
         schedules_check(c, buf, sizeof(buf));
+    if (!buf[0])
+        nvd_pool_conf_check(c->pools, c->n_pools, c->devices, c->n_devices, buf, sizeof(buf));
     if (buf[0]) {
         *ret_err = strdup(buf);
         return -EINVAL;
@@ -412,5 +416,6 @@ void nvd_config_done(nvd_config *c)
     }
     free(c->devices);
     schedules_free(c);
+    nvd_pool_conf_free(c->pools, c->n_pools);
     memset(c, 0, sizeof(*c));
 }

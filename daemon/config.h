@@ -9,6 +9,7 @@
 
 #include "cron.h"
 #include "daemon/http/http.h"
+#include "pool_conf.h"
 
 typedef enum { NVD_ANON_LOOPBACK, NVD_ANON_YES, NVD_ANON_NO } nvd_anon;
 
@@ -54,6 +55,8 @@ typedef struct nvd_config {
     int n_devices;
     nvd_schedule_conf *schedules; /* [schedule NAME] sections */
     int n_schedules;
+    nvd_pool_conf *pools; /* [pool NAME] sections: Slurm-started workers (pool.h) */
+    int n_pools;
     /* [retention]: what `numvald prune` deletes (store_care.h); 0 keeps forever. */
     int retention_case_days, retention_artifact_days;
 } nvd_config;

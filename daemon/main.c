@@ -15,6 +15,7 @@
 #include "care_cmd.h"
 #include "common/log.h"
 #include "notify.h"
+#include "pool.h"
 #include "scheduler.h"
 #include "supervisor.h"
 #include "daemon/util/util.h"
@@ -299,6 +300,12 @@ static void on_supervisor_stopped(void *ud)
     uv_close((uv_handle_t *)&d->sigterm, NULL);
 }
 
+static void on_pools_stopped(void *ud)
+{
+    daemon_state *d = ud;
+    nvd_supervisor_stop(d->app.sup, on_supervisor_stopped, d);
+}
+
 static void on_signal(uv_signal_t *s, int signum)
 {
     daemon_state *d = s->data;
@@ -312,7 +319,7 @@ static void on_signal(uv_signal_t *s, int signum)
     nvd_scheduler_stop();
     nvd_queue_free(d->app.queue);
     d->app.queue = NULL;
-    nvd_supervisor_stop(d->app.sup, on_supervisor_stopped, d);
+    nvd_pools_stop(d->app.pools, on_pools_stopped, d);
 }
 
 static int write_port_file(const char *path, int port)
@@ -388,6 +395,11 @@ static int start(daemon_state *d, nvd_config *cfg, const cli *c)
     r = nvd_supervisor_new(app, &app->sup);
     if (r < 0) {
         fprintf(stderr, "numvald: cannot start the worker supervisor: %s\n", strerror(-r));
+        return r;
+    }
+    r = nvd_pools_new(app, &app->pools); /* [pool] sections: Slurm workers (pool.c) */
+    if (r < 0) {
+        fprintf(stderr, "numvald: cannot start the Slurm pools: %s\n", strerror(-r));
         return r;
     }
     r = nvd_scheduler_start(app); /* cron schedules (scheduler.c) */
@@ -524,6 +536,7 @@ int main(int argc, char **argv)
         uv_loop_close(d.app.loop);
     }
     nvd_supervisor_free(d.app.sup);
+    nvd_pools_free(d.app.pools);
     nvd_store_pool_free(d.app.read_pool);
     nvd_store_free(d.app.store);
     free(d.app.web_dir);

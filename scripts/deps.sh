@@ -14,8 +14,10 @@ build_pkgs=(gcc pkg-config meson ninja-build libuv1-dev libsqlite3-dev libcurl4-
 # clang) + llvm (llvm-symbolizer, for stack traces): the fuzz pass, scripts/fuzz.sh.
 # man-db (man -l) and systemd (systemd-analyze): the man-pages and systemd-units tests.
 # nginx-light + openssl: the TLS proxy test (tests/integration/test_tls_proxy.py).
+# slurm-wlm (slurmctld, slurmd, slurm-client) and munge: the slurm-pool test's one-node cluster
+# (the test starts its own daemons; the packages' services stay unused).
 test_pkgs=(python3-numpy python3-torch python3-jsonschema chromium fonts-liberation
-           clang libclang-rt-14-dev llvm man-db systemd nginx-light openssl)
+           clang libclang-rt-14-dev llvm man-db systemd nginx-light openssl slurm-wlm munge)
 bench_pkgs=(wrk nginx-light)
 package_pkgs=(debhelper dpkg-dev fakeroot lintian)
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "daemon/pool.h"
 #include "daemon/store/store_care.h"
 #include "daemon/util/util.h"
 
@@ -115,6 +116,10 @@ void api_metrics(api_ctx *x)
           (double)nvd_http_server_connections(app->http));
     gauge(&b, "numvald_uptime_seconds", "Seconds since numvald started.",
           (double)(nvd_now_ms() - m->started_ms) / 1000.0);
+    char *pools = nvd_pools_metrics(app->pools); /* [pool] sections (daemon/pool.c) */
+    if (pools)
+        add(&b, "%s", pools);
+    free(pools);
     if (b.oom) {
         free(b.p);
         api_errno(x, -12, "metrics");

@@ -101,6 +101,11 @@ int nvd_store_jobs_list(nvd_store *s, const nvd_job_filter *f, json_t **ret, int
 int nvd_store_jobs_count(nvd_store *s, const char *state, int64_t *ret);
 /* {"queued": n, ...} for every state. */
 int nvd_store_jobs_count_states(nvd_store *s, json_t **ret);
+/* Work for device: queued jobs it may claim (its own and those for any
+ * device, counted up to cap) and jobs leased or running under its name
+ * (store_demand.c). 0, -EIO. */
+int nvd_store_jobs_demand(nvd_store *s, const char *device, int64_t cap, int64_t *ret_queued,
+                          int64_t *ret_active);
 
 /* Lease the best queued job for device (priority, then age): attempt + 1, a new
  * lease token. *ret = {"id","attempt","lease_token","op","spec"}; -ENOENT if none. */

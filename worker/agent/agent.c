@@ -23,10 +23,16 @@
  * signal handler may store to (C11 7.14.1.1). */
 static atomic_int g_stop;
 
+/* SIGUSR1: finish the job in hand, claim no more, exit 0 (a batch system's
+ * warning before the time limit: sbatch --signal=B:USR1@S). */
+static atomic_int g_drain;
+
 static void on_signal(int sig)
 {
-    (void)sig;
-    atomic_store(&g_stop, 1);
+    if (sig == SIGUSR1)
+        atomic_store(&g_drain, 1);
+    else
+        atomic_store(&g_stop, 1);
 }
 
 typedef struct agent_opts {
@@ -35,6 +41,7 @@ typedef struct agent_opts {
     char *worker_id; /* NUMVAL_WORKER_ID from a supervisor, sent with claims */
     int threads, max_artifacts;
     long claim_wait_ms, minimize_deadline_s;
+    long idle_exit_s; /* exit 0 after this long without a job; 0: never */
     int once;
 } agent_opts;
 
@@ -52,7 +59,7 @@ static const char USAGE[] =
     "usage: numval-worker --server URL [--token T | --token-file PATH] --device NAME\n"
     "                     --backend SPEC [--threads N] [--once] [--claim-wait-ms MS] "
     "[--max-artifacts N]\n"
-    "                     [--minimize-deadline S] [--cacert FILE]\n"
+    "                     [--minimize-deadline S] [--cacert FILE] [--idle-exit S]\n"
     "       numval-worker run JOB.json --backend SPEC\n"
     "Server and token also from NUMVAL_SERVER and NUMVAL_TOKEN; --token shows the token\n"
     "to every local user (ps), --token-file (mode 600) and NUMVAL_TOKEN do not.\n"
@@ -124,9 +131,12 @@ static int parse_opts(int argc, char **argv, agent_opts *o)
             o->max_artifacts = (int)n;
         else if (!strcmp(a, "--minimize-deadline") && parse_int(v, a, 0, 86400, &n) == 0)
             o->minimize_deadline_s = n;
+        else if (!strcmp(a, "--idle-exit") && parse_int(v, a, 1, 86400 * 30, &n) == 0)
+            o->idle_exit_s = n;
         else {
             if (strcmp(a, "--threads") && strcmp(a, "--claim-wait-ms") &&
-                strcmp(a, "--max-artifacts") && strcmp(a, "--minimize-deadline"))
+                strcmp(a, "--max-artifacts") && strcmp(a, "--minimize-deadline") &&
+                strcmp(a, "--idle-exit"))
                 nv_log_err("unknown option '%s'\n%s", a, USAGE);
             return -EINVAL;
         }
@@ -135,7 +145,18 @@ static int parse_opts(int argc, char **argv, agent_opts *o)
         nv_log_err("--server (or NUMVAL_SERVER), --device and --backend are required\n%s", USAGE);
         return -EINVAL;
     }
+    /* An idle worker (one a batch system started) should notice its idleness
+     * within the idle time, not a long poll later. */
+    if (o->idle_exit_s && o->claim_wait_ms > o->idle_exit_s * 1000)
+        o->claim_wait_ms = o->idle_exit_s * 1000;
     return 0;
+}
+
+static long mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long)ts.tv_sec;
 }
 
 /* describe() of the backend as JSON, sent with every claim. */
@@ -475,8 +496,18 @@ static int agent_loop(nvw_http *http, const agent_opts *o, const json_t *describ
         return 2;
     long backoff = 250;
     int status = 0, reported_down = 0;
+    long idle_since = mono_s();
     while (!atomic_load(&g_stop)) {
-
+        /* Idle time counts while the server is unreachable too: a worker that
+         * a batch system started gives its allocation back either way. */
+        if (o->idle_exit_s && mono_s() - idle_since >= o->idle_exit_s) {
+            nv_log_info("no job for %ld s (--idle-exit): exiting", o->idle_exit_s);
+            break;
+        }
+        if (atomic_load(&g_drain)) {
+            nv_log_info("SIGUSR1: draining, no more claims: exiting");
+            break;
+        }
         json_t *job = NULL;
         int r = claim(http, o, body, &job);
         if (r == -EPERM) {
@@ -502,6 +533,7 @@ static int agent_loop(nvw_http *http, const agent_opts *o, const json_t *describ
                 status = r == 0 ? 0 : 1;
                 break;
             }
+            idle_since = mono_s();
         }
     }
     free(body);
@@ -520,6 +552,7 @@ int nvw_agent_main(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     json_t *describe = describe_backend(o.backend);
     if (!describe)
