@@ -80,6 +80,7 @@ typedef enum nv_spec_kind {
     NV_SPEC_KIND_GRADIENT,
     NV_SPEC_KIND_FUSED,
     NV_SPEC_KIND_LONGRUN,
+    NV_SPEC_KIND_MODEL,
     NV_SPEC_KIND_SUITE,
     NV_SPEC_KIND_COUNT
 } nv_spec_kind;

@@ -1,0 +1,69 @@
+/* Model job specs (docs/JOBS.md "Model jobs", docs/MODEL.md): validation, the
+ * expansion of a model (layers, repeated blocks, parameters) into a graph of
+ * the fused format (graph.h), and the parsed form the model runner expands
+ * into cases (dtypes x samples). In core/spec so numvald refuses a bad model
+ * with the code the worker runs. */
+#ifndef NUMVAL_MODELSPEC_H
+#define NUMVAL_MODELSPEC_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "core/numerics/dtype.h"
+#include "core/ops/graph.h"
+
+#define NV_MODEL_MAX_CASES 1000
+#define NV_MODEL_MAX_LAYERS 512 /* after expansion: repeated instances count */
+#define NV_MODEL_MAX_REPEAT 64
+
+/* How a graph input gets its values (docs/MODEL.md "Deterministic init"). */
+typedef enum nv_model_init {
+    NV_MINIT_DATA,    /* a data input: standard normal */
+    NV_MINIT_NORMAL,  /* N(0, std^2) */
+    NV_MINIT_UNIFORM, /* U(-limit, limit) */
+    NV_MINIT_VALUE,   /* the constant value */
+} nv_model_init;
+
+typedef struct nv_model_input {
+    nv_model_init init;
+    double a;    /* std, limit or value (fan_in: set by the parser from the shape) */
+    bool fan_in; /* normal with std 1/sqrt(shape[0]) (LeCun normal) */
+    bool is_param;
+} nv_model_input;
+
+typedef struct nv_model_layer {
+    char name[NV_GRAPH_MAX_NAME];
+    int output; /* node index (topological) of the layer's output */
+} nv_model_layer;
+
+typedef enum nv_model_task {
+    NV_MTASK_CLASSIFIER, /* rows of the logits are samples with labels */
+} nv_model_task;
+
+typedef struct nv_modelspec {
+    nv_graph *graph;  /* the expansion, parsed; nv_graph_infer is run per case dtype */
+    char *graph_text; /* canonical JSON of the expanded graph */
+    nv_model_input inputs[NV_GRAPH_MAX_INPUTS]; /* per graph input */
+    int n_layers;
+    nv_model_layer *layers;
+    int *node_layer; /* per node (topological index): its layer */
+    int logits;      /* node index of the logits */
+    nv_model_task task;
+    double label_noise, max_gap, alpha;
+    int n_dtypes;
+    nv_dtype dtypes[NV_DT_COUNT];
+    int samples;
+    uint64_t seed;
+    int64_t n_cases;
+} nv_modelspec;
+
+/* Validate and parse; same contract as nv_jobspec_parse (jobspec.h): -EINVAL
+ * with the JSON pointer of the model field and a message, or -ENOMEM. */
+int nv_modelspec_parse(const json_t *spec, nv_modelspec **ret, char **ret_pointer, char **ret_msg);
+void nv_modelspec_free(nv_modelspec *s); /* NULL is a no-op */
+int nv_modelspec_validate(const json_t *spec, char **ret_pointer, char **ret_msg);
+
+/* The case dtype and sample of case i (dtype-major). */
+void nv_modelspec_case(const nv_modelspec *s, int64_t i, nv_dtype *ret_dt, int *ret_sample);
+
+#endif

@@ -1,0 +1,264 @@
+/* One case of a model job: the parameters and data from the seed, the three
+ * executions (fp64 reference, model-dtype reference, device node by node with
+ * every node captured) and the judgement (judge.c). docs/MODEL.md says why
+ * each is what it is. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/numerics/rng.h"
+#include "core/ref/reference.h"
+#include "model_internal.h"
+#include "worker/backends/views/views.h"
+
+int model_verdict(mcase *c, const char *v, const char *cls, const char *fmt, ...)
+{
+    if (json_object_set_new(c->cj, "verdict", json_string(v)))
+        return -ENOMEM;
+    if (cls && json_object_set_new(c->cj, "failure_class", json_string(cls)))
+        return -ENOMEM;
+    if (!fmt)
+        return 0;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return json_object_set_new(c->cj, "error", json_string(msg)) ? -ENOMEM : 0;
+}
+
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Graph input i from the seed (docs/MODEL.md "Deterministic init"): Philox
+ * keyed by (seed ^ FNV-1a(name) * golden, sample), fp64 draws rounded to the
+ * input's dtype under round-to-nearest-even. */
+static int make_input(mcase *c, int i)
+{
+    const nv_graph_input *gi = &c->g.inputs[i];
+    const nv_model_input *mi = &c->j->s->inputs[i];
+    nv_tensor *t = nv_tensor_new(gi->dtype, gi->ndim, gi->shape);
+    if (!t)
+        return -ENOMEM;
+    c->in[i] = t;
+    nv_rng r;
+    nv_rng_init(&r, c->j->s->seed ^ (fnv1a(gi->name) * 0x9E3779B97F4A7C15ull),
+                (uint32_t)c->sample, 0);
+    for (int64_t k = 0; k < t->numel; k++) {
+        double v;
+        switch (mi->init) {
+        case NV_MINIT_NORMAL:
+            v = mi->a * nv_rng_normal(&r);
+            break;
+        case NV_MINIT_UNIFORM:
+            v = mi->a * (2 * nv_rng_uniform(&r) - 1);
+            break;
+        case NV_MINIT_VALUE:
+            v = mi->a;
+            break;
+        default:
+            v = nv_rng_normal(&r);
+            break;
+        }
+        t->data[k] = nv_dtype_round(gi->dtype, v, &NV_ROUND_DEFAULT, 0);
+    }
+    return 0;
+}
+
+/* The model-dtype reference: node by node from its own upstream values, each
+ * node's exact value rounded once to the node's dtype (RNE). */
+static int run_dtype_reference(mcase *c, char *err, size_t errlen)
+{
+    for (int k = 0; k < c->g.n_nodes; k++) {
+        nv_tensor *hi = NULL, *abs = NULL;
+        int r = nv_graph_node_reference(&c->g, k, (const nv_tensor *const *)c->in, c->rdt, &hi,
+                                        &abs, err, errlen);
+        nv_tensor_free(abs);
+        if (r < 0)
+            return r;
+        nv_dtype dt = c->g.nodes[k].dtype;
+        for (int64_t q = 0; q < hi->numel; q++)
+            hi->data[q] = nv_dtype_round(dt, hi->data[q], &NV_ROUND_DEFAULT, 0);
+        hi->dtype = dt;
+        c->rdt[k] = hi;
+    }
+    return 0;
+}
+
+static bool view_fits(const nv_tensor_view *v, const nv_graph_node *n)
+{
+    if (!v->data || v->dtype != (int32_t)n->dtype || v->ndim != n->ndim)
+        return false;
+    for (int d = 0; d < n->ndim; d++)
+        if (v->shape[d] != n->shape[d])
+            return false;
+    return true;
+}
+
+/* The device, node by node through forward, every node's output captured (the
+ * model run eagerly, as a framework runs it without a compiler). */
+static int run_device(mcase *c)
+{
+    const nv_graph *g = &c->g;
+    nv_tensor_view inv[NV_GRAPH_MAX_INPUTS];
+    nv_tensor_view *outs = calloc((size_t)g->n_nodes, sizeof *outs);
+    int n_inv = 0, r = outs ? 0 : -ENOMEM;
+    for (; r == 0 && n_inv < g->n_inputs; n_inv++)
+        r = nvw_view_from_tensor(c->in[n_inv], &inv[n_inv]);
+    for (int k = 0; k < g->n_nodes && r == 0; k++) {
+        const nv_graph_node *n = &g->nodes[k];
+        nv_tensor_view ins[NV_GRAPH_NODE_INPUTS];
+        for (int i = 0; i < n->n_in; i++)
+            ins[i] = n->in[i] < 0 ? inv[-1 - n->in[i]] : outs[n->in[i]];
+        nv_op_call call = {.op = n->op->name,
+                           .attrs_json = n->attrs_json,
+                           .out_dtype = (int32_t)n->dtype,
+                           .n_inputs = n->n_in,
+                           .inputs = ins,
+                           .n_outputs = 1,
+                           .outputs = &outs[k]};
+        char err[MODEL_ERRLEN] = "";
+        int br = c->j->b.table->forward(c->ctx, &call, err, sizeof err);
+        if (br != NV_OK) {
+            r = model_verdict(c, "error", "backend_error",
+                              "node '%s' (op '%s'): the backend returned %d: '%s'", n->name,
+                              n->op->name, br, err);
+            r = r < 0 ? r : 1;
+        } else if (!view_fits(&outs[k], n)) {
+            r = model_verdict(c, "failed", "bad_output",
+                              "node '%s' (op '%s'): the output's dtype or shape differs from the "
+                              "model's ('%s')",
+                              n->name, n->op->name, nv_dtype_name(n->dtype));
+            r = r < 0 ? r : 1;
+        } else if (!(c->dev[k] = nvw_tensor_from_view(&outs[k], false)))
+            r = -ENOMEM;
+    }
+    for (int i = 0; i < n_inv; i++)
+        nvw_view_free(&inv[i]);
+    for (int k = 0; outs && k < g->n_nodes; k++)
+        if (outs[k].data && c->j->b.table->release_tensor)
+            c->j->b.table->release_tensor(c->ctx, &outs[k]);
+    free(outs);
+    return r;
+}
+
+/* The spec's graph with the case dtype inferred (the spec's graph is shared by
+ * the threads; node attrs_json stay borrowed). */
+static int case_graph(mcase *c)
+{
+    const nv_graph *sg = c->j->s->graph;
+    c->g = *sg;
+    c->g.nodes = malloc((size_t)sg->n_nodes * sizeof *c->g.nodes);
+    if (!c->g.nodes)
+        return -ENOMEM;
+    memcpy(c->g.nodes, sg->nodes, (size_t)sg->n_nodes * sizeof *c->g.nodes);
+    char *ptr = NULL, *msg = NULL;
+    int r = nv_graph_infer(&c->g, c->dt, "/graph", &ptr, &msg);
+    free(ptr);
+    free(msg);
+    return r;
+}
+
+/* The declared accumulator for the case dtype (describe()'s contract entry,
+ * else fp32; docs/MODEL.md "The band"). */
+static void accumulator(mcase *c)
+{
+    const json_t *contract = json_object_get(c->j->b.describe, "contract");
+    const json_t *entry = json_object_get(contract, nv_dtype_name(c->dt));
+    const json_t *acc = json_object_get(json_object_get(entry, "accumulator"), "dtype");
+    nv_dtype a = NV_DT_FP32;
+    if (!json_is_string(acc) || nv_dtype_from_name(json_string_value(acc), &a) < 0 ||
+        !nv_dtype_get(a)->is_float || a == NV_DT_E8M0)
+        a = c->dt == NV_DT_FP64 ? NV_DT_FP64 : NV_DT_FP32;
+    c->acc_name = nv_dtype_name(a);
+    c->u_acc = ldexp(1.0, -(nv_dtype_get(a)->mant_bits + 1));
+}
+
+static int run_body(mcase *c)
+{
+    int r = case_graph(c);
+    if (r < 0)
+        return r == -ENOMEM ? r
+                            : model_verdict(c, "error", "inputs", "the model does not infer for "
+                                                                  "dtype '%s'",
+                                            nv_dtype_name(c->dt));
+    size_t n = (size_t)c->g.n_nodes;
+    c->r64 = calloc(n, sizeof *c->r64);
+    c->rdt = calloc(n, sizeof *c->rdt);
+    c->dev = calloc(n, sizeof *c->dev);
+    c->res = calloc(n, sizeof *c->res);
+    if (!c->r64 || !c->rdt || !c->dev || !c->res)
+        return -ENOMEM;
+    for (int i = 0; i < c->g.n_inputs; i++)
+        if ((r = make_input(c, i)) < 0)
+            return r;
+    accumulator(c);
+    char err[MODEL_ERRLEN] = "";
+    nv_tensor **abs = calloc(n, sizeof *abs);
+    if (!abs)
+        return -ENOMEM;
+    r = nv_graph_reference(&c->g, (const nv_tensor *const *)c->in, c->r64, abs, err, sizeof err);
+    for (size_t k = 0; k < n; k++)
+        nv_tensor_free(abs[k]);
+    free(abs);
+    if (r == 0)
+        r = run_dtype_reference(c, err, sizeof err);
+    if (r == -ENOMEM || r == NV_E_NOMEM)
+        return -ENOMEM;
+    if (r < 0)
+        return model_verdict(c, "error", "reference", "%s", err);
+    r = run_device(c);
+    if (r != 0)
+        return r < 0 ? r : 0;
+    return model_judge(c);
+}
+
+static void free_case(mcase *c)
+{
+    for (int i = 0; i < c->g.n_inputs; i++)
+        nv_tensor_free(c->in[i]);
+    for (int k = 0; c->r64 && k < c->g.n_nodes; k++) {
+        nv_tensor_free(c->r64[k]);
+        if (c->rdt)
+            nv_tensor_free(c->rdt[k]);
+        if (c->dev)
+            nv_tensor_free(c->dev[k]);
+    }
+    free(c->r64);
+    free(c->rdt);
+    free(c->dev);
+    free(c->res);
+    free(c->g.nodes);
+}
+
+json_t *nvw_model_case(mjob *j, void *ctx, int64_t i)
+{
+    mcase c;
+    memset(&c, 0, sizeof c);
+    c.j = j;
+    c.ctx = ctx;
+    c.index = i;
+    nv_modelspec_case(j->s, i, &c.dt, &c.sample);
+    c.cj = json_pack("{sI ss ss sI sI ss}", "index", (json_int_t)i, "op", "model", "dtype",
+                     nv_dtype_name(c.dt), "sample", (json_int_t)c.sample, "seed",
+                     (json_int_t)j->s->seed, "graph_hash", j->graph_hash);
+    if (!c.cj)
+        return NULL;
+    int r = run_body(&c);
+    if (r == 0 && !json_object_get(c.cj, "verdict"))
+        r = model_verdict(&c, "error", "internal", "the case ended without a verdict");
+    if (r < 0 && model_verdict(&c, "error", "out_of_memory", "out of memory") < 0) {
+        json_decref(c.cj);
+        c.cj = NULL;
+    }
+    free_case(&c);
+    return c.cj;
+}
