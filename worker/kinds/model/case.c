@@ -73,22 +73,29 @@ static int make_input(mcase *c, int i)
     return 0;
 }
 
-/* The model-dtype reference: node by node from its own upstream values, each
- * node's exact value rounded once to the node's dtype (RNE). */
-static int run_dtype_reference(mcase *c, char *err, size_t errlen)
+/* A reference node by node: each node's exact value from the reference's own
+ * upstream values (nv_graph_node_reference). round_all: rounded once to the
+ * node's dtype (RNE), the model-dtype reference; else kept as the double
+ * nearest the exact value, the fp64 reference, except that a cast node is
+ * rounded to its target: an explicit quantization is part of the model in
+ * every precision (the graph reference of the fused kind keeps it exact). */
+static int run_reference(mcase *c, nv_tensor **out, bool round_all, char *err, size_t errlen)
 {
     for (int k = 0; k < c->g.n_nodes; k++) {
+        const nv_graph_node *n = &c->g.nodes[k];
         nv_tensor *hi = NULL, *abs = NULL;
-        int r = nv_graph_node_reference(&c->g, k, (const nv_tensor *const *)c->in, c->rdt, &hi,
-                                        &abs, err, errlen);
+        int r = nv_graph_node_reference(&c->g, k, (const nv_tensor *const *)c->in, out, &hi, &abs,
+                                        err, errlen);
         nv_tensor_free(abs);
         if (r < 0)
             return r;
-        nv_dtype dt = c->g.nodes[k].dtype;
-        for (int64_t q = 0; q < hi->numel; q++)
-            hi->data[q] = nv_dtype_round(dt, hi->data[q], &NV_ROUND_DEFAULT, 0);
-        hi->dtype = dt;
-        c->rdt[k] = hi;
+        bool cast = n->op->kind == NV_OPK_CAST;
+        nv_dtype dt = cast ? n->attrs.cast_to : n->dtype;
+        if (round_all || cast)
+            for (int64_t q = 0; q < hi->numel; q++)
+                hi->data[q] = nv_dtype_round(dt, hi->data[q], &NV_ROUND_DEFAULT, 0);
+        hi->dtype = round_all || cast ? n->dtype : NV_DT_FP64;
+        out[k] = hi;
     }
     return 0;
 }
@@ -202,15 +209,9 @@ static int run_body(mcase *c)
             return r;
     accumulator(c);
     char err[MODEL_ERRLEN] = "";
-    nv_tensor **abs = calloc(n, sizeof *abs);
-    if (!abs)
-        return -ENOMEM;
-    r = nv_graph_reference(&c->g, (const nv_tensor *const *)c->in, c->r64, abs, err, sizeof err);
-    for (size_t k = 0; k < n; k++)
-        nv_tensor_free(abs[k]);
-    free(abs);
+    r = run_reference(c, c->r64, false, err, sizeof err);
     if (r == 0)
-        r = run_dtype_reference(c, err, sizeof err);
+        r = run_reference(c, c->rdt, true, err, sizeof err);
     if (r == -ENOMEM || r == NV_E_NOMEM)
         return -ENOMEM;
     if (r < 0)

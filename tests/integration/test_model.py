@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""Model jobs (docs/MODEL.md): the shipped suites/model.json passes on emu's
+correct modes (fp32; bf16 with fp32 accumulation) for 10 seeds, and fails with
+every op output held in fp8 e5m2 (emu:storage=fp8_e5m2), naming the first
+divergent layer and op; a variant whose first layer is itself fp8-exact
+(a cast round trip) moves the first divergent layer to the next one. The
+reported figures are checked against independent recomputation: the band
+formula from its parts, and the accuracies' Wilson intervals from the counts
+(Python's statistics.NormalDist as the quantile oracle). Bad model specs are
+refused with the JSON pointer of the model field.
+
+usage: test_model.py NUMVAL_WORKER SOURCE_ROOT
+Prints TAP. Temp files live in a temp dir that is always removed.
+NUMVAL_MODEL_SEEDS=N runs N seeds (default 10)."""
+import copy
+import json
+import math
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+
+WORKER, ROOT = sys.argv[1:3]
+SEEDS = int(os.environ.get("NUMVAL_MODEL_SEEDS", "10"))
+n = 0
+failed = 0
+
+
+def _sigterm(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+signal.signal(signal.SIGTERM, _sigterm)
+
+
+def ok(cond, what, diag=None):
+    global n, failed
+    n += 1
+    if not cond:
+        failed += 1
+        for line in str(diag or "").splitlines()[:20]:
+            print("# " + line)
+    print(("ok" if cond else "not ok") + " %d - %s" % (n, what), flush=True)
+
+
+def suite_jobs():
+    with open(os.path.join(ROOT, "suites", "model.json")) as f:
+        return json.load(f)["jobs"]
+
+
+def run(tmp, jobs, backend, seed):
+    """Run jobs as a suite with the seed; (exit code, result doc, stderr)."""
+    jobs = copy.deepcopy(jobs)
+    for j in jobs:
+        j["seed"] = seed
+    path = os.path.join(tmp, "suite.json")
+    out = os.path.join(tmp, "out.json")
+    with open(path, "w") as f:
+        json.dump({"name": "model-test", "jobs": jobs}, f)
+    if os.path.exists(out):
+        os.unlink(out)
+    p = subprocess.run([WORKER, "run", path, "--backend", backend, "--threads", "2",
+                        "--output", out], capture_output=True, text=True, timeout=300)
+    doc = None
+    if os.path.exists(out):
+        with open(out) as f:
+            doc = json.load(f)
+    return p.returncode, doc, p.stderr
+
+
+def cases(doc):
+    for job in (doc or {}).get("results", []):
+        for c in job.get("cases", []):
+            yield job, c
+
+
+def unit_roundoff(dt):
+    return {"fp32": 2.0 ** -24, "bf16": 2.0 ** -8, "fp64": 2.0 ** -53}[dt]
+
+
+def band_consistent(c):
+    """Every node's band is F (e_dtype_ref + K u_acc) + u and its state follows it."""
+    ua = unit_roundoff(c["accumulator"])
+    for nd in c["nodes"]:
+        want = c["band_factor"] * (nd["e_dtype_ref"] + nd["reduction_len"] * ua) + \
+            unit_roundoff(nd["dtype"])
+        if not math.isclose(nd["band"], want, rel_tol=1e-12):
+            return "node %s band %r != %r" % (nd["name"], nd["band"], want)
+        if (nd["state"] == "in_band") != (nd["e_dev"] <= nd["band"]):
+            return "node %s state %s" % (nd["name"], nd["state"])
+    return None
+
+
+def wilson(x, n_, z):
+    p = x / n_
+    centre = (p + z * z / (2 * n_)) / (1 + z * z / n_)
+    half = z / (1 + z * z / n_) * math.sqrt(p * (1 - p) / n_ + z * z / (4 * n_ * n_))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def wilson_consistent(c):
+    a = c["criteria"]["accuracy"]
+    z = statistics.NormalDist().inv_cdf(1 - a["alpha"] / 2)
+    for key, acc in (("acc_ref_ci", a["acc_ref"]), ("acc_dev_ci", a["acc_dev"])):
+        lo, hi = wilson(round(acc * a["n"]), a["n"], z)
+        if not (math.isclose(lo, a[key][0], abs_tol=1e-9) and
+                math.isclose(hi, a[key][1], abs_tol=1e-9)):
+            return "%s %r != [%r, %r]" % (key, a[key], lo, hi)
+    blo, _ = wilson(a["ref_right_dev_wrong"], a["n"], z)
+    _, chi = wilson(a["ref_wrong_dev_right"], a["n"], z)
+    if not math.isclose(a["gap_ci"][0], blo - chi, abs_tol=1e-9):
+        return "gap_lo %r != %r" % (a["gap_ci"][0], blo - chi)
+    return None
+
+
+def check_correct(tmp, jobs):
+    bad, checked, dts = [], 0, set()
+    for seed in range(1, SEEDS + 1):
+        rc, doc, err = run(tmp, jobs, "emu", seed)
+        if rc != 0 or doc is None:
+            bad.append("seed %d: exit %d %s" % (seed, rc, err[-300:]))
+            continue
+        for job, c in cases(doc):
+            checked += 1
+            dts.add(c["dtype"])
+            if c["verdict"] != "passed":
+                bad.append("seed %d %s: %s" % (seed, c["dtype"], c.get("error")))
+            problem = band_consistent(c) or wilson_consistent(c)
+            if c["accumulator"] != "fp32":
+                problem = "accumulator %s" % c["accumulator"]
+            if problem:
+                bad.append("seed %d %s: %s" % (seed, c["dtype"], problem))
+    ok(not bad and checked > 0 and dts == {"fp32", "bf16"},
+       "emu (fp32, bf16 with fp32 accumulation): %d cases over %d seeds pass, bands and Wilson "
+       "intervals as documented" % (checked, SEEDS), "\n".join(bad))
+
+
+def check_fp8(tmp, jobs, layer, node, what):
+    bad, checked = [], 0
+    for seed in range(1, SEEDS + 1):
+        rc, doc, err = run(tmp, jobs, "emu:storage=fp8_e5m2", seed)
+        if rc != 1 or doc is None:
+            bad.append("seed %d: exit %d (want 1) %s" % (seed, rc, err[-300:]))
+            continue
+        for job, c in cases(doc):
+            checked += 1
+            fd = c.get("first_divergent") or {}
+            if c["verdict"] != "failed" or c.get("failure_class") != "out_of_band":
+                bad.append("seed %d %s: verdict %s" % (seed, c["dtype"], c["verdict"]))
+            elif (fd.get("layer"), fd.get("node"), fd.get("op")) != (layer, node, "matmul"):
+                bad.append("seed %d %s: first divergent %s" % (seed, c["dtype"], fd))
+            elif ("layer '%s'" % layer) not in c["error"] or "op 'matmul'" not in c["error"]:
+                bad.append("seed %d: message %r" % (seed, c["error"]))
+            elif fd["local"].get("verdict") != "outside_tolerance":
+                bad.append("seed %d: the op's local check %s" % (seed, fd["local"]))
+    ok(not bad and checked > 0,
+       "emu:storage=fp8_e5m2 %s: %d cases over %d seeds fail at layer '%s', op matmul" %
+       (what, checked, SEEDS, layer), "\n".join(bad))
+
+
+def quantized_variant(jobs):
+    """The first layer casts x to fp8 e5m2 and back: exact in every mode, so
+    it stays within its band under fp8 storage and the next layer diverges."""
+    jobs = copy.deepcopy(jobs)
+    for j in jobs:
+        m = j["model"]
+        m["layers"].insert(0, {"name": "quant", "nodes": [
+            {"name": "q", "op": "cast", "inputs": ["x"], "attrs": {"to": "fp8_e5m2"}},
+            {"name": "back", "op": "cast", "inputs": ["q"], "attrs": {"to": "fp32"}}]})
+        first = m["layers"][1]["nodes"][0]
+        first["inputs"] = ["@in" if i == "x" else i for i in first["inputs"]]
+        j["dtypes"] = ["fp32"]
+    return jobs
+
+
+def check_refusals(tmp, jobs):
+    base = jobs[0]
+    bad_specs = [
+        (lambda m: m["layers"][1].update(block="nope"), "/model/layers/1/block"),
+        (lambda m: m["layers"][0]["nodes"][0].update(inputs=["x", "w_nope"]),
+         "/model/layers/0/nodes/0/inputs/1"),
+        (lambda m: m["blocks"]["hidden"]["nodes"][0].update(op="matmull"),
+         "/model/blocks/hidden/nodes/0/op"),
+        (lambda m: m["layers"][1].update(repeat=0), "/model/layers/1/repeat"),
+        (lambda m: m["params"][0].pop("init"), "/model/params/0/init"),
+        (lambda m: m["layers"][0]["nodes"][0].update(inputs=["@in", "w_in"]),
+         "/model/layers/0/nodes/0/inputs/0"),
+    ]
+    bad = []
+    for mutate, ptr in bad_specs:
+        job = copy.deepcopy(base)
+        mutate(job["model"])
+        path = os.path.join(tmp, "bad.json")
+        with open(path, "w") as f:
+            json.dump(job, f)
+        p = subprocess.run([WORKER, "run", path, "--backend", "emu"], capture_output=True,
+                           text=True, timeout=60)
+        if p.returncode != 2 or ptr not in p.stderr:
+            bad.append("%s: exit %d, %r" % (ptr, p.returncode, p.stderr[-300:]))
+    ok(not bad, "%d bad model specs refused at the model field's JSON pointer" % len(bad_specs),
+       "\n".join(bad))
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="nv-model-")
+    try:
+        jobs = suite_jobs()
+        ok(jobs and all(j["kind"] == "model" for j in jobs), "suites/model.json holds model jobs")
+        check_correct(tmp, jobs)
+        check_fp8(tmp, jobs, "fc_in", "fc_in.h", "suite")
+        check_fp8(tmp, quantized_variant(jobs), "fc_in", "fc_in.h", "after an fp8-exact layer")
+        check_refusals(tmp, jobs)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("1..%d" % n)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
