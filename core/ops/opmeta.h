@@ -53,6 +53,8 @@ typedef enum nvo_id {
     NVO_CROSS_ENTROPY,
     NVO_MATMUL,
     NVO_BMM,
+    NVO_TRANSPOSE,
+    NVO_EMBEDDING,
     NVO_COUNT
 } nvo_id;
 
