@@ -14,7 +14,8 @@
 static const char *const model_job_keys[] = {"kind",  "model", "task",     "dtypes",
                                              "samples", "seed", "build",    "name",
                                              "device", "priority", "description", NULL};
-static const char *const task_keys[] = {"type", "label_noise", "max_gap", "alpha", NULL};
+static const char *const task_keys[] = {"type",   "label_noise", "max_gap", "alpha",
+                                        "prompt", "decode",      NULL};
 
 static int check_keys(const json_t *spec, nv_spec_err *e)
 {
@@ -55,6 +56,34 @@ static int parse_dtypes(const json_t *spec, nv_modelspec *s, nv_spec_err *e)
     return 0;
 }
 
+/* A language model: one int32 ids input [T] with "tokens" init, logits [T, V],
+ * a prompt and the tokens decoded after it within the T positions. */
+static int parse_lm(const json_t *t, nv_modelspec *s, nv_spec_err *e)
+{
+    const nv_graph *g = s->graph;
+    s->task = NV_MTASK_LM;
+    s->ids_input = -1;
+    for (int i = 0; i < g->n_inputs; i++)
+        if (s->inputs[i].init == NV_MINIT_TOKENS)
+            s->ids_input = i;
+    if (s->ids_input < 0 || g->inputs[s->ids_input].ndim != 1)
+        return nv_spec_fail(e, "/task/type",
+                            "an \"lm\" model needs a 1-D model input of token ids [T] with "
+                            "\"init\": {\"tokens\": V}");
+    int64_t len = g->inputs[s->ids_input].shape[0];
+    if (g->nodes[s->logits].shape[0] != len)
+        return nv_spec_fail(e, "/model/logits",
+                            "an \"lm\" model's logits need one row per position (%lld), they "
+                            "have %lld",
+                            (long long)len, (long long)g->nodes[s->logits].shape[0]);
+    int64_t prompt = 1, decode = 1;
+    int r = nv_spec_int(e, t, "/task", "prompt", 1, 1, len, &prompt);
+    r = r ? r : nv_spec_int(e, t, "/task", "decode", 1, 1, len - prompt + 1, &decode);
+    s->prompt = (int)prompt;
+    s->decode = (int)decode;
+    return r;
+}
+
 static int parse_task(const json_t *spec, nv_modelspec *s, nv_spec_err *e)
 {
     const json_t *t = json_object_get(spec, "task");
@@ -68,9 +97,11 @@ static int parse_task(const json_t *spec, nv_modelspec *s, nv_spec_err *e)
         return nv_spec_fail(e, ptr, "unknown key '%s' in the task", k);
     }
     const char *type = json_string_value(json_object_get(t, "type"));
+    if (type && !strcmp(type, "lm"))
+        return parse_lm(t, s, e);
     if (!type || strcmp(type, "classifier"))
         return nv_spec_fail_value(e, "/task/type", json_object_get(t, "type"),
-                                  "must be \"classifier\"");
+                                  "must be \"classifier\" or \"lm\"");
     s->task = NV_MTASK_CLASSIFIER;
     int r = nv_spec_number(e, t, "/task", "label_noise", 0.1, 0, 0.5, &s->label_noise);
     r = r ? r : nv_spec_number(e, t, "/task", "max_gap", 0.02, 0, 1, &s->max_gap);
@@ -87,6 +118,27 @@ static int graph_fail(nv_spec_err *e, const mexp *x, int r, char *ptr, char *msg
     free(ptr);
     free(msg);
     return r;
+}
+
+/* An init that fits its input's shape and dtype (model_expand.c parsed it). */
+static int check_init(const nv_model_input *mi, const nv_graph_input *gi, const char *ptr,
+                      nv_spec_err *e)
+{
+    bool ints = gi->dtype_set && gi->dtype == NV_DT_INT32;
+    bool square = gi->ndim == 2 && gi->shape[0] == gi->shape[1];
+    bool even = gi->ndim == 2 && gi->shape[1] % 2 == 0;
+    const char *want = NULL;
+    if (ints != (mi->init == NV_MINIT_TOKENS))
+        want = "token ids: \"dtype\": \"int32\" with \"init\": {\"tokens\": V}, together";
+    else if (mi->init == NV_MINIT_CAUSAL_MASK && !square)
+        want = "a causal mask is [T, T]";
+    else if ((mi->init == NV_MINIT_ROPE_COS || mi->init == NV_MINIT_ROPE_SIN) && !even)
+        want = "a rotary table is [T, D] with D even";
+    else if (mi->init == NV_MINIT_ROTATE_HALF && !(square && even))
+        want = "rotate_half is [D, D] with D even";
+    if (want)
+        return nv_spec_fail(e, ptr, "input '%s': %s", gi->name, want);
+    return 0;
 }
 
 /* After the graph parsed: the layer of every node, layer outputs, the logits
@@ -114,6 +166,9 @@ static int finish_model(nv_modelspec *s, const mexp *x, nv_spec_err *e)
         s->inputs[i] = x->inputs[i];
         if (s->inputs[i].fan_in)
             s->inputs[i].a = 1.0 / sqrt((double)g->inputs[i].shape[0]);
+        int r = check_init(&s->inputs[i], &g->inputs[i], x->input_src[i], e);
+        if (r < 0)
+            return r;
     }
     return 0;
 }

@@ -27,7 +27,9 @@ static void mptr(char *out, const char *fmt, ...)
 static const char *const layer_keys[] = {"name", "nodes", "block", "repeat", "output", NULL};
 static const char *const block_keys[] = {"params", "nodes", "output", NULL};
 static const char *const param_keys[] = {"name", "shape", "dtype", "init", NULL};
-static const char *const init_keys[] = {"dist", "std", "limit", "value", NULL};
+static const char *const init_keys[] = {"dist", "std", "limit", "value", "fill", "base",
+                                        "tokens", NULL};
+static const char *const input_keys[] = {"name", "shape", "dtype", "init", NULL};
 static const char *const node_keys[] = {"name", "op", "inputs", "attrs", "dtype", NULL};
 static const char *const model_keys[] = {"inputs", "params", "blocks", "layers", "logits", NULL};
 
@@ -72,6 +74,29 @@ static int parse_init(mexp *x, const json_t *init, const char *ptr, nv_model_inp
     int r = unknown_key(x->e, init, init_keys, p, "a parameter's init");
     if (r < 0)
         return r;
+    const json_t *fill = json_object_get(init, "fill");
+    if (fill) {
+        static const char *const fills[] = {"causal_mask", "rope_cos", "rope_sin", "rotate_half"};
+        static const nv_model_init kinds[] = {NV_MINIT_CAUSAL_MASK, NV_MINIT_ROPE_COS,
+                                              NV_MINIT_ROPE_SIN, NV_MINIT_ROTATE_HALF};
+        for (int i = 0; i < 4; i++)
+            if (json_is_string(fill) && !strcmp(json_string_value(fill), fills[i])) {
+                in->init = kinds[i];
+                return nv_spec_number(x->e, init, p, "base", 10000, 1, 1e12, &in->a);
+            }
+        char pf[NV_MODEL_PTR_LEN];
+        mptr(pf, "%s/fill", p);
+        return nv_spec_fail_value(x->e, pf, fill,
+                                  "must be \"causal_mask\", \"rope_cos\", \"rope_sin\" or "
+                                  "\"rotate_half\"");
+    }
+    if (json_object_get(init, "tokens")) {
+        in->init = NV_MINIT_TOKENS;
+        int64_t v = 0;
+        int r = nv_spec_int(x->e, init, p, "tokens", 0, 1, INT32_MAX, &v);
+        in->a = (double)v;
+        return r;
+    }
     if (json_object_get(init, "value")) {
         in->init = NV_MINIT_VALUE;
         return nv_spec_number(x->e, init, p, "value", 0, -1e300, 1e300, &in->a);
@@ -108,7 +133,8 @@ static int add_input(mexp *x, const json_t *decl, const char *name, const char *
     nv_model_input *in = &x->inputs[x->n_inputs];
     memset(in, 0, sizeof *in);
     in->is_param = param;
-    if (param && (r = parse_init(x, json_object_get(decl, "init"), ptr, in)) < 0)
+    const json_t *init = json_object_get(decl, "init");
+    if ((param || init) && (r = parse_init(x, init, ptr, in)) < 0)
         return r;
     json_t *gi = json_pack("{s:s, s:O*, s:O*}", "name", name, "shape",
                            json_object_get(decl, "shape"), "dtype", json_object_get(decl, "dtype"));
@@ -331,6 +357,8 @@ static int expand_all(mexp *x, const json_t *model)
         const char *name = json_string_value(json_object_get(v, "name"));
         if (!json_is_object(v) || !name)
             return nv_spec_fail(x->e, ptr, "a model input needs a \"name\" and a \"shape\"");
+        if ((r = unknown_key(x->e, v, input_keys, ptr, "a model input")) < 0)
+            return r;
         if ((r = add_input(x, v, name, ptr, false)) < 0)
             return r;
     }

@@ -22,6 +22,12 @@ typedef enum nv_model_init {
     NV_MINIT_NORMAL,  /* N(0, std^2) */
     NV_MINIT_UNIFORM, /* U(-limit, limit) */
     NV_MINIT_VALUE,   /* the constant value */
+    NV_MINIT_TOKENS,  /* int32 token ids uniform in [0, a) (a = "tokens", the vocabulary) */
+    /* Fixed tables of a decoder-only transformer (docs/MODEL.md "Transformer"): */
+    NV_MINIT_CAUSAL_MASK, /* [T, T]: 0 where column <= row, -inf above the diagonal */
+    NV_MINIT_ROPE_COS,    /* [T, D]: cos(t base^(-2i/D)), i = column mod D/2 (a = base) */
+    NV_MINIT_ROPE_SIN,    /* [T, D]: sin of the same angles */
+    NV_MINIT_ROTATE_HALF, /* [D, D]: x R = [-x2, x1] for x = [x1, x2] (GPT-NeoX rotary) */
 } nv_model_init;
 
 typedef struct nv_model_input {
@@ -38,6 +44,7 @@ typedef struct nv_model_layer {
 
 typedef enum nv_model_task {
     NV_MTASK_CLASSIFIER, /* rows of the logits are samples with labels */
+    NV_MTASK_LM,         /* rows of the logits are positions; greedy decode */
 } nv_model_task;
 
 typedef struct nv_modelspec {
@@ -49,7 +56,9 @@ typedef struct nv_modelspec {
     int *node_layer; /* per node (topological index): its layer */
     int logits;      /* node index of the logits */
     nv_model_task task;
-    double label_noise, max_gap, alpha;
+    double label_noise, max_gap, alpha; /* classifier */
+    int prompt, decode;                 /* lm: prompt length, tokens decoded */
+    int ids_input;                      /* lm: the graph input holding the token ids */
     int n_dtypes;
     nv_dtype dtypes[NV_DT_COUNT];
     int samples;

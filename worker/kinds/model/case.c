@@ -38,6 +38,27 @@ static uint64_t fnv1a(const char *s)
     return h;
 }
 
+/* The value at flat index k of a fixed table (docs/MODEL.md "Transformer"):
+ * rotary tables in fp64 libm (cos, sin; the tables are parameters, rounded
+ * to the dtype like any other, so both references read the same values). */
+static double table_value(const nv_model_input *mi, const nv_graph_input *gi, int64_t k)
+{
+    int64_t cols = gi->shape[gi->ndim - 1], row = k / cols, col = k % cols, half = cols / 2;
+    switch (mi->init) {
+    case NV_MINIT_CAUSAL_MASK:
+        return col > row ? -INFINITY : 0;
+    case NV_MINIT_ROPE_COS:
+    case NV_MINIT_ROPE_SIN: {
+        double ang = (double)row * pow(mi->a, -2.0 * (double)(col % half) / (double)cols);
+        return mi->init == NV_MINIT_ROPE_COS ? cos(ang) : sin(ang);
+    }
+    default: /* rotate_half: (x R)[c] = -x[c + D/2] for c < D/2, x[c - D/2] above */
+        if (col < half)
+            return row == col + half ? -1 : 0;
+        return row == col - half ? 1 : 0;
+    }
+}
+
 /* Graph input i from the seed (docs/MODEL.md "Deterministic init"): Philox
  * keyed by (seed ^ FNV-1a(name) * golden, sample), fp64 draws rounded to the
  * input's dtype under round-to-nearest-even. */
@@ -64,27 +85,37 @@ static int make_input(mcase *c, int i)
         case NV_MINIT_VALUE:
             v = mi->a;
             break;
+        case NV_MINIT_TOKENS:
+            v = floor(nv_rng_uniform(&r) * mi->a);
+            break;
+        case NV_MINIT_CAUSAL_MASK:
+        case NV_MINIT_ROPE_COS:
+        case NV_MINIT_ROPE_SIN:
+        case NV_MINIT_ROTATE_HALF:
+            v = table_value(mi, gi, k);
+            break;
         default:
             v = nv_rng_normal(&r);
             break;
         }
-        t->data[k] = nv_dtype_round(gi->dtype, v, &NV_ROUND_DEFAULT, 0);
+        t->data[k] = mi->init == NV_MINIT_TOKENS ? v : nv_dtype_round(gi->dtype, v, &NV_ROUND_DEFAULT, 0);
     }
     return 0;
 }
 
-/* A reference node by node: each node's exact value from the reference's own
+/* A reference node by node (model_internal.h): each node's exact value from the reference's own
  * upstream values (nv_graph_node_reference). round_all: rounded once to the
  * node's dtype (RNE), the model-dtype reference; else kept as the double
  * nearest the exact value, the fp64 reference, except that a cast node is
  * rounded to its target: an explicit quantization is part of the model in
  * every precision (the graph reference of the fused kind keeps it exact). */
-static int run_reference(mcase *c, nv_tensor **out, bool round_all, char *err, size_t errlen)
+int model_reference(mcase *c, nv_tensor *const *in, nv_tensor **out, bool round_all, char *err,
+                    size_t errlen)
 {
     for (int k = 0; k < c->g.n_nodes; k++) {
         const nv_graph_node *n = &c->g.nodes[k];
         nv_tensor *hi = NULL, *abs = NULL;
-        int r = nv_graph_node_reference(&c->g, k, (const nv_tensor *const *)c->in, out, &hi, &abs,
+        int r = nv_graph_node_reference(&c->g, k, (const nv_tensor *const *)in, out, &hi, &abs,
                                         err, errlen);
         nv_tensor_free(abs);
         if (r < 0)
@@ -110,16 +141,16 @@ static bool view_fits(const nv_tensor_view *v, const nv_graph_node *n)
     return true;
 }
 
-/* The device, node by node through forward, every node's output captured (the
+/* The device (model_internal.h), node by node through forward, every node's output captured (the
  * model run eagerly, as a framework runs it without a compiler). */
-static int run_device(mcase *c)
+int model_device(mcase *c, nv_tensor *const *in, nv_tensor **dev)
 {
     const nv_graph *g = &c->g;
     nv_tensor_view inv[NV_GRAPH_MAX_INPUTS];
     nv_tensor_view *outs = calloc((size_t)g->n_nodes, sizeof *outs);
     int n_inv = 0, r = outs ? 0 : -ENOMEM;
     for (; r == 0 && n_inv < g->n_inputs; n_inv++)
-        r = nvw_view_from_tensor(c->in[n_inv], &inv[n_inv]);
+        r = nvw_view_from_tensor(in[n_inv], &inv[n_inv]);
     for (int k = 0; k < g->n_nodes && r == 0; k++) {
         const nv_graph_node *n = &g->nodes[k];
         nv_tensor_view ins[NV_GRAPH_NODE_INPUTS];
@@ -145,7 +176,7 @@ static int run_device(mcase *c)
                               "model's ('%s')",
                               n->name, n->op->name, nv_dtype_name(n->dtype));
             r = r < 0 ? r : 1;
-        } else if (!(c->dev[k] = nvw_tensor_from_view(&outs[k], false)))
+        } else if (!(dev[k] = nvw_tensor_from_view(&outs[k], false)))
             r = -ENOMEM;
     }
     for (int i = 0; i < n_inv; i++)
@@ -209,14 +240,14 @@ static int run_body(mcase *c)
             return r;
     accumulator(c);
     char err[MODEL_ERRLEN] = "";
-    r = run_reference(c, c->r64, false, err, sizeof err);
+    r = model_reference(c, c->in, c->r64, false, err, sizeof err);
     if (r == 0)
-        r = run_reference(c, c->rdt, true, err, sizeof err);
+        r = model_reference(c, c->in, c->rdt, true, err, sizeof err);
     if (r == -ENOMEM || r == NV_E_NOMEM)
         return -ENOMEM;
     if (r < 0)
         return model_verdict(c, "error", "reference", "%s", err);
-    r = run_device(c);
+    r = model_device(c, c->in, c->dev);
     if (r != 0)
         return r < 0 ? r : 0;
     return model_judge(c);

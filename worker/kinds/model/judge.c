@@ -224,10 +224,10 @@ int model_judge(mcase *c)
     r = r ? r : model_logits_criteria(c, crit, &fail);
     if (r == 0 && json_object_set_new(c->cj, "criteria", crit))
         r = -ENOMEM;
-    else if (r < 0)
+    else if (r != 0)
         json_decref(crit);
-    if (r < 0)
-        return r;
+    if (r != 0)
+        return r < 0 ? r : 0; /* 1: the decode gave the case its verdict */
     if (!fail)
         return model_verdict(c, "passed", NULL, NULL);
     if (k_first >= 0)

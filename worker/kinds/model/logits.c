@@ -100,7 +100,7 @@ static int64_t label(const mcase *c, uint64_t i, int64_t teacher, int64_t n_cls)
     return (teacher + 1 + (int64_t)(v * (double)(n_cls - 1))) % n_cls;
 }
 
-static void one_row(const mcase *c, const lrow *w, int64_t i, double band, lsum *s)
+static void one_row(const mcase *c, const lrow *w, int64_t i, double band, bool labels, lsum *s)
 {
     double sq = 0;
     for (int64_t q = 0; q < w->n; q++) {
@@ -127,6 +127,8 @@ static void one_row(const mcase *c, const lrow *w, int64_t i, double band, lsum 
         s->unjustified += margin(w->r64, w->n, t64) > sqrt(2.0) * band * sqrt(sq);
     }
     s->top5 += topk_overlap(w->r64, w->dev, w->n);
+    if (!labels)
+        return;
     int64_t y = label(c, (uint64_t)i, t64, w->n);
     bool rr = t64 == y, dr = tdev == y;
     s->ref_right += rr;
@@ -226,19 +228,21 @@ int model_logits_criteria(mcase *c, json_t *crit, const char **fail)
     double band = c->res[k].band;
     lsum s;
     memset(&s, 0, sizeof s);
+    bool labels = c->j->s->task == NV_MTASK_CLASSIFIER;
     for (int64_t i = 0; i < rows; i++) {
         lrow w = {.r64 = c->r64[k]->data + i * cls,
                   .dev = c->dev[k]->data + i * cls,
                   .rdt = c->rdt[k]->data + i * cls,
                   .n = cls};
-        one_row(c, &w, i, band, &s);
+        one_row(c, &w, i, band, labels, &s);
     }
-    bool kl_ok, top_ok, acc_ok;
+    bool kl_ok, top_ok, acc_ok = true;
     int r = logits_json(&s, rows, band, crit, &kl_ok, &top_ok);
-    r = r ? r : accuracy_json(c, &s, rows, crit, &acc_ok);
+    if (r == 0 && c->j->s->task == NV_MTASK_CLASSIFIER)
+        r = accuracy_json(c, &s, rows, crit, &acc_ok);
     if (r < 0)
         return r;
     if (!*fail)
         *fail = !kl_ok ? "kl_exceeded" : !top_ok ? "top1_flip" : !acc_ok ? "accuracy_gap" : NULL;
-    return 0;
+    return c->j->s->task == NV_MTASK_LM ? model_decode(c, crit, fail) : 0;
 }

@@ -42,6 +42,22 @@ typedef struct mcase {
     json_t *cj;
 } mcase;
 
+/* A reference of the case's graph on inputs in[], node by node, into out[]
+ * (new tensors; the caller frees them on every return): round_all, the
+ * model-dtype reference, else the fp64 one (casts still quantize). 0, NV_E_*
+ * or -ENOMEM with err naming the node (case.c). */
+int model_reference(mcase *c, nv_tensor *const *in, nv_tensor **out, bool round_all, char *err,
+                    size_t errlen);
+/* The device on inputs in[], node by node through forward, every output into
+ * dev[] (new tensors; the caller frees them): 0; 1 when the case got its
+ * verdict (a backend error, a bad output); -ENOMEM (case.c). */
+int model_device(mcase *c, nv_tensor *const *in, nv_tensor **dev);
+
+/* Greedy decode (decode.c): the language model's "decode" criterion into
+ * crit; *fail set when it fails and nothing failed before. 0, 1 (the case got
+ * its verdict) or -ENOMEM. */
+int model_decode(mcase *c, json_t *crit, const char **fail);
+
 /* Case i on context ctx: new reference, NULL on ENOMEM (case.c). */
 json_t *nvw_model_case(mjob *j, void *ctx, int64_t i);
 

@@ -41,7 +41,7 @@ static json_t *model_json(const mjob *j)
     return json_pack("{s:i, s:i, s:i, s:I, s:s, s:s}", "layers", s->n_layers, "nodes",
                      s->graph->n_nodes, "inputs", s->graph->n_inputs, "parameters",
                      (json_int_t)params, "logits", s->graph->nodes[s->logits].name, "task",
-                     "classifier");
+                     s->task == NV_MTASK_LM ? "lm" : "classifier");
 }
 
 static json_t *m_result(void *job)
