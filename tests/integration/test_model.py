@@ -208,6 +208,34 @@ def check_decode(tmp, jobs):
        "\n".join(bad))
 
 
+# Op jobs of the two data-movement ops the transformer added (docs/JOBS.md
+# "Attributes"): exact, so they pass on emu in every dtype, layout and class,
+# and fail (ulp_exceeded) the moment emu rounds their outputs to bf16.
+LAYOUT_JOBS = [
+    {"kind": "op", "op": "transpose", "dtypes": ["fp32", "bf16", "fp8_e5m2"],
+     "shapes": [[3, 5], [2, 4, 7]], "inputs": ["normal", "specials"],
+     "layouts": ["contiguous", "transposed", "strided"]},
+    {"kind": "op", "op": "embedding", "dtypes": ["fp32", "bf16"],
+     "shapes": [[[50, 8], [12]], [[7, 3], [2, 5]]], "inputs": ["normal", "specials"]},
+]
+
+
+def check_layout_ops(tmp):
+    bad = []
+    for seed in (1, 2):
+        rc, doc, err = run(tmp, LAYOUT_JOBS, "emu", seed)
+        if rc != 0 or any(c["verdict"] != "passed" for _, c in cases(doc)):
+            bad.append("emu seed %d: exit %d %s" % (seed, rc, err[-300:]))
+        rc, doc, err = run(tmp, LAYOUT_JOBS, "emu:storage=bf16", seed)
+        fails = {(j["op"], c["dtype"]) for j, c in cases(doc) if c["verdict"] == "failed"
+                 and c.get("failure_class") == "ulp_exceeded"}
+        # fp32 outputs rounded to bf16 storage differ; bf16 and fp8 ones are exact
+        if rc != 1 or fails != {("transpose", "fp32"), ("embedding", "fp32")}:
+            bad.append("bf16 storage seed %d: exit %d, failed %s" % (seed, rc, sorted(fails)))
+    ok(not bad, "transpose and embedding op jobs pass on emu and fail with bf16 storage in fp32",
+       "\n".join(bad))
+
+
 def check_refusals(tmp, jobs):
     base = [j for j in jobs if j["name"] == "mlp-classifier"][0]
     bad_specs = [
@@ -248,6 +276,7 @@ def main():
         check_fp8(tmp, quantized_variant(jobs), "MLP after an fp8-exact layer")
         check_decode(tmp, [j for j in jobs if j["name"] == "decoder-lm"])
         check_refusals(tmp, jobs)
+        check_layout_ops(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("1..%d" % n)
