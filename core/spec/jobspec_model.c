@@ -78,7 +78,9 @@ static int parse_lm(const json_t *t, nv_modelspec *s, nv_spec_err *e)
                             (long long)len, (long long)g->nodes[s->logits].shape[0]);
     int64_t prompt = 1, decode = 1;
     int r = nv_spec_int(e, t, "/task", "prompt", 1, 1, len, &prompt);
-    r = r ? r : nv_spec_int(e, t, "/task", "decode", 1, 1, len - prompt + 1, &decode);
+    /* every decoded token reruns the whole model twice (reference and device) */
+    int64_t most = len - prompt + 1 < NV_MODEL_MAX_DECODE ? len - prompt + 1 : NV_MODEL_MAX_DECODE;
+    r = r ? r : nv_spec_int(e, t, "/task", "decode", 1, 1, most, &decode);
     s->prompt = (int)prompt;
     s->decode = (int)decode;
     return r;

@@ -15,6 +15,7 @@
 #define NV_MODEL_MAX_CASES 1000
 #define NV_MODEL_MAX_LAYERS 512 /* after expansion: repeated instances count */
 #define NV_MODEL_MAX_REPEAT 64
+#define NV_MODEL_MAX_DECODE 256 /* greedy steps of a language model */
 
 /* How a graph input gets its values (docs/MODEL.md "Deterministic init"). */
 typedef enum nv_model_init {
