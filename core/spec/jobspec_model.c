@@ -11,9 +11,10 @@
 
 #include "model_internal.h"
 
-static const char *const model_job_keys[] = {"kind",  "model", "task",     "dtypes",
-                                             "samples", "seed", "build",    "name",
-                                             "device", "priority", "description", NULL};
+static const char *const model_job_keys[] = {"kind",     "model",       "task",     "dtypes",
+                                             "samples",  "seed",        "build",    "name",
+                                             "device",   "priority",    "description",
+                                             "execution", NULL};
 static const char *const task_keys[] = {"type",   "label_noise", "max_gap", "alpha",
                                         "prompt", "decode",      NULL};
 
@@ -211,6 +212,8 @@ static int parse_all(const json_t *spec, nv_modelspec *s, nv_spec_err *e)
         return r;
     s->samples = (int)samples;
     s->seed = (uint64_t)seed;
+    if ((r = nv_spec_choice(e, spec, "", "execution", "eager", "graph", &s->graph_exec)) < 0)
+        return r;
     s->n_cases = (int64_t)s->n_dtypes * s->samples;
     if (s->n_cases > NV_MODEL_MAX_CASES)
         return nv_spec_fail(e, "", "the job expands to %lld cases (dtypes x samples), more than %d",

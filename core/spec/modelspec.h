@@ -64,6 +64,7 @@ typedef struct nv_modelspec {
     nv_dtype dtypes[NV_DT_COUNT];
     int samples;
     uint64_t seed;
+    bool graph_exec; /* "execution": "graph": the backend's graph entry, else "eager" */
     int64_t n_cases;
 } nv_modelspec;
 

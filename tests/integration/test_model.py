@@ -146,10 +146,10 @@ EXPECT = {"mlp-classifier": ("fc_in", "fc_in.h", "matmul"),
           "decoder-lm": ("embed", "embed.x", "embedding")}
 
 
-def check_fp8(tmp, jobs, what):
+def check_fp8(tmp, jobs, what, backend="emu:storage=fp8_e5m2"):
     bad, checked = [], 0
     for seed in range(1, SEEDS + 1):
-        rc, doc, err = run(tmp, jobs, "emu:storage=fp8_e5m2", seed)
+        rc, doc, err = run(tmp, jobs, backend, seed)
         if rc != 1 or doc is None:
             bad.append("seed %d: exit %d (want 1) %s" % (seed, rc, err[-300:]))
             continue
@@ -166,8 +166,8 @@ def check_fp8(tmp, jobs, what):
             elif fd["local"].get("verdict") != "outside_tolerance":
                 bad.append("seed %d: the op's local check %s" % (seed, fd["local"]))
     ok(not bad and checked > 0,
-       "emu:storage=fp8_e5m2 %s: %d cases over %d seeds fail at the expected layer and op (%s)" %
-       (what, checked, SEEDS, sorted({EXPECT[j["name"]] for j in jobs})), "\n".join(bad))
+       "%s %s: %d cases over %d seeds fail at the expected layer and op (%s)" %
+       (backend, what, checked, SEEDS, sorted({EXPECT[j["name"]] for j in jobs})), "\n".join(bad))
 
 
 def quantized_variant(jobs):
@@ -183,6 +183,24 @@ def quantized_variant(jobs):
         first["inputs"] = ["@in" if i == "x" else i for i in first["inputs"]]
         j["dtypes"] = ["fp32"]
     return jobs
+
+
+def check_graph(tmp, jobs):
+    """"execution": "graph": the whole model in one call of emu's graph entry
+    with capture passes on the correct mode and fails where intermediates are
+    held in fp8 e5m2, at the same layers and ops."""
+    gjobs = copy.deepcopy(jobs)
+    for j in gjobs:
+        j["execution"] = "graph"
+    bad = []
+    for seed in range(1, SEEDS + 1):
+        rc, doc, err = run(tmp, gjobs, "emu", seed)
+        if rc != 0 or doc is None or any(j.get("execution") != "graph" for j in doc["results"]):
+            bad.append("seed %d: exit %d %s" % (seed, rc, err[-300:]))
+        elif any(c["verdict"] != "passed" for _, c in cases(doc)):
+            bad.append("seed %d: %s" % (seed, [c.get("error") for _, c in cases(doc)]))
+    ok(not bad, "execution graph on emu: every case passes over %d seeds" % SEEDS, "\n".join(bad))
+    check_fp8(tmp, gjobs, "graph execution", "emu:fused_intermediate=fp8_e5m2")
 
 
 def check_decode(tmp, jobs):
@@ -275,6 +293,7 @@ def main():
         check_fp8(tmp, jobs, "suite")
         check_fp8(tmp, quantized_variant(jobs), "MLP after an fp8-exact layer")
         check_decode(tmp, [j for j in jobs if j["name"] == "decoder-lm"])
+        check_graph(tmp, jobs)
         check_refusals(tmp, jobs)
         check_layout_ops(tmp)
     finally:

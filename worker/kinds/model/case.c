@@ -12,7 +12,6 @@
 #include "core/numerics/rng.h"
 #include "core/ref/reference.h"
 #include "model_internal.h"
-#include "worker/backends/views/views.h"
 
 int model_verdict(mcase *c, const char *v, const char *cls, const char *fmt, ...)
 {
@@ -129,63 +128,6 @@ int model_reference(mcase *c, nv_tensor *const *in, nv_tensor **out, bool round_
         out[k] = hi;
     }
     return 0;
-}
-
-static bool view_fits(const nv_tensor_view *v, const nv_graph_node *n)
-{
-    if (!v->data || v->dtype != (int32_t)n->dtype || v->ndim != n->ndim)
-        return false;
-    for (int d = 0; d < n->ndim; d++)
-        if (v->shape[d] != n->shape[d])
-            return false;
-    return true;
-}
-
-/* The device (model_internal.h), node by node through forward, every node's output captured (the
- * model run eagerly, as a framework runs it without a compiler). */
-int model_device(mcase *c, nv_tensor *const *in, nv_tensor **dev)
-{
-    const nv_graph *g = &c->g;
-    nv_tensor_view inv[NV_GRAPH_MAX_INPUTS];
-    nv_tensor_view *outs = calloc((size_t)g->n_nodes, sizeof *outs);
-    int n_inv = 0, r = outs ? 0 : -ENOMEM;
-    for (; r == 0 && n_inv < g->n_inputs; n_inv++)
-        r = nvw_view_from_tensor(in[n_inv], &inv[n_inv]);
-    for (int k = 0; k < g->n_nodes && r == 0; k++) {
-        const nv_graph_node *n = &g->nodes[k];
-        nv_tensor_view ins[NV_GRAPH_NODE_INPUTS];
-        for (int i = 0; i < n->n_in; i++)
-            ins[i] = n->in[i] < 0 ? inv[-1 - n->in[i]] : outs[n->in[i]];
-        nv_op_call call = {.op = n->op->name,
-                           .attrs_json = n->attrs_json,
-                           .out_dtype = (int32_t)n->dtype,
-                           .n_inputs = n->n_in,
-                           .inputs = ins,
-                           .n_outputs = 1,
-                           .outputs = &outs[k]};
-        char err[MODEL_ERRLEN] = "";
-        int br = c->j->b.table->forward(c->ctx, &call, err, sizeof err);
-        if (br != NV_OK) {
-            r = model_verdict(c, "error", "backend_error",
-                              "node '%s' (op '%s'): the backend returned %d: '%s'", n->name,
-                              n->op->name, br, err);
-            r = r < 0 ? r : 1;
-        } else if (!view_fits(&outs[k], n)) {
-            r = model_verdict(c, "failed", "bad_output",
-                              "node '%s' (op '%s'): the output's dtype or shape differs from the "
-                              "model's ('%s')",
-                              n->name, n->op->name, nv_dtype_name(n->dtype));
-            r = r < 0 ? r : 1;
-        } else if (!(dev[k] = nvw_tensor_from_view(&outs[k], false)))
-            r = -ENOMEM;
-    }
-    for (int i = 0; i < n_inv; i++)
-        nvw_view_free(&inv[i]);
-    for (int k = 0; outs && k < g->n_nodes; k++)
-        if (outs[k].data && c->j->b.table->release_tensor)
-            c->j->b.table->release_tensor(c->ctx, &outs[k]);
-    free(outs);
-    return r;
 }
 
 /* The spec's graph with the case dtype inferred (the spec's graph is shared by

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/sha256.h"
+#include "worker/runner/err.h"
 
 static int m_parse(void *job, char **ret_ptr, char **ret_msg)
 {
@@ -16,6 +17,17 @@ static int m_parse(void *job, char **ret_ptr, char **ret_msg)
     if (r == 0)
         nv_sha256_hex(j->s->graph_text, strlen(j->s->graph_text), j->graph_hash);
     return r;
+}
+
+static int m_check(void *job, char **ret_err)
+{
+    const mjob *j = job;
+    if (j->s->graph_exec && !j->b.table->graph)
+        return nvw_set_err(ret_err, -ENOTSUP,
+                           "backend '%s' has no graph entry (nv_backend.graph is NULL): it cannot "
+                           "run a model with \"execution\": \"graph\"; \"eager\" runs on it",
+                           j->b.backend_spec);
+    return 0;
 }
 
 static int m_setup(void *job, char **ret_err)
@@ -75,6 +87,8 @@ static json_t *m_result(void *job)
     const char *name = json_string_value(json_object_get(j->b.spec_json, "name"));
     if (r && name)
         json_object_set_new(r, "name", json_string(name));
+    if (r)
+        json_object_set_new(r, "execution", json_string(j->s->graph_exec ? "graph" : "eager"));
     return r;
 }
 
@@ -86,6 +100,7 @@ static void m_done(void *job)
 static const nvw_runner model_runner = {.what = "model case",
                                         .invalid = "invalid model job",
                                         .parse = m_parse,
+                                        .check = m_check,
                                         .setup = m_setup,
                                         .run_case = m_case,
                                         .result = m_result,
