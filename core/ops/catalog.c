@@ -154,6 +154,16 @@ static const nv_op_def table[NVO_COUNT] = {
      .n_inputs = 2,
      .inputs = {{"weight", -INFINITY, INFINITY, false}, {"ids", 0, INFINITY, true}},
      .edges = nvo_edges_generic},
+    {.name = "split_heads",
+     .kind = NV_OPK_LAYOUT,
+     .n_inputs = 1,
+     .inputs = {LINE},
+     .edges = nvo_edges_generic},
+    {.name = "merge_heads",
+     .kind = NV_OPK_LAYOUT,
+     .n_inputs = 1,
+     .inputs = {LINE},
+     .edges = nvo_edges_generic},
 };
 
 const nv_op_def *nv_op_find(const char *name)
@@ -240,6 +250,8 @@ static unsigned dtype_mask(int id)
     case NVO_CAST:
     case NVO_TRANSPOSE:
     case NVO_EMBEDDING:
+    case NVO_SPLIT_HEADS:
+    case NVO_MERGE_HEADS:
         return F_STD | F_8 | F_MX;
     case NVO_ADD:
     case NVO_SUB:
@@ -446,7 +458,7 @@ int nv_op_infer(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_te
         r = infer_reduce(op, a, n_in, in, &nd, shape, err, errlen);
         break;
     case NV_OPK_LAYOUT:
-        r = nvo_layout_infer(op, n_in, in, &nd, shape, err, errlen);
+        r = nvo_layout_infer(op, a, n_in, in, &nd, shape, err, errlen);
         break;
     default:
         r = nvo_matmul_infer(op, a, n_in, in, &nd, shape, err, errlen);

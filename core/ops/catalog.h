@@ -23,7 +23,8 @@ typedef enum nv_op_kind {
                        cross_entropy (logits [N, C], target int32 [N] -> [N]) */
     NV_OPK_MATMUL,  /* matmul / bmm */
     NV_OPK_LAYOUT,  /* data movement, exact: transpose (last two dims swapped), embedding
-                       (weight [V, D], ids int32 [..] -> [.., D]) */
+                       (weight [V, D], ids int32 [..] -> [.., D]), split_heads ([T, H*Dh] ->
+                       [H, T, Dh], attrs.heads), merge_heads (its inverse) */
 } nv_op_kind;
 
 typedef enum nv_scale_granularity {
@@ -46,6 +47,7 @@ typedef struct nv_op_attrs {
     int block;            /* block:n, default 32 */
     int tile_r, tile_c;   /* tile:RxC */
     bool reduction_mean;  /* cross_entropy "reduction": "none" (default) | "mean" */
+    int heads;            /* split_heads "heads": default 1 */
 } nv_op_attrs;
 
 /* Matmul operands by granularity: NONE: A [..,M,K], B [..,K,N]; TENSOR adds
@@ -111,8 +113,8 @@ int nv_op_infer(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_te
  * row-major), so the exact reference and a device's kernel are the same.
  * Returns NV_OK, or NV_E_INVALID for an embedding id outside [0, V) with a
  * message naming it. */
-int nv_op_layout_eval(const nv_op_def *op, int n_in, const nv_tensor *const *in, double *out,
-                      char *err, size_t errlen);
+int nv_op_layout_eval(const nv_op_def *op, const nv_op_attrs *a, int n_in,
+                      const nv_tensor *const *in, double *out, char *err, size_t errlen);
 
 /* The reduction length n of the output's reduction (1 for elementwise, K for
  * matmul) for the bound metric. */

@@ -1,9 +1,12 @@
 /* The data-movement ops (NV_OPK_LAYOUT, catalog.h): transpose (swap the last
- * two dims) and embedding (out[i.., :] = weight[ids[i..], :], the gather of a
- * token embedding). Their values are input values moved, never rounded, so
+ * two dims), embedding (out[i.., :] = weight[ids[i..], :], the gather of a
+ * token embedding), split_heads (x [T, H*Dh] -> [H, T, Dh], out[h, t, j] =
+ * x[t, h*Dh + j], attrs.heads = H) and merge_heads (its inverse, [H, T, Dh] ->
+ * [T, H*Dh]): multi-head attention's head layout for bmm. Their values are input values moved, never rounded, so
  * one function serves the exact reference (core/ref) and emu's kernel alike;
  * shape rules are here too. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,15 +14,45 @@
 
 #define ERR(code, ...) (snprintf(err, errlen, __VA_ARGS__), (code))
 
-int nvo_layout_infer(const nv_op_def *op, int n_in, const nv_tensor *const *in, int *ret_ndim,
-                     int64_t *ret_shape, char *err, size_t errlen)
+/* split_heads / merge_heads shapes. */
+static int infer_heads(const nv_op_def *op, const nv_op_attrs *a, const nv_tensor *x,
+                       int *ret_ndim, int64_t *ret_shape, char *err, size_t errlen)
+{
+    char s0[96];
+    if (nvo_op_id(op) == NVO_SPLIT_HEADS) {
+        if (x->ndim != 2 || a->heads < 1 || x->shape[1] % a->heads)
+            return ERR(NV_E_SHAPE,
+                       "op 'split_heads': x must be [T, H*Dh] with its last dim divisible by "
+                       "heads (%d), got shape %s",
+                       a->heads, nvo_shape_str(x, s0, sizeof s0));
+        *ret_ndim = 3;
+        ret_shape[0] = a->heads;
+        ret_shape[1] = x->shape[0];
+        ret_shape[2] = x->shape[1] / a->heads;
+        return 0;
+    }
+    if (x->ndim != 3)
+        return ERR(NV_E_SHAPE, "op 'merge_heads': x must be [H, T, Dh], got shape %s",
+                   nvo_shape_str(x, s0, sizeof s0));
+    *ret_ndim = 2;
+    ret_shape[0] = x->shape[1];
+    ret_shape[1] = x->shape[0] * x->shape[2];
+    return 0;
+}
+
+int nvo_layout_infer(const nv_op_def *op, const nv_op_attrs *a, int n_in,
+                     const nv_tensor *const *in, int *ret_ndim, int64_t *ret_shape, char *err,
+                     size_t errlen)
 {
     char s0[96];
     const nv_tensor *x = in[0];
     if (!nvo_dtype_supported(op, x->dtype))
         return ERR(NV_E_DTYPE, "op '%s' does not support dtype '%s' for input '%s'", op->name,
                    nv_dtype_name(x->dtype), op->inputs[0].name);
-    if (nvo_op_id(op) == NVO_TRANSPOSE) {
+    int id = nvo_op_id(op);
+    if (id == NVO_SPLIT_HEADS || id == NVO_MERGE_HEADS)
+        return infer_heads(op, a, x, ret_ndim, ret_shape, err, errlen);
+    if (id == NVO_TRANSPOSE) {
         if (x->ndim < 2)
             return ERR(NV_E_SHAPE, "op 'transpose' needs at least 2 dims, got shape %s",
                        nvo_shape_str(x, s0, sizeof s0));
@@ -44,11 +77,32 @@ int nvo_layout_infer(const nv_op_def *op, int n_in, const nv_tensor *const *in, 
     return 0;
 }
 
-int nv_op_layout_eval(const nv_op_def *op, int n_in, const nv_tensor *const *in, double *out,
-                      char *err, size_t errlen)
+/* out[h, t, j] = x[t, h*Dh + j] (split) or the converse (merge). */
+static void eval_heads(bool split, const nv_tensor *x, int64_t heads, double *out)
+{
+    int64_t t_len = split ? x->shape[0] : x->shape[1];
+    int64_t dh = split ? x->shape[1] / heads : x->shape[2];
+    for (int64_t h = 0; h < heads; h++)
+        for (int64_t t = 0; t < t_len; t++)
+            for (int64_t j = 0; j < dh; j++) {
+                int64_t hs = (h * t_len + t) * dh + j, ts = t * heads * dh + h * dh + j;
+                if (split)
+                    out[hs] = x->data[nv_tensor_offset_linear(x, ts)];
+                else
+                    out[ts] = x->data[nv_tensor_offset_linear(x, hs)];
+            }
+}
+
+int nv_op_layout_eval(const nv_op_def *op, const nv_op_attrs *a, int n_in,
+                      const nv_tensor *const *in, double *out, char *err, size_t errlen)
 {
     const nv_tensor *x = in[0];
-    if (nvo_op_id(op) == NVO_TRANSPOSE) {
+    int id = nvo_op_id(op);
+    if (id == NVO_SPLIT_HEADS || id == NVO_MERGE_HEADS) {
+        eval_heads(id == NVO_SPLIT_HEADS, x, id == NVO_SPLIT_HEADS ? a->heads : x->shape[0], out);
+        return NV_OK;
+    }
+    if (id == NVO_TRANSPOSE) {
         int nd = x->ndim;
         int64_t m = x->shape[nd - 2], n = x->shape[nd - 1], batch = m > 0 && n > 0 ? x->numel / (m * n) : 0;
         for (int64_t b = 0; b < batch; b++)

@@ -55,6 +55,8 @@ typedef enum nvo_id {
     NVO_BMM,
     NVO_TRANSPOSE,
     NVO_EMBEDDING,
+    NVO_SPLIT_HEADS,
+    NVO_MERGE_HEADS,
     NVO_COUNT
 } nvo_id;
 

@@ -123,15 +123,15 @@ static bool same_shape(const nv_tensor *t, int nd, const int64_t *shape)
 }
 
 /* The data-movement ops: moved input values, exact (lo 0, abs_sum |value|). */
-static int ref_layout(const nv_op_def *op, int n_in, const nv_tensor *const *in,
-                      const nv_ref_out *o)
+static int ref_layout(const nv_op_def *op, const nv_op_attrs *a, int n_in,
+                      const nv_tensor *const *in, const nv_ref_out *o)
 {
     nv_tensor *hi = o->hi;
     double *v = malloc((size_t)(hi->numel > 0 ? hi->numel : 1) * sizeof *v);
     if (!v)
         return NV_E_NOMEM;
     char err[160];
-    int r = nv_op_layout_eval(op, n_in, in, v, err, sizeof err);
+    int r = nv_op_layout_eval(op, a, n_in, in, v, err, sizeof err);
     for (int64_t i = 0; r == NV_OK && i < hi->numel; i++) {
         hi->data[nv_tensor_offset_linear(hi, i)] = v[i];
         if (o->lo)
@@ -173,7 +173,7 @@ int nv_op_reference_ex(const nv_op_def *op, const nv_op_attrs *a, int n_in,
         r = nvo_ref_matmul(a, n_in, in, o);
         break;
     case NV_OPK_LAYOUT:
-        r = ref_layout(op, n_in, in, o);
+        r = ref_layout(op, a, n_in, in, o);
         break;
     default:
         r = nvo_ref_elementwise(id, a, n_in, in, o->hi, o->lo, o->abs_sum);

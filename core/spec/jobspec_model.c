@@ -128,17 +128,19 @@ static int check_init(const nv_model_input *mi, const nv_graph_input *gi, const 
                       nv_spec_err *e)
 {
     bool ints = gi->dtype_set && gi->dtype == NV_DT_INT32;
-    bool square = gi->ndim == 2 && gi->shape[0] == gi->shape[1];
-    bool even = gi->ndim == 2 && gi->shape[1] % 2 == 0;
+    int nd = gi->ndim;
+    bool square = nd >= 2 && gi->shape[nd - 2] == gi->shape[nd - 1];
+    int64_t hd = mi->hd ? mi->hd : nd >= 1 ? gi->shape[nd - 1] : 0;
+    bool even = nd == 2 && hd % 2 == 0 && gi->shape[1] % hd == 0;
     const char *want = NULL;
     if (ints != (mi->init == NV_MINIT_TOKENS))
         want = "token ids: \"dtype\": \"int32\" with \"init\": {\"tokens\": V}, together";
     else if (mi->init == NV_MINIT_CAUSAL_MASK && !square)
-        want = "a causal mask is [T, T]";
+        want = "a causal mask is [.., T, T]";
     else if ((mi->init == NV_MINIT_ROPE_COS || mi->init == NV_MINIT_ROPE_SIN) && !even)
-        want = "a rotary table is [T, D] with D even";
+        want = "a rotary table is [T, D] with an even head_dim that divides D";
     else if (mi->init == NV_MINIT_ROTATE_HALF && !(square && even))
-        want = "rotate_half is [D, D] with D even";
+        want = "rotate_half is [D, D] with an even head_dim that divides D";
     if (want)
         return nv_spec_fail(e, ptr, "input '%s': %s", gi->name, want);
     return 0;

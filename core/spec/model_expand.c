@@ -27,8 +27,8 @@ static void mptr(char *out, const char *fmt, ...)
 static const char *const layer_keys[] = {"name", "nodes", "block", "repeat", "output", NULL};
 static const char *const block_keys[] = {"params", "nodes", "output", NULL};
 static const char *const param_keys[] = {"name", "shape", "dtype", "init", NULL};
-static const char *const init_keys[] = {"dist", "std", "limit", "value", "fill", "base",
-                                        "tokens", NULL};
+static const char *const init_keys[] = {"dist", "std",    "limit",    "value", "fill",
+                                        "base", "tokens", "head_dim", NULL};
 static const char *const input_keys[] = {"name", "shape", "dtype", "init", NULL};
 static const char *const node_keys[] = {"name", "op", "inputs", "attrs", "dtype", NULL};
 static const char *const model_keys[] = {"inputs", "params", "blocks", "layers", "logits", NULL};
@@ -82,7 +82,8 @@ static int parse_init(mexp *x, const json_t *init, const char *ptr, nv_model_inp
         for (int i = 0; i < 4; i++)
             if (json_is_string(fill) && !strcmp(json_string_value(fill), fills[i])) {
                 in->init = kinds[i];
-                return nv_spec_number(x->e, init, p, "base", 10000, 1, 1e12, &in->a);
+                int r = nv_spec_number(x->e, init, p, "base", 10000, 1, 1e12, &in->a);
+                return r ? r : nv_spec_int(x->e, init, p, "head_dim", 0, 0, INT32_MAX, &in->hd);
             }
         char pf[NV_MODEL_PTR_LEN];
         mptr(pf, "%s/fill", p);

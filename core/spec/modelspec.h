@@ -25,15 +25,17 @@ typedef enum nv_model_init {
     NV_MINIT_VALUE,   /* the constant value */
     NV_MINIT_TOKENS,  /* int32 token ids uniform in [0, a) (a = "tokens", the vocabulary) */
     /* Fixed tables of a decoder-only transformer (docs/MODEL.md "Transformer"): */
-    NV_MINIT_CAUSAL_MASK, /* [T, T]: 0 where column <= row, -inf above the diagonal */
-    NV_MINIT_ROPE_COS,    /* [T, D]: cos(t base^(-2i/D)), i = column mod D/2 (a = base) */
+    NV_MINIT_CAUSAL_MASK, /* [.., T, T]: 0 where column <= row, -inf above the diagonal */
+    NV_MINIT_ROPE_COS,    /* [T, D]: per head of width hd (b), cos(t base^(-2i/hd)) with
+                             i = (column mod hd) mod hd/2 (a = base) */
     NV_MINIT_ROPE_SIN,    /* [T, D]: sin of the same angles */
-    NV_MINIT_ROTATE_HALF, /* [D, D]: x R = [-x2, x1] for x = [x1, x2] (GPT-NeoX rotary) */
+    NV_MINIT_ROTATE_HALF, /* [D, D]: per head, x R = [-x2, x1] for x = [x1, x2] (GPT-NeoX) */
 } nv_model_init;
 
 typedef struct nv_model_input {
     nv_model_init init;
     double a;    /* std, limit or value (fan_in: set by the parser from the shape) */
+    int64_t hd;  /* rotary tables: the head width (0: the table's width) */
     bool fan_in; /* normal with std 1/sqrt(shape[0]) (LeCun normal) */
     bool is_param;
 } nv_model_input;

@@ -226,7 +226,7 @@ def check_decode(tmp, jobs):
        "\n".join(bad))
 
 
-# Op jobs of the two data-movement ops the transformer added (docs/JOBS.md
+# Op jobs of the four data-movement ops the transformer added (docs/JOBS.md
 # "Attributes"): exact, so they pass on emu in every dtype, layout and class,
 # and fail (ulp_exceeded) the moment emu rounds their outputs to bf16.
 LAYOUT_JOBS = [
@@ -235,6 +235,10 @@ LAYOUT_JOBS = [
      "layouts": ["contiguous", "transposed", "strided"]},
     {"kind": "op", "op": "embedding", "dtypes": ["fp32", "bf16"],
      "shapes": [[[50, 8], [12]], [[7, 3], [2, 5]]], "inputs": ["normal", "specials"]},
+    {"kind": "op", "op": "split_heads", "attrs": {"heads": 4}, "dtypes": ["fp32", "bf16"],
+     "shapes": [[6, 32]], "inputs": ["normal", "specials"], "layouts": ["contiguous", "strided"]},
+    {"kind": "op", "op": "merge_heads", "dtypes": ["fp32", "bf16"], "shapes": [[4, 6, 8]],
+     "inputs": ["normal", "specials"], "layouts": ["contiguous", "transposed"]},
 ]
 
 
@@ -248,9 +252,11 @@ def check_layout_ops(tmp):
         fails = {(j["op"], c["dtype"]) for j, c in cases(doc) if c["verdict"] == "failed"
                  and c.get("failure_class") == "ulp_exceeded"}
         # fp32 outputs rounded to bf16 storage differ; bf16 and fp8 ones are exact
-        if rc != 1 or fails != {("transpose", "fp32"), ("embedding", "fp32")}:
+        if rc != 1 or fails != {(op, "fp32") for op in ("transpose", "embedding", "split_heads",
+                                                       "merge_heads")}:
             bad.append("bf16 storage seed %d: exit %d, failed %s" % (seed, rc, sorted(fails)))
-    ok(not bad, "transpose and embedding op jobs pass on emu and fail with bf16 storage in fp32",
+    ok(not bad, "transpose, embedding, split_heads and merge_heads op jobs pass on emu and fail "
+       "with bf16 storage in fp32",
        "\n".join(bad))
 
 

@@ -42,19 +42,20 @@ static uint64_t fnv1a(const char *s)
  * to the dtype like any other, so both references read the same values). */
 static double table_value(const nv_model_input *mi, const nv_graph_input *gi, int64_t k)
 {
-    int64_t cols = gi->shape[gi->ndim - 1], row = k / cols, col = k % cols, half = cols / 2;
+    int64_t cols = gi->shape[gi->ndim - 1], row = k / cols, col = k % cols;
+    int64_t hd = mi->hd ? mi->hd : cols, half = hd / 2, j = col % hd, base = col - j;
     switch (mi->init) {
     case NV_MINIT_CAUSAL_MASK:
-        return col > row ? -INFINITY : 0;
+        return col > row % gi->shape[gi->ndim - 2] ? -INFINITY : 0;
     case NV_MINIT_ROPE_COS:
     case NV_MINIT_ROPE_SIN: {
-        double ang = (double)row * pow(mi->a, -2.0 * (double)(col % half) / (double)cols);
+        double ang = (double)row * pow(mi->a, -2.0 * (double)(j % half) / (double)hd);
         return mi->init == NV_MINIT_ROPE_COS ? cos(ang) : sin(ang);
     }
-    default: /* rotate_half: (x R)[c] = -x[c + D/2] for c < D/2, x[c - D/2] above */
-        if (col < half)
-            return row == col + half ? -1 : 0;
-        return row == col - half ? 1 : 0;
+    default: /* rotate_half in each head: (x R)[j] = -x[j + hd/2] for j < hd/2, x[j - hd/2] above */
+        if (j < half)
+            return row == base + j + half ? -1 : 0;
+        return row == base + j - half ? 1 : 0;
     }
 }
 
