@@ -51,7 +51,7 @@ def suite_jobs():
         return json.load(f)["jobs"]
 
 
-def run(tmp, jobs, backend, seed):
+def run(tmp, jobs, backend, seed, threads=2):
     """Run jobs as a suite with the seed; (exit code, result doc, stderr)."""
     jobs = copy.deepcopy(jobs)
     for j in jobs:
@@ -62,7 +62,7 @@ def run(tmp, jobs, backend, seed):
         json.dump({"name": "model-test", "jobs": jobs}, f)
     if os.path.exists(out):
         os.unlink(out)
-    p = subprocess.run([WORKER, "run", path, "--backend", backend, "--threads", "2",
+    p = subprocess.run([WORKER, "run", path, "--backend", backend, "--threads", str(threads),
                         "--output", out], capture_output=True, text=True, timeout=300)
     doc = None
     if os.path.exists(out):
@@ -260,6 +260,22 @@ def check_layout_ops(tmp):
        "\n".join(bad))
 
 
+def check_determinism(tmp, jobs):
+    """Weights, data and labels are a pure function of the seed, the sample and
+    the name (docs/MODEL.md "Deterministic init"): the same job on 1 and on 2
+    threads gives the same cases bit for bit, and another seed other figures."""
+    jobs = copy.deepcopy(jobs)
+    for j in jobs:
+        j["samples"] = 2
+    docs = [run(tmp, jobs, "emu", 5, threads)[1] for threads in (1, 2)]
+    other = run(tmp, jobs, "emu", 6)[1]
+    same = docs[0] is not None and docs[0]["results"] == docs[1]["results"]
+    differs = other is not None and [c["nodes"] for _, c in cases(other)] != \
+        [c["nodes"] for _, c in cases(docs[0])]
+    ok(same and differs, "the same seed gives the same cases on 1 and 2 threads, another seed "
+       "other ones")
+
+
 def check_refusals(tmp, jobs):
     base = [j for j in jobs if j["name"] == "mlp-classifier"][0]
     bad_specs = [
@@ -300,6 +316,7 @@ def main():
         check_fp8(tmp, quantized_variant(jobs), "MLP after an fp8-exact layer")
         check_decode(tmp, [j for j in jobs if j["name"] == "decoder-lm"])
         check_graph(tmp, jobs)
+        check_determinism(tmp, jobs)
         check_refusals(tmp, jobs)
         check_layout_ops(tmp)
     finally:
