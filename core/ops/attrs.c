@@ -20,10 +20,11 @@ enum {
     K_ACC = 1 << 6,
     K_SCALE = 1 << 7,
     K_REDUCTION = 1 << 8,
+    K_HEADS = 1 << 9,
 };
 
 static const char *const key_names[] = {"axis", "approximate", "algorithm", "correction", "eps",
-                                        "to",   "acc",         "scale",     "reduction"};
+                                        "to",   "acc",         "scale",     "reduction",  "heads"};
 #define N_KEYS (sizeof key_names / sizeof key_names[0])
 
 static unsigned op_keys(int id)
@@ -51,6 +52,8 @@ static unsigned op_keys(int id)
     case NVO_MATMUL:
     case NVO_BMM:
         return K_ACC | K_SCALE;
+    case NVO_SPLIT_HEADS:
+        return K_HEADS;
     default:
         return 0;
     }
@@ -66,6 +69,7 @@ static void attrs_default(nv_op_attrs *a)
     a->scale = NV_SCALE_NONE;
     a->block = 32;
     a->tile_r = a->tile_c = 1;
+    a->heads = 1;
 }
 
 static int fail(char **ret_msg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -179,6 +183,11 @@ static int parse_one(int key, const json_t *v, nv_op_attrs *a, char **ret_msg)
             return fail(ret_msg, "attribute 'eps' must be a finite number >= 0");
         a->eps = json_number_value(v);
         return 0;
+    case K_HEADS:
+        if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 65536)
+            return fail(ret_msg, "attribute 'heads' must be an integer in 1..65536");
+        a->heads = (int)json_integer_value(v);
+        return 0;
     case K_TO:
         return parse_dtype_attr(name, v, false, &a->cast_to, ret_msg);
     case K_ACC:
@@ -284,6 +293,8 @@ json_t *nv_op_attrs_to_json(const nv_op_def *op, const nv_op_attrs *a)
         r |= json_object_set_new(o, "scale", scale_json(a));
     if (keys & K_REDUCTION)
         r |= json_object_set_new(o, "reduction", json_string(a->reduction_mean ? "mean" : "none"));
+    if (keys & K_HEADS)
+        r |= json_object_set_new(o, "heads", json_integer(a->heads));
     if (r) {
         json_decref(o);
         return NULL;

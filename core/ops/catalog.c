@@ -141,6 +141,29 @@ static const nv_op_def table[NVO_COUNT] = {
                 {"scale_b", 0, INFINITY, false}},
      .differentiable = true,
      .edges = nvo_edges_reduce},
+    /* Data movement (layout.c). Not differentiable yet: their backward (the
+     * inverse permutation; a scatter-add of the output gradient) is deferred
+     * (docs/MODEL.md). */
+    {.name = "transpose",
+     .kind = NV_OPK_LAYOUT,
+     .n_inputs = 1,
+     .inputs = {LINE},
+     .edges = nvo_edges_generic},
+    {.name = "embedding",
+     .kind = NV_OPK_LAYOUT,
+     .n_inputs = 2,
+     .inputs = {{"weight", -INFINITY, INFINITY, false}, {"ids", 0, INFINITY, true}},
+     .edges = nvo_edges_generic},
+    {.name = "split_heads",
+     .kind = NV_OPK_LAYOUT,
+     .n_inputs = 1,
+     .inputs = {LINE},
+     .edges = nvo_edges_generic},
+    {.name = "merge_heads",
+     .kind = NV_OPK_LAYOUT,
+     .n_inputs = 1,
+     .inputs = {LINE},
+     .edges = nvo_edges_generic},
 };
 
 const nv_op_def *nv_op_find(const char *name)
@@ -225,6 +248,10 @@ static unsigned dtype_mask(int id)
     case NVO_MAXIMUM:
     case NVO_MINIMUM:
     case NVO_CAST:
+    case NVO_TRANSPOSE:
+    case NVO_EMBEDDING:
+    case NVO_SPLIT_HEADS:
+    case NVO_MERGE_HEADS:
         return F_STD | F_8 | F_MX;
     case NVO_ADD:
     case NVO_SUB:
@@ -429,6 +456,9 @@ int nv_op_infer(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_te
         break;
     case NV_OPK_REDUCE:
         r = infer_reduce(op, a, n_in, in, &nd, shape, err, errlen);
+        break;
+    case NV_OPK_LAYOUT:
+        r = nvo_layout_infer(op, a, n_in, in, &nd, shape, err, errlen);
         break;
     default:
         r = nvo_matmul_infer(op, a, n_in, in, &nd, shape, err, errlen);

@@ -22,6 +22,9 @@ typedef enum nv_op_kind {
                        softmax, log_softmax, layer_norm, rms_norm (shape kept);
                        cross_entropy (logits [N, C], target int32 [N] -> [N]) */
     NV_OPK_MATMUL,  /* matmul / bmm */
+    NV_OPK_LAYOUT,  /* data movement, exact: transpose (last two dims swapped), embedding
+                       (weight [V, D], ids int32 [..] -> [.., D]), split_heads ([T, H*Dh] ->
+                       [H, T, Dh], attrs.heads), merge_heads (its inverse) */
 } nv_op_kind;
 
 typedef enum nv_scale_granularity {
@@ -44,6 +47,7 @@ typedef struct nv_op_attrs {
     int block;            /* block:n, default 32 */
     int tile_r, tile_c;   /* tile:RxC */
     bool reduction_mean;  /* cross_entropy "reduction": "none" (default) | "mean" */
+    int heads;            /* split_heads "heads": default 1 */
 } nv_op_attrs;
 
 /* Matmul operands by granularity: NONE: A [..,M,K], B [..,K,N]; TENSOR adds
@@ -103,6 +107,14 @@ json_t *nv_op_attrs_to_json(const nv_op_def *op, const nv_op_attrs *a);
  * NV_E_SHAPE or NV_E_DTYPE (include/numval/backend.h) with a message in err. */
 int nv_op_infer(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
                 int *ret_ndim, int64_t *ret_shape, char *err, size_t errlen);
+
+/* The values of a data-movement op (NV_OPK_LAYOUT) for inputs that infer
+ * (layout.c): input values moved into out (numel of the inferred shape,
+ * row-major), so the exact reference and a device's kernel are the same.
+ * Returns NV_OK, or NV_E_INVALID for an embedding id outside [0, V) with a
+ * message naming it. */
+int nv_op_layout_eval(const nv_op_def *op, const nv_op_attrs *a, int n_in,
+                      const nv_tensor *const *in, double *out, char *err, size_t errlen);
 
 /* The reduction length n of the output's reduction (1 for elementwise, K for
  * matmul) for the bound metric. */

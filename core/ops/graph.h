@@ -7,9 +7,9 @@
  * A graph is {"inputs": [{"name", "shape", "dtype"?, "value"?}...],
  *             "nodes": [{"name", "op", "inputs": [names...], "attrs"?, "dtype"?}...],
  *             "outputs": [node names...]}.
- * A node input names a graph input or another node. There is no transpose op in
- * the catalog: a transposed operand is a graph input given in its transposed
- * shape (e.g. kT [d, L] for Q K^T). */
+ * A node input names a graph input or another node. A transposed operand is a
+ * graph input given in its transposed shape (e.g. kT [d, L] for Q K^T) or the
+ * output of a transpose node. */
 #ifndef NUMVAL_GRAPH_H
 #define NUMVAL_GRAPH_H
 

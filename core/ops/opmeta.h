@@ -53,6 +53,10 @@ typedef enum nvo_id {
     NVO_CROSS_ENTROPY,
     NVO_MATMUL,
     NVO_BMM,
+    NVO_TRANSPOSE,
+    NVO_EMBEDDING,
+    NVO_SPLIT_HEADS,
+    NVO_MERGE_HEADS,
     NVO_COUNT
 } nvo_id;
 

@@ -2,8 +2,10 @@
  * (docs/TOLERANCES.md explains every entry; keep the two in step).
  *
  * Classes:
- * - exact: neg, abs, relu, maximum, minimum, max: the result is an input value
- *   (or its negation / absolute value), representable in the dtype: 0 ulp.
+ * - exact: neg, abs, relu, maximum, minimum, max, transpose, embedding,
+ *   split_heads, merge_heads: the
+ *   result is an input value (or its negation / absolute value), representable
+ *   in the dtype: 0 ulp.
  * - correctly rounded: add, sub, mul, div, sqrt, reciprocal, cast: IEEE 754-2019
  *   §5.4.1 / §5.4.2 require correct rounding: 0.5 ulp. A device computing in a
  *   wider format and rounding again stays correctly rounded when the wide format
@@ -58,6 +60,10 @@ static tol_class class_of(int id)
     case NVO_MAXIMUM:
     case NVO_MINIMUM:
     case NVO_MAX:
+    case NVO_TRANSPOSE:
+    case NVO_EMBEDDING:
+    case NVO_SPLIT_HEADS:
+    case NVO_MERGE_HEADS:
         return TC_EXACT;
     case NVO_ADD:
     case NVO_SUB:

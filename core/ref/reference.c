@@ -4,6 +4,7 @@
 #include <assert.h>
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "reference.h"
@@ -121,6 +122,31 @@ static bool same_shape(const nv_tensor *t, int nd, const int64_t *shape)
     return t->ndim == nd && memcmp(t->shape, shape, sizeof(int64_t) * (size_t)nd) == 0;
 }
 
+/* The data-movement ops: moved input values, exact (lo 0, abs_sum |value|). */
+static int ref_layout(const nv_op_def *op, const nv_op_attrs *a, int n_in,
+                      const nv_tensor *const *in, const nv_ref_out *o)
+{
+    nv_tensor *hi = o->hi;
+    double *v = malloc((size_t)(hi->numel > 0 ? hi->numel : 1) * sizeof *v);
+    if (!v)
+        return NV_E_NOMEM;
+    char err[160];
+    int r = nv_op_layout_eval(op, a, n_in, in, v, err, sizeof err);
+    for (int64_t i = 0; r == NV_OK && i < hi->numel; i++) {
+        hi->data[nv_tensor_offset_linear(hi, i)] = v[i];
+        if (o->lo)
+            o->lo->data[nv_tensor_offset_linear(o->lo, i)] = 0;
+        if (o->abs_sum)
+            o->abs_sum->data[nv_tensor_offset_linear(o->abs_sum, i)] = fabs(v[i]);
+        if (o->abs_exp)
+            o->abs_exp->data[nv_tensor_offset_linear(o->abs_exp, i)] = 0;
+        if (o->peak)
+            o->peak->data[nv_tensor_offset_linear(o->peak, i)] = 0;
+    }
+    free(v);
+    return r;
+}
+
 int nv_op_reference_ex(const nv_op_def *op, const nv_op_attrs *a, int n_in,
                        const nv_tensor *const *in, const nv_ref_out *o)
 {
@@ -145,6 +171,9 @@ int nv_op_reference_ex(const nv_op_def *op, const nv_op_attrs *a, int n_in,
         break;
     case NV_OPK_MATMUL:
         r = nvo_ref_matmul(a, n_in, in, o);
+        break;
+    case NV_OPK_LAYOUT:
+        r = ref_layout(op, a, n_in, in, o);
         break;
     default:
         r = nvo_ref_elementwise(id, a, n_in, in, o->hi, o->lo, o->abs_sum);

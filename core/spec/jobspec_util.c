@@ -198,6 +198,7 @@ static const char *const kind_names[NV_SPEC_KIND_COUNT] = {
     [NV_SPEC_KIND_GRADIENT] = "gradient",
     [NV_SPEC_KIND_FUSED] = "fused",
     [NV_SPEC_KIND_LONGRUN] = "longrun",
+    [NV_SPEC_KIND_MODEL] = "model",
     [NV_SPEC_KIND_SUITE] = "suite",
     [NV_SPEC_KIND_CONTRACT] = "contract",
 };

@@ -8,6 +8,7 @@
 #include "gradspec.h"
 #include "jobspec.h"
 #include "longrunspec.h"
+#include "modelspec.h"
 #include "spec_internal.h"
 
 int nv_jobspec_validate(const json_t *spec, char **ret_pointer, char **ret_msg)
@@ -21,6 +22,8 @@ int nv_jobspec_validate(const json_t *spec, char **ret_pointer, char **ret_msg)
         return nv_longrun_validate(spec, ret_pointer, ret_msg);
     case NV_SPEC_KIND_CONTRACT:
         return nv_contract_validate(spec, ret_pointer, ret_msg);
+    case NV_SPEC_KIND_MODEL:
+        return nv_modelspec_validate(spec, ret_pointer, ret_msg);
     default: {
         /* op, and the refusal of everything else (not an object, no or an
          * unknown "kind", suite) worded by the op parser */

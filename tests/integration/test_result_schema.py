@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The worker's side of the result schema: numval-worker run on the shipped
-suites (smoke, gradient, fused, nightly) and on jobs that fail or error in
+suites (smoke, gradient, fused, nightly, model) and on jobs that fail or error in
 every way the runners report (a fast exp under a 0.5-ulp tolerance, a refused
 non-deterministic op, misbehaving plugin outputs, an unsupported op, wrong
 and non-deterministic gradients, a fused region that rounds to bf16, a
@@ -127,6 +127,8 @@ def results(tmp):
     out.append(("fused bf16 region", run(tmp, ATTENTION, "emu:fused_intermediate=bf16", 1,
                                          "--artifacts", art)))
     out.append(("longrun underflow", run(tmp, UNDERFLOW, "emu", 1, "--threads", "2")))
+    out.append(("model", run(tmp, "suites/model.json", "emu", 0)))
+    out.append(("model fp8 storage", run(tmp, "suites/model.json", "emu:storage=fp8_e5m2", 1)))
     return [(name, r) for name, r in out if r is not None]
 
 
@@ -138,7 +140,7 @@ def test(tmp):
     sv, hv = nvschema.versions()
     ok(sv == 1 and sv == hv, "schema version %s ($id) == NV_RESULT_SCHEMA_VERSION %s" % (sv, hv))
     whole = nvschema.validator()
-    by_kind = {k: nvschema.validator(k + "_case") for k in ("op", "gradient", "fused")}
+    by_kind = {k: nvschema.validator(k + "_case") for k in ("op", "gradient", "fused", "model")}
     seen = {}  # (kind, verdict, failure_class) -> a case
     res = {}  # (kind, verdict) -> a job result
     for name, doc in results(tmp):
@@ -150,11 +152,12 @@ def test(tmp):
             for c in r.get("cases", []):
                 seen.setdefault((kind, c["verdict"], c.get("failure_class")), c)
     kinds = {k for k, _ in res}
-    ok({"op", "gradient", "fused", "longrun"} <= kinds, "results of every kind run (%s)" %
+    ok({"op", "gradient", "fused", "longrun", "model"} <= kinds, "results of every kind run (%s)" %
        sorted(kinds))
     want = [("op", "passed"), ("op", "failed"), ("op", "error"), ("gradient", "passed"),
             ("gradient", "failed"), ("fused", "passed"), ("fused", "failed"),
-            ("longrun", "passed"), ("longrun", "failed")]
+            ("longrun", "passed"), ("longrun", "failed"), ("model", "passed"),
+            ("model", "failed")]
     have = set(res) | {(k, v) for k, v, _ in seen}
     ok(all(w in have for w in want), "every kind's verdicts were validated (missing: %s)" %
        [w for w in want if w not in have])
@@ -162,7 +165,7 @@ def test(tmp):
     want = {"op/ulp_exceeded", "op/bad_output", "op/bad_output_dtype", "op/bad_output_shape",
             "op/bad_output_strides", "op/unexpected_success", "op/nondeterministic_op",
             "op/backend_error", "gradient/gradient_mismatch", "gradient/nondeterminism",
-            "fused/bound_exceeded"}
+            "fused/bound_exceeded", "model/out_of_band"}
     ok(want <= classes, "cases of %d failure classes were validated (missing: %s)" %
        (len(classes), sorted(want - classes)))
     ok(any(c.get("artifact") for (k, _, _), c in seen.items() if k in by_kind),

@@ -10,6 +10,7 @@
 #include "worker/kinds/fused/fused.h"
 #include "worker/kinds/gradient/gradient.h"
 #include "worker/kinds/longrun/longrun.h"
+#include "worker/kinds/model/model.h"
 #include "worker/kinds/op/op.h"
 
 static const nvw_kind kinds[] = {
@@ -35,6 +36,7 @@ static const nvw_kind kinds[] = {
      .gate = nvw_grad_gate,
      .replay = nvw_grad_replay},
     {.name = "longrun", .run = nvw_run_longrun},
+    {.name = "model", .run = nvw_run_model},
     {.name = "suite", .run = nvw_run_suite},
     {.name = "contract", .run = nvw_run_contract},
 };

@@ -15,7 +15,8 @@ static const char *const v1_names[] = {
     "log2",        "log1p",      "sin",        "cos",           "tanh",    "sigmoid",   "erf",
     "gelu",        "silu",       "relu",       "pow",           "maximum", "minimum",   "cast",
     "sum",         "mean",       "max",        "var",           "norm2",   "logsumexp", "softmax",
-    "log_softmax", "layer_norm", "rms_norm",   "cross_entropy", "matmul",  "bmm"};
+    "log_softmax", "layer_norm", "rms_norm",   "cross_entropy", "matmul",  "bmm",
+    "transpose",   "embedding",  "split_heads", "merge_heads"};
 #define N_V1 (sizeof v1_names / sizeof v1_names[0])
 
 static int parse(const char *op, const char *json, nv_op_attrs *a, char **msg)
@@ -47,6 +48,85 @@ static void test_table(void)
     const nv_op_def *lg = nv_op_find("log");
     tap_ok(lg->inputs[0].lo == 0 && isinf(lg->inputs[0].hi) && nv_op_find("exp")->transcendental,
            "log's domain is [0, inf), exp is transcendental");
+}
+
+/* transpose and embedding: shapes, moved values checked by hand, and an
+ * embedding id outside the weight's rows refused with its value. */
+static void test_layout(void)
+{
+    int64_t xs[2] = {2, 3}, ws[2] = {4, 2}, is[1] = {3};
+    nv_tensor *x = nv_tensor_new(NV_DT_FP32, 2, xs), *w = nv_tensor_new(NV_DT_BF16, 2, ws);
+    nv_tensor *ids = nv_tensor_new(NV_DT_INT32, 1, is);
+    for (int i = 0; i < 6; i++)
+        x->data[i] = i + 1; /* [[1 2 3] [4 5 6]] */
+    for (int i = 0; i < 8; i++)
+        w->data[i] = 10 * (i / 2) + i % 2; /* row r: [10r, 10r + 1] */
+    ids->data[0] = 3;
+    ids->data[1] = 0;
+    ids->data[2] = 3;
+    nv_op_attrs a;
+    char *msg = NULL;
+    parse("transpose", NULL, &a, &msg);
+    const nv_tensor *in1[1] = {x}, *in2[2] = {w, ids};
+    int nd;
+    int64_t sh[NV_MAX_DIMS];
+    char err[200];
+    double out[6];
+    int r = nv_op_infer(nv_op_find("transpose"), &a, 1, in1, &nd, sh, err, sizeof err);
+    r = r ? r : nv_op_layout_eval(nv_op_find("transpose"), &a, 1, in1, out, err, sizeof err);
+    tap_ok(r == 0 && nd == 2 && sh[0] == 3 && sh[1] == 2 && out[0] == 1 && out[1] == 4 &&
+               out[2] == 2 && out[5] == 6,
+           "transpose [2, 3] -> [3, 2] = [[1 4] [2 5] [3 6]]");
+    r = nv_op_infer(nv_op_find("embedding"), &a, 2, in2, &nd, sh, err, sizeof err);
+    r = r ? r : nv_op_layout_eval(nv_op_find("embedding"), &a, 2, in2, out, err, sizeof err);
+    tap_ok(r == 0 && nd == 2 && sh[0] == 3 && sh[1] == 2 && out[0] == 30 && out[1] == 31 &&
+               out[2] == 0 && out[3] == 1 && out[4] == 30,
+           "embedding of ids [3 0 3] picks rows 3, 0, 3");
+    ids->data[1] = 4;
+    r = nv_op_layout_eval(nv_op_find("embedding"), &a, 2, in2, out, err, sizeof err);
+    tap_ok(r == NV_E_INVALID && strstr(err, "'4'") && strstr(err, "[0, 4)"),
+           "an id outside [0, V) is refused naming it: %s", err);
+    ids->dtype = NV_DT_FP32;
+    r = nv_op_infer(nv_op_find("embedding"), &a, 2, in2, &nd, sh, err, sizeof err);
+    tap_ok(r == NV_E_DTYPE, "embedding ids must be int32");
+    /* heads: x [[1 2 3 4] [5 6 7 8]] in 2 heads is [[[1 2] [5 6]] [[3 4] [7 8]]] */
+    int64_t xs2[2] = {2, 4};
+    nv_tensor *x2 = nv_tensor_new(NV_DT_FP32, 2, xs2);
+    for (int i = 0; i < 8; i++)
+        x2->data[i] = i + 1;
+    nv_op_attrs ha;
+    json_t *hj = json_pack("{s:i}", "heads", 2);
+    int hr = nv_op_parse_attrs(nv_op_find("split_heads"), hj, &ha, &msg);
+    json_decref(hj);
+    const nv_tensor *in3[1] = {x2};
+    double split[8], merged[8];
+    r = hr ? hr : nv_op_infer(nv_op_find("split_heads"), &ha, 1, in3, &nd, sh, err, sizeof err);
+    r = r ? r : nv_op_layout_eval(nv_op_find("split_heads"), &ha, 1, in3, split, err, sizeof err);
+    static const double want[8] = {1, 2, 5, 6, 3, 4, 7, 8};
+    tap_ok(r == 0 && nd == 3 && sh[0] == 2 && sh[1] == 2 && sh[2] == 2 &&
+               !memcmp(split, want, sizeof want),
+           "split_heads [2, 4] in 2 heads -> [2, 2, 2] by hand");
+    int64_t hs[3] = {2, 2, 2};
+    nv_tensor *h3 = nv_tensor_new(NV_DT_FP32, 3, hs);
+    memcpy(h3->data, split, sizeof split);
+    const nv_tensor *in4[1] = {h3};
+    r = nv_op_infer(nv_op_find("merge_heads"), &a, 1, in4, &nd, sh, err, sizeof err);
+    r = r ? r : nv_op_layout_eval(nv_op_find("merge_heads"), &a, 1, in4, merged, err, sizeof err);
+    tap_ok(r == 0 && nd == 2 && sh[0] == 2 && sh[1] == 4 && !memcmp(merged, x2->data, sizeof merged),
+           "merge_heads undoes split_heads");
+    x2->shape[1] = 3; /* shape only: infer reads no data */
+    tap_ok(nv_op_infer(nv_op_find("split_heads"), &ha, 1, in3, &nd, sh, err, sizeof err) ==
+               NV_E_SHAPE,
+           "split_heads refuses a width the heads do not divide");
+    nv_tensor_free(h3);
+    nv_tensor_free(x2);
+    nv_tolerance t;
+    tap_ok(nv_op_default_tolerance(nv_op_find("transpose"), &a, NV_DT_FP8_E5M2, &t) == 0 &&
+               t.metric == NV_TOL_ULP && t.max_ulp == 0,
+           "transpose's default is 0 ulp, also in fp8");
+    nv_tensor_free(x);
+    nv_tensor_free(w);
+    nv_tensor_free(ids);
 }
 
 static void test_attrs(void)
@@ -369,6 +449,7 @@ static void test_input_domain(void)
 int main(void)
 {
     test_table();
+    test_layout();
     test_attrs();
     test_attrs_json();
     test_infer_elementwise();

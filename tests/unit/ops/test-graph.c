@@ -125,8 +125,8 @@ static void test_refusals(void)
     refused("unknown op",
             "{\"inputs\": [{\"name\": \"x\", \"shape\": [2]}], \"nodes\": ["
             "{\"name\": \"a\", \"op\": \"exp\", \"inputs\": [\"x\"]},"
-            "{\"name\": \"b\", \"op\": \"transpose\", \"inputs\": [\"a\"]}], \"outputs\": [\"b\"]}",
-            false, "/graph/nodes/1/op", "node 'b': unknown op 'transpose'");
+            "{\"name\": \"b\", \"op\": \"transposed\", \"inputs\": [\"a\"]}], \"outputs\": [\"b\"]}",
+            false, "/graph/nodes/1/op", "node 'b': unknown op 'transposed'");
     refused(
         "missing input",
         "{\"inputs\": [{\"name\": \"x\", \"shape\": [2]}], \"nodes\": ["

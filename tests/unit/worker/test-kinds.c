@@ -36,7 +36,7 @@ static void test_lookup(void)
     tap_ok(named("{\"kind\": 3}", NULL) == op, "a \"kind\" that is not a string is op");
     tap_ok(!named("{\"kind\": \"warp\"}", name) && !strcmp(name, "warp"),
            "an unknown kind has no row, and its name is given back");
-    const char *kinds[] = {"op", "fused", "gradient", "longrun", "suite", "contract"};
+    const char *kinds[] = {"op", "fused", "gradient", "longrun", "suite", "contract", "model"};
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         char text[64];
         snprintf(text, sizeof text, "{\"kind\": \"%s\"}", kinds[i]);

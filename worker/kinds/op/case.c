@@ -164,7 +164,12 @@ static int make_inputs(case_state *cs)
             .cls = cs->c.cls,
             .seed = cs->s->seed,
             .case_index = (uint32_t)cs->c.index,
-            .index_range = ax >= 0 ? cs->meta[0].shape[ax] : 1,
+            /* embedding's ids pick rows of its weight [V, D]; other index
+             * inputs are classes along the reduced axis */
+            .index_range = !strcmp(op->name, "embedding") && cs->meta[0].ndim == 2
+                               ? cs->meta[0].shape[0]
+                           : ax >= 0 ? cs->meta[0].shape[ax]
+                                     : 1,
             .reduction_len = reduce && ax >= 0 ? cs->meta[0].shape[ax] : 0,
         };
         int r = nv_inputs_generate(&rq, v, m->numel);

@@ -1,0 +1,239 @@
+/* One case of a model job: the parameters and data from the seed, the three
+ * executions (fp64 reference, model-dtype reference, device node by node with
+ * every node captured) and the judgement (judge.c). docs/MODEL.md says why
+ * each is what it is. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/numerics/rng.h"
+#include "core/ref/reference.h"
+#include "model_internal.h"
+
+int model_verdict(mcase *c, const char *v, const char *cls, const char *fmt, ...)
+{
+    if (json_object_set_new(c->cj, "verdict", json_string(v)))
+        return -ENOMEM;
+    if (cls && json_object_set_new(c->cj, "failure_class", json_string(cls)))
+        return -ENOMEM;
+    if (!fmt)
+        return 0;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return json_object_set_new(c->cj, "error", json_string(msg)) ? -ENOMEM : 0;
+}
+
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* The value at flat index k of a fixed table (docs/MODEL.md "Transformer"):
+ * rotary tables in fp64 libm (cos, sin; the tables are parameters, rounded
+ * to the dtype like any other, so both references read the same values). */
+static double table_value(const nv_model_input *mi, const nv_graph_input *gi, int64_t k)
+{
+    int64_t cols = gi->shape[gi->ndim - 1], row = k / cols, col = k % cols;
+    int64_t hd = mi->hd ? mi->hd : cols, half = hd / 2, j = col % hd, base = col - j;
+    switch (mi->init) {
+    case NV_MINIT_CAUSAL_MASK:
+        return col > row % gi->shape[gi->ndim - 2] ? -INFINITY : 0;
+    case NV_MINIT_ROPE_COS:
+    case NV_MINIT_ROPE_SIN: {
+        double ang = (double)row * pow(mi->a, -2.0 * (double)(j % half) / (double)hd);
+        return mi->init == NV_MINIT_ROPE_COS ? cos(ang) : sin(ang);
+    }
+    default: /* rotate_half in each head: (x R)[j] = -x[j + hd/2] for j < hd/2, x[j - hd/2] above */
+        if (j < half)
+            return row == base + j + half ? -1 : 0;
+        return row == base + j - half ? 1 : 0;
+    }
+}
+
+/* Graph input i from the seed (docs/MODEL.md "Deterministic init"): Philox
+ * keyed by (seed ^ FNV-1a(name) * golden, sample), fp64 draws rounded to the
+ * input's dtype under round-to-nearest-even. */
+static int make_input(mcase *c, int i)
+{
+    const nv_graph_input *gi = &c->g.inputs[i];
+    const nv_model_input *mi = &c->j->s->inputs[i];
+    nv_tensor *t = nv_tensor_new(gi->dtype, gi->ndim, gi->shape);
+    if (!t)
+        return -ENOMEM;
+    c->in[i] = t;
+    nv_rng r;
+    nv_rng_init(&r, c->j->s->seed ^ (fnv1a(gi->name) * 0x9E3779B97F4A7C15ull),
+                (uint32_t)c->sample, 0);
+    for (int64_t k = 0; k < t->numel; k++) {
+        double v;
+        switch (mi->init) {
+        case NV_MINIT_NORMAL:
+            v = mi->a * nv_rng_normal(&r);
+            break;
+        case NV_MINIT_UNIFORM:
+            v = mi->a * (2 * nv_rng_uniform(&r) - 1);
+            break;
+        case NV_MINIT_VALUE:
+            v = mi->a;
+            break;
+        case NV_MINIT_TOKENS:
+            v = floor(nv_rng_uniform(&r) * mi->a);
+            break;
+        case NV_MINIT_CAUSAL_MASK:
+        case NV_MINIT_ROPE_COS:
+        case NV_MINIT_ROPE_SIN:
+        case NV_MINIT_ROTATE_HALF:
+            v = table_value(mi, gi, k);
+            break;
+        default:
+            v = nv_rng_normal(&r);
+            break;
+        }
+        t->data[k] = mi->init == NV_MINIT_TOKENS ? v : nv_dtype_round(gi->dtype, v, &NV_ROUND_DEFAULT, 0);
+    }
+    return 0;
+}
+
+/* A reference node by node (model_internal.h): each node's exact value from the reference's own
+ * upstream values (nv_graph_node_reference). round_all: rounded once to the
+ * node's dtype (RNE), the model-dtype reference; else kept as the double
+ * nearest the exact value, the fp64 reference, except that a cast node is
+ * rounded to its target: an explicit quantization is part of the model in
+ * every precision (the graph reference of the fused kind keeps it exact). */
+int model_reference(mcase *c, nv_tensor *const *in, nv_tensor **out, bool round_all, char *err,
+                    size_t errlen)
+{
+    for (int k = 0; k < c->g.n_nodes; k++) {
+        const nv_graph_node *n = &c->g.nodes[k];
+        nv_tensor *hi = NULL, *abs = NULL;
+        int r = nv_graph_node_reference(&c->g, k, (const nv_tensor *const *)in, out, &hi, &abs,
+                                        err, errlen);
+        nv_tensor_free(abs);
+        if (r < 0)
+            return r;
+        bool cast = n->op->kind == NV_OPK_CAST;
+        nv_dtype dt = cast ? n->attrs.cast_to : n->dtype;
+        if (round_all || cast)
+            for (int64_t q = 0; q < hi->numel; q++)
+                hi->data[q] = nv_dtype_round(dt, hi->data[q], &NV_ROUND_DEFAULT, 0);
+        hi->dtype = round_all || cast ? n->dtype : NV_DT_FP64;
+        out[k] = hi;
+    }
+    return 0;
+}
+
+/* The spec's graph with the case dtype inferred (the spec's graph is shared by
+ * the threads; node attrs_json stay borrowed). */
+static int case_graph(mcase *c)
+{
+    const nv_graph *sg = c->j->s->graph;
+    c->g = *sg;
+    c->g.nodes = malloc((size_t)sg->n_nodes * sizeof *c->g.nodes);
+    if (!c->g.nodes)
+        return -ENOMEM;
+    memcpy(c->g.nodes, sg->nodes, (size_t)sg->n_nodes * sizeof *c->g.nodes);
+    char *ptr = NULL, *msg = NULL;
+    int r = nv_graph_infer(&c->g, c->dt, "/graph", &ptr, &msg);
+    free(ptr);
+    free(msg);
+    return r;
+}
+
+/* The declared accumulator for the case dtype (describe()'s contract entry,
+ * else fp32; docs/MODEL.md "The band"). */
+static void accumulator(mcase *c)
+{
+    const json_t *contract = json_object_get(c->j->b.describe, "contract");
+    const json_t *entry = json_object_get(contract, nv_dtype_name(c->dt));
+    const json_t *acc = json_object_get(json_object_get(entry, "accumulator"), "dtype");
+    nv_dtype a = NV_DT_FP32;
+    if (!json_is_string(acc) || nv_dtype_from_name(json_string_value(acc), &a) < 0 ||
+        !nv_dtype_get(a)->is_float || a == NV_DT_E8M0)
+        a = c->dt == NV_DT_FP64 ? NV_DT_FP64 : NV_DT_FP32;
+    c->acc_name = nv_dtype_name(a);
+    c->u_acc = ldexp(1.0, -(nv_dtype_get(a)->mant_bits + 1));
+}
+
+static int run_body(mcase *c)
+{
+    int r = case_graph(c);
+    if (r < 0)
+        return r == -ENOMEM ? r
+                            : model_verdict(c, "error", "inputs", "the model does not infer for "
+                                                                  "dtype '%s'",
+                                            nv_dtype_name(c->dt));
+    size_t n = (size_t)c->g.n_nodes;
+    c->r64 = calloc(n, sizeof *c->r64);
+    c->rdt = calloc(n, sizeof *c->rdt);
+    c->dev = calloc(n, sizeof *c->dev);
+    c->res = calloc(n, sizeof *c->res);
+    if (!c->r64 || !c->rdt || !c->dev || !c->res)
+        return -ENOMEM;
+    for (int i = 0; i < c->g.n_inputs; i++)
+        if ((r = make_input(c, i)) < 0)
+            return r;
+    accumulator(c);
+    char err[MODEL_ERRLEN] = "";
+    r = model_reference(c, c->in, c->r64, false, err, sizeof err);
+    if (r == 0)
+        r = model_reference(c, c->in, c->rdt, true, err, sizeof err);
+    if (r == -ENOMEM || r == NV_E_NOMEM)
+        return -ENOMEM;
+    if (r < 0)
+        return model_verdict(c, "error", "reference", "%s", err);
+    r = model_device(c, c->in, c->dev);
+    if (r != 0)
+        return r < 0 ? r : 0;
+    return model_judge(c);
+}
+
+static void free_case(mcase *c)
+{
+    for (int i = 0; i < c->g.n_inputs; i++)
+        nv_tensor_free(c->in[i]);
+    for (int k = 0; c->r64 && k < c->g.n_nodes; k++) {
+        nv_tensor_free(c->r64[k]);
+        if (c->rdt)
+            nv_tensor_free(c->rdt[k]);
+        if (c->dev)
+            nv_tensor_free(c->dev[k]);
+    }
+    free(c->r64);
+    free(c->rdt);
+    free(c->dev);
+    free(c->res);
+    free(c->g.nodes);
+}
+
+json_t *nvw_model_case(mjob *j, void *ctx, int64_t i)
+{
+    mcase c;
+    memset(&c, 0, sizeof c);
+    c.j = j;
+    c.ctx = ctx;
+    c.index = i;
+    nv_modelspec_case(j->s, i, &c.dt, &c.sample);
+    c.cj = json_pack("{sI ss ss sI sI ss}", "index", (json_int_t)i, "op", "model", "dtype",
+                     nv_dtype_name(c.dt), "sample", (json_int_t)c.sample, "seed",
+                     (json_int_t)j->s->seed, "graph_hash", j->graph_hash);
+    if (!c.cj)
+        return NULL;
+    int r = run_body(&c);
+    if (r == 0 && !json_object_get(c.cj, "verdict"))
+        r = model_verdict(&c, "error", "internal", "the case ended without a verdict");
+    if (r < 0 && model_verdict(&c, "error", "out_of_memory", "out of memory") < 0) {
+        json_decref(c.cj);
+        c.cj = NULL;
+    }
+    free_case(&c);
+    return c.cj;
+}

@@ -1,0 +1,127 @@
+/* The device's execution of a model case (model_internal.h): eager, node by
+ * node through the op entry (every backend has one), or the whole model in one
+ * call of the graph entry with capture ("execution": "graph"). */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "model_internal.h"
+#include "worker/backends/views/views.h"
+
+static bool view_fits(const nv_tensor_view *v, const nv_graph_node *n)
+{
+    if (!v->data || v->dtype != (int32_t)n->dtype || v->ndim != n->ndim)
+        return false;
+    for (int d = 0; d < n->ndim; d++)
+        if (v->shape[d] != n->shape[d])
+            return false;
+    return true;
+}
+
+/* Eager: node by node through forward, every node's output captured (the
+ * model run eagerly, as a framework runs it without a compiler). */
+static int run_eager(mcase *c, const nv_tensor_view *inv, nv_tensor **dev)
+{
+    const nv_graph *g = &c->g;
+    nv_tensor_view *outs = calloc((size_t)g->n_nodes, sizeof *outs);
+    int r = outs ? 0 : -ENOMEM;
+    for (int k = 0; k < g->n_nodes && r == 0; k++) {
+        const nv_graph_node *n = &g->nodes[k];
+        nv_tensor_view ins[NV_GRAPH_NODE_INPUTS];
+        for (int i = 0; i < n->n_in; i++)
+            ins[i] = n->in[i] < 0 ? inv[-1 - n->in[i]] : outs[n->in[i]];
+        nv_op_call call = {.op = n->op->name,
+                           .attrs_json = n->attrs_json,
+                           .out_dtype = (int32_t)n->dtype,
+                           .n_inputs = n->n_in,
+                           .inputs = ins,
+                           .n_outputs = 1,
+                           .outputs = &outs[k]};
+        char err[MODEL_ERRLEN] = "";
+        int br = c->j->b.table->forward(c->ctx, &call, err, sizeof err);
+        if (br != NV_OK) {
+            r = model_verdict(c, "error", "backend_error",
+                              "node '%s' (op '%s'): the backend returned %d: '%s'", n->name,
+                              n->op->name, br, err);
+            r = r < 0 ? r : 1;
+        } else if (!view_fits(&outs[k], n)) {
+            r = model_verdict(c, "failed", "bad_output",
+                              "node '%s' (op '%s'): the output's dtype or shape differs from the "
+                              "model's ('%s')",
+                              n->name, n->op->name, nv_dtype_name(n->dtype));
+            r = r < 0 ? r : 1;
+        } else if (!(dev[k] = nvw_tensor_from_view(&outs[k], false)))
+            r = -ENOMEM;
+    }
+    for (int k = 0; outs && k < g->n_nodes; k++)
+        if (outs[k].data && c->j->b.table->release_tensor)
+            c->j->b.table->release_tensor(c->ctx, &outs[k]);
+    free(outs);
+    return r;
+}
+
+/* Graph: one nv_backend.graph call with capture. A node's value is its graph
+ * output (rounded to the node dtype) where it is one, else its capture, in
+ * whatever float dtype the backend held it (docs/BACKEND_ABI.md "Fused
+ * graphs"). */
+static int run_graph(mcase *c, const nv_tensor_view *inv, nv_tensor **dev)
+{
+    const nv_graph *g = &c->g;
+    int nout = g->n_outputs + g->n_nodes;
+    nv_tensor_view *v = calloc((size_t)nout, sizeof *v);
+    if (!v)
+        return -ENOMEM;
+    nv_graph_call call = {.graph_json = c->j->s->graph_text,
+                          .capture = 1,
+                          .n_inputs = g->n_inputs,
+                          .inputs = inv,
+                          .n_outputs = nout,
+                          .outputs = v};
+    char err[MODEL_ERRLEN] = "";
+    int r = 0, br = c->j->b.table->graph(c->ctx, &call, err, sizeof err);
+    if (br != NV_OK) {
+        r = model_verdict(c, "error", "backend_error",
+                          "the backend's graph entry returned %d: '%s'", br, err);
+        r = r < 0 ? r : 1;
+    }
+    for (int i = 0; r == 0 && i < nout; i++) {
+        bool output = i < g->n_outputs;
+        int k = output ? g->outputs[i] : i - g->n_outputs;
+        const nv_graph_node *n = &g->nodes[k];
+        const nv_dtype_info *di = nv_dtype_get((nv_dtype)v[i].dtype);
+        bool fits = v[i].data && v[i].ndim == n->ndim &&
+                    (output ? view_fits(&v[i], n) : di && di->is_float);
+        for (int d = 0; fits && d < n->ndim; d++)
+            fits = v[i].shape[d] == n->shape[d];
+        if (!fits) {
+            r = model_verdict(c, "failed", "bad_output",
+                              "graph %s of node '%s': no data, or its dtype or shape differs "
+                              "from the model's",
+                              output ? "output" : "capture", n->name);
+            r = r < 0 ? r : 1;
+        } else if (output || !dev[k]) {
+            nv_tensor *t = nvw_tensor_from_view(&v[i], false);
+            if (!t)
+                r = -ENOMEM;
+            nv_tensor_free(dev[k]);
+            dev[k] = t;
+        }
+    }
+    for (int i = 0; br == NV_OK && i < nout; i++)
+        if (v[i].data && c->j->b.table->release_tensor)
+            c->j->b.table->release_tensor(c->ctx, &v[i]);
+    free(v);
+    return r;
+}
+
+int model_device(mcase *c, nv_tensor *const *in, nv_tensor **dev)
+{
+    nv_tensor_view inv[NV_GRAPH_MAX_INPUTS];
+    int n_inv = 0, r = 0;
+    for (; r == 0 && n_inv < c->g.n_inputs; n_inv++)
+        r = nvw_view_from_tensor(in[n_inv], &inv[n_inv]);
+    if (r == 0)
+        r = c->j->s->graph_exec ? run_graph(c, inv, dev) : run_eager(c, inv, dev);
+    for (int i = 0; i < n_inv; i++)
+        nvw_view_free(&inv[i]);
+    return r;
+}

@@ -1,0 +1,91 @@
+/* Internal interface of the model kind (the folder's own files). */
+#ifndef NUMVAL_WORKER_MODEL_INTERNAL_H
+#define NUMVAL_WORKER_MODEL_INTERNAL_H
+
+#include "core/numerics/tensor.h"
+#include "core/spec/modelspec.h"
+#include "model.h"
+#include "worker/runner/job.h"
+
+#define MODEL_ERRLEN 512
+
+typedef struct mjob {
+    nvw_job_base b;
+    nv_modelspec *s;
+    char graph_hash[65];
+} mjob;
+
+/* One node's error figures (docs/MODEL.md "Judgement"). */
+typedef struct mnode {
+    double e_dev, e_dt; /* norm-wise relative errors against the fp64 reference */
+    double band;        /* the band e_dev must stay within */
+    int64_t k_red;      /* longest reduction feeding the node */
+    double ulp_max, ulp_mean, ulp_p99; /* device vs fp64 reference, in the node dtype */
+    bool in_band;
+} mnode;
+
+typedef struct mcase {
+    mjob *j;
+    void *ctx;
+    int64_t index;
+    nv_dtype dt;
+    int sample;
+    nv_graph g; /* the spec's graph inferred for dt; nodes owned, attrs_json borrowed */
+    nv_tensor *in[NV_GRAPH_MAX_INPUTS];
+    /* per node (topological index) */
+    nv_tensor **r64; /* the fp64 reference */
+    nv_tensor **rdt; /* the model-dtype reference */
+    nv_tensor **dev; /* the device's output */
+    mnode *res;
+    double u_acc; /* unit roundoff of the declared accumulator */
+    const char *acc_name;
+    json_t *cj;
+} mcase;
+
+/* A reference of the case's graph on inputs in[], node by node, into out[]
+ * (new tensors; the caller frees them on every return): round_all, the
+ * model-dtype reference, else the fp64 one (casts still quantize). 0, NV_E_*
+ * or -ENOMEM with err naming the node (case.c). */
+int model_reference(mcase *c, nv_tensor *const *in, nv_tensor **out, bool round_all, char *err,
+                    size_t errlen);
+/* The device on inputs in[], node by node through forward, every output into
+ * dev[] (new tensors; the caller frees them): 0; 1 when the case got its
+ * verdict (a backend error, a bad output); -ENOMEM (case.c). */
+int model_device(mcase *c, nv_tensor *const *in, nv_tensor **dev);
+
+/* Greedy decode (decode.c): the language model's "decode" criterion into
+ * crit; *fail set when it fails and nothing failed before. 0, 1 (the case got
+ * its verdict) or -ENOMEM. */
+int model_decode(mcase *c, json_t *crit, const char **fail);
+
+/* Case i on context ctx: new reference, NULL on ENOMEM (case.c). */
+json_t *nvw_model_case(mjob *j, void *ctx, int64_t i);
+
+/* Set "verdict" (and "failure_class", "error"). 0 or -ENOMEM (case.c). */
+int model_verdict(mcase *c, const char *v, const char *cls, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Judge the case: the per-node bands, layers, first divergent layer and op,
+ * logits and accuracy criteria into c->cj, and the verdict (judge.c). 0 or
+ * -ENOMEM. */
+int model_judge(mcase *c);
+
+/* The band factor F of docs/MODEL.md "The band". */
+#define MODEL_BAND_FACTOR 4.0
+
+/* ||x - r||_2 / ||r||_2 (absolute when ||r||_2 = 0), +Inf on a non-finite
+ * mismatch (judge.c). */
+double model_rel_err(const nv_tensor *x, const nv_tensor *r);
+
+/* The logits criteria (KL, top-1 / top-5) and the classifier's accuracy gap
+ * into crit; *fail set to the failing criterion's class unless already set
+ * (logits.c). 0 or -ENOMEM. */
+int model_logits_criteria(mcase *c, json_t *crit, const char **fail);
+
+/* Wilson score bounds (Wilson 1927) of a proportion x/n at normal quantile z:
+ * *lo and *hi (stats.c). n == 0 gives [0, 1]. */
+void model_wilson(int64_t x, int64_t n, double z, double *lo, double *hi);
+/* The upper quantile z with P(Z > z) = p of the standard normal (stats.c). */
+double model_z_upper(double p);
+
+#endif
