@@ -141,13 +141,18 @@ def expected_testcases(job, cases):
     (docs/CLIENT.md "JUnit XML"), from the stored job and cases alone: an op or
     suite case each; a gradient case's checks (failed: those in failed_checks);
     a fused case's outputs and its first divergent node; a long run's acceptance
-    rules; one errored test case for a job that ended in error with none."""
+    rules (the matched-weights rule as two: gradient and eval loss); one errored
+    test case for a job that ended in error with none."""
     out = []
     if job["kind"] == "longrun":
         acc = job["result"]["acceptance"]
         fin, cls = acc["final_loss"], acc["failure_class"] or "failed"
         for rule in (fin["welch"], fin["trimmed_mean"], acc["envelope"]):
             out.append(("passed", None) if rule["passed"] else ("failed", cls))
+        mw = acc["matched_weights"]  # the gradient (every layer) and the eval loss
+        out.append(("passed", None) if all(L["passed"] for L in mw["gradient"])
+                   else ("failed", "gradient_error"))
+        out.append(("passed", None) if mw["eval_loss"]["passed"] else ("failed", "eval_error"))
         det = acc["determinism"]
         if "bit_identical" not in det:
             out.append(("skipped", None))
