@@ -305,6 +305,7 @@ static bool route(api_ctx *x, bool *bad_method)
     ROUTE(is(x, 2, "tolerances", "history", 0), get, NVD_SCOPE_READ, api_tolerances_get(x, true));
     ROUTE(is(x, 1, "tolerances", 0, 0) && post, post, NVD_SCOPE_ADMIN, api_tolerances_post(x));
     ROUTE(is(x, 1, "tolerances", 0, 0), get, NVD_SCOPE_READ, api_tolerances_get(x, false));
+    ROUTE(is(x, 1, "builds", 0, 0) && post, post, NVD_SCOPE_ADMIN, api_builds_register(x));
     ROUTE(is(x, 1, "builds", 0, 0), get, NVD_SCOPE_READ, api_builds(x));
     ROUTE(is(x, 1, "devices", 0, 0), get, NVD_SCOPE_READ, api_devices(x, NULL));
     ROUTE(is(x, 2, "devices", 0, 0), get, NVD_SCOPE_READ, api_devices(x, x->seg[1]));
