@@ -315,6 +315,8 @@ static int on_ini(void *user, const char *section, const char *k, const char *v)
         r = retention_key(x, k, v);
     else if (!strncmp(section, "schedule ", 9) && section[9])
         r = schedule_key(x, section + 9, k, v);
+    else if (!strncmp(section, "webhook ", 8) && section[8])
+        r = nvd_webhook_conf_key(x->c, section + 8, k, v);
     else
         r = -ESRCH;
     if (r == 0)
@@ -322,6 +324,8 @@ static int on_ini(void *user, const char *section, const char *k, const char *v)
     if (!x->err[0]) {
         if (r == -ESRCH)
             snprintf(x->err, sizeof(x->err), "unknown section '[%s]'", section);
+        else if (r == -E2BIG)
+            snprintf(x->err, sizeof(x->err), "more than %d [webhook] sections", NVD_WEBHOOKS_MAX);
         else if (r == -ENOENT)
             snprintf(x->err, sizeof(x->err), "unknown key '%s' in [%s]", k, section);
         else
@@ -384,6 +388,8 @@ int nvd_config_check(const nvd_config *c, char **ret_err)
                  c->max_job_body);
     if (!buf[0])
         schedules_check(c, buf, sizeof(buf));
+    if (!buf[0])
+        nvd_webhook_conf_check(c, buf, sizeof(buf));
     if (buf[0]) {
         *ret_err = strdup(buf);
         return -EINVAL;
@@ -405,5 +411,6 @@ void nvd_config_done(nvd_config *c)
     }
     free(c->devices);
     schedules_free(c);
+    nvd_webhook_conf_free(c);
     memset(c, 0, sizeof(*c));
 }

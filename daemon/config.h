@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "cron.h"
+#include "webhook_conf.h"
 #include "daemon/http/http.h"
 
 typedef enum { NVD_ANON_LOOPBACK, NVD_ANON_YES, NVD_ANON_NO } nvd_anon;
@@ -50,6 +51,8 @@ typedef struct nvd_config {
     int n_devices;
     nvd_schedule_conf *schedules; /* [schedule NAME] sections */
     int n_schedules;
+    nvd_webhook_conf *webhooks; /* [webhook NAME] sections (webhook_conf.h) */
+    int n_webhooks;
     /* [retention]: what `numvald prune` deletes (store_care.h); 0 keeps forever. */
     int retention_case_days, retention_artifact_days;
 } nvd_config;

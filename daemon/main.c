@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "notify.h"
 #include "scheduler.h"
+#include "webhook.h"
 #include "supervisor.h"
 #include "daemon/util/util.h"
 #include "nvd_paths.h"
@@ -299,6 +300,7 @@ static void on_signal(uv_signal_t *s, int signum)
     nvd_http_server_close(d->app.http);
     d->app.http = NULL;
     nvd_scheduler_stop();
+    nvd_webhooks_events_stop();
     nvd_queue_free(d->app.queue);
     d->app.queue = NULL;
     nvd_supervisor_stop(d->app.sup, on_supervisor_stopped, d);
@@ -363,6 +365,11 @@ static int start(daemon_state *d, nvd_config *cfg, const cli *c)
                     cfg->anonymous_read == NVD_ANON_YES
                         ? "from any host that reaches it"
                         : "from loopback peers, which includes anything a local proxy forwards");
+    r = nvd_webhooks_new(cfg, &app->hooks); /* [webhook] delivery threads (webhook.c) */
+    if (r < 0) {
+        fprintf(stderr, "numvald: cannot start the webhooks: %s\n", strerror(-r));
+        return r;
+    }
     r = nvd_commit_start(app);
     if (r < 0) {
         fprintf(stderr, "numvald: cannot start the group commit: %s\n", uv_strerror(r));
@@ -512,6 +519,7 @@ int main(int argc, char **argv)
         uv_loop_close(d.app.loop);
     }
     nvd_supervisor_free(d.app.sup);
+    nvd_webhooks_free(d.app.hooks); /* after the loop: its last events are queued or dropped */
     nvd_store_pool_free(d.app.read_pool);
     nvd_store_free(d.app.store);
     free(d.app.web_dir);

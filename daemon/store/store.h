@@ -166,6 +166,9 @@ int nvd_store_build_register(nvd_store *s, const char *hash, const char *identit
 /* The backend spec of build hash (malloc'd) in *ret, NULL when the build has
  * none or does not exist. */
 int nvd_store_build_backend(nvd_store *s, const char *hash, char **ret);
+/* The build stored just before build hash (the order of GET /api/v1/builds),
+ * malloc'd in *ret; -ENOENT when hash is the first or unknown. */
+int nvd_store_build_predecessor(nvd_store *s, const char *hash, char **ret);
 
 /* ---- devices ---- */
 int nvd_store_device_declare(nvd_store *s, const char *name, const char *backend, int slots,

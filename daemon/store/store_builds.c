@@ -64,3 +64,27 @@ int nvd_store_build_backend(nvd_store *s, const char *hash, char **ret)
     *ret = b;
     return 0;
 }
+
+int nvd_store_build_predecessor(nvd_store *s, const char *hash, char **ret)
+{
+    /* Prepared per call: it runs on the threadpool's read-only connections
+     * as well as on the loop's. */
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db,
+                                "SELECT p.hash FROM builds b JOIN builds p ON "
+                                "(p.created_at, p.rowid) < (b.created_at, b.rowid) "
+                                "WHERE b.hash = ?1 ORDER BY p.created_at DESC, p.rowid DESC "
+                                "LIMIT 1",
+                                -1, &st, NULL);
+    if (rc != SQLITE_OK) {
+        sqlite3_finalize(st);
+        return store_err(s, rc, "build predecessor");
+    }
+    store_bind_text(st, 1, hash);
+    rc = sqlite3_step(st);
+    int r = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : store_err(s, rc, "predecessor");
+    if (r == 0 && !(*ret = store_col_dup(st, 0)))
+        r = -ENOMEM;
+    sqlite3_finalize(st);
+    return r;
+}
