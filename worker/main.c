@@ -32,6 +32,7 @@ static void usage(FILE *f)
             "       numval-worker --server URL [--token T | --token-file PATH] --device NAME\n"
             "                     --backend SPEC [--threads N] [--once] [--claim-wait-ms MS]\n"
             "                     [--max-artifacts N] [--minimize-deadline S]\n"
+            "                     [--build-backend-dir DIR]...\n"
             "       numval-worker repro ARTIFACT.nvart [--backend SPEC] [--runs N]\n"
             "       numval-worker minimize ARTIFACT.nvart [--backend SPEC] [-o OUT] [--budget N]\n"
             "                     [--deadline S] [--runs N] [--plain-ddmin] [--quiet]\n"
@@ -50,7 +51,9 @@ static void usage(FILE *f)
             "         --claim-wait-ms MS long-poll wait per claim (default 20000),\n"
             "         --max-artifacts N failure artifacts uploaded per job (default 256),\n"
             "         --minimize-deadline S seconds per job to gate and minimize failures\n"
-            "         (default 120, 0 off; docs/CLIENT.md \"numval-worker agent mode\").\n"
+            "         (default 120, 0 off; docs/CLIENT.md \"numval-worker agent mode\"),\n"
+            "         --build-backend-dir DIR load the backend a job's registered build names\n"
+            "         when its file lies under DIR (docs/CLIENT.md \"Bisection\").\n"
             "         The token: --token-file PATH (mode 600) or NUMVAL_TOKEN; --token T is\n"
             "         visible to every local user (ps).\n");
 }
