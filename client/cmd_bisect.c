@@ -208,10 +208,11 @@ static json_t *non_monotone(const bisect *b, const json_t *ev)
     return out;
 }
 
-static void print_text(const bisect *b, const json_t *res)
+static void print_text(const json_t *res)
 {
-    for (size_t i = 0; i < json_array_size(b->probes); i++) {
-        const json_t *p = json_array_get(b->probes, i);
+    const json_t *probes = json_object_get(res, "probes");
+    for (size_t i = 0; i < json_array_size(probes); i++) {
+        const json_t *p = json_array_get(probes, i);
         const json_t *bu = json_object_get(p, "build");
         char idb[32];
         printf("probe %zu: %-10s %s %s (job %s)\n", i + 1,
@@ -225,7 +226,7 @@ static void print_text(const bisect *b, const json_t *res)
                json_string_value(json_object_get(ff, "id")),
                bstr(json_object_get(res, "last_passing_build"), "name"),
                bstr(json_object_get(res, "last_passing_build"), "version"),
-               json_array_size(b->probes));
+               json_array_size(probes));
     const json_t *nm = json_object_get(res, "non_monotone");
     for (size_t i = 0; i < json_array_size(nm); i++) {
         const json_t *e = json_array_get(nm, i);
@@ -236,6 +237,10 @@ static void print_text(const bisect *b, const json_t *res)
                bstr(json_object_get(e, "passing"), "version"));
     }
 }
+
+static int report(const nvc_conn *c, const json_t *res);
+static int daemon_side(const nvc_conn *c, const char *case_id, const char *good, const char *bad,
+                       const char *device, double timeout_s);
 
 /* The search itself: lo passes, hi fails (as the caller says), probes between. */
 static int search(bisect *b, int lo, int hi, const json_t *history, json_t **ret)
@@ -295,15 +300,16 @@ static int search(bisect *b, int lo, int hi, const json_t *history, json_t **ret
 int nvc_cmd_bisect(nvc_conn *c, int argc, char **argv)
 {
     const char *good = NULL, *bad = NULL, *device = NULL, *timeout = NULL, *pos[1];
+    bool on_daemon = false;
     int npos = 0, status = NVC_EXIT_ERROR;
     char *err = NULL;
     const nvc_opt opts[] = {NVC_GLOBAL_OPTS(c), {"good", &good, NULL},     {"bad", &bad, NULL},
                             {"device", &device, NULL}, {"timeout", &timeout, NULL},
-                            {NULL, NULL, NULL}};
+                            {"daemon", NULL, &on_daemon}, {NULL, NULL, NULL}};
     if (nvc_parse(argc, argv, opts, pos, 1, &npos, &err) < 0 || npos != 1 || !good || !bad) {
         nvc_error("%s", err ? err
                             : "usage: numvalctl bisect CASE_ID --good BUILD --bad BUILD "
-                              "[--device D] [--timeout S]");
+                              "[--device D] [--timeout S] [--daemon]");
         free(err);
         return NVC_EXIT_ERROR;
     }
@@ -322,6 +328,8 @@ int nvc_cmd_bisect(nvc_conn *c, int argc, char **argv)
             return NVC_EXIT_ERROR;
         }
     }
+    if (on_daemon)
+        return daemon_side(c, pos[0], good, bad, device, b.probe_timeout_s);
     unsigned char rnd[16];
     if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
         nvc_error("cannot draw a random Idempotency-Key: %s", strerror(errno));
@@ -353,26 +361,34 @@ int nvc_cmd_bisect(nvc_conn *c, int argc, char **argv)
                    &res);
     if (r < 0)
         goto out;
-    if (c->json)
-        nvc_print_json(res);
-    else
-        print_text(&b, res);
-    bool stopped = json_object_get(res, "stopped") != NULL;
-    bool nm = json_array_size(json_object_get(res, "non_monotone")) > 0;
-    if (stopped)
-        nvc_error("stopped: the probe job %s ended '%s' without a verdict",
-                  nvc_id_text(json_object_get(json_object_get(res, "stopped"), "job_id"), path),
-                  json_string_value(json_object_get(json_object_get(res, "stopped"), "verdict")));
-    else if (nm)
-        nvc_error("warning: the verdicts are not monotone in build order: the first failing "
-                  "build found is not the only change (see non_monotone)");
-    status = stopped ? NVC_EXIT_ERROR : nm ? NVC_EXIT_FAILED : NVC_EXIT_OK;
+    status = report(c, res);
 out:
     json_decref(b.probes);
     json_decref(res);
     json_decref(b.builds);
     json_decref(sc);
     return status;
+}
+
+/* Print a bisection's outcome (the client's or numvald's, the same keys);
+ * the exit status: 0 found, 1 non-monotone evidence, 2 stopped. */
+static int report(const nvc_conn *c, const json_t *res)
+{
+    char idb[32];
+    if (c->json)
+        nvc_print_json(res);
+    else
+        print_text(res);
+    bool stopped = json_object_get(res, "stopped") != NULL;
+    bool nm = json_array_size(json_object_get(res, "non_monotone")) > 0;
+    if (stopped)
+        nvc_error("stopped: the probe job %s ended '%s' without a verdict",
+                  nvc_id_text(json_object_get(json_object_get(res, "stopped"), "job_id"), idb),
+                  json_string_value(json_object_get(json_object_get(res, "stopped"), "verdict")));
+    else if (nm)
+        nvc_error("warning: the verdicts are not monotone in build order: the first failing "
+                  "build found is not the only change (see non_monotone)");
+    return stopped ? NVC_EXIT_ERROR : nm ? NVC_EXIT_FAILED : NVC_EXIT_OK;
 }
 
 int nvc_cmd_build_register(nvc_conn *c, int argc, char **argv)
@@ -418,4 +434,62 @@ int nvc_cmd_build_register(nvc_conn *c, int argc, char **argv)
         printf("%s\n", json_string_value(json_object_get(json_object_get(resp, "build"), "id")));
     json_decref(resp);
     return NVC_EXIT_OK;
+}
+
+/* --daemon: numvald runs the bisection (POST /api/v1/bisections); poll it,
+ * saying each probe as it finishes. timeout_s bounds the wait per probe. */
+static int daemon_side(const nvc_conn *c, const char *case_id, const char *good, const char *bad,
+                       const char *device, double timeout_s)
+{
+    json_t *body = json_pack("{s:I, s:s, s:s}", "suite_case", (json_int_t)strtoll(case_id, NULL, 10),
+                             "good", good, "bad", bad),
+           *resp = NULL;
+    if (body && device)
+        json_object_set_new(body, "device", json_string(device));
+    char *err = NULL;
+    int r = body ? nvc_api(c, "POST", "/api/v1/bisections", body, &resp, &err) : -ENOMEM;
+    json_decref(body);
+    if (r < 0) {
+        nvc_error("bisect: %s", err ? err : strerror(-r));
+        free(err);
+        return NVC_EXIT_ERROR;
+    }
+    char idb[32], path[80];
+    snprintf(path, sizeof path, "/api/v1/bisections/%s",
+             nvc_id_text(json_object_get(json_object_get(resp, "bisection"), "id"), idb));
+    json_decref(resp);
+    if (!c->json)
+        fprintf(stderr, "bisection %s running on numvald\n", idb);
+    size_t said = 0;
+    double last = now_s(), pause = 0.2;
+    for (;;) {
+        json_t *j = get(c, path);
+        if (!j)
+            return NVC_EXIT_ERROR;
+        json_t *v = json_object_get(j, "bisection");
+        const json_t *probes = json_object_get(v, "probes");
+        for (; said < json_array_size(probes); said++, last = now_s()) {
+            const json_t *p = json_array_get(probes, said);
+            if (!c->json)
+                fprintf(stderr, "probe %zu: %s %s %s\n", said + 1,
+                        json_string_value(json_object_get(p, "verdict")),
+                        bstr(json_object_get(p, "build"), "name"),
+                        bstr(json_object_get(p, "build"), "version"));
+        }
+        const char *st = json_string_value(json_object_get(v, "state"));
+        if (st && strcmp(st, "running")) {
+            int status = report(c, v);
+            json_decref(j);
+            return status;
+        }
+        json_decref(j);
+        if (now_s() - last > timeout_s) {
+            nvc_error("no probe of bisection %s finished within %g s (--timeout); it goes on "
+                      "on numvald: GET %s",
+                      idb, timeout_s, path);
+            return NVC_EXIT_ERROR;
+        }
+        sleep_s(pause);
+        pause = pause < 1.0 ? pause * 1.5 : 1.0;
+    }
 }

@@ -17,6 +17,7 @@
 #include "notify.h"
 #include "scheduler.h"
 #include "webhook.h"
+#include "bisect.h"
 #include "supervisor.h"
 #include "daemon/util/util.h"
 #include "nvd_paths.h"
@@ -301,6 +302,7 @@ static void on_signal(uv_signal_t *s, int signum)
     d->app.http = NULL;
     nvd_scheduler_stop();
     nvd_webhooks_events_stop();
+    nvd_bisect_stop();
     nvd_queue_free(d->app.queue);
     d->app.queue = NULL;
     nvd_supervisor_stop(d->app.sup, on_supervisor_stopped, d);
@@ -383,6 +385,11 @@ static int start(daemon_state *d, nvd_config *cfg, const cli *c)
     r = nvd_supervisor_new(app, &app->sup);
     if (r < 0) {
         fprintf(stderr, "numvald: cannot start the worker supervisor: %s\n", strerror(-r));
+        return r;
+    }
+    r = nvd_bisect_resume(app); /* bisections left running (bisect.c) */
+    if (r < 0) {
+        fprintf(stderr, "numvald: cannot resume the bisections: %s\n", strerror(-r));
         return r;
     }
     r = nvd_scheduler_start(app); /* cron schedules (scheduler.c) */

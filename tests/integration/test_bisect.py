@@ -13,13 +13,16 @@ verdict agrees with the build number (the oracle: the fault is on from 11).
 Also: a build's backend is never changed (409); a plugin outside the allowed
 directory, or reached through a symbolic link out of it, is refused by the
 worker with an error naming --build-backend-dir; a later build that passes
-(b17, the plugin of build 5) is reported as non-monotone evidence (exit 1).
+(b22, the plugin of build 5) is reported as non-monotone evidence (exit 1).
+The daemon-side driver (POST /api/v1/bisections, numvalctl bisect --daemon)
+finds build 11 too, also across a kill -9 and restart of numvald.
 
 usage: test_bisect.py NUMVALD NUMVAL-WORKER NUMVALCTL PLUGIN_B1 ... PLUGIN_B16"""
 import json
 import os
 import shutil
 import sys
+import time
 
 from nvservice import Service, check, main
 
@@ -115,6 +118,50 @@ def test(bins):
             seen.add(n)
         check(len(seen) == len(probes) and not seen & {1, 16}, "each build probed once, "
               "endpoints not re-run: %s" % sorted(seen))
+
+        # Daemon-side: numvald drives the search, and a kill -9 of numvald in the
+        # middle loses nothing (the state is in the store; the timer resumes it).
+        st, body = s.api("POST", "/api/v1/bisections", {"suite_case": case_id, "good": "b1",
+                                                         "bad": "b16", "device": "dev"},
+                         scope="submit")
+        check(st == 201 and body["bisection"]["state"] == "running" and
+              body["bisection"]["current_job"] is not None,
+              "POST /api/v1/bisections: running, first probe submitted")
+        bid = body["bisection"]["id"]
+        s.kill_daemon()
+        s.start_daemon()
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            st, body = s.api("GET", "/api/v1/bisections/%d" % bid, scope="read")
+            if body["bisection"]["state"] != "running":
+                break
+            time.sleep(0.5)
+        v = body["bisection"]
+        check(v["state"] == "done" and
+              v["first_failing_build"]["identity"]["version"] == "b%d" % FAULT_FROM and
+              1 <= v["runs"] <= 5 and v["non_monotone"] == [],
+              "after kill -9 and restart the daemon-side bisection finished: %s, %s, %d runs"
+              % (v["state"], (v["first_failing_build"] or {}).get("identity"), v["runs"]))
+        for pr in v["probes"]:
+            n = int(pr["build"]["identity"]["version"][1:])
+            j = s.job(pr["job_id"])
+            if not (j["kind"] == "suite" and j["build_id"] == pr["build"]["id"] and
+                    j["state"] == pr["verdict"] == ("failed" if n >= FAULT_FROM else "passed")):
+                check(False, "daemon probe b%d: job %s %s" % (n, pr["job_id"], j["state"]))
+        check(True, "every daemon-side probe is a stored suite job with its verdict")
+        p = s.ctl("--json", "bisect", str(case_id), "--good", "b1", "--bad", "b16",
+                  "--device", "dev", "--daemon", "--timeout", "240")
+        res = json.loads(p.stdout) if p.returncode == 0 else {}
+        check(p.returncode == 0 and res.get("state") == "done" and
+              res["first_failing_build"]["identity"]["version"] == "b%d" % FAULT_FROM and
+              res["runs"] <= 5,
+              "numvalctl bisect --daemon: b11 (%s)" % p.stderr.strip()[-300:])
+        st, body = s.api("POST", "/api/v1/bisections", {"suite_case": case_id, "good": "b16",
+                                                         "bad": "b1"}, scope="submit")
+        check(st == 400 and body["error"]["field"] == "/bad", "good after bad: 400")
+        st, body = s.api("POST", "/api/v1/bisections", {"suite_case": case_id, "good": "b1",
+                                                         "bad": "nosuch"}, scope="submit")
+        check(st == 404 and body["error"]["field"] == "/bad", "unknown build: 404")
 
         # The worker decides what it loads: outside its directory, or through a
         # link out of it, a build's plugin is refused with the fix named.
