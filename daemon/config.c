@@ -212,6 +212,8 @@ static int device_key(load_ctx *x, const char *name, const char *k, const char *
         d->slots = (int)n;
         return 0;
     }
+    if (!strcmp(k, "build_backend_dir")) /* docs/API.md "POST /api/v1/builds" */
+        return *v == '/' ? nvd_config_set_str(&d->build_backend_dir, v) : -EINVAL;
     if (!strcmp(k, "minimize_deadline")) {
         int64_t n;
         if (parse_num(v, 0, 86400, &n) < 0)
@@ -408,6 +410,7 @@ void nvd_config_done(nvd_config *c)
         free(c->devices[i].name);
         free(c->devices[i].backend);
         free(c->devices[i].worker);
+        free(c->devices[i].build_backend_dir);
     }
     free(c->devices);
     schedules_free(c);

@@ -23,6 +23,7 @@ typedef struct nvd_device_conf {
     char *name, *backend, *worker; /* worker: NULL = the configured default */
     int slots;
     int minimize_deadline_s; /* the agent's --minimize-deadline; -1: its default */
+    char *build_backend_dir; /* the agent's --build-backend-dir, or NULL (none admitted) */
 } nvd_device_conf;
 
 /* A [schedule NAME] section: the suite file run on a cron expression

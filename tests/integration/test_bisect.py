@@ -55,6 +55,9 @@ def test(bins):
         for n, src in enumerate(PLUGINS, 1):
             paths.append(os.path.join(lab, "b%d.so" % n))
             shutil.copy(src, paths[-1])
+        # A device numvald supervises, admitted the same directory by its config.
+        with open(s.conf, "a") as f:
+            f.write("\n[device sup]\nbackend = emu\nslots = 1\nbuild_backend_dir = %s\n" % lab)
         s.start_daemon()
         s.start_worker("dev", "emu", extra=["--build-backend-dir", lab])
         st, _ = s.api("POST", "/api/v1/tolerances", PAIRWISE)
@@ -193,6 +196,15 @@ def test(bins):
               p.stdout.strip()[-400:])
         check("first failing build: kernels b11" in p.stdout,
               "and the first failing build it found is still printed")
+
+        # [device sup] build_backend_dir: numvald's own worker loads the builds' plugins.
+        got = {}
+        for n in (8, 11):
+            st, body = s.api("POST", "/api/v1/jobs", {"kind": "suite", "device": "sup",
+                                                      "build": build(n)}, scope="submit")
+            got[n] = s.wait_jobs([body["job"]["id"]], 120)[body["job"]["id"]]["state"]
+        check(got == {8: "passed", 11: "failed"},
+              "the supervised device runs each build's plugin (build_backend_dir): %s" % got)
 
 
 if __name__ == "__main__":
