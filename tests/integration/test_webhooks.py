@@ -80,9 +80,15 @@ def events(kind=None):
 
 
 def wait_for(kind, timeout):
+    """The deliveries of one event kind, each once (a retried delivery is
+    received more than once under its one id)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        e = events(kind)
+        e, ids = [], set()
+        for x in events(kind):
+            if x[2]["id"] not in ids:
+                ids.add(x[2]["id"])
+                e.append(x)
         if e:
             return e
         time.sleep(0.3)
