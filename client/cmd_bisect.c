@@ -272,7 +272,8 @@ static int search(bisect *b, int lo, int hi, const json_t *history, json_t **ret
         json_decref(job);
     }
     json_t *ev = evidence(b, history, g, bad);
-    json_t *res = json_pack("{s:s, s:o, s:o, s:i, s:O, s:I, s:o}", "suite_case", b->case_id,
+    json_t *res = json_pack("{s:I, s:o, s:o, s:i, s:O, s:I, s:o}", "suite_case",
+                            (json_int_t)strtoll(b->case_id, NULL, 10),
                             "good", build_ref(b, g), "bad", build_ref(b, bad), "builds_between",
                             bad - g - 1, "probes", b->probes, "runs",
                             (json_int_t)json_array_size(b->probes), "non_monotone",

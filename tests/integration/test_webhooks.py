@@ -196,6 +196,13 @@ def test(bins):
             check("webhook 'dead': promoted" in s.tail(20000) and
                   "dropped after 3 attempts" in s.tail(20000),
                   "the dead webhook's delivery dropped after 3 attempts (logged)")
+            with urllib.request.urlopen(s.url + "/metrics", timeout=10) as r:
+                m = dict(l.rsplit(" ", 1) for l in r.read().decode().splitlines()
+                         if l.startswith("numvald_webhook_"))
+            check(int(m["numvald_webhook_delivered_total"]) >= 3 and
+                  int(m["numvald_webhook_failed_attempts_total"]) >= 1 + 3 and
+                  int(m["numvald_webhook_dropped_total"]) >= 1,
+                  "/metrics counts deliveries, failed attempts and drops: %s" % m)
             proc = s.daemon
             s.kill_daemon(15)  # waits for the exit (and fails the test past 30 s)
             check(proc.returncode == 0, "numvald exits 0 on SIGTERM with a receiver down")
