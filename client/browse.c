@@ -462,9 +462,11 @@ static int simple_list(nvc_conn *c, int argc, char **argv, const char *path, con
 
 int nvc_cmd_builds(nvc_conn *c, int argc, char **argv)
 {
-    const char *h[] = {"ID", "NAME", "VERSION", "COMMIT", "JOBS", "CREATED"};
-    const char *k[] = {"id", "name", "version", "commit", "jobs", "created_at"};
-    return simple_list(c, argc, argv, "/api/v1/builds", "builds", 6, h, k);
+    if (argc > 0 && !strcmp(argv[0], "register"))
+        return nvc_cmd_build_register(c, argc - 1, argv + 1);
+    const char *h[] = {"ID", "NAME", "VERSION", "COMMIT", "JOBS", "CREATED", "BACKEND"};
+    const char *k[] = {"id", "name", "version", "commit", "jobs", "created_at", "backend"};
+    return simple_list(c, argc, argv, "/api/v1/builds", "builds", 7, h, k);
 }
 
 int nvc_cmd_devices(nvc_conn *c, int argc, char **argv)

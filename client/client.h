@@ -116,6 +116,9 @@ int nvc_cmd_builds(nvc_conn *c, int argc, char **argv);
 int nvc_cmd_devices(nvc_conn *c, int argc, char **argv);
 int nvc_cmd_history(nvc_conn *c, int argc, char **argv); /* cmd_history.c */
 int nvc_cmd_flaky(nvc_conn *c, int argc, char **argv);   /* cmd_history.c */
+int nvc_cmd_bisect(nvc_conn *c, int argc, char **argv);  /* cmd_bisect.c */
+/* numvalctl builds register (cmd_bisect.c). */
+int nvc_cmd_build_register(nvc_conn *c, int argc, char **argv);
 
 /* Fetch every case of a job (following cursors); failed_only filters. */
 int nvc_fetch_cases(const nvc_conn *c, const char *job_id, bool failed_only, json_t **ret,

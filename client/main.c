@@ -33,7 +33,13 @@ static const char USAGE[] =
     "  tolerance set --op X --dtype D [--mode PATTERN] --metric ulp|allclose|bound\n"
     "         (--max-ulp U | --atol A --rtol R | --c C --growth n|log2n|sqrtn [--u-dtype D])\n"
     "         --reason-code CODE --reason TEXT\n"
-    "  builds              build identities, newest first\n"
+    "  builds              build identities, newest first, with a registered build's backend\n"
+    "  builds register (--build build.json | --name N --version V [--commit C]) --backend SPEC\n"
+    "                      register a build with the backend its jobs run on (scope admin)\n"
+    "  bisect CASE_ID --good BUILD --bad BUILD [--device D] [--timeout S] [--daemon]\n"
+    "                      the first build (registration order) where the suite case fails,\n"
+    "                      one suite job per probe; exits 1 on non-monotone evidence;\n"
+    "                      --daemon: numvald runs it (POST /api/v1/bisections)\n"
     "  devices             devices with their state and last crash\n"
     "  repro CASE_ID [--backend SPEC] [--minimized] [--runs N] [--worker PATH] [--keep FILE]\n"
     "                      re-run a stored failure locally from its artifact alone; exits 1\n"
@@ -72,6 +78,7 @@ static const command COMMANDS[] = {
     {"repro", nvc_cmd_repro},         {"compare", nvc_cmd_compare}, {"suite", nvc_cmd_suite},
     {"schedules", nvc_cmd_schedules},                           /* cmd_schedules.c */
     {"history", nvc_cmd_history},     {"flaky", nvc_cmd_flaky}, /* cmd_history.c */
+    {"bisect", nvc_cmd_bisect},                                 /* cmd_bisect.c */
 };
 
 int main(int argc, char **argv)

@@ -15,6 +15,7 @@
 
 typedef struct nvd_supervisor nvd_supervisor;
 typedef struct nvd_pools nvd_pools;
+typedef struct nvd_webhooks nvd_webhooks;
 
 typedef struct nvd_metrics {
     uint64_t requests[6]; /* by status class: [1] 1xx ... [5] 5xx */
@@ -33,6 +34,7 @@ typedef struct nvd_app {
     nvd_http_server *http;
     nvd_supervisor *sup;
     nvd_pools *pools; /* [pool] sections: Slurm-started workers (pool.h) */
+    nvd_webhooks *hooks; /* [webhook] deliveries (webhook.h) */
     nvd_metrics metrics;
     nvd_commit commit; /* group commit and the responses held for it (commit.h) */
     char *web_dir;     /* resolved static root, or NULL */

@@ -6,6 +6,7 @@
 
 #include "app.h"
 #include "common/log.h"
+#include "webhook.h"
 
 struct nvd_held {
     nvd_held *prev, *next;
@@ -45,8 +46,10 @@ static void send_text(nvd_http_req *req, int status, const char *text)
 
 void nvd_commit_flush(nvd_app *app)
 {
-    if (!nvd_store_pending(app->store) && !app->commit.head)
+    if (!nvd_store_pending(app->store) && !app->commit.head) {
+        nvd_webhooks_release(app->hooks, true); /* events emitted outside a write */
         return;
+    }
     int r = nvd_store_commit(app->store);
     if (r < 0) {
         app->metrics.commit_failures++;
@@ -55,6 +58,7 @@ void nvd_commit_flush(nvd_app *app)
         if (r2 < 0)
             nv_log_err("queue: cannot recount after a failed commit: %s", strerror(-r2));
     }
+    nvd_webhooks_release(app->hooks, r >= 0); /* the events of what was committed */
     while (app->commit.head) {
         nvd_held *p = app->commit.head;
         held_unlink(app, p);

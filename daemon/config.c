@@ -218,6 +218,8 @@ static int device_key(load_ctx *x, const char *name, const char *k, const char *
         d->slots = (int)n;
         return 0;
     }
+    if (!strcmp(k, "build_backend_dir")) /* docs/API.md "POST /api/v1/builds" */
+        return *v == '/' ? nvd_config_set_str(&d->build_backend_dir, v) : -EINVAL;
     if (!strcmp(k, "minimize_deadline")) {
         int64_t n;
         if (parse_num(v, 0, 86400, &n) < 0)
@@ -323,6 +325,8 @@ static int on_ini(void *user, const char *section, const char *k, const char *v)
         r = schedule_key(x, section + 9, k, v);
     else if (!strncmp(section, "pool ", 5) && section[5])
         r = nvd_pool_conf_key(&x->c->pools, &x->c->n_pools, section + 5, k, v);
+    else if (!strncmp(section, "webhook ", 8) && section[8])
+        r = nvd_webhook_conf_key(x->c, section + 8, k, v);
     else
         r = -ESRCH;
     if (r == 0)
@@ -330,6 +334,8 @@ static int on_ini(void *user, const char *section, const char *k, const char *v)
     if (!x->err[0]) {
         if (r == -ESRCH)
             snprintf(x->err, sizeof(x->err), "unknown section '[%s]'", section);
+        else if (r == -E2BIG)
+            snprintf(x->err, sizeof(x->err), "more than %d [webhook] sections", NVD_WEBHOOKS_MAX);
         else if (r == -ENOENT)
             snprintf(x->err, sizeof(x->err), "unknown key '%s' in [%s]", k, section);
         else
@@ -394,6 +400,8 @@ int nvd_config_check(const nvd_config *c, char **ret_err)
         schedules_check(c, buf, sizeof(buf));
     if (!buf[0])
         nvd_pool_conf_check(c->pools, c->n_pools, c->devices, c->n_devices, buf, sizeof(buf));
+    if (!buf[0])
+        nvd_webhook_conf_check(c, buf, sizeof(buf));
     if (buf[0]) {
         *ret_err = strdup(buf);
         return -EINVAL;
@@ -413,9 +421,11 @@ void nvd_config_done(nvd_config *c)
         free(c->devices[i].name);
         free(c->devices[i].backend);
         free(c->devices[i].worker);
+        free(c->devices[i].build_backend_dir);
     }
     free(c->devices);
     schedules_free(c);
     nvd_pool_conf_free(c->pools, c->n_pools);
+    nvd_webhook_conf_free(c);
     memset(c, 0, sizeof(*c));
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "cron.h"
+#include "webhook_conf.h"
 #include "daemon/http/http.h"
 #include "pool_conf.h"
 
@@ -23,6 +24,7 @@ typedef struct nvd_device_conf {
     char *name, *backend, *worker; /* worker: NULL = the configured default */
     int slots;
     int minimize_deadline_s; /* the agent's --minimize-deadline; -1: its default */
+    char *build_backend_dir; /* the agent's --build-backend-dir, or NULL (none admitted) */
 } nvd_device_conf;
 
 /* A [schedule NAME] section: the suite file run on a cron expression
@@ -57,6 +59,8 @@ typedef struct nvd_config {
     int n_schedules;
     nvd_pool_conf *pools; /* [pool NAME] sections: Slurm-started workers (pool.h) */
     int n_pools;
+    nvd_webhook_conf *webhooks; /* [webhook NAME] sections (webhook_conf.h) */
+    int n_webhooks;
     /* [retention]: what `numvald prune` deletes (store_care.h); 0 keeps forever. */
     int retention_case_days, retention_artifact_days;
 } nvd_config;

@@ -17,6 +17,8 @@
 #include "notify.h"
 #include "pool.h"
 #include "scheduler.h"
+#include "webhook.h"
+#include "bisect.h"
 #include "supervisor.h"
 #include "daemon/util/util.h"
 #include "nvd_paths.h"
@@ -317,6 +319,8 @@ static void on_signal(uv_signal_t *s, int signum)
     nvd_http_server_close(d->app.http);
     d->app.http = NULL;
     nvd_scheduler_stop();
+    nvd_webhooks_events_stop();
+    nvd_bisect_stop();
     nvd_queue_free(d->app.queue);
     d->app.queue = NULL;
     nvd_pools_stop(d->app.pools, on_pools_stopped, d);
@@ -382,6 +386,11 @@ static int start(daemon_state *d, nvd_config *cfg, const cli *c)
                         ? "from any host that reaches it"
                         : "from loopback peers (a request a proxy forwarded with "
                           "X-Forwarded-For is judged by [server] trusted_proxy)");
+    r = nvd_webhooks_new(cfg, &app->hooks); /* [webhook] delivery threads (webhook.c) */
+    if (r < 0) {
+        fprintf(stderr, "numvald: cannot start the webhooks: %s\n", strerror(-r));
+        return r;
+    }
     r = nvd_commit_start(app);
     if (r < 0) {
         fprintf(stderr, "numvald: cannot start the group commit: %s\n", uv_strerror(r));
@@ -400,6 +409,11 @@ static int start(daemon_state *d, nvd_config *cfg, const cli *c)
     r = nvd_pools_new(app, &app->pools); /* [pool] sections: Slurm workers (pool.c) */
     if (r < 0) {
         fprintf(stderr, "numvald: cannot start the Slurm pools: %s\n", strerror(-r));
+        return r;
+    }
+    r = nvd_bisect_resume(app); /* bisections left running (bisect.c) */
+    if (r < 0) {
+        fprintf(stderr, "numvald: cannot resume the bisections: %s\n", strerror(-r));
         return r;
     }
     r = nvd_scheduler_start(app); /* cron schedules (scheduler.c) */
@@ -537,6 +551,7 @@ int main(int argc, char **argv)
     }
     nvd_supervisor_free(d.app.sup);
     nvd_pools_free(d.app.pools);
+    nvd_webhooks_free(d.app.hooks); /* after the loop: its last events are queued or dropped */
     nvd_store_pool_free(d.app.read_pool);
     nvd_store_free(d.app.store);
     free(d.app.web_dir);

@@ -65,7 +65,7 @@ static int eligible(nvd_store *s, int64_t job_id, const json_t *result, const js
 }
 
 static int promote_case(nvd_store *s, int64_t job_id, const json_t *result, const json_t *c,
-                        int64_t now)
+                        int64_t now, json_t *new_ids)
 {
     const json_t *sig = json_object_get(c, "signature");
     const char *id = json_string_value(json_object_get(sig, "id"));
@@ -110,10 +110,18 @@ static int promote_case(nvd_store *s, int64_t job_id, const json_t *result, cons
     else
         nv_log_info("job %lld: signature %.12s %s suite case %lld", (long long)job_id, id,
                     created ? "promoted to new" : "recorded again on", (long long)sid);
+    if (r >= 0 && created && new_ids && json_array_append_new(new_ids, json_integer(sid)) < 0)
+        r = -ENOMEM;
     return r;
 }
 
 int nvd_promote_result(nvd_store *s, int64_t job_id, const json_t *result, int64_t now)
+{
+    return nvd_promote_result_ids(s, job_id, result, now, NULL);
+}
+
+int nvd_promote_result_ids(nvd_store *s, int64_t job_id, const json_t *result, int64_t now,
+                           json_t *new_ids)
 {
     const char *kind = json_string_value(json_object_get(result, "kind"));
     bool suite = kind && !strcmp(kind, "suite");
@@ -130,7 +138,7 @@ int nvd_promote_result(nvd_store *s, int64_t job_id, const json_t *result, int64
                 nv_log_warn("job %lld: recording suite case %lld failed: %s", (long long)job_id,
                             (long long)json_integer_value(sc), strerror(-r));
         } else if (!suite) {
-            r = promote_case(s, job_id, result, c, now);
+            r = promote_case(s, job_id, result, c, now, new_ids);
         }
         if (r < 0)
             return r;

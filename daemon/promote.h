@@ -19,5 +19,9 @@
  * signature is skipped; a store error is returned (negative errno, logged) so
  * the caller rolls back the result with it. */
 int nvd_promote_result(nvd_store *s, int64_t job_id, const json_t *result, int64_t now);
+/* The same, appending the id of each suite case it created (a signature not
+ * seen before) to new_ids (an array; NULL: not wanted), for the webhooks. */
+int nvd_promote_result_ids(nvd_store *s, int64_t job_id, const json_t *result, int64_t now,
+                           json_t *new_ids);
 
 #endif

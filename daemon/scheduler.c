@@ -8,6 +8,7 @@
 #include "app.h"
 #include "common/log.h"
 #include "scheduler.h"
+#include "webhook.h"
 #include "daemon/store/store_longrun.h"
 #include "daemon/util/util.h"
 #include "core/spec/jobspec.h"
@@ -81,6 +82,7 @@ static void fire(nvd_app *app, const nvd_schedule_conf *s, int64_t slot)
     nv_log_info("schedule '%s': slot %lld submitted %zu jobs%s%s", s->name, (long long)slot,
                 json_array_size(ids), err[0] ? ": " : "", err);
     nvd_store_slot_done(app->store, s->name, slot, ids, err[0] ? err : NULL);
+    nvd_webhooks_on_slot(app, s->name, slot, s->device, ids, err[0] ? err : NULL);
     json_decref(ids);
     nvd_commit_flush(app);
 }

@@ -246,9 +246,13 @@ static void spawn(slot *s)
     char mdl[16];
     snprintf(mdl, sizeof mdl, "%d", d->conf->minimize_deadline_s);
     char *args[] = {(char *)worker, "--server",       sv->url, "--device", d->conf->name,
-                    "--backend",    d->conf->backend, NULL,    NULL,       NULL};
+                    "--backend",    d->conf->backend, NULL,    NULL,       NULL,
+                    NULL,           NULL};
+    int na = 7;
     if (d->conf->minimize_deadline_s >= 0)
-        args[7] = "--minimize-deadline", args[8] = mdl;
+        args[na++] = "--minimize-deadline", args[na++] = mdl;
+    if (d->conf->build_backend_dir)
+        args[na++] = "--build-backend-dir", args[na++] = d->conf->build_backend_dir;
     s->job_id = 0;
     s->lost_at = 0;
     s->lost[0] = '\0';

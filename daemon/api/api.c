@@ -329,6 +329,11 @@ static bool route(api_ctx *x, bool *bad_method)
     ROUTE(is(x, 2, "tolerances", "history", 0), get, NVD_SCOPE_READ, api_tolerances_get(x, true));
     ROUTE(is(x, 1, "tolerances", 0, 0) && post, post, NVD_SCOPE_ADMIN, api_tolerances_post(x));
     ROUTE(is(x, 1, "tolerances", 0, 0), get, NVD_SCOPE_READ, api_tolerances_get(x, false));
+    ROUTE(is(x, 1, "builds", 0, 0) && post, post, NVD_SCOPE_ADMIN, api_builds_register(x));
+    /* daemon-side bisections (api_bisect.c) */
+    ROUTE(is(x, 1, "bisections", 0, 0), post, NVD_SCOPE_SUBMIT, api_bisect_post(x));
+    ROUTE(is(x, 2, "bisections", 0, 0), get, NVD_SCOPE_READ,
+          if (api_id(x, x->seg[1], &id) == 0) api_bisect_get(x, id));
     ROUTE(is(x, 1, "builds", 0, 0), get, NVD_SCOPE_READ, api_builds(x));
     ROUTE(is(x, 1, "devices", 0, 0), get, NVD_SCOPE_READ, api_devices(x, NULL));
     ROUTE(is(x, 2, "devices", 0, 0), get, NVD_SCOPE_READ, api_devices(x, x->seg[1]));

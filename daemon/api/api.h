@@ -54,6 +54,11 @@ void api_artifact_get(api_ctx *x, const char *sha);
 void api_tolerances_get(api_ctx *x, bool history);
 void api_tolerances_post(api_ctx *x);
 void api_builds(api_ctx *x);
+/* POST /api/v1/builds (api_builds.c). */
+void api_builds_register(api_ctx *x);
+/* POST /api/v1/bisections, GET /api/v1/bisections/{id} (api_bisect.c). */
+void api_bisect_post(api_ctx *x);
+void api_bisect_get(api_ctx *x, int64_t id);
 void api_devices(api_ctx *x, const char *name);
 void api_metrics(api_ctx *x);
 /* Job and case lists on the threadpool (api_read.c); filters are copied. */

@@ -9,6 +9,7 @@
 #include "daemon/auth.h"
 #include "daemon/promote.h"
 #include "daemon/supervisor.h"
+#include "daemon/webhook.h"
 #include "daemon/store/store_suite.h"
 #include "common/artifact.h"
 #include "common/log.h"
@@ -232,13 +233,15 @@ typedef struct promote_ud {
     int64_t job_id;
     const json_t *result;
     int64_t now;
+    json_t *new_ids; /* suite cases created, for the webhooks */
 } promote_ud;
 
 static int promote_then(nvd_store *s, void *ud, bool dup)
 {
     (void)dup;
     const promote_ud *pu = ud;
-    return nvd_promote_result(s, pu->job_id, pu->result, pu->now);
+    json_array_clear(pu->new_ids);
+    return nvd_promote_result_ids(s, pu->job_id, pu->result, pu->now, pu->new_ids);
 }
 
 void api_worker_result(api_ctx *x)
@@ -246,6 +249,7 @@ void api_worker_result(api_ctx *x)
     json_t *body = api_body_object(x);
     if (!body)
         return;
+    promote_ud pu = {0};
     int64_t id;
     const char *token;
     if (lease_fields(x, body, &id, &token) < 0 || lease_device_ok(x, id) < 0)
@@ -270,15 +274,17 @@ void api_worker_result(api_ctx *x)
      * as the result, also on a duplicate upload (idempotent there), so no crash
      * between them can lose a promotion. */
     bool dup = false;
-    promote_ud pu = {.job_id = id, .result = res, .now = nvd_now_ms()};
+    pu = (promote_ud){.job_id = id, .result = res, .now = nvd_now_ms(), .new_ids = json_array()};
     int r = nvd_store_job_finish_then(x->app->store, id, token, res, pu.now, promote_then, &pu,
                                       &dup);
     if (r < 0) {
         lease_error(x, r, id);
         goto out;
     }
-    if (!dup)
+    if (!dup) {
         x->app->metrics.results_stored++;
+        nvd_webhooks_on_result(x->app, id, pu.new_ids); /* held until the commit */
+    }
     json_t *job = NULL;
     r = nvd_store_job_get(x->app->store, id, &job);
     if (r < 0) {
@@ -287,6 +293,7 @@ void api_worker_result(api_ctx *x)
     }
     api_json(x, 200, json_pack("{s:o, s:b}", "job", job, "duplicate", dup));
 out:
+    json_decref(pu.new_ids);
     json_decref(body);
 }
 

@@ -8,6 +8,7 @@
 #include "daemon/pool.h"
 #include "daemon/store/store_care.h"
 #include "daemon/util/util.h"
+#include "daemon/webhook.h"
 
 typedef struct buf {
     char *p;
@@ -82,6 +83,14 @@ void api_metrics(api_ctx *x)
     counter(&b, "numvald_worker_restarts_total", "Supervised worker restarts.", m->worker_restarts);
     counter(&b, "numvald_idempotent_replays_total",
             "Submissions answered with the job their Idempotency-Key names.", m->idem_replays);
+    nvd_webhook_stats ws;
+    nvd_webhooks_stats(app->hooks, &ws);
+    counter(&b, "numvald_webhook_delivered_total", "Webhook events a receiver accepted (2xx).",
+            ws.delivered);
+    counter(&b, "numvald_webhook_failed_attempts_total",
+            "Webhook delivery attempts that failed (retried or dropped).", ws.failed_attempts);
+    counter(&b, "numvald_webhook_dropped_total",
+            "Webhook events given up: attempts exhausted or queue full.", ws.dropped);
     json_t *states = NULL;
     if (nvd_store_jobs_count_states(app->store, &states) == 0) {
         add(&b, "# HELP numvald_jobs Jobs in the store, by state.\n# TYPE numvald_jobs gauge\n");

@@ -161,6 +161,19 @@ int nvd_store_build_put(nvd_store *s, const char *hash, const char *identity_jso
  * (created_at), ties in the order they were stored, so the order is the same on
  * every call. "Newest" means the same in compare and history. */
 int nvd_store_builds_list(nvd_store *s, int limit, json_t **ret);
+/* Register a build with the backend spec its jobs run on (store_builds.c):
+ * stores the identity row if new, then sets its backend. 0 also when the build
+ * already names this backend; -EEXIST when it names another (a copy of that
+ * one, malloc'd, in *ret_existing when not NULL): a build's backend is never
+ * changed, since its stored results were made with it. */
+int nvd_store_build_register(nvd_store *s, const char *hash, const char *identity_json,
+                             const char *backend, int64_t now, char **ret_existing);
+/* The backend spec of build hash (malloc'd) in *ret, NULL when the build has
+ * none or does not exist. */
+int nvd_store_build_backend(nvd_store *s, const char *hash, char **ret);
+/* The build stored just before build hash (the order of GET /api/v1/builds),
+ * malloc'd in *ret; -ENOENT when hash is the first or unknown. */
+int nvd_store_build_predecessor(nvd_store *s, const char *hash, char **ret);
 
 /* ---- devices ---- */
 int nvd_store_device_declare(nvd_store *s, const char *name, const char *backend, int slots,

@@ -200,7 +200,7 @@ static int claim_locked(nvd_store *s, const char *device, const char *token, int
         return store_err(s, rc, "claim");
     st = store_stmt(s, "UPDATE jobs SET state = 'leased', attempt = attempt + 1, "
                        "lease_token = ?2, lease_expires = ?3, leased_by = ?4, started_at = ?5, "
-                       "cases_done = 0 WHERE id = ?1 RETURNING attempt, op, spec");
+                       "cases_done = 0 WHERE id = ?1 RETURNING attempt, op, spec, build_hash");
     if (!st)
         return -EIO;
     sqlite3_bind_int64(st, 1, id);
@@ -218,10 +218,25 @@ static int claim_locked(nvd_store *s, const char *device, const char *token, int
                           (json_int_t)sqlite3_column_int64(st, 0), "lease_token", token, "op",
                           store_col_str(st, 1), "spec", store_col_json(st, 2), "lease_ms",
                           (json_int_t)lease_ms);
+    char *build = store_col_dup(st, 3);
     sqlite3_step(st);
     sqlite3_reset(st);
-    if (!c)
+    if (!c) {
+        free(build);
         return -ENOMEM;
+    }
+    /* A registered build's backend goes with the job: the worker loads it,
+     * if its allow-list lets it (docs/API.md "POST /api/v1/builds"). */
+    char *backend = NULL;
+    int r = build ? nvd_store_build_backend(s, build, &backend) : 0;
+    free(build);
+    if (r == 0 && backend && json_object_set_new(c, "build_backend", json_string(backend)) < 0)
+        r = -ENOMEM;
+    free(backend);
+    if (r < 0) {
+        json_decref(c);
+        return r;
+    }
     *ret = c;
     return 0;
 }

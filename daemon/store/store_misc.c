@@ -147,6 +147,7 @@ static const store_col build_cols[] = {
     {"identity", 1, STORE_JSON},
     {"created_at", 2, STORE_TIME},
     {"jobs", 3, STORE_INT},
+    {"backend", 4, STORE_STR},
     {NULL, 0, 0},
 };
 
@@ -154,7 +155,7 @@ int nvd_store_builds_list(nvd_store *s, int limit, json_t **ret)
 {
     sqlite3_stmt *st =
         store_stmt(s, "SELECT b.hash, b.identity, b.created_at, "
-                      "(SELECT COUNT(*) FROM jobs j WHERE j.build_hash = b.hash) "
+                      "(SELECT COUNT(*) FROM jobs j WHERE j.build_hash = b.hash), b.backend "
                       "FROM builds b ORDER BY b.created_at DESC, b.rowid DESC LIMIT ?1");
     if (!st)
         return -EIO;

@@ -9,6 +9,9 @@
  *   fault=crash  like drop, but aborts (SIGABRT) instead of skipping, to show a
  *                crashing backend costs a probe, not the worker.
  *
+ * Built with -DNVTEST_BUILD=N -DNVTEST_FAULT_FROM=F (the bisection test builds
+ * it 16 times), the default is "none" for N < F and "drop" from build F on.
+ *
  * The fault can only be seen in inputs with more than 4096 elements along the
  * axis, so a minimized reproducer cannot be short: it keeps the length and
  * neutralizes (zeroes) the other elements (docs/ARTIFACTS.md "Minimized
@@ -20,6 +23,12 @@
 #include <string.h>
 
 #include "numval/backend.h"
+
+#if defined(NVTEST_BUILD) && defined(NVTEST_FAULT_FROM)
+#define DEFAULT_FAULT (NVTEST_BUILD >= NVTEST_FAULT_FROM ? "drop" : "none")
+#else
+#define DEFAULT_FAULT "drop"
+#endif
 
 #define DROP_AT 5000
 #define MIN_LEN 4097
@@ -37,7 +46,7 @@ static int p_open(const char *options, void **ret_ctx, char *err, size_t errlen)
         return NV_E_NOMEM;
     }
     const char *f = options ? strstr(options, "fault=") : NULL;
-    snprintf(c->fault, sizeof c->fault, "%s", f ? f + 6 : "drop");
+    snprintf(c->fault, sizeof c->fault, "%s", f ? f + 6 : DEFAULT_FAULT);
     if (strcmp(c->fault, "drop") && strcmp(c->fault, "none") && strcmp(c->fault, "crash")) {
         snprintf(err, errlen, "unknown fault '%s' (drop, none, crash)", c->fault);
         free(c);

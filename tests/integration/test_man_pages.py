@@ -85,7 +85,8 @@ with tempfile.TemporaryDirectory(prefix="numval-man-") as tmp:
     unknown = []
     for sec, k in keys:
         head = {"device": "[device d0]\nbackend = emu\n", "schedule": "[schedule s0]\n",
-                "pool": "[pool p0]\n"}
+                "pool": "[pool p0]\n",
+                "webhook": "[webhook w0]\n"}
         text = head.get(sec, "[%s]\n" % sec) + "%s = 1\n" % k
         conf = os.path.join(tmp, "t.ini")
         open(conf, "w").write(text)

@@ -43,6 +43,8 @@ typedef struct agent_opts {
     long claim_wait_ms, minimize_deadline_s;
     long idle_exit_s; /* exit 0 after this long without a job; 0: never */
     int once;
+    char *build_dirs[8]; /* --build-backend-dir, resolved (malloc'd) */
+    int n_build_dirs;
 } agent_opts;
 
 void nvw_agent_sleep(long ms, atomic_int *stop)
@@ -60,6 +62,7 @@ static const char USAGE[] =
     "                     --backend SPEC [--threads N] [--once] [--claim-wait-ms MS] "
     "[--max-artifacts N]\n"
     "                     [--minimize-deadline S] [--cacert FILE] [--idle-exit S]\n"
+    "                     [--build-backend-dir DIR]...\n"
     "       numval-worker run JOB.json --backend SPEC\n"
     "Server and token also from NUMVAL_SERVER and NUMVAL_TOKEN; --token shows the token\n"
     "to every local user (ps), --token-file (mode 600) and NUMVAL_TOKEN do not.\n"
@@ -123,6 +126,17 @@ static int parse_opts(int argc, char **argv, agent_opts *o)
             o->device = v;
         else if (!strcmp(a, "--backend"))
             o->backend = v;
+        else if (!strcmp(a, "--build-backend-dir")) {
+            /* Resolved once, so a link swapped later cannot widen the list. */
+            char *real = realpath(v, NULL);
+            if (!real || o->n_build_dirs >= 8) {
+                nv_log_err("--build-backend-dir '%s': %s", v,
+                           real ? "at most 8 directories" : strerror(errno));
+                free(real);
+                return -EINVAL;
+            }
+            o->build_dirs[o->n_build_dirs++] = real;
+        }
         else if (!strcmp(a, "--threads") && parse_int(v, a, 0, 4096, &n) == 0)
             o->threads = (int)n;
         else if (!strcmp(a, "--claim-wait-ms") && parse_int(v, a, 0, 600000, &n) == 0)
@@ -404,9 +418,25 @@ static int run_claimed(nvw_http *http, const agent_opts *o, json_t *claimed)
     runner_thread t = {.job = &j, .threads = o->threads};
     pthread_mutex_init(&t.lock, NULL);
     pthread_cond_init(&t.cond, NULL);
+    /* A registered build brings its own backend (build_backend.c decides). */
+    const char *bb = json_string_value(json_object_get(claimed, "build_backend"));
+    int r;
+    if (bb) {
+        char why[1024];
+        j.backend_spec = bb;
+        r = nvw_agent_build_backend_check(bb, o->build_dirs, o->n_build_dirs, why, sizeof why);
+        if (r < 0) {
+            nv_log_warn("job %s: refused: %s", id_text, why);
+            json_t *res = error_result(&j, r, why);
+            r = res ? post_result(&j, res) : -ENOMEM;
+            json_decref(res);
+            goto out;
+        }
+        nv_log_info("job %s: the build's backend '%s'", id_text, bb);
+    }
     nv_log_info("job %s (attempt %" JSON_INTEGER_FORMAT "): running", id_text, j.attempt);
     pthread_t th;
-    int r = pthread_create(&th, NULL, run_thread, &t);
+    r = pthread_create(&th, NULL, run_thread, &t);
     if (r != 0) {
         nv_log_err("cannot start the runner thread: %s", strerror(r));
         r = -r;
@@ -579,5 +609,7 @@ int nvw_agent_main(int argc, char **argv)
 out:
     free(o.token);
     free(o.worker_id);
+    for (int i = 0; i < o.n_build_dirs; i++)
+        free(o.build_dirs[i]);
     return status;
 }

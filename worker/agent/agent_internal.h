@@ -4,6 +4,8 @@
 
 #include <jansson.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
 
 #include "http_client.h"
 #include "worker/runner/run.h"
@@ -39,6 +41,14 @@ int nvw_agent_artifact(const nvw_agent_job *j, const nvw_failure *f, uint8_t **r
  * numvald, retried with backoff, its SHA-256 checked against sha (fetch.c). */
 int nvw_agent_fetch(void *ud, const char *sha, uint8_t **ret, size_t *ret_len, char *msg,
                     size_t msglen);
+
+/* ---- build backends (build_backend.c) ---- */
+/* 0 when this worker may load spec, the backend a claimed job's build names:
+ * emu always; a plugin or exec program only when its resolved path lies under
+ * one of dirs (resolved absolute paths, n_dirs of them), an exec command only
+ * of plain words. Else -EPERM with the reason and what to do in err. */
+int nvw_agent_build_backend_check(const char *spec, char *const *dirs, int n_dirs, char *err,
+                                  size_t errlen);
 
 /* ---- start-up (startup.c) ---- */
 /* The token in path: one line, the file a regular one readable by its owner
