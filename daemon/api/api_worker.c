@@ -175,7 +175,11 @@ static int lease_device_ok(api_ctx *x, int64_t id)
         api_errno(x, r, "job");
         return -1;
     }
+    /* A job submitted for no device is the device's that claimed it
+     * ("leased_by"): a bound token claims only for its own devices. */
     const char *dev = json_string_value(json_object_get(job, "device"));
+    if (!dev)
+        dev = json_string_value(json_object_get(job, "leased_by"));
     bool ok = dev && nvd_auth_device_listed(x->devices, dev);
     if (!ok)
         api_error(x, 403, "forbidden", "/job_id",

@@ -322,6 +322,19 @@ def check_tls_and_proxy(s, ng, d, tok_a):
     check(st == 403, "the bound token posts a result for it: 403 (%d)" % st)
     st, body = s.api("POST", "/api/v1/worker/heartbeat", lease, scope="worker")
     check(st == 200, "the lease holder still heartbeats it: 200 (%d)" % st)
+    # A job submitted for no device is the claiming device's: the bound token
+    # that claimed it for emu-tls heartbeats and completes it.
+    st, body = s.api("POST", "/api/v1/jobs", spec, scope="submit")
+    check(st == 201 and not body["job"].get("device"), "an untargeted job queued (%d)" % st)
+    st, body = plain(s.port, "POST", "/api/v1/worker/claim", {"device": "emu-tls", "wait_ms": 5000},
+                     token=tok_a)
+    check(st == 200, "the bound token claims it for emu-tls (%d)" % st)
+    lease = {"job_id": body["job"]["id"], "lease_token": body["job"]["lease_token"]}
+    st, body = plain(s.port, "POST", "/api/v1/worker/heartbeat", lease, token=tok_a)
+    check(st == 200, "and heartbeats it: 200 (%d %s)" % (st, emsg(body)))
+    st, body = plain(s.port, "POST", "/api/v1/worker/result",
+                     dict(lease, result={"verdict": "passed", "cases": []}), token=tok_a)
+    check(st == 200, "and posts its result: 200 (%d %s)" % (st, emsg(body)))
 
 
 def check_trusted_proxy(bins):
