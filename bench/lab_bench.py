@@ -25,6 +25,7 @@ cores: they compete with numvald, so the rates are lower bounds.
 Usage: bench/lab_bench.py NUMVALD NUMVAL_WORKER
 Env: JOBS=2000 CLIENTS=100 CASES=100 ARTIFACTS=500 ARTIFACT_BYTES=20480 SUBMITTERS=4
 Never run by the test suite."""
+import hashlib
 import http.client
 import json
 import os
@@ -342,7 +343,6 @@ def main():
         def artifact(i, lat):
             c = Conn(port, dev_tok[i])
             n = 0
-            import hashlib
             for k in range(i, ARTIFACTS, CLIENTS):
                 payload = (b"numval-lab-bench %d " % k) * (ARTIFACT_BYTES // 10 + 1)
                 frame = zstd_raw_frame(payload[:ARTIFACT_BYTES - 17])
