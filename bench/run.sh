@@ -11,6 +11,7 @@
 #   minimize_bench.sh      minimizer vs a plain ddmin on injected faults
 #   train_peer.py          long-run training steps/s vs torch on the CPU
 #   exec_bench.sh          exec protocol vs the in-process emu
+#   lab_bench.py           claims, result/artifact uploads, store size vs a 100-device lab
 # Usage: bench/run.sh [BUILD_DIR]   (default: build-bench-svc, a release build)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -61,4 +62,10 @@ else
     echo "==== train_peer.py: train_bench does not build, skipped"
 fi
 run exec_bench.sh sh "$ROOT/bench/exec_bench.sh" "$BUILD"
+if ninja -C "$BUILD" daemon/numvald worker/numval-worker >/dev/null 2>&1; then
+    run lab_bench.py /usr/bin/python3 "$ROOT/bench/lab_bench.py" "$BUILD/daemon/numvald" \
+        "$BUILD/worker/numval-worker"
+else
+    echo "==== lab_bench.py: numvald or numval-worker does not build, skipped"
+fi
 exit $status
