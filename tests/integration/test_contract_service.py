@@ -4,19 +4,62 @@ to a real numvald, run by the worker it supervises (emu, truthful: exit 0,
 stored as passed) and by a standalone worker on a lying device (plugin_liar.c
 computing with FTZ, declaring none: exit 1, stored as failed with the
 contract.fp32.ftz mismatch and its evidence); the stored result is valid under
-schema/result.schema.json, numvalctl show prints it, and a bad contract spec is
+schema/result.schema.json, numvalctl show prints it, --junit gives one test case
+per judged field (failed exactly for the mismatches), and a bad contract spec is
 refused at submit time with its JSON pointer (numvald validates with core/spec).
 
 usage: test_contract_service.py NUMVALD NUMVAL-WORKER NUMVALCTL LIAR_SO"""
 import json
 import os
 import sys
+import xml.etree.ElementTree as ET
 
 import nvschema
 from nvservice import Service, check, main
 
 LIAR = sys.argv.pop(4) if len(sys.argv) > 4 else ""
 SPEC = {"kind": "contract", "dtypes": ["fp32", "bf16"], "fp32_sweep": 256}
+
+
+def text(v):
+    """A value as numvalctl writes it: strings bare, booleans lower case."""
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+def junit_cases(path):
+    """The test cases of the one testsuite of a JUnit file, by name."""
+    suites = ET.parse(path).getroot().findall("testsuite")
+    check(len(suites) == 1, "one testsuite in %s (got %d)" % (path, len(suites)))
+    return {tc.get("name"): tc for tc in suites[0].findall("testcase")}
+
+
+def junit_checks(path, result):
+    """One test case per judged field, named as the field; failed exactly for a
+    mismatch, with its type, declared and measured values and evidence."""
+    cases = junit_cases(path)
+    judged = [j["field"] for j in result.get("judged", [])]
+    check(len(judged) == result["summary"]["cases"] and sorted(cases) == sorted(judged),
+          "%s: a test case per judged field (%d cases, %d judged, summary %d)" %
+          (path, len(cases), len(judged), result["summary"]["cases"]))
+    check(all(n.startswith("contract.") for n in cases), "%s: names contract.DTYPE.FIELD" % path)
+    failed = {n for n, tc in cases.items() if tc.find("failure") is not None}
+    mism = {m["field"]: m for m in result["mismatches"]}
+    check(failed == set(mism), "%s: failed test cases %s are the mismatches %s" %
+          (path, sorted(failed), sorted(mism)))
+    for name in failed:
+        f = cases[name].find("failure")
+        m = mism[name]
+        body = f.text or ""
+        check(f.get("type") == "contract_mismatch" and
+              "measured " + text(m["measured"]) in f.get("message", "") and
+              "field: " + name in body and "declared: " in body and "evidence: " in body,
+              "%s: %s failed with type, measured value and evidence (%s / %s)" %
+              (path, name, f.attrib, body[:300]))
+    return cases
+
+
+def cases_passed(tc):
+    return tc.tag == "testcase" and all(tc.find(t) is None for t in ("failure", "error", "skipped"))
 
 
 def test(bins):
@@ -28,7 +71,8 @@ def test(bins):
             with open(os.path.join(s.tmp, name), "w") as f:
                 json.dump(spec, f)
 
-        p = s.ctl("submit", "c.json", "--device", "emu-sup", "--wait", "--timeout", "240")
+        p = s.ctl("submit", "c.json", "--device", "emu-sup", "--wait", "--timeout", "240",
+                  "--junit", "ok.xml")
         check(p.returncode == 0, "truthful emu: numvalctl exits 0 (got %d: %s)" %
               (p.returncode, p.stderr[-500:]))
         job = s.job(p.stdout.strip())
@@ -39,8 +83,13 @@ def test(bins):
               r.get("summary", {}).get("cases"))
         errs = nvschema.errors(whole, r)
         check(not errs, "the stored passing result is valid (%s)" % errs)
+        ok_cases = junit_checks(os.path.join(s.tmp, "ok.xml"), r)
+        check("contract.fp32.ftz" in ok_cases and
+              cases_passed(ok_cases["contract.fp32.ftz"]),
+              "truthful emu: contract.fp32.ftz is a passed test case")
 
-        p = s.ctl("submit", "c.json", "--device", "liar", "--wait", "--timeout", "240")
+        p = s.ctl("submit", "c.json", "--device", "liar", "--wait", "--timeout", "240",
+                  "--junit", "liar.xml")
         check(p.returncode == 1, "lying device: numvalctl exits 1 (got %d: %s)" %
               (p.returncode, p.stderr[-500:]))
         job_id = p.stdout.strip()
@@ -53,6 +102,10 @@ def test(bins):
               sorted(fields))
         errs = nvschema.errors(whole, r)
         check(not errs, "the stored failing result is valid (%s)" % errs)
+        liar_cases = junit_checks(os.path.join(s.tmp, "liar.xml"), r)
+        check(not cases_passed(liar_cases.get("contract.fp32.ftz", ET.Element("x"))) and
+              cases_passed(liar_cases.get("contract.fp32.reduction_order", ET.Element("x"))),
+              "lying device: contract.fp32.ftz failed, contract.fp32.reduction_order passed")
         p = s.ctl("show", job_id, token_scope="read")
         check(p.returncode == 0 and "contract.fp32.ftz" in p.stdout,
               "numvalctl show prints the mismatch")
