@@ -7,6 +7,7 @@
 #include "cmd_repro.h"
 
 int nvc_cmd_schedules(nvc_conn *c, int argc, char **argv); /* cmd_schedules.c */
+int nvc_cmd_contract(nvc_conn *c, int argc, char **argv);  /* cmd_contract.c */
 
 static const char USAGE[] =
     "usage: numvalctl [--server URL] [--token T] [--cacert FILE] [--json] COMMAND ...\n"
@@ -41,6 +42,9 @@ static const char USAGE[] =
     "                      one suite job per probe; exits 1 on non-monotone evidence;\n"
     "                      --daemon: numvald runs it (POST /api/v1/bisections)\n"
     "  devices             devices with their state and last crash\n"
+    "  contract DEVICE [--build B]\n"
+    "                      the device's measured contract beside describe()'s, per dtype\n"
+    "                      and field, from its newest finished contract job (of build B)\n"
     "  repro CASE_ID [--backend SPEC] [--minimized] [--runs N] [--worker PATH] [--keep FILE]\n"
     "                      re-run a stored failure locally from its artifact alone; exits 1\n"
     "                      if it still fails, 0 if it no longer does\n"
@@ -79,6 +83,7 @@ static const command COMMANDS[] = {
     {"schedules", nvc_cmd_schedules},                           /* cmd_schedules.c */
     {"history", nvc_cmd_history},     {"flaky", nvc_cmd_flaky}, /* cmd_history.c */
     {"bisect", nvc_cmd_bisect},                                 /* cmd_bisect.c */
+    {"contract", nvc_cmd_contract},                             /* cmd_contract.c */
 };
 
 int main(int argc, char **argv)

@@ -5,7 +5,9 @@ stored as passed) and by a standalone worker on a lying device (plugin_liar.c
 computing with FTZ, declaring none: exit 1, stored as failed with the
 contract.fp32.ftz mismatch and its evidence); the stored result is valid under
 schema/result.schema.json, numvalctl show prints it, --junit gives one test case
-per judged field (failed exactly for the mismatches), and a bad contract spec is
+per judged field (failed exactly for the mismatches), numvalctl contract DEVICE
+[--build B] shows the newest one's declared and measured contract (clear errors
+for an unknown device or build, or none yet), and a bad contract spec is
 refused at submit time with its JSON pointer (numvald validates with core/spec).
 
 usage: test_contract_service.py NUMVALD NUMVAL-WORKER NUMVALCTL LIAR_SO"""
@@ -62,6 +64,52 @@ def cases_passed(tc):
     return tc.tag == "testcase" and all(tc.find(t) is None for t in ("failure", "error", "skipped"))
 
 
+def row(out, dtype, field):
+    """The cells of numvalctl contract's table row for dtype and field."""
+    for line in out.splitlines():
+        cells = line.split()
+        if cells[:2] == [dtype, field]:
+            return cells
+    return []
+
+
+def contract_checks(s, ok_id, liar_job):
+    """numvalctl contract: the newest finished contract job of the device (and
+    build), declared beside measured, mismatches marked."""
+    r = liar_job["result"]
+    p = s.ctl("--json", "contract", "liar", token_scope="read")
+    got = json.loads(p.stdout) if p.returncode == 0 else {}
+    check(got.get("job_id") == liar_job["id"] and got.get("state") == "failed" and
+          got.get("measured") == r["measured"]["contract"] and
+          got.get("declared") == r["contract"] and got.get("judged") == r["judged"] and
+          [m["field"] for m in got.get("mismatches", [])] ==
+          [m["field"] for m in r["mismatches"]],
+          "contract --json liar: the stored job's declared and measured contract (%s)" %
+          p.stderr.strip())
+    p = s.ctl("contract", "liar", token_scope="read")
+    ftz = row(p.stdout, "fp32", "ftz")
+    order = row(p.stdout, "fp32", "reduction_order")
+    check(p.returncode == 0 and ftz[-2:] == ["true", "MISMATCH"] and "kept" in ftz and
+          order[-1:] == ["agrees"] and
+          row(p.stdout, "fp32", "matmul_deterministic")[-1:] == ["agrees"] and
+          row(p.stdout, "fp32", "accumulator_bits")[-2:] == ["not", "judged"],
+          "contract liar: fp32 ftz declared kept, measured true, a mismatch; the order agrees "
+          "(%s | %s)\n%s" % (ftz, order, p.stdout))
+    p = s.ctl("contract", "emu-sup", token_scope="read")
+    check(p.returncode == 0 and ("contract job %d (passed)" % ok_id) in p.stdout and
+          row(p.stdout, "fp32", "ftz")[-2:] == ["false", "agrees"] and "MISMATCH" not in p.stdout,
+          "contract emu-sup: the passing job, ftz agrees, no mismatch\n%s" % p.stdout)
+    p = s.ctl("--json", "contract", "liar", "--build", "b7", token_scope="read")
+    got = json.loads(p.stdout) if p.returncode == 0 else {}
+    check(got.get("job_id") == liar_job["id"], "contract liar --build b7: that build's job")
+    p = s.ctl("contract", "emu-sup", "--build", "b7", token_scope="read")
+    check(p.returncode == 2 and "no finished contract job of build 'b7'" in p.stderr,
+          "contract emu-sup --build b7: none of that build (%s)" % p.stderr.strip())
+    p = s.ctl("contract", "liar", "--build", "b8", token_scope="read")
+    check(p.returncode == 2 and "no build 'b8'" in p.stderr,
+          "contract --build of an unknown build: a clear error (%s)" % p.stderr.strip())
+
+
 def test(bins):
     whole = nvschema.validator("job_result")
     with Service(bins, lease_ms=3000, devices={"emu-sup": "emu"}) as s:
@@ -70,6 +118,13 @@ def test(bins):
         for name, spec in (("c.json", SPEC), ("bad.json", dict(SPEC, dtypes=["int32"]))):
             with open(os.path.join(s.tmp, name), "w") as f:
                 json.dump(spec, f)
+
+        p = s.ctl("contract", "emu-sup", token_scope="read")
+        check(p.returncode == 2 and "no finished contract job yet" in p.stderr,
+              "numvalctl contract before any contract job: a clear error (%s)" % p.stderr.strip())
+        p = s.ctl("contract", "nosuch", token_scope="read")
+        check(p.returncode == 2 and "device 'nosuch' not found" in p.stderr,
+              "numvalctl contract of an unknown device: a clear error (%s)" % p.stderr.strip())
 
         p = s.ctl("submit", "c.json", "--device", "emu-sup", "--wait", "--timeout", "240",
                   "--junit", "ok.xml")
@@ -88,8 +143,9 @@ def test(bins):
               cases_passed(ok_cases["contract.fp32.ftz"]),
               "truthful emu: contract.fp32.ftz is a passed test case")
 
+        ok_id = job["id"]
         p = s.ctl("submit", "c.json", "--device", "liar", "--wait", "--timeout", "240",
-                  "--junit", "liar.xml")
+                  "--junit", "liar.xml", "--build-name", "kernels", "--build-version", "b7")
         check(p.returncode == 1, "lying device: numvalctl exits 1 (got %d: %s)" %
               (p.returncode, p.stderr[-500:]))
         job_id = p.stdout.strip()
@@ -106,6 +162,7 @@ def test(bins):
         check(not cases_passed(liar_cases.get("contract.fp32.ftz", ET.Element("x"))) and
               cases_passed(liar_cases.get("contract.fp32.reduction_order", ET.Element("x"))),
               "lying device: contract.fp32.ftz failed, contract.fp32.reduction_order passed")
+        contract_checks(s, ok_id, job)
         p = s.ctl("show", job_id, token_scope="read")
         check(p.returncode == 0 and "contract.fp32.ftz" in p.stdout,
               "numvalctl show prints the mismatch")

@@ -1,0 +1,21 @@
+/* The measured contract of a device in the store (store_contract.c): the
+ * newest finished contract job of a device, optionally of one build.
+ * Conventions as store.h: 0 or negative errno; JSON through ret is a new
+ * reference owned by the caller. */
+#ifndef NUMVAL_DAEMON_STORE_CONTRACT_H
+#define NUMVAL_DAEMON_STORE_CONTRACT_H
+
+#include "store.h"
+
+/* What an -ENOENT of nvd_store_device_contract is missing. */
+enum { NVD_CONTRACT_NO_DEVICE = 1, NVD_CONTRACT_NO_BUILD, NVD_CONTRACT_NO_JOB };
+
+/* {"device", "job_id", "state", "build_id", "finished_at", "mode", "declared"
+ * (describe()'s contract), "measured" (measured.contract), "judged",
+ * "mismatches" (without evidence)} of the newest passed or failed contract job
+ * that ran on device (and of build: a hash, name or version, newest build of
+ * that name). -ENOENT with *ret_missing saying what is missing. */
+int nvd_store_device_contract(nvd_store *s, const char *device, const char *build, json_t **ret,
+                              int *ret_missing);
+
+#endif
