@@ -7,13 +7,15 @@ contract.fp32.ftz mismatch and its evidence); the stored result is valid under
 schema/result.schema.json, numvalctl show prints it, --junit gives one test case
 per judged field (failed exactly for the mismatches), numvalctl contract DEVICE
 [--build B] shows the newest one's declared and measured contract (clear errors
-for an unknown device or build, or none yet), and a bad contract spec is
+for an unknown device or build, or none yet), a [schedule] running the shipped
+nightly suite's contract job runs it on the schedule's device, and a bad contract spec is
 refused at submit time with its JSON pointer (numvald validates with core/spec).
 
 usage: test_contract_service.py NUMVALD NUMVAL-WORKER NUMVALCTL LIAR_SO"""
 import json
 import os
 import sys
+import time
 import xml.etree.ElementTree as ET
 
 import nvschema
@@ -21,6 +23,11 @@ from nvservice import Service, check, main
 
 LIAR = sys.argv.pop(4) if len(sys.argv) > 4 else ""
 SPEC = {"kind": "contract", "dtypes": ["fp32", "bf16"], "fp32_sweep": 256}
+NIGHTLY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "suites",
+                       "nightly.json")
+# Every minute: the slot after the daemon starts fires within 60 s.
+SCHEDULE = "\n".join(["", "[schedule nightly]", "cron = * * * * *", "suite = %s",
+                      "device = emu-night", ""])
 
 
 def text(v):
@@ -110,9 +117,50 @@ def contract_checks(s, ok_id, liar_job):
           "contract --build of an unknown build: a clear error (%s)" % p.stderr.strip())
 
 
+def nightly_checks(s):
+    """The schedule's contract job: run on the schedule's device, and what
+    numvalctl contract of that device shows."""
+    deadline = time.time() + 150
+    ids = []
+    while not ids and time.time() < deadline:
+        st, body = s.api("GET", "/api/v1/schedules", scope="read")
+        last = (body or {}).get("schedules", [{}])[0].get("last_run") or {}
+        ids = last.get("job_ids") or []
+        if not ids:
+            time.sleep(0.5)
+    check(len(ids) == 1, "the every-minute schedule fired and submitted one job (%s)" % ids)
+    job = s.wait_jobs(ids, 240)[ids[0]]
+    r = job.get("result") or {}
+    check(job["kind"] == "contract" and job["device"] == "emu-night" and
+          job["state"] == "passed" and r.get("summary", {}).get("cases", 0) > 0,
+          "the scheduled contract job ran on emu-night and passed (%s on %s, %s judged)" %
+          (job["state"], job["device"], r.get("summary", {}).get("cases")))
+    p = s.ctl("--json", "contract", "emu-night", token_scope="read")
+    got = json.loads(p.stdout) if p.returncode == 0 else {}
+    check(got.get("job_id") == job["id"] and sorted(got.get("measured", {})) ==
+          sorted(r["measured"]["contract"]) and len(got["measured"]) >= 4,
+          "numvalctl contract emu-night: the scheduled job, every float dtype (%s)" %
+          sorted(got.get("measured", {})))
+
+
 def test(bins):
     whole = nvschema.validator("job_result")
-    with Service(bins, lease_ms=3000, devices={"emu-sup": "emu"}) as s:
+    with open(NIGHTLY) as f:
+        nightly = json.load(f)
+    contract_jobs = [j for j in nightly["jobs"] if j.get("kind") == "contract"]
+    check(len(contract_jobs) == 1, "the shipped nightly suite has a contract job (%d)" %
+          len(contract_jobs))
+    with Service(bins, lease_ms=3000, devices={"emu-sup": "emu", "emu-night": "emu"},
+                 extra_conf=SCHEDULE) as s:
+        # The schedule runs the shipped nightly's contract job (its long runs
+        # take minutes; the scheduler submits every job of a suite alike).
+        suite = os.path.join(s.tmp, "nightly-contract.json")
+        with open(suite, "w") as f:
+            json.dump(dict(nightly, jobs=contract_jobs), f)
+        with open(s.conf) as f:
+            text = f.read()
+        with open(s.conf, "w") as f:
+            f.write(text.replace("suite = %s", "suite = " + suite))
         s.start_daemon()
         s.start_worker("liar", "plugin:%s?ftz=on|" % LIAR)
         for name, spec in (("c.json", SPEC), ("bad.json", dict(SPEC, dtypes=["int32"]))):
@@ -166,6 +214,8 @@ def test(bins):
         p = s.ctl("show", job_id, token_scope="read")
         check(p.returncode == 0 and "contract.fp32.ftz" in p.stdout,
               "numvalctl show prints the mismatch")
+
+        nightly_checks(s)
 
         p = s.ctl("submit", "bad.json", "--wait")
         check(p.returncode == 2 and "/dtypes/0" in p.stderr and "int32" in p.stderr,
