@@ -18,4 +18,12 @@ enum { NVD_CONTRACT_NO_DEVICE = 1, NVD_CONTRACT_NO_BUILD, NVD_CONTRACT_NO_JOB };
 int nvd_store_device_contract(nvd_store *s, const char *device, const char *build, json_t **ret,
                               int *ret_missing);
 
+/* Build compare (docs/API.md "Compare"): for each device with a finished
+ * contract job of both builds (the newest of each), every measured contract
+ * field that both decided and that differs, as {"device", "dtype", "field",
+ * "base", "head", "base_job", "head_job"} in *ret_changes; the number of
+ * devices compared in *ret_devices. Hashes as nvd_store_build_resolve gives. */
+int nvd_store_compare_contracts(nvd_store *s, const char *base_hash, const char *head_hash,
+                                json_t **ret_changes, int64_t *ret_devices);
+
 #endif

@@ -8,12 +8,15 @@ schema/result.schema.json, numvalctl show prints it, --junit gives one test case
 per judged field (failed exactly for the mismatches), numvalctl contract DEVICE
 [--build B] shows the newest one's declared and measured contract (clear errors
 for an unknown device or build, or none yet), a [schedule] running the shipped
-nightly suite's contract job runs it on the schedule's device, and a bad contract spec is
+nightly suite's contract job runs it on the schedule's device, build compare
+reports a device's changed measured contract as a regression (exit 1), and a
+bad contract spec is
 refused at submit time with its JSON pointer (numvald validates with core/spec).
 
 usage: test_contract_service.py NUMVALD NUMVAL-WORKER NUMVALCTL LIAR_SO"""
 import json
 import os
+import signal
 import sys
 import time
 import xml.etree.ElementTree as ET
@@ -117,6 +120,39 @@ def contract_checks(s, ok_id, liar_job):
           "contract --build of an unknown build: a clear error (%s)" % p.stderr.strip())
 
 
+def compare_checks(s):
+    """Build compare: a device whose measured contract changed between two
+    builds is a regression (exit 1) although no case exists to fail; the same
+    contract twice is not."""
+    for build, backend in (("b5", "plugin:%s?|" % LIAR), ("b6", "plugin:%s?|" % LIAR),
+                           ("b8", "plugin:%s?ftz=on|" % LIAR)):
+        w = s.start_worker("flip", backend)
+        p = s.ctl("submit", "c.json", "--device", "flip", "--wait", "--timeout", "240",
+                  "--build-name", "kernels", "--build-version", build)
+        check(p.returncode in (0, 1), "flip build %s: a contract job ran (%d: %s)" %
+              (build, p.returncode, p.stderr[-300:]))
+        s.kill_worker(w, signal.SIGTERM)
+    p = s.ctl("compare", "b5", "b6", token_scope="read")
+    check(p.returncode == 0 and "contract_changes: 0 (devices compared: 1)" in p.stdout,
+          "compare b5 b6: the same contract, exit 0 (%d)\n%s%s" %
+          (p.returncode, p.stdout, p.stderr))
+    p = s.ctl("--json", "compare", "b6", "b8", token_scope="read")
+    got = json.loads(p.stdout) if p.stdout.strip() else {}
+    changes = {(c["device"], c["dtype"], c["field"]): (c["base"], c["head"])
+               for c in got.get("contract_changes", [])}
+    check(p.returncode == 1 and changes.get(("flip", "fp32", "ftz")) == (False, True) and
+          got["counts"]["contract_devices"] == 1 and got["counts"]["matched"] == 0 and
+          all(d == "flip" for d, _, _ in changes),
+          "compare b6 b8: flip's fp32 ftz false -> true is a regression, exit 1 (%d, %s)" %
+          (p.returncode, sorted(changes)))
+    p = s.ctl("compare", "b6", "b8", "--kind", "contract", token_scope="read")
+    check(p.returncode == 1 and "flip fp32 ftz: false -> true" in p.stdout,
+          "compare --kind contract prints the change\n%s" % p.stdout)
+    p = s.ctl("compare", "b6", "b8", "--kind", "op", token_scope="read")
+    check(p.returncode == 3, "compare --kind op leaves contracts out: nothing matched, exit 3 "
+          "(%d)" % p.returncode)
+
+
 def nightly_checks(s):
     """The schedule's contract job: run on the schedule's device, and what
     numvalctl contract of that device shows."""
@@ -215,6 +251,7 @@ def test(bins):
         check(p.returncode == 0 and "contract.fp32.ftz" in p.stdout,
               "numvalctl show prints the mismatch")
 
+        compare_checks(s)
         nightly_checks(s)
 
         p = s.ctl("submit", "bad.json", "--wait")
