@@ -48,10 +48,7 @@ static void add_row(nvc_table *t, const char *dt, const char *key, const json_t 
         j = m;
     char *meas = nvc_json_text(mv);
     char *decl = nvc_json_text(j ? json_object_get(j, "declared") : NULL);
-    const char *cells[5] = {dt, key, decl, meas,
-                            m   ? "MISMATCH"
-                            : j ? "agrees"
-                                : "not judged"};
+    const char *cells[5] = {dt, key, decl, meas, m ? "MISMATCH" : j ? "agrees" : "not judged"};
     if (t && meas && decl)
         nvc_table_add(t, cells);
     free(meas);

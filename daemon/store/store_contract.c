@@ -13,10 +13,10 @@
  * device is the job's own or, for a job any device could claim, the one that
  * ran it; "error" jobs are left out (a probe failed: the contract is partial). */
 #define CONTRACT_SQL                                                                               \
-    "SELECT id, state, build_hash, finished_at, result -> '$.contract',"                         \
-    " result -> '$.measured.contract', result -> '$.judged', result -> '$.mismatches',"          \
-    " result -> '$.mode' FROM jobs WHERE kind = 'contract' AND state IN ('passed', 'failed')"    \
-    " AND (device = ?1 OR (device IS NULL AND leased_by = ?1))"                                   \
+    "SELECT id, state, build_hash, finished_at, result -> '$.contract',"                           \
+    " result -> '$.measured.contract', result -> '$.judged', result -> '$.mismatches',"            \
+    " result -> '$.mode' FROM jobs WHERE kind = 'contract' AND state IN ('passed', 'failed')"      \
+    " AND (device = ?1 OR (device IS NULL AND leased_by = ?1))"                                    \
     " AND (?2 IS NULL OR build_hash = ?2) AND result IS NOT NULL ORDER BY id DESC LIMIT 1"
 
 /* A mismatch without its evidence (the job has it): field, declared, measured. */
@@ -27,9 +27,9 @@ static json_t *mismatch_fields(json_t *mism)
     json_t *m;
     json_array_foreach(mism, i, m)
     {
-        json_t *c = json_pack("{s:O?, s:O?, s:O?}", "field", json_object_get(m, "field"),
-                              "declared", json_object_get(m, "declared"), "measured",
-                              json_object_get(m, "measured"));
+        json_t *c =
+            json_pack("{s:O?, s:O?, s:O?}", "field", json_object_get(m, "field"), "declared",
+                      json_object_get(m, "declared"), "measured", json_object_get(m, "measured"));
         if (!out || !c || json_array_append_new(out, c) < 0) {
             json_decref(out);
             return NULL;
@@ -68,12 +68,11 @@ int nvd_store_device_contract(nvd_store *s, const char *device, const char *buil
     if (rc == SQLITE_ROW) {
         json_t *mism = store_col_json(st, 7);
         json_t *o = json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o?}", "device",
-                              device, "job_id", store_col_int(st, 0), "state",
-                              store_col_str(st, 1), "build_id", store_col_str(st, 2),
-                              "finished_at", store_col_time(st, 3), "mode", store_col_json(st, 8),
-                              "declared", store_col_json(st, 4), "measured",
-                              store_col_json(st, 5), "judged", store_col_json(st, 6),
-                              "mismatches", mismatch_fields(mism));
+                              device, "job_id", store_col_int(st, 0), "state", store_col_str(st, 1),
+                              "build_id", store_col_str(st, 2), "finished_at",
+                              store_col_time(st, 3), "mode", store_col_json(st, 8), "declared",
+                              store_col_json(st, 4), "measured", store_col_json(st, 5), "judged",
+                              store_col_json(st, 6), "mismatches", mismatch_fields(mism));
         json_decref(mism);
         r = o ? 0 : -ENOMEM;
         if (o)

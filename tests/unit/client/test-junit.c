@@ -118,7 +118,9 @@ static const char CONTRACT_JOB[] =
     "   {\"field\": \"contract.bf16.deterministic(sum)\", \"declared\": true, \"measured\": true}],"
     "  \"mismatches\": [{\"class\": \"contract_mismatch\", \"field\": \"contract.fp32.ftz\","
     "    \"declared\": \"kept\", \"measured\": true, \"evidence\": [{\"property\": \"ftz\","
-    "    \"pad\": \"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAZZ\"}]},"
+    "    \"pad\": \"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAZZ\"}]},"
     "   {\"class\": \"contract_mismatch\", \"field\": \"contract.fp32.fast_math\","
     "    \"declared\": false, \"measured\": true, \"evidence\": {\"ftz\": true}}]}}";
 

@@ -265,9 +265,9 @@ static json_t *ct_result(void *job)
         "kind", "contract", "backend", c->b.backend_spec, "device", json_object_get(desc, "device"),
         "mode", json_object_get(desc, "mode"), "contract", json_object_get(desc, "contract"),
         "build", build ? build : json_object_get(desc, "build"), "measured", measured, "mismatches",
-        mism, "judged", judged_list, "summary", "cases", (json_int_t)judged, "passed", (json_int_t)(judged - failed),
-        "failed", (json_int_t)failed, "errors", (json_int_t)errors, "probes",
-        (json_int_t)(c->n1 + c->n2), "seconds", c->seconds);
+        mism, "judged", judged_list, "summary", "cases", (json_int_t)judged, "passed",
+        (json_int_t)(judged - failed), "failed", (json_int_t)failed, "errors", (json_int_t)errors,
+        "probes", (json_int_t)(c->n1 + c->n2), "seconds", c->seconds);
 oom:
     json_decref(conv);
     json_decref(arith);
