@@ -276,7 +276,7 @@ int nvc_cmd_compare(nvc_conn *c, int argc, char **argv)
     if (nvc_parse(argc, argv, opts, pos, 2, &npos, &err) < 0 || npos != 2) {
         nvc_error("%s", err ? err
                             : "usage: numvalctl compare BASE_BUILD HEAD_BUILD "
-                              "[--kind op|gradient|fused] [--op OP]");
+                              "[--kind op|gradient|fused|contract] [--op OP]");
         free(err);
         return NVC_EXIT_ERROR;
     }
@@ -312,12 +312,37 @@ int nvc_cmd_compare(nvc_conn *c, int argc, char **argv)
             json_t *e;
             json_array_foreach(a, i, e) print_side(e, lists[k]);
         }
+        const json_t *cc = json_object_get(r, "contract_changes");
+        printf("contract_changes: %zu (devices compared: %lld)\n", json_array_size(cc),
+               (long long)json_integer_value(json_object_get(counts, "contract_devices")));
+        size_t i;
+        json_t *e;
+        json_array_foreach(cc, i, e)
+        {
+            char *bv = nvc_json_text(json_object_get(e, "base")),
+                 *hv = nvc_json_text(json_object_get(e, "head"));
+            char bj[32], hj[32];
+            printf("  %s %s %s: %s -> %s (jobs %s -> %s)\n",
+                   json_string_value(json_object_get(e, "device")),
+                   json_string_value(json_object_get(e, "dtype")),
+                   json_string_value(json_object_get(e, "field")), bv ? bv : "-", hv ? hv : "-",
+                   nvc_id_text(json_object_get(e, "base_job"), bj),
+                   nvc_id_text(json_object_get(e, "head_job"), hj));
+            free(bv);
+            free(hv);
+        }
     }
     /* 1 when the head build newly fails a case (for CI gates); 3 when no case
      * matched: the gate compared nothing and must not pass. */
-    int status =
-        json_array_size(json_object_get(r, "newly_failing")) ? NVC_EXIT_FAILED : NVC_EXIT_OK;
-    if (matched == 0 && status == NVC_EXIT_OK) {
+    /* A measured contract that changed is a regression even where every
+     * tolerance still passes (docs/CONTRACT.md); a device whose contract both
+     * builds measured counts as compared. */
+    json_int_t devices = json_integer_value(json_object_get(counts, "contract_devices"));
+    int status = json_array_size(json_object_get(r, "newly_failing")) ||
+                         json_array_size(json_object_get(r, "contract_changes"))
+                     ? NVC_EXIT_FAILED
+                     : NVC_EXIT_OK;
+    if (matched == 0 && devices == 0 && status == NVC_EXIT_OK) {
         nvc_error("nothing compared: no case of build '%s' matches one of build '%s' (%lld only "
                   "in head, %lld only in base); exit status 3",
                   pos[0], pos[1], (long long)only_head, (long long)only_base);

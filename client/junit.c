@@ -2,7 +2,7 @@
  * named numval.KIND.NAME so that it is the same in every run, and test cases that
  * carry the verdicts of the job's kind: an op case each; a gradient case's checks;
  * a fused case's outputs and its first divergent node; a long-run job's acceptance
- * rules; a suite replay's cases. Every test case has a time. */
+ * rules; a suite replay's cases; a contract job's judged fields. Every test case has a time. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -528,6 +528,69 @@ static int longrun_cases(json_t *list, const json_t *job)
     return r;
 }
 
+/* A contract job (docs/CONTRACT.md): one test case per judged field, named
+ * by the field ("contract.fp32.ftz"), failed with type contract_mismatch when
+ * the mismatches name it. A result stored before "judged" existed gives its
+ * mismatches alone. */
+static int contract_cases(json_t *list, const json_t *job)
+{
+    const json_t *res = json_object_get(job, "result");
+    const json_t *mism = json_object_get(res, "mismatches");
+    const json_t *judged = json_object_get(res, "judged");
+    if (!json_is_array(judged))
+        judged = mism;
+    size_t i;
+    const json_t *jf;
+    json_array_foreach(judged, i, jf)
+    {
+        const char *field = str(jf, "field");
+        const json_t *m = NULL;
+        size_t k;
+        const json_t *c;
+        json_array_foreach(mism, k, c) if (!strcmp(str(c, "field"), field)) m = c;
+        int r;
+        if (!m) {
+            r = add_tc(list, field, "passed", NULL, NULL, NULL);
+        } else {
+            text msg, b;
+            if (!text_begin(&msg))
+                return -ENOMEM;
+            fputs("declared ", msg.f);
+            put_json(msg.f, json_object_get(m, "declared"));
+            fputs(", measured ", msg.f);
+            put_json(msg.f, json_object_get(m, "measured"));
+            char *ms = text_end(&msg);
+            if (!ms || !text_begin(&b)) {
+                free(ms);
+                return -ENOMEM;
+            }
+            fprintf(b.f, "field: %s\ndeclared: ", field);
+            put_json(b.f, json_object_get(m, "declared"));
+            fputs("\nmeasured: ", b.f);
+            put_json(b.f, json_object_get(m, "measured"));
+            /* the first evidence entry (or the evidence object), cut short:
+             * the whole of it is in the stored result (numvalctl show) */
+            const json_t *ev = json_object_get(m, "evidence");
+            if (json_is_array(ev))
+                ev = json_array_get(ev, 0);
+            if (ev) {
+                char *es = nvc_json_text(ev);
+                fprintf(b.f, "\nevidence: %.240s%s", es ? es : "-",
+                        es && strlen(es) > 240 ? " ..." : "");
+                free(es);
+            }
+            fputc('\n', b.f);
+            char *bs = text_end(&b);
+            r = bs ? add_tc(list, field, "failed", "contract_mismatch", ms, bs) : -ENOMEM;
+            free(ms);
+            free(bs);
+        }
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
 /* The timing of a case in seconds ("timing_ms" summed), or a negative value. */
 static double case_seconds(const json_t *cs)
 {
@@ -555,6 +618,8 @@ static int job_cases(json_t *list, const json_t *job, const json_t *cases)
     int r = 0;
     if (!strcmp(kind, "longrun"))
         r = longrun_cases(list, job);
+    else if (!strcmp(kind, "contract"))
+        r = contract_cases(list, job);
     for (size_t i = 0; r == 0 && i < json_array_size(cases); i++) {
         const json_t *cs = json_array_get(cases, i);
         char name[600];

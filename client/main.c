@@ -7,6 +7,7 @@
 #include "cmd_repro.h"
 
 int nvc_cmd_schedules(nvc_conn *c, int argc, char **argv); /* cmd_schedules.c */
+int nvc_cmd_contract(nvc_conn *c, int argc, char **argv);  /* cmd_contract.c */
 
 static const char USAGE[] =
     "usage: numvalctl [--server URL] [--token T] [--cacert FILE] [--json] COMMAND ...\n"
@@ -41,13 +42,17 @@ static const char USAGE[] =
     "                      one suite job per probe; exits 1 on non-monotone evidence;\n"
     "                      --daemon: numvald runs it (POST /api/v1/bisections)\n"
     "  devices             devices with their state and last crash\n"
+    "  contract DEVICE [--build B]\n"
+    "                      the device's measured contract beside describe()'s, per dtype\n"
+    "                      and field, from its newest finished contract job (of build B)\n"
     "  repro CASE_ID [--backend SPEC] [--minimized] [--runs N] [--worker PATH] [--keep FILE]\n"
     "                      re-run a stored failure locally from its artifact alone; exits 1\n"
     "                      if it still fails, 0 if it no longer does\n"
-    "  compare BASE_BUILD HEAD_BUILD [--kind op|gradient|fused] [--op OP]\n"
+    "  compare BASE_BUILD HEAD_BUILD [--kind op|gradient|fused|contract] [--op OP]\n"
     "                      newly failing, newly passing and drifting cases between builds,\n"
-    "                      with tolerance changes; exits 1 if the head newly fails a case,\n"
-    "                      3 if no case matched\n"
+    "                      with tolerance changes, and changed measured contracts; exits 1\n"
+    "                      if the head newly fails a case or a device's contract changed,\n"
+    "                      3 if nothing matched\n"
     "  history --op OP --dtype DT [--kind op|gradient|fused] [--shape JSON] [--layout L]\n"
     "         [--input CLASS] [--device D] [--limit N]\n"
     "                      one test's verdict, error and tolerance per build, oldest first\n"
@@ -79,6 +84,7 @@ static const command COMMANDS[] = {
     {"schedules", nvc_cmd_schedules},                           /* cmd_schedules.c */
     {"history", nvc_cmd_history},     {"flaky", nvc_cmd_flaky}, /* cmd_history.c */
     {"bisect", nvc_cmd_bisect},                                 /* cmd_bisect.c */
+    {"contract", nvc_cmd_contract},                             /* cmd_contract.c */
 };
 
 int main(int argc, char **argv)

@@ -337,6 +337,8 @@ static bool route(api_ctx *x, bool *bad_method)
     ROUTE(is(x, 1, "builds", 0, 0), get, NVD_SCOPE_READ, api_builds(x));
     ROUTE(is(x, 1, "devices", 0, 0), get, NVD_SCOPE_READ, api_devices(x, NULL));
     ROUTE(is(x, 2, "devices", 0, 0), get, NVD_SCOPE_READ, api_devices(x, x->seg[1]));
+    ROUTE(is(x, 3, "devices", 0, "contract"), get, NVD_SCOPE_READ,
+          api_device_contract(x, x->seg[1]));
     ROUTE(is(x, 2, "worker", "claim", 0), post, NVD_SCOPE_WORKER, api_worker_claim(x));
     ROUTE(is(x, 2, "worker", "heartbeat", 0), post, NVD_SCOPE_WORKER, api_worker_heartbeat(x));
     ROUTE(is(x, 2, "worker", "result", 0), post, NVD_SCOPE_WORKER, api_worker_result(x));

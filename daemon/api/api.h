@@ -60,6 +60,8 @@ void api_builds_register(api_ctx *x);
 void api_bisect_post(api_ctx *x);
 void api_bisect_get(api_ctx *x, int64_t id);
 void api_devices(api_ctx *x, const char *name);
+/* GET /api/v1/devices/{name}/contract (api_contract.c). */
+void api_device_contract(api_ctx *x, const char *device);
 void api_metrics(api_ctx *x);
 /* Job and case lists on the threadpool (api_read.c); filters are copied. */
 void api_read_jobs(api_ctx *x, const nvd_job_filter *f);

@@ -132,9 +132,10 @@ void api_compare(api_ctx *x)
         return;
     }
     const char *kind = api_query(x, "kind"), *op = api_query(x, "op");
-    if (kind && strcmp(kind, "op") && strcmp(kind, "gradient") && strcmp(kind, "fused")) {
-        api_error(x, 400, "bad_request", "/kind", "kind '%s' is not op, gradient or fused",
-                  kind);
+    if (kind && strcmp(kind, "op") && strcmp(kind, "gradient") && strcmp(kind, "fused") &&
+        strcmp(kind, "contract")) {
+        api_error(x, 400, "bad_request", "/kind",
+                  "kind '%s' is not op, gradient, fused or contract", kind);
         return;
     }
     if (kind && !*kind)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store_contract.h"
 #include "store_internal.h"
 #include "store_suite.h"
 
@@ -249,13 +250,29 @@ int nvd_store_compare(nvd_store *s, const char *base, const char *head, const ch
         if (!o) {
             r = -ENOMEM;
         } else {
+            /* the measured contracts of the devices both builds ran a
+             * contract job on: a changed one is a regression of its own
+             * (store_contract.c), compared unless the query names a case kind
+             * or an op */
+            json_t *changes = NULL;
+            int64_t devs = 0;
+            if (!op && (!kind || !strcmp(kind, "contract")))
+                r = nvd_store_compare_contracts(s, bh, hh, &changes, &devs);
+            json_object_set_new(o, "contract_changes", changes ? changes : json_array());
+            json_t *counts = json_object_get(o, "counts");
+            json_object_set_new(counts, "contract_devices", json_integer(devs));
+            json_object_set_new(counts, "contract_changed",
+                                json_integer((json_int_t)json_array_size(changes)));
             json_object_set_new(o, "base", json_string(bh));
             json_object_set_new(o, "head", json_string(hh));
             json_object_set_new(o, "drift_rule",
                                 json_string("both passed; op and fused cases: head max_ulp >= 2 x "
                                             "base max_ulp and >= base + 0.5; gradient cases: "
                                             "head headroom >= 2 x base headroom and >= 0.25"));
-            *ret = o;
+            if (r == 0)
+                *ret = o;
+            else
+                json_decref(o);
         }
     }
     free(bh);

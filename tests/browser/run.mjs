@@ -508,8 +508,24 @@ test('write actions ask for a token and show the server refusal', {skip: SKIP}, 
 });
 
 test('devices, builds and suite views render', {skip: SKIP}, async () => {
+  // A contract job on emu0 (fp32 only, a small sweep): its measured contract shows
+  // beside the declared one; emufast has none yet.
+  const cj = await api(svc, 'POST', '/jobs', {kind: 'contract', dtypes: ['fp32'], fp32_sweep: 256, device: 'emu0'},
+    svc.submitToken);
+  assert.equal(cj.status, 201, JSON.stringify(cj.body));
+  const contractJob = await waitJob(svc, cj.body.job.id, 60000);
+  assert.equal(contractJob.state, 'passed');
   await visit(page, svc.url + '/#/devices');
   assert.match(await page.locator('#device-emufast').innerText(), /transcendental=fast/);
+  await page.locator('#measured-emu0 table.measured').waitFor();
+  assert.match(await page.locator('#measured-emufast').innerText(), /No finished contract job yet/);
+  const m = page.locator('#measured-emu0');
+  assert.match(await m.innerText(), new RegExp(`Contract job #${contractJob.id} \\(passed\\)`));
+  const ftz = (await m.locator('tbody tr', {has: page.locator('td', {hasText: /^ftz$/})}).innerText()).split('\t');
+  assert.deepEqual(ftz.map((x) => x.trim()), ['fp32', 'ftz', 'kept (gradual underflow)', 'false', 'agrees']);
+  const fma = (await m.locator('tbody tr', {has: page.locator('td', {hasText: /^fma$/})}).innerText()).split('\t');
+  assert.deepEqual(fma.map((x) => x.trim()), ['fp32', 'fma', '—', 'fused', 'not judged']);
+  assert.equal(await m.locator('td.bad').count(), 0);
   await shot('08-devices');
   await visit(page, svc.url + '/#/builds');
   assert.match(await page.locator('#builds').innerText(), new RegExp(`${BUILD.name}\\s+${BUILD.version}`));

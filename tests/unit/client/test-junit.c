@@ -106,6 +106,24 @@ static const char SUITE_CASES[] =
     " {\"index\": 1, \"suite_case\": 4, \"verdict\": \"passed\", \"op\": \"exp\","
     "  \"dtype\": \"fp32\", \"shape\": [4]}]";
 
+/* A contract job: three judged fields, one contradicted (its evidence an
+ * object, as fast_math's is), and a long evidence entry to cut. */
+static const char CONTRACT_JOB[] =
+    "{\"id\": 11, \"state\": \"failed\", \"kind\": \"contract\","
+    " \"spec\": {\"kind\": \"contract\", \"name\": \"contract\"},"
+    " \"started_at\": \"2026-11-29T11:13:42.000Z\", \"finished_at\": \"2026-11-29T11:13:45.000Z\","
+    " \"result\": {\"kind\": \"contract\", \"verdict\": \"failed\","
+    "  \"judged\": [{\"field\": \"contract.fp32.ftz\", \"declared\": \"kept\", \"measured\": true},"
+    "   {\"field\": \"contract.fp32.fast_math\", \"declared\": false, \"measured\": true},"
+    "   {\"field\": \"contract.bf16.deterministic(sum)\", \"declared\": true, \"measured\": true}],"
+    "  \"mismatches\": [{\"class\": \"contract_mismatch\", \"field\": \"contract.fp32.ftz\","
+    "    \"declared\": \"kept\", \"measured\": true, \"evidence\": [{\"property\": \"ftz\","
+    "    \"pad\": \"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAZZ\"}]},"
+    "   {\"class\": \"contract_mismatch\", \"field\": \"contract.fp32.fast_math\","
+    "    \"declared\": false, \"measured\": true, \"evidence\": {\"ftz\": true}}]}}";
+
 static char *write_read(const json_t *jobs, const json_t *cases)
 {
     char path[] = "/tmp/numval-test-junit-XXXXXX";
@@ -291,6 +309,42 @@ static void suite_job(void)
     json_decref(cases);
 }
 
+static void contract_job(void)
+{
+    json_t *job = load(CONTRACT_JOB);
+    json_t *jobs = json_pack("[O]", job), *cases = json_pack("[[]]");
+    const char *got = write_read(jobs, cases);
+    char tc[4096];
+    got = got ? got : "";
+    tap_ok(strstr(got, "<testsuite name=\"numval.contract.contract\" tests=\"3\" failures=\"2\"") !=
+               NULL,
+           "contract job: one test case per judged field, the 2 mismatches failed");
+    testcase(got, "contract.fp32.ftz", tc, sizeof tc);
+    tap_ok(strstr(tc, "<failure type=\"contract_mismatch\" message=\"declared kept, measured "
+                      "true\">field: contract.fp32.ftz\ndeclared: kept\nmeasured: true\n"
+                      "evidence: {") &&
+               strstr(tc, " ...\n") && !strstr(tc, "ZZ"),
+           "ftz failed with type, values and the first evidence entry cut short");
+    if (!strstr(tc, "contract_mismatch"))
+        tap_diag("ftz: %s", tc);
+    tap_ok(strstr(testcase(got, "contract.fp32.fast_math", tc, sizeof tc),
+                  "evidence: {&quot;ftz&quot;:true}") != NULL,
+           "an evidence object is shown whole");
+    tap_ok(strstr(testcase(got, "contract.bf16.deterministic(sum)", tc, sizeof tc), "name=") &&
+               !strstr(tc, "failure"),
+           "a judged field that agrees is a passed test case");
+    json_decref(jobs);
+    /* a result stored before "judged" existed: its mismatches alone */
+    json_object_del(json_object_get(job, "result"), "judged");
+    jobs = json_pack("[O]", job);
+    got = write_read(jobs, cases);
+    tap_ok(got && count_of(got, "<testcase ") == 2 && count_of(got, "<failure ") == 2,
+           "without judged: the mismatches as failed test cases");
+    json_decref(jobs);
+    json_decref(cases);
+    json_decref(job);
+}
+
 static void times_everywhere(void)
 {
     json_t *jobs =
@@ -319,6 +373,7 @@ int main(void)
     gradient_job();
     fused_job();
     suite_job();
+    contract_job();
     times_everywhere();
     return tap_done();
 }

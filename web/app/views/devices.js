@@ -1,5 +1,6 @@
 // Devices: state (with quarantine reason), backend, and what each declares: its
-// dtype contract and numerical mode.
+// dtype contract and numerical mode; beside it the contract its newest contract
+// job measured.
 
 import {h, num, when, section, empty, kv} from '../util.js';
 import {optional} from '../api.js';
@@ -39,6 +40,51 @@ function contractTable(contract) {
         f[c] === undefined ? '—' : typeof f[c] === 'number' ? num(f[c]) : String(f[c]))))))));
 }
 
+// The judged field names that are not measured.contract's keys (worker/kinds/contract/judge.c).
+const JUDGED_ALIAS = {
+  'matmul_accumulator': 'matmul_accumulation',
+  'reduction_order(matmul)': 'matmul_reduction_order',
+  'deterministic(sum)': 'deterministic',
+  'deterministic(matmul)': 'matmul_deterministic',
+};
+
+function byField(list, dt) {
+  const out = {};
+  for (const e of list || []) {
+    const f = String(e.field || '');
+    const pre = `contract.${dt}.`;
+    if (!f.startsWith(pre)) continue;
+    const name = f.slice(pre.length);
+    out[JUDGED_ALIAS[name] || name] = e;
+  }
+  return out;
+}
+
+const text = (v) => (v === undefined || v === null ? '—' : typeof v === 'object' ? JSON.stringify(v) : String(v));
+
+// The measured contract (GET /api/v1/devices/{name}/contract): a row per dtype and
+// field, describe()'s value where the contract job judged it, and the verdict.
+function measuredTable(c) {
+  const rows = [];
+  for (const [dt, fields] of Object.entries(c.measured || {})) {
+    const judged = byField(c.judged || c.mismatches, dt), bad = byField(c.mismatches, dt);
+    for (const [k, v] of Object.entries(flatten(fields))) {
+      const j = judged[k];
+      const verdict = bad[k] ? 'mismatch' : j ? 'agrees' : 'not judged';
+      rows.push(h(`tr.${verdict.replace(' ', '-')}`, h('th', {scope: 'row'}, dt), h('td', k),
+        h('td', j ? text(j.declared) : '—'), h('td', text(v)),
+        h(bad[k] ? 'td.bad' : 'td', bad[k] ? h('strong', 'MISMATCH') : verdict)));
+    }
+  }
+  return h('div.measured-contract',
+    h('p', `Contract job `, h('a', {href: `#/jobs/${c.job_id}`}, `#${c.job_id}`),
+      ` (${c.state}), finished `, when(c.finished_at),
+      `: ${(c.mismatches || []).length} of ${(c.judged || []).length} judged fields contradict describe().`),
+    h('div.table-wrap', h('table.data.measured',
+      h('thead', h('tr', ['dtype', 'field', 'declared', 'measured', 'verdict'].map((x) => h('th', {scope: 'col'}, x)))),
+      h('tbody', rows))));
+}
+
 function pick(d, ...keys) {
   for (const k of keys) {
     const path = k.split('.');
@@ -67,6 +113,7 @@ function deviceCard(d) {
     ]),
     h('h3', 'Numerical mode'), mode ? h('div.mode', tree(mode)) : empty('Not reported yet (reported by the worker when it first runs a job).'),
     h('h3', 'Dtype contract'), contract ? contractTable(contract) : empty('Not reported yet.'),
+    h('h3', 'Measured contract'), h('div', {id: `measured-${d.name}`}, empty('Loading…')),
     d.describe ? h('details', h('summary', 'Full describe() as reported'),
       h('pre.json', JSON.stringify(d.describe, null, 2))) : null,
     h('p', h('a', {href: `#/jobs?device=${encodeURIComponent(d.name)}`}, `Jobs on ${d.name}`)));
@@ -87,4 +134,12 @@ export async function renderDevices(ctx) {
     return;
   }
   main.append(...devices.map(deviceCard));
+  // Each device's newest measured contract, beside the declared one (404: none yet).
+  await Promise.all(devices.map(async (d) => {
+    const c = await optional(`/devices/${encodeURIComponent(d.name)}/contract`);
+    const slot = document.getElementById(`measured-${d.name}`);
+    if (!slot) return;
+    slot.replaceChildren(c ? measuredTable(c)
+      : empty('No finished contract job yet (submit {"kind": "contract"} to this device; docs/CONTRACT.md).'));
+  }));
 }

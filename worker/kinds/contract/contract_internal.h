@@ -100,7 +100,8 @@ double ct_add(nv_dtype dt, double a, double b, const nv_round_mode *m);
 json_t *ct_summary(const json_t *measured, const bool *dtypes);
 
 /* Declared vs measured: the list of contract_mismatch failures (new reference),
- * and in *ret_judged the number of fields both sides state (each one check). */
-json_t *ct_judge(const json_t *declared_describe, const json_t *measured, int64_t *ret_judged);
+ * and appended to judged_list every field both sides state (each one check,
+ * {"field", "declared", "measured"}). */
+json_t *ct_judge(const json_t *declared_describe, const json_t *measured, json_t *judged_list);
 
 #endif

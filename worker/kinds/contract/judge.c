@@ -128,6 +128,19 @@ static int add(json_t *list, const char *dt, const char *field, json_t *declared
                                                  evidence ? evidence : json_array()));
 }
 
+/* A judged field, passed or not: {"field", "declared", "measured"} into the
+ * result's "judged" list, so that a passing field is named too (JUnit gives
+ * each its test case); the field names are those of add(). */
+static void note(json_t *judged_list, const char *dt, const char *field, json_t *declared,
+                 const json_t *measured)
+{
+    char name[96];
+    snprintf(name, sizeof name, "contract.%s.%s", dt, field);
+    json_array_append_new(judged_list, json_pack("{s:s, s:o, s:O}", "field", name, "declared",
+                                                 declared ? declared : json_null(), "measured",
+                                                 measured ? measured : json_null()));
+}
+
 static bool judged(const json_t *m)
 {
     const char *s = json_string_value(m);
@@ -174,7 +187,7 @@ static int declared_flag(const char *text, const char *flag)
 }
 
 /* The accumulator, order and determinism of sum (mm false) or matmul. */
-static void judge_accum(json_t *list, int64_t *judged_n, const json_t *desc, const char *dt,
+static void judge_accum(json_t *list, json_t *jl, const json_t *desc, const char *dt,
                         const json_t *decl, const json_t *m, const json_t *measured, bool mm)
 {
     const char *op = mm ? "matmul" : "sum";
@@ -186,7 +199,8 @@ static void judge_accum(json_t *list, int64_t *judged_n, const json_t *desc, con
         da = json_string_value(json_object_get(
             json_object_get(decl, mm ? "matmul_accumulator" : "accumulator"), "dtype"));
     const json_t *mv = json_object_get(m, mm ? "matmul_accumulation" : "accumulation");
-    *judged_n += da && judged(mv);
+    if (da && judged(mv))
+        note(jl, dt, mm ? "matmul_accumulator" : "accumulation", json_string(da), mv);
     if (da && judged(mv) && strcmp(da, str(json_string_value(mv))))
         add(list, dt, mm ? "matmul_accumulator" : "accumulation", json_string(da),
             json_deep_copy(mv), evidence_of(ac, "effective_bits"));
@@ -196,7 +210,8 @@ static void judge_accum(json_t *list, int64_t *judged_n, const json_t *desc, con
      * "unrecognized" does not contradict a declared "random". */
     bool random_ok =
         dor && !strcmp(dor, "random") && !strcmp(str(json_string_value(mv)), "unrecognized");
-    *judged_n += dor && judged(mv);
+    if (dor && judged(mv))
+        note(jl, dt, mm ? "reduction_order(matmul)" : "reduction_order", json_string(dor), mv);
     if (dor && judged(mv) && !random_ok && strcmp(dor, str(json_string_value(mv)))) {
         json_t *ev = json_array();
         json_array_append_new(ev, json_deep_copy(json_object_get(ac, "reduction")));
@@ -210,35 +225,36 @@ static void judge_accum(json_t *list, int64_t *judged_n, const json_t *desc, con
     const json_t *nd = json_object_get(desc, "nondeterministic_ops");
     mv = json_object_get(m, mm ? "matmul_deterministic" : "deterministic");
     if (json_is_array(nd) && json_is_boolean(mv)) {
-        ++*judged_n;
         bool decl_det = true;
         size_t i;
         const json_t *v;
         json_array_foreach(nd, i, v) decl_det &= strcmp(str(json_string_value(v)), op) != 0;
+        char f[32];
+        snprintf(f, sizeof f, "deterministic(%s)", op);
+        note(jl, dt, f, json_boolean(decl_det), mv);
         if (decl_det && !json_is_true(mv)) {
-            char f[32];
-            snprintf(f, sizeof f, "deterministic(%s)", op);
             add(list, dt, f, json_boolean(decl_det), json_deep_copy(mv),
                 evidence_of(ac, "deterministic"));
         }
     }
 }
 
-static void judge_dtype(json_t *list, int64_t *judged_n, const json_t *desc, const char *dt,
+static void judge_dtype(json_t *list, json_t *jl, const json_t *desc, const char *dt,
                         const json_t *decl, const json_t *m, const json_t *measured)
 {
     const json_t *mv;
     /* conversions */
     const char *dr = json_string_value(json_object_get(decl, "conversion_rounding"));
     mv = json_object_get(m, "conversion_rounding");
-    *judged_n += dr && judged(mv);
+    if (dr && judged(mv))
+        note(jl, dt, "conversion_rounding", json_string(dr), mv);
     if (dr && judged(mv) && strcmp(dr, str(json_string_value(mv))))
         add(list, dt, "conversion_rounding", json_string(dr), json_deep_copy(mv),
             conversion_evidence(measured, dt));
     const char *ds = json_string_value(json_object_get(decl, "saturation"));
     mv = json_object_get(m, "saturation");
     if (ds && judged(mv)) {
-        ++*judged_n;
+        note(jl, dt, "saturation", json_string(ds), mv);
         const char *d = !strncmp(ds, "saturate", 8) ? "saturate" : "overflow";
         if (strcmp(d, str(json_string_value(mv))))
             add(list, dt, "saturation", json_string(ds), json_deep_copy(mv),
@@ -251,21 +267,24 @@ static void judge_dtype(json_t *list, int64_t *judged_n, const json_t *desc, con
     for (int f = 0; f < 2; f++) {
         int want = declared_flag(dsub, flags[f]);
         mv = json_object_get(m, flags[f]);
-        *judged_n += want >= 0 && json_is_boolean(mv);
+        if (want >= 0 && json_is_boolean(mv))
+            note(jl, dt, flags[f], json_string(dsub), mv);
         if (want >= 0 && json_is_boolean(mv) && want != json_is_true(mv))
             add(list, dt, flags[f], json_string(dsub), json_deep_copy(mv),
                 evidence_of(ar, flags[f]));
     }
     /* accumulation of sum, and of matmul */
-    judge_accum(list, judged_n, desc, dt, decl, m, measured, false);
-    judge_accum(list, judged_n, desc, dt, decl, m, measured, true);
+    judge_accum(list, jl, desc, dt, decl, m, measured, false);
+    judge_accum(list, jl, desc, dt, decl, m, measured, true);
     /* transcendentals */
     const char *dk =
         json_string_value(json_object_get(json_object_get(decl, "transcendental_error"), "kind"));
     const char *mk =
         json_string_value(json_object_get(json_object_get(m, "transcendental_error"), "kind"));
     if (dk && mk && strcmp(mk, "indistinguishable") && strcmp(mk, "not_probed")) {
-        ++*judged_n;
+        json_t *mkj = json_string(mk);
+        note(jl, dt, "transcendental_error.kind", json_string(dk), mkj);
+        json_decref(mkj);
         const char *d = !strcmp(dk, "fast_approximation") ? "approximation" : dk;
         if (strcmp(d, mk)) {
             json_t *ev = json_array();
@@ -288,7 +307,8 @@ static void judge_dtype(json_t *list, int64_t *judged_n, const json_t *desc, con
     }
     const json_t *df = json_object_get(decl, "fast_math");
     mv = json_object_get(m, "fast_math");
-    *judged_n += json_is_boolean(df) && json_is_boolean(mv);
+    if (json_is_boolean(df) && json_is_boolean(mv))
+        note(jl, dt, "fast_math", json_deep_copy(df), mv);
     if (json_is_boolean(df) && json_is_boolean(mv) && json_is_true(df) != json_is_true(mv))
         add(list, dt, "fast_math", json_deep_copy(df), json_deep_copy(mv),
             json_pack("{s:O?, s:O?, s:O?}", "transcendental_error",
@@ -296,9 +316,8 @@ static void judge_dtype(json_t *list, int64_t *judged_n, const json_t *desc, con
                       "daz", json_object_get(m, "daz")));
 }
 
-json_t *ct_judge(const json_t *desc, const json_t *measured, int64_t *ret_judged)
+json_t *ct_judge(const json_t *desc, const json_t *measured, json_t *judged_list)
 {
-    *ret_judged = 0;
     json_t *list = json_array();
     const json_t *contract = json_object_get(desc, "contract");
     const char *dt;
@@ -307,7 +326,7 @@ json_t *ct_judge(const json_t *desc, const json_t *measured, int64_t *ret_judged
     {
         const json_t *decl = json_object_get(contract, dt);
         if (json_is_object(decl))
-            judge_dtype(list, ret_judged, desc, dt, decl, m, measured);
+            judge_dtype(list, judged_list, desc, dt, decl, m, measured);
     }
     return list;
 }

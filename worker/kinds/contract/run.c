@@ -238,11 +238,16 @@ static json_t *ct_result(void *job)
         return NULL;
     }
     json_object_set_new(measured, "contract", summary);
-    int64_t judged = 0, errors = 0;
-    json_t *mism = c->s->judge ? ct_judge(c->b.describe, measured, &judged) : json_array();
+    int64_t errors = 0;
+    json_t *judged_list = json_array();
+    json_t *mism = !judged_list   ? NULL
+                   : c->s->judge ? ct_judge(c->b.describe, measured, judged_list)
+                                 : json_array();
+    int64_t judged = (int64_t)json_array_size(judged_list);
     for (int64_t i = 0; i < c->n1 + c->n2; i++)
         errors += json_object_get(c->slots[i], "error") != NULL;
     if (!mism) {
+        json_decref(judged_list);
         json_decref(measured);
         return NULL;
     }
@@ -251,7 +256,7 @@ static json_t *ct_result(void *job)
     /* summary: each judged field is one check (a case of the common summary) */
     int64_t failed = (int64_t)json_array_size(mism);
     return json_pack(
-        "{s:s, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:o, s:o, s:{s:I, s:I, s:I, s:I},"
+        "{s:s, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I},"
         " s:I, s:f}",
         "verdict",
         failed   ? "failed"
@@ -260,9 +265,9 @@ static json_t *ct_result(void *job)
         "kind", "contract", "backend", c->b.backend_spec, "device", json_object_get(desc, "device"),
         "mode", json_object_get(desc, "mode"), "contract", json_object_get(desc, "contract"),
         "build", build ? build : json_object_get(desc, "build"), "measured", measured, "mismatches",
-        mism, "summary", "cases", (json_int_t)judged, "passed", (json_int_t)(judged - failed),
-        "failed", (json_int_t)failed, "errors", (json_int_t)errors, "probes",
-        (json_int_t)(c->n1 + c->n2), "seconds", c->seconds);
+        mism, "judged", judged_list, "summary", "cases", (json_int_t)judged, "passed",
+        (json_int_t)(judged - failed), "failed", (json_int_t)failed, "errors", (json_int_t)errors,
+        "probes", (json_int_t)(c->n1 + c->n2), "seconds", c->seconds);
 oom:
     json_decref(conv);
     json_decref(arith);
