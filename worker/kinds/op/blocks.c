@@ -29,14 +29,14 @@
 #include "core/ref/reference.h"
 #include "case_internal.h"
 
-#define BLOCK_ELEMS (INT64_C(1) << 16)
+#define BLOCK_ELEMS_DEFAULT (INT64_C(1) << 16)
 #define MAX_HELPERS 63
 #define HELPER_MIN_BLOCKS 16 /* below 2^20 elements a helper's context costs more than it saves */
 
 typedef struct slot {
     bool ready;
     nv_compare_part part;
-    double *ue; /* BLOCK_ELEMS */
+    double *ue; /* a block's elements */
     double first_in[NV_COMPARE_FIRST][NV_JOB_MAX_TENSORS];
     bool fell_back, det;
     json_t *stop; /* the block ended the case: its verdict keys */
@@ -67,12 +67,19 @@ static bool elementwise_kind(const nv_op_def *op)
            op->kind == NV_OPK_CAST;
 }
 
+static int64_t block_elems(const nvw_op_job *job)
+{
+    const nvw_run_opts *o = job->b.opts;
+    return o && o->op_block_elems != 0 ? o->op_block_elems : BLOCK_ELEMS_DEFAULT;
+}
+
 bool nvw_op_blocked(const case_state *cs)
 {
     const nv_op_def *op = cs->s->op;
     const nv_tensor *m0 = &cs->meta[0];
-    if (!elementwise_kind(op) || cs->n_in < 1 || cs->n_in != op->n_inputs || m0->ndim < 1 ||
-        m0->numel <= BLOCK_ELEMS || m0->shape[0] < 1 || m0->numel / m0->shape[0] > BLOCK_ELEMS)
+    int64_t be = block_elems(cs->job);
+    if (be < 0 || !elementwise_kind(op) || cs->n_in < 1 || cs->n_in != op->n_inputs ||
+        m0->ndim < 1 || m0->numel <= be || m0->shape[0] < 1 || m0->numel / m0->shape[0] > be)
         return false;
     for (int i = 0; i < cs->n_in; i++) {
         const nv_tensor *m = &cs->meta[i];
@@ -407,7 +414,7 @@ int nvw_op_run_blocked(case_state *cs)
     const nv_tensor *m0 = &cs->meta[0];
     blk_run br = {.cs = cs, .det = true, .n_total = m0->numel};
     br.inner = m0->numel / m0->shape[0];
-    br.rows_per = BLOCK_ELEMS / br.inner;
+    br.rows_per = block_elems(cs->job) / br.inner;
     br.n_blocks = (m0->shape[0] + br.rows_per - 1) / br.rows_per;
     if (nvw_case_tolerance(cs->job, cs->c.dtype, cs->out_dt, &br.tol) < 0)
         return -EINVAL; /* nvw_op_blocked checked it */
