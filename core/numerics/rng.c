@@ -50,15 +50,48 @@ void nv_rng_init(nv_rng *r, uint64_t seed, uint32_t case_index, uint32_t tensor_
     r->avail = 0;
 }
 
-uint32_t nv_rng_u32(nv_rng *r)
+/* The rounds of nv_philox4x32_10 over NV_RNG_BATCH consecutive counters, lane
+ * j computing block ctr + j: the same words, in the order of one block at a
+ * time. */
+void nv_rng_refill(nv_rng *r)
 {
-    if (r->avail == 0) {
-        nv_philox4x32_10(r->ctr, r->key, r->buf);
-        if (++r->ctr[0] == 0)
-            r->ctr[1]++;
-        r->avail = 4;
+    enum { B = NV_RNG_BATCH };
+    uint32_t c0[B], c1[B], c2[B], c3[B];
+    uint64_t base = (uint64_t)r->ctr[0] | (uint64_t)r->ctr[1] << 32;
+    for (int j = 0; j < B; j++) {
+        uint64_t c = base + (uint64_t)j;
+        c0[j] = (uint32_t)c;
+        c1[j] = (uint32_t)(c >> 32);
+        c2[j] = r->ctr[2];
+        c3[j] = r->ctr[3];
     }
-    return r->buf[4 - r->avail--];
+    uint32_t k0 = r->key[0], k1 = r->key[1];
+    for (int round = 0; round < 10; round++) {
+        if (round > 0) {
+            k0 += PHILOX_W0;
+            k1 += PHILOX_W1;
+        }
+        for (int j = 0; j < B; j++) {
+            uint64_t p0 = (uint64_t)PHILOX_M0 * c0[j];
+            uint64_t p1 = (uint64_t)PHILOX_M1 * c2[j];
+            uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1[j] ^ k0;
+            uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3[j] ^ k1;
+            c1[j] = (uint32_t)p1;
+            c3[j] = (uint32_t)p0;
+            c0[j] = n0;
+            c2[j] = n2;
+        }
+    }
+    for (int j = 0; j < B; j++) {
+        r->buf[4 * j] = c0[j];
+        r->buf[4 * j + 1] = c1[j];
+        r->buf[4 * j + 2] = c2[j];
+        r->buf[4 * j + 3] = c3[j];
+    }
+    base += B;
+    r->ctr[0] = (uint32_t)base;
+    r->ctr[1] = (uint32_t)(base >> 32);
+    r->avail = 4 * B;
 }
 
 uint64_t nv_rng_u64(nv_rng *r)
