@@ -152,8 +152,7 @@ static int run_block(blk_run *br, case_state *w, double *const *vals, int64_t b,
         w->in[i] = nvw_op_make_layout(&w->meta[i], plain ? cs->c.layout : NV_LAYOUT_CONTIGUOUS);
         if (!w->in[i])
             return -ENOMEM;
-        for (int64_t k = 0; k < len; k++)
-            w->in[i]->data[nv_tensor_offset_linear(w->in[i], k)] = vals[i][k];
+        nvw_op_scatter(w->in[i], vals[i]);
         if (nvw_view_from_tensor(w->in[i], &w->views[i]) < 0)
             return -ENOMEM;
         w->n_views = i + 1;

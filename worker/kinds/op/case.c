@@ -121,6 +121,22 @@ static int make_meta(case_state *cs)
     return cs->n_in < 0 ? cs->n_in : 0;
 }
 
+void nvw_op_scatter(nv_tensor *t, const double *v)
+{
+    int64_t st = 1;
+    bool contiguous = t->offset == 0;
+    for (int d = t->ndim - 1; d >= 0 && contiguous; d--) {
+        contiguous = t->shape[d] == 1 || t->strides[d] == st;
+        st *= t->shape[d];
+    }
+    if (contiguous) {
+        memcpy(t->data, v, (size_t)t->numel * sizeof *v);
+        return;
+    }
+    for (int64_t k = 0; k < t->numel; k++)
+        t->data[nv_tensor_offset_linear(t, k)] = v[k];
+}
+
 void nvw_op_input_request(const case_state *cs, int i, nv_input_request *ret)
 {
     const nv_op_def *op = cs->s->op;
@@ -154,8 +170,8 @@ int nvw_op_make_inputs(case_state *cs)
         nv_input_request rq;
         nvw_op_input_request(cs, i, &rq);
         int r = nv_inputs_generate(&rq, v, m->numel);
-        for (int64_t k = 0; r == 0 && k < m->numel; k++)
-            cs->in[i]->data[nv_tensor_offset_linear(cs->in[i], k)] = v[k];
+        if (r == 0)
+            nvw_op_scatter(cs->in[i], v);
         free(v);
         if (r < 0)
             return r;

@@ -54,6 +54,8 @@ int nvw_op_repeat_runs(case_state *cs);
 /* The exact reference of cs->in into cs->hi, lo, abs, abs_exp, peak (new). */
 int nvw_op_reference(case_state *cs, char *err);
 
+/* v (t->numel values in row-major logical order) into t's layout. */
+void nvw_op_scatter(nv_tensor *t, const double *v);
 /* The request of input i of case cs (from its meta). */
 void nvw_op_input_request(const case_state *cs, int i, nv_input_request *ret);
 /* The whole case's inputs: cs->in in the case's layout and cs->views. */
