@@ -11,6 +11,7 @@
 #   minimize_bench.sh      minimizer vs a plain ddmin on injected faults
 #   train_peer.py          long-run training steps/s vs torch on the CPU
 #   exec_bench.sh          exec protocol vs the in-process emu
+#   op_case_bench.sh       one 10^7-element op case per element and its RSS vs NumPy
 # Usage: bench/run.sh [BUILD_DIR]   (default: build-bench-svc, a release build)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -61,4 +62,5 @@ else
     echo "==== train_peer.py: train_bench does not build, skipped"
 fi
 run exec_bench.sh sh "$ROOT/bench/exec_bench.sh" "$BUILD"
+run op_case_bench.sh sh "$ROOT/bench/op_case_bench.sh" "$BUILD"
 exit $status
