@@ -47,8 +47,14 @@ int nv_input_class_from_name(const char *name, nv_input_class *ret)
 }
 
 /* "exhaustive" enumerates 2^bits encodings: up to 16 bits (65536 values; bf16 and
- * fp16 whole). fp32's 2^32 belong to a bulk path of their own. */
+ * fp16 whole), and fp32's 2^32 for operand 0 of a tensor of at least 2^32
+ * elements (a unary op's case, which worker/kinds/op runs in blocks). */
 #define EXHAUSTIVE_MAX_BITS 16
+
+static bool exhaustive_fp32(nv_dtype dt, int64_t n)
+{
+    return dt == NV_DT_FP32 && n >= (INT64_C(1) << 32);
+}
 
 int nv_input_class_check(nv_input_class c, nv_dtype dt, int64_t n, char *msg, size_t len)
 {
@@ -59,10 +65,19 @@ int nv_input_class_check(nv_input_class c, nv_dtype dt, int64_t n, char *msg, si
     }
     if (c != NV_IN_EXHAUSTIVE)
         return 0;
-    if (di->bits > EXHAUSTIVE_MAX_BITS) {
+    if (dt == NV_DT_FP32 && !exhaustive_fp32(dt, n)) {
+        snprintf(msg, len,
+                 "input class 'exhaustive' over 'fp32' enumerates all 4294967296 encodings: "
+                 "give a unary op the shape [65536, 65536]; the tensor has %lld elements (or use "
+                 "'sweep': every k-th encoding across its range)",
+                 (long long)n);
+        return -EINVAL;
+    }
+    if (di->bits > EXHAUSTIVE_MAX_BITS && dt != NV_DT_FP32) {
         snprintf(msg, len,
                  "input class 'exhaustive' enumerates every encoding and takes dtypes of at most "
-                 "%d bits; '%s' has %d (use 'sweep': every k-th encoding across its range)",
+                 "%d bits and fp32; '%s' has %d (use 'sweep': every k-th encoding across its "
+                 "range)",
                  EXHAUSTIVE_MAX_BITS, di->name, di->bits);
         return -EINVAL;
     }
@@ -487,7 +502,8 @@ static void gen_sweep(gen *g, double *out, int64_t count)
 static int gen_exhaustive(gen *g, double *out, int64_t count)
 {
     static const uint64_t G[] = {0, 0x9E3779B9u, 0x85EBCA6Bu, 0xC2B2AE35u};
-    if (g->di->bits > EXHAUSTIVE_MAX_BITS)
+    if (g->di->bits > EXHAUSTIVE_MAX_BITS && !(exhaustive_fp32(g->rq.dtype, g->n) &&
+                                               g->rq.tensor_index == 0))
         return -EINVAL;
     uint64_t B = (uint64_t)1 << g->di->bits;
     int t = g->rq.tensor_index > 0 ? g->rq.tensor_index % 4 : 0;
@@ -590,7 +606,7 @@ static int gen_init(gen *g, const nv_input_request *rq, int64_t n, gen *partner)
     if (!g->di || !nv_dtype_get(rq->target))
         return -EINVAL;
     if (rq->cls == NV_IN_EXHAUSTIVE && !rq->domain.param && rq->domain.role == NV_INPUT_VALUES &&
-        g->di->bits > EXHAUSTIVE_MAX_BITS)
+        g->di->bits > EXHAUSTIVE_MAX_BITS && !(exhaustive_fp32(rq->dtype, n) && rq->tensor_index == 0))
         return -EINVAL;
     nv_rng_init(&g->rng, rq->seed, rq->case_index, (uint32_t)rq->tensor_index);
     if (rq->domain.bounded) {

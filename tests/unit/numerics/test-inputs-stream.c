@@ -107,6 +107,30 @@ int main(void)
                nv_input_class_name((nv_input_class)c), (long long)checked, (long long)bad,
                (long long)bad_rc);
     }
+    /* fp32 "exhaustive" over all 2^32 encodings, operand 0 only: element i is
+     * encoding i (its first 2^16 + 5 read here, in uneven ranges). */
+    nv_input_request ex = {.dtype = NV_DT_FP32, .target = NV_DT_FP32, .cls = NV_IN_EXHAUSTIVE};
+    int64_t all = INT64_C(1) << 32;
+    int rx = stream_uneven(&ex, parts, nmax) == -EINVAL;
+    nv_input_stream xs;
+    rx &= nv_inputs_stream_init(&xs, &ex, all) == 0;
+    int64_t pos = 0, wrong = 0;
+    for (int64_t len = 1; rx && pos < nmax; len = len * 3 + 1) {
+        int64_t c = len < nmax - pos ? len : nmax - pos;
+        rx &= nv_inputs_stream_next(&xs, parts + pos, c) == 0;
+        pos += c;
+    }
+    for (int64_t i = 0; rx && i < nmax; i++) {
+        float f;
+        uint32_t u = (uint32_t)i;
+        memcpy(&f, &u, sizeof f);
+        wrong += parts[i] != (double)f;
+    }
+    ex.tensor_index = 1;
+    tap_ok(rx && wrong == 0 && nv_inputs_stream_init(&xs, &ex, all) == -EINVAL,
+           "fp32 exhaustive: element i is encoding i over a tensor of 2^32 (%lld wrong), "
+           "refused for fewer elements and for operand 1",
+           (long long)wrong);
     /* A stream refuses to run past its tensor. */
     nv_input_request rq = {.dtype = NV_DT_FP32, .target = NV_DT_FP32, .cls = NV_IN_NORMAL};
     nv_input_stream s;
