@@ -12,6 +12,7 @@
 #   train_peer.py          long-run training steps/s vs torch on the CPU
 #   exec_bench.sh          exec protocol vs the in-process emu
 #   lab_bench.py           claims, result/artifact uploads, store size vs a 100-device lab
+#   op_case_bench.sh       one 10^7-element op case per element and its RSS vs NumPy
 # Usage: bench/run.sh [BUILD_DIR]   (default: build-bench-svc, a release build)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -68,4 +69,5 @@ if ninja -C "$BUILD" daemon/numvald worker/numval-worker >/dev/null 2>&1; then
 else
     echo "==== lab_bench.py: numvald or numval-worker does not build, skipped"
 fi
+run op_case_bench.sh sh "$ROOT/bench/op_case_bench.sh" "$BUILD"
 exit $status

@@ -58,6 +58,7 @@ const char *nv_failure_class_name(nv_failure_class c)
 typedef struct hist {
     uint64_t n[HIST_BINS];
 } hist;
+_Static_assert(HIST_BINS == NV_COMPARE_P99_BINS, "compare.h's p99 bins are these");
 
 static inline unsigned hist_bin(float u)
 {
@@ -269,8 +270,8 @@ static bool ovf_excused(const ovf_rule *o, const nv_compare_input *in, int64_t i
     return o->on && in->peak[i] * o->slack >= o->threshold; /* false for a NaN peak */
 }
 
-static void add_overflow(nv_compare_result *r, const nv_compare_input *in, int64_t i, double got,
-                         double exact, double ulp_err, double abs_err, double allowed)
+static void add_overflow(nv_compare_result *r, const nv_compare_input *in, int64_t k, int64_t i,
+                         double got, double exact, double ulp_err, double abs_err, double allowed)
 {
     if (r->intermediate_overflows++)
         return;
@@ -281,7 +282,7 @@ static void add_overflow(nv_compare_result *r, const nv_compare_input *in, int64
                                       .abs_err = abs_err,
                                       .allowed = allowed,
                                       .kind = NV_FAIL_INTERMEDIATE_OVERFLOW};
-    r->first_overflow_peak = in->peak[i];
+    r->first_overflow_peak = in->peak[k];
 }
 
 typedef struct acc {
@@ -299,9 +300,18 @@ static double exact_ulp(nv_dtype dt, double hi, double lo)
     return nv_dtype_ulp(dt, hi);
 }
 
-int nv_compare(const nv_compare_input *in, const nv_tolerance *tol, nv_compare_result *ret)
+/* What one comparison needs besides the arrays: the bound's constants (over the
+ * n_total outputs of the whole comparison), the overflow rule, the sign rule. */
+typedef struct setup {
+    bound_k bk;
+    ovf_rule ovf;
+    bool judge_sign;
+} setup;
+
+static int compare_setup(const nv_compare_input *in, int64_t n_total, const nv_tolerance *tol,
+                         setup *su)
 {
-    if (!in || !tol || !ret || in->n < 0 || (in->n > 0 && (!in->got || !in->exact)) ||
+    if (!in || !tol || in->n < 0 || (in->n > 0 && (!in->got || !in->exact)) ||
         !nv_dtype_get(in->dtype))
         return -EINVAL;
     if (tol->metric == NV_TOL_BOUND && (!in->abs_sum || in->reduction_len < 1))
@@ -311,28 +321,36 @@ int nv_compare(const nv_compare_input *in, const nv_tolerance *tol, nv_compare_r
     if (!ui)
         return -EINVAL;
     double u = ldexp(1, -(ui->is_float ? ui->mant_bits + 1 : 0));
-    bound_k bk;
-    bound_setup(tol, u, in->n, in->reduction_len, &bk);
-    ovf_rule ovf;
-    if (ovf_setup(in, &ovf) < 0)
+    bound_setup(tol, u, n_total, in->reduction_len, &su->bk);
+    if (ovf_setup(in, &su->ovf) < 0)
         return -EINVAL;
     /* Only formats with a signed zero (not the ints, not e8m0) have a sign to judge. */
     const nv_dtype_info *oi = nv_dtype_get(in->dtype);
-    bool judge_sign = in->zero_sign && oi->is_float && oi->is_signed;
+    su->judge_sign = in->zero_sign && oi->is_float && oi->is_signed;
+    return 0;
+}
 
-    static _Thread_local acc a; /* 16 KiB of bins: kept off the stack */
-    memset(&a, 0, sizeof(a));
-    nv_compare_result r;
-    result_init(&r);
-    for (int64_t i = 0; i < in->n; i++) {
-        double g = in->got[i], e = in->exact[i], lo = in->exact_lo ? in->exact_lo[i] : 0;
+/* Elements [0, in->n) of in, which are elements base.. of the comparison, into
+ * p: in index order, exactly as one pass over the whole comparison would. */
+static void compare_range(const nv_compare_input *in, int64_t base, const nv_tolerance *tol,
+                          const setup *su, nv_compare_part *p)
+{
+    nv_compare_result *r = &p->r;
+    const bound_k *bk = &su->bk;
+    if (tol->metric == NV_TOL_BOUND) { /* of the whole comparison's size: every part's */
+        r->lambda = bk->lambda;
+        r->p_fail = bk->p_fail;
+    }
+    for (int64_t k = 0; k < in->n; k++) {
+        int64_t i = base + k;
+        double g = in->got[k], e = in->exact[k], lo = in->exact_lo ? in->exact_lo[k] : 0;
         nv_failure_class sc;
         if (special_kind(g, e, &sc)) {
-            r.nonfinite++;
-            if (sc != NV_FAIL_NONE && ovf_excused(&ovf, in, i))
-                add_overflow(&r, in, i, g, e, INFINITY, INFINITY, 0);
+            r->nonfinite++;
+            if (sc != NV_FAIL_NONE && ovf_excused(&su->ovf, in, k))
+                add_overflow(r, in, k, i, g, e, INFINITY, INFINITY, 0);
             else if (sc != NV_FAIL_NONE)
-                count_special(&r, i, g, e, sc);
+                count_special(r, i, g, e, sc);
             continue;
         }
         double s, t;
@@ -351,51 +369,128 @@ int nv_compare(const nv_compare_input *in, const nv_tolerance *tol, nv_compare_r
             allowed = tol->max_ulp * ulp;
             break;
         default:
-            allowed = scaled(in, i, bk.k) + ulp / 2;
-            allowed_worst = scaled(in, i, bk.k_worst) + ulp / 2;
+            allowed = scaled(in, k, bk->k) + ulp / 2;
+            allowed_worst = scaled(in, k, bk->k_worst) + ulp / 2;
             break;
         }
         bool pass = tol->metric == NV_TOL_ULP ? ue <= tol->max_ulp : err <= allowed;
-        if (!pass && ovf_excused(&ovf, in, i)) {
-            add_overflow(&r, in, i, g, ex, ue, err, allowed);
+        if (!pass && ovf_excused(&su->ovf, in, k)) {
+            add_overflow(r, in, k, i, g, ex, ue, err, allowed);
             continue;
         }
         double head = allowed > 0 ? err / allowed : (err == 0 ? 0 : INFINITY);
         if (tol->metric == NV_TOL_BOUND)
-            r.headroom_worst_case =
-                fmax(r.headroom_worst_case,
+            r->headroom_worst_case =
+                fmax(r->headroom_worst_case,
                      allowed_worst > 0 ? err / allowed_worst : (err == 0 ? 0 : INFINITY));
-        r.max_ulp = fmax(r.max_ulp, ue);
-        r.max_abs = fmax(r.max_abs, err);
-        r.max_rel = fmax(r.max_rel, rel);
-        r.max_allowed = fmax(r.max_allowed, allowed);
-        r.headroom = fmax(r.headroom, head);
-        a.sum_ulp += ue;
-        a.finite++;
-        a.h.n[hist_bin((float)ue)]++;
-        r.ulp_hist[ulp_bucket(ue)]++;
+        r->max_ulp = fmax(r->max_ulp, ue);
+        r->max_abs = fmax(r->max_abs, err);
+        r->max_rel = fmax(r->max_rel, rel);
+        r->max_allowed = fmax(r->max_allowed, allowed);
+        r->headroom = fmax(r->headroom, head);
+        if (p->ue)
+            p->ue[p->n_ue++] = ue;
+        else
+            p->sum_ulp += ue;
+        p->finite++;
+        p->p99_hist[hist_bin((float)ue)]++;
+        r->ulp_hist[ulp_bucket(ue)]++;
         if (!pass) {
-            r.mismatches++;
-            add_first(&r, i, g, ex, ue, err, allowed,
+            r->mismatches++;
+            add_first(r, i, g, ex, ue, err, allowed,
                       tol->metric == NV_TOL_BOUND ? NV_FAIL_BOUND_EXCEEDED : NV_FAIL_ULP_EXCEEDED);
-        } else if (judge_sign && g == 0 && signbit(g) != signbit(e)) {
+        } else if (su->judge_sign && g == 0 && signbit(g) != signbit(e)) {
             /* The value is right, its zero's sign is not: -0 for +0 or the reverse. */
-            r.mismatches++;
-            r.zero_sign_mismatches++;
-            add_first(&r, i, g, ex, ue, err, allowed, NV_FAIL_SIGNED_ZERO);
+            r->mismatches++;
+            r->zero_sign_mismatches++;
+            add_first(r, i, g, ex, ue, err, allowed, NV_FAIL_SIGNED_ZERO);
         }
     }
-    r.compared = in->n;
-    r.has_ulp_hist = true;
-    r.mean_ulp = a.finite ? a.sum_ulp / (double)a.finite : 0;
-    r.p99_ulp = hist_p99(&a.h, a.finite, r.max_ulp);
-    if (tol->metric == NV_TOL_BOUND) {
-        r.lambda = bk.lambda;
-        r.p_fail = bk.p_fail;
-    } else {
-        r.headroom_worst_case = r.headroom;
+}
+
+void nv_compare_part_init(nv_compare_part *p, double *ue)
+{
+    memset(p, 0, sizeof(*p));
+    p->ue = ue;
+}
+
+int nv_compare_part_run(const nv_compare_input *in, int64_t base, int64_t n_total,
+                        const nv_tolerance *tol, nv_compare_part *p)
+{
+    setup su;
+    if (!p || base < 0 || n_total < 0 || compare_setup(in, n_total, tol, &su) < 0)
+        return -EINVAL;
+    compare_range(in, base, tol, &su, p);
+    return 0;
+}
+
+void nv_compare_part_merge(nv_compare_part *acc, const nv_compare_part *p)
+{
+    nv_compare_result *a = &acc->r;
+    const nv_compare_result *r = &p->r;
+    a->mismatches += r->mismatches;
+    a->nan_mismatches += r->nan_mismatches;
+    a->inf_mismatches += r->inf_mismatches;
+    a->zero_sign_mismatches += r->zero_sign_mismatches;
+    a->nonfinite += r->nonfinite;
+    /* fmax is exact, so the maxima of the parts are the maxima of the whole. */
+    a->max_ulp = fmax(a->max_ulp, r->max_ulp);
+    a->max_abs = fmax(a->max_abs, r->max_abs);
+    a->max_rel = fmax(a->max_rel, r->max_rel);
+    a->max_allowed = fmax(a->max_allowed, r->max_allowed);
+    a->headroom = fmax(a->headroom, r->headroom);
+    a->headroom_worst_case = fmax(a->headroom_worst_case, r->headroom_worst_case);
+    a->lambda = r->lambda;
+    a->p_fail = r->p_fail;
+    /* The parts come in index order: the first class and mismatches are the
+     * whole comparison's lowest. */
+    if (a->failure == NV_FAIL_NONE)
+        a->failure = r->failure;
+    for (int k = 0; k < r->n_first && a->n_first < NV_COMPARE_FIRST; k++)
+        a->first[a->n_first++] = r->first[k];
+    if (r->intermediate_overflows > 0 && a->intermediate_overflows == 0) {
+        a->first_overflow = r->first_overflow;
+        a->first_overflow_peak = r->first_overflow_peak;
     }
+    a->intermediate_overflows += r->intermediate_overflows;
+    for (int k = 0; k < NV_ULP_HIST_BUCKETS; k++)
+        a->ulp_hist[k] += r->ulp_hist[k];
+    for (int b = 0; b < HIST_BINS; b++)
+        acc->p99_hist[b] += p->p99_hist[b];
+    /* The sum in the order of one pass (floating-point addition does not
+     * associate): the part's errors one by one. */
+    if (p->ue)
+        for (int64_t k = 0; k < p->n_ue; k++)
+            acc->sum_ulp += p->ue[k];
+    else
+        acc->sum_ulp += p->sum_ulp;
+    acc->finite += p->finite;
+}
+
+void nv_compare_part_finish(const nv_compare_part *p, int64_t n_total, const nv_tolerance *tol,
+                            nv_compare_result *ret)
+{
+    nv_compare_result r = p->r;
+    r.compared = n_total;
+    r.has_ulp_hist = true;
+    r.mean_ulp = p->finite ? p->sum_ulp / (double)p->finite : 0;
+    hist h;
+    memcpy(h.n, p->p99_hist, sizeof(h.n));
+    r.p99_ulp = hist_p99(&h, p->finite, r.max_ulp);
+    if (tol->metric != NV_TOL_BOUND)
+        r.headroom_worst_case = r.headroom;
     *ret = r;
+}
+
+int nv_compare(const nv_compare_input *in, const nv_tolerance *tol, nv_compare_result *ret)
+{
+    static _Thread_local nv_compare_part p; /* 10 KiB of bins: kept off the stack */
+    setup su;
+    if (!ret || compare_setup(in, in ? in->n : 0, tol, &su) < 0)
+        return -EINVAL;
+    nv_compare_part_init(&p, NULL);
+    compare_range(in, 0, tol, &su, &p);
+    nv_compare_part_finish(&p, in->n, tol, ret);
     return 0;
 }
 

@@ -109,6 +109,38 @@ typedef struct nv_compare_result {
  * bound metric without abs_sum). */
 int nv_compare(const nv_compare_input *in, const nv_tolerance *tol, nv_compare_result *ret);
 
+/* Comparison in parts (the blocked op cases of worker/kinds/op): the elements
+ * [base, base + in->n) of a comparison of n_total elements, each part with its
+ * own arrays, give exactly nv_compare's result over the whole once merged in
+ * index order. The maxima, counts, histograms and first mismatches merge as
+ * they are; the mean is a sum in index order, so a part keeps its ulp errors
+ * (ue, one double per element of the part) and the merge adds them one by one
+ * (floating-point addition does not associate: any other order may change the
+ * mean's last bits). A part without ue (NULL) sums in place: consecutive
+ * nv_compare_part_run calls on one such part are one pass, but merging it adds
+ * its sum as one term. */
+#define NV_COMPARE_P99_BINS 1272 /* compare.c's log-binned histogram */
+typedef struct nv_compare_part {
+    nv_compare_result r; /* indices are the whole comparison's */
+    uint64_t p99_hist[NV_COMPARE_P99_BINS];
+    double sum_ulp;
+    uint64_t finite;
+    double *ue;   /* caller's buffer of the part's element count, or NULL */
+    int64_t n_ue; /* ulp errors written to ue */
+} nv_compare_part;
+
+/* An empty part; ue (borrowed, may be NULL) as above. */
+void nv_compare_part_init(nv_compare_part *p, double *ue);
+/* Add elements base.. (in's arrays hold them from index 0) of a comparison of
+ * n_total elements to p. Returns 0 or -EINVAL as nv_compare. */
+int nv_compare_part_run(const nv_compare_input *in, int64_t base, int64_t n_total,
+                        const nv_tolerance *tol, nv_compare_part *p);
+/* Merge part p, the next in index order, into acc (a part without ue). */
+void nv_compare_part_merge(nv_compare_part *acc, const nv_compare_part *p);
+/* The result of the whole from acc: what nv_compare returns. */
+void nv_compare_part_finish(const nv_compare_part *acc, int64_t n_total, const nv_tolerance *tol,
+                            nv_compare_result *ret);
+
 /* Same metrics for fp32 pairs where ref is the exact value as fp32 (benchmarks,
  * bulk tensors): the single-pass, vectorisable kernel. Metric "bound" is -EINVAL
  * here (no abs_sum). max_rel is computed in fp32 (within 2^-23 of nv_compare's),

@@ -47,8 +47,14 @@ int nv_input_class_from_name(const char *name, nv_input_class *ret)
 }
 
 /* "exhaustive" enumerates 2^bits encodings: up to 16 bits (65536 values; bf16 and
- * fp16 whole). fp32's 2^32 belong to a bulk path of their own. */
+ * fp16 whole), and fp32's 2^32 for operand 0 of a tensor of at least 2^32
+ * elements (a unary op's case, which worker/kinds/op runs in blocks). */
 #define EXHAUSTIVE_MAX_BITS 16
+
+static bool exhaustive_fp32(nv_dtype dt, int64_t n)
+{
+    return dt == NV_DT_FP32 && n >= (INT64_C(1) << 32);
+}
 
 int nv_input_class_check(nv_input_class c, nv_dtype dt, int64_t n, char *msg, size_t len)
 {
@@ -59,10 +65,19 @@ int nv_input_class_check(nv_input_class c, nv_dtype dt, int64_t n, char *msg, si
     }
     if (c != NV_IN_EXHAUSTIVE)
         return 0;
-    if (di->bits > EXHAUSTIVE_MAX_BITS) {
+    if (dt == NV_DT_FP32 && !exhaustive_fp32(dt, n)) {
+        snprintf(msg, len,
+                 "input class 'exhaustive' over 'fp32' enumerates all 4294967296 encodings: "
+                 "give a unary op the shape [65536, 65536]; the tensor has %lld elements (or use "
+                 "'sweep': every k-th encoding across its range)",
+                 (long long)n);
+        return -EINVAL;
+    }
+    if (di->bits > EXHAUSTIVE_MAX_BITS && dt != NV_DT_FP32) {
         snprintf(msg, len,
                  "input class 'exhaustive' enumerates every encoding and takes dtypes of at most "
-                 "%d bits; '%s' has %d (use 'sweep': every k-th encoding across its range)",
+                 "%d bits and fp32; '%s' has %d (use 'sweep': every k-th encoding across its "
+                 "range)",
                  EXHAUSTIVE_MAX_BITS, di->name, di->bits);
         return -EINVAL;
     }
@@ -78,12 +93,7 @@ int nv_input_class_check(nv_input_class c, nv_dtype dt, int64_t n, char *msg, si
 }
 
 /* Generation context shared by the class generators. */
-typedef struct gen {
-    const nv_input_request *rq;
-    const nv_dtype_info *di;
-    nv_rng rng;
-    double lo, hi; /* real domain of this input */
-} gen;
+typedef nv_input_gen gen;
 
 static double round_to(nv_dtype dt, double x, nv_rounding rounding)
 {
@@ -106,7 +116,7 @@ double nv_inputs_neighbour(nv_dtype dt, double x, int dir)
  * finite), round it to the dtype, and step back inside when rounding left. */
 static double fit(const gen *g, double x)
 {
-    nv_dtype dt = g->rq->dtype;
+    nv_dtype dt = g->rq.dtype;
     if (isnan(x))
         return x;
     double lo = g->lo, hi = g->hi;
@@ -227,17 +237,20 @@ static int specials_list(const nv_dtype_info *di, double *out)
  * §9.6 maximum/minimum. Specials are not held to the domain: NaN, Inf and
  * signed zeros outside it test the op's special-case rules (§9.2), e.g.
  * log(-Inf) = NaN. */
-static void gen_specials(gen *g, double *out, int64_t n)
+static void gen_specials(gen *g, double *out, int64_t count)
 {
+    int64_t i0 = g->pos;
     double sp[16];
     int ns = specials_list(g->di, sp);
     for (int k = 0; k < ns; k++)
-        sp[k] = nv_dtype_round(g->rq->dtype, sp[k], &NV_ROUND_DEFAULT, 0);
-    int arity = g->rq->domain.cross_arity;
-    int t = g->rq->tensor_index;
+        sp[k] = nv_dtype_round(g->rq.dtype, sp[k], &NV_ROUND_DEFAULT, 0);
+    int arity = g->rq.domain.cross_arity;
+    int t = g->rq.tensor_index;
     if (arity < 2 || t < 0 || t >= arity) {
-        for (int64_t i = 0; i < n; i++)
-            out[i] = i % 2 == 0 ? sp[(i / 2) % ns] : gen_normal(g);
+        for (int64_t k = 0; k < count; k++) {
+            int64_t i = i0 + k;
+            out[k] = i % 2 == 0 ? sp[(i / 2) % ns] : gen_normal(g);
+        }
         return;
     }
     int64_t L = ns + 1, tuples = 1, place = 1;
@@ -245,9 +258,9 @@ static void gen_specials(gen *g, double *out, int64_t n)
         tuples *= L;
     for (int a = 0; a < t; a++)
         place *= L;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t d = (i % tuples) / place % L;
-        out[i] = d < ns ? sp[d] : gen_normal(g);
+    for (int64_t k = 0; k < count; k++) {
+        int64_t d = ((i0 + k) % tuples) / place % L;
+        out[k] = d < ns ? sp[d] : gen_normal(g);
     }
 }
 
@@ -256,7 +269,7 @@ static void gen_specials(gen *g, double *out, int64_t n)
  * or one input ulp beside it. */
 static double narrow_midpoint(gen *g, int64_t i)
 {
-    const nv_dtype_info *ti = nv_dtype_get(g->rq->target);
+    const nv_dtype_info *ti = nv_dtype_get(g->rq.target);
     const nv_dtype_info *di = g->di;
     int tm = ti->mant_bits;
     double mid;
@@ -278,11 +291,11 @@ static double narrow_midpoint(gen *g, int64_t i)
         mid = ldexp(m + 0.5, e - tm);
     }
     mid = signed_in_domain(g, mid);
-    double v = round_to(g->rq->dtype, mid, NV_ROUND_NEAREST_EVEN);
+    double v = round_to(g->rq.dtype, mid, NV_ROUND_NEAREST_EVEN);
     if (i % 3 == 1)
-        v = nv_inputs_neighbour(g->rq->dtype, v, +1);
+        v = nv_inputs_neighbour(g->rq.dtype, v, +1);
     else if (i % 3 == 2)
-        v = nv_inputs_neighbour(g->rq->dtype, v, -1);
+        v = nv_inputs_neighbour(g->rq.dtype, v, -1);
     return fit(g, v);
 }
 
@@ -293,92 +306,94 @@ static double odd_value(gen *g)
     double v = gen_normal(g);
     if (!g->di->is_float || v == 0 || !isfinite(v))
         return v;
-    double ulp = nv_dtype_ulp(g->rq->dtype, v);
+    double ulp = nv_dtype_ulp(g->rq.dtype, v);
     double k = v / ulp;
     if (fmod(k, 2) == 0)
         v = fit(g, v + ulp);
     return v;
 }
 
-static int gen_midpoints(gen *g, double *out, int64_t n)
+/* The partner's stream of a tie (gen_midpoints): tensor 0's values, regenerated
+ * from this request with tensor_index 0 (inputs.h tie_partner). */
+static int gen_next(gen *g, double *out, int64_t count);
+
+static int gen_midpoints(gen *g, double *out, int64_t count)
 {
-    const nv_input_request *rq = g->rq;
+    const nv_input_request *rq = &g->rq;
     const nv_dtype_info *ti = nv_dtype_get(rq->target);
     if (ti && ti->is_float && g->di->is_float && ti->mant_bits < g->di->mant_bits) {
-        for (int64_t i = 0; i < n; i++)
-            out[i] = narrow_midpoint(g, i);
+        for (int64_t k = 0; k < count; k++)
+            out[k] = narrow_midpoint(g, g->pos + k);
         return 0;
     }
     if (rq->domain.tie_partner) {
         /* y = +-ulp(x)/2 puts x + y and x - y exactly on a tie of the output
          * dtype (same as the input's here). */
-        nv_input_request r0 = *rq;
-        r0.tensor_index = 0;
-        r0.domain.tie_partner = false;
-        int r = nv_inputs_generate(&r0, out, n);
+        int r = gen_next(g->partner, out, count);
         if (r < 0)
             return r;
-        for (int64_t i = 0; i < n; i++) {
-            double x = out[i];
+        for (int64_t k = 0; k < count; k++) {
+            double x = out[k];
             double h = isfinite(x) ? nv_dtype_ulp(rq->dtype, x) / 2 : 0;
             double y = round_to(rq->dtype, h, NV_ROUND_NEAREST_EVEN);
             if (y != h)
                 y = 2 * h; /* below the subnormal grid: no tie exists */
-            out[i] = signed_in_domain(g, y);
+            out[k] = signed_in_domain(g, y);
         }
         return 0;
     }
-    for (int64_t i = 0; i < n; i++)
-        out[i] = odd_value(g);
+    for (int64_t k = 0; k < count; k++)
+        out[k] = odd_value(g);
     return 0;
 }
 
 /* Runs of reduction_len: groups of four (+big, small, -big, small) whose bigs
  * cancel exactly, so the sum is the sum of the small ones (Higham §4.2: the
  * error of recursive summation scales with sum |x_i|, not with |sum x_i|). */
-static void gen_cancellation(gen *g, double *out, int64_t n)
+static void gen_cancellation(gen *g, double *out, int64_t count)
 {
     const nv_dtype_info *di = g->di;
-    int64_t run = g->rq->reduction_len > 1 ? g->rq->reduction_len : n;
+    int64_t run = g->rq.reduction_len > 1 ? g->rq.reduction_len : g->n;
     int ebig =
         di->is_float ? (di->mant_bits + 4 < di->emax / 2 ? di->mant_bits + 4 : di->emax / 2) : 10;
-    double big = 0;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t j = i % run;
+    double big = g->carry; /* the run's big value, kept across ranges */
+    for (int64_t k = 0; k < count; k++) {
+        int64_t j = (g->pos + k) % run;
         int64_t grp = j / 4 * 4;
         bool whole = grp + 4 <= run;
         int pos = (int)(j % 4);
         if (whole && pos == 0) {
             big = fit(g, signed_in_domain(g, ldexp(1 + nv_rng_uniform(&g->rng), ebig)));
-            out[i] = big;
+            out[k] = big;
         } else if (whole && pos == 2) {
-            double nb = round_to(g->rq->dtype, -big, NV_ROUND_NEAREST_EVEN);
-            out[i] = (nb >= g->lo && nb <= g->hi) ? nb : big;
+            double nb = round_to(g->rq.dtype, -big, NV_ROUND_NEAREST_EVEN);
+            out[k] = (nb >= g->lo && nb <= g->hi) ? nb : big;
         } else {
-            out[i] = gen_normal(g);
+            out[k] = gen_normal(g);
         }
     }
+    g->carry = big;
 }
 
 /* Up to 512 edges per op and dtype (tanh's regime changes in fp64: 397). */
 #define MAX_EDGES 512
 
-static void gen_domain_edges(gen *g, double *out, int64_t n)
+static void gen_domain_edges(gen *g, double *out, int64_t count)
 {
     static _Thread_local double edges[MAX_EDGES], list[3 * MAX_EDGES];
     int ne = 0, nl = 0;
-    if (g->rq->domain.edges)
-        ne = g->rq->domain.edges(g->rq->dtype, edges, MAX_EDGES);
+    if (g->rq.domain.edges)
+        ne = g->rq.domain.edges(g->rq.dtype, edges, MAX_EDGES);
     if (ne > MAX_EDGES)
         ne = MAX_EDGES;
     for (int k = 0; k < ne; k++) {
-        double e = round_to(g->rq->dtype, edges[k], NV_ROUND_NEAREST_EVEN);
+        double e = round_to(g->rq.dtype, edges[k], NV_ROUND_NEAREST_EVEN);
         list[nl++] = e;
-        list[nl++] = nv_inputs_neighbour(g->rq->dtype, e, +1);
-        list[nl++] = nv_inputs_neighbour(g->rq->dtype, e, -1);
+        list[nl++] = nv_inputs_neighbour(g->rq.dtype, e, +1);
+        list[nl++] = nv_inputs_neighbour(g->rq.dtype, e, -1);
     }
-    for (int64_t i = 0; i < n; i++)
-        out[i] = nl > 0 ? list[i % nl] : gen_normal(g);
+    for (int64_t k = 0; k < count; k++)
+        out[k] = nl > 0 ? list[(g->pos + k) % nl] : gen_normal(g);
 }
 
 /* The offset-to-spread ratio R of "offset" in dt: 10^4 (|mean| >> sigma, so that
@@ -395,20 +410,21 @@ static double offset_ratio(const nv_dtype_info *di)
 /* Runs of reduction_len (rows along the reduction axis; the whole tensor when
  * there is none): each row draws an offset c with |c| in [R, 2R) and a sign the
  * domain allows, then x = c + N(0, 1). Per-channel parameters get normal values. */
-static void gen_offset(gen *g, double *out, int64_t n)
+static void gen_offset(gen *g, double *out, int64_t count)
 {
-    if (g->rq->domain.param) {
-        for (int64_t i = 0; i < n; i++)
-            out[i] = gen_normal(g);
+    if (g->rq.domain.param) {
+        for (int64_t k = 0; k < count; k++)
+            out[k] = gen_normal(g);
         return;
     }
-    int64_t run = g->rq->reduction_len > 1 ? g->rq->reduction_len : n;
-    double R = offset_ratio(g->di), c = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (i % run == 0)
+    int64_t run = g->rq.reduction_len > 1 ? g->rq.reduction_len : g->n;
+    double R = offset_ratio(g->di), c = g->carry; /* the row's offset, kept across ranges */
+    for (int64_t k = 0; k < count; k++) {
+        if ((g->pos + k) % run == 0)
             c = signed_in_domain(g, R * (1 + nv_rng_uniform(&g->rng)));
-        out[i] = fit(g, c + nv_rng_normal(&g->rng));
+        out[k] = fit(g, c + nv_rng_normal(&g->rng));
     }
+    g->carry = c;
 }
 
 /* A dtype's encodings by magnitude ordinal: the non-negative finite values in
@@ -425,7 +441,7 @@ typedef struct ordinals {
 static ordinals ordinals_of(const gen *g)
 {
     const nv_dtype_info *di = g->di;
-    nv_dtype dt = g->rq->dtype;
+    nv_dtype dt = g->rq.dtype;
     ordinals o = {.is_int = !di->is_float, .two_signs = di->is_signed, .step = 1};
     if (o.is_int) {
         o.count = (uint64_t)1 << (di->bits - 1);
@@ -444,7 +460,7 @@ static double ordinal_value(const gen *g, const ordinals *o, uint64_t k, bool ne
 {
     if (o->is_int)
         return neg ? -(double)k - 1 : (double)k;
-    return nv_dtype_decode(g->rq->dtype, k * o->step | (neg ? o->sign : 0), false);
+    return nv_dtype_decode(g->rq.dtype, k * o->step | (neg ? o->sign : 0), false);
 }
 
 /* Every k-th encoding, both signs: element i of n is sign i mod 2 (+ first) and
@@ -454,13 +470,15 @@ static double ordinal_value(const gen *g, const ordinals *o, uint64_t k, bool ne
  * it. Operand t > 0 of a multi-input op reads the sequence rotated by an odd
  * offset near 0.382 t n, which pairs each value with one far along the range and
  * of the other sign. Not held to the domain (like "specials"). */
-static void gen_sweep(gen *g, double *out, int64_t n)
+static void gen_sweep(gen *g, double *out, int64_t count)
 {
+    int64_t n = g->n;
     ordinals o = ordinals_of(g);
     int64_t m = o.two_signs ? (n + 1) / 2 : n;
-    int t = g->rq->tensor_index > 0 ? g->rq->tensor_index : 0;
+    int t = g->rq.tensor_index > 0 ? g->rq.tensor_index : 0;
     int64_t rot = n > 1 ? ((int64_t)((double)n * 0.381966 * t) | 1) % n : 0;
-    for (int64_t i = 0; i < n; i++) {
+    for (int64_t q = 0; q < count; q++) {
+        int64_t i = g->pos + q;
         int64_t p = t > 0 ? (i + rot) % n : i;
         bool neg = o.two_signs && (p & 1);
         uint64_t j = (uint64_t)(o.two_signs ? p / 2 : p), k;
@@ -472,7 +490,7 @@ static void gen_sweep(gen *g, double *out, int64_t n)
             double f = (double)j * (double)(o.count - 1) / (double)(m - 1);
             k = f >= (double)(o.count - 1) ? o.count - 1 : (uint64_t)f;
         }
-        out[i] = ordinal_value(g, &o, k, neg);
+        out[q] = ordinal_value(g, &o, k, neg);
     }
 }
 
@@ -481,22 +499,23 @@ static void gen_sweep(gen *g, double *out, int64_t n)
  * holds (i / B^t + G_t (i mod B)) mod B (G_t odd, so each block of B elements
  * is again every encoding), and B^2 elements give every ordered pair of a
  * binary op. Deterministic; not held to the domain. */
-static int gen_exhaustive(gen *g, double *out, int64_t n)
+static int gen_exhaustive(gen *g, double *out, int64_t count)
 {
     static const uint64_t G[] = {0, 0x9E3779B9u, 0x85EBCA6Bu, 0xC2B2AE35u};
-    if (g->di->bits > EXHAUSTIVE_MAX_BITS)
+    if (g->di->bits > EXHAUSTIVE_MAX_BITS && !(exhaustive_fp32(g->rq.dtype, g->n) &&
+                                               g->rq.tensor_index == 0))
         return -EINVAL;
     uint64_t B = (uint64_t)1 << g->di->bits;
-    int t = g->rq->tensor_index > 0 ? g->rq->tensor_index % 4 : 0;
-    for (int64_t i = 0; i < n; i++) {
-        uint64_t u = (uint64_t)i, e = u % B;
+    int t = g->rq.tensor_index > 0 ? g->rq.tensor_index % 4 : 0;
+    for (int64_t k = 0; k < count; k++) {
+        uint64_t u = (uint64_t)(g->pos + k), e = u % B;
         if (t > 0) {
             uint64_t q = u;
             for (int a = 0; a < t; a++)
                 q /= B;
             e = (q + G[t] * e) % B;
         }
-        out[i] = nv_dtype_decode(g->rq->dtype, e, false);
+        out[k] = nv_dtype_decode(g->rq.dtype, e, false);
     }
     return 0;
 }
@@ -507,80 +526,125 @@ static int gen_exhaustive(gen *g, double *out, int64_t n)
 static void gen_scales(gen *g, double *out, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
-        if (g->rq->dtype == NV_DT_E8M0)
+        if (g->rq.dtype == NV_DT_E8M0)
             out[i] = ldexp(1, (int)(nv_rng_u32(&g->rng) % 9) - 4);
         else
             out[i] =
-                round_to(g->rq->dtype, 0.5 + 1.5 * nv_rng_uniform(&g->rng), NV_ROUND_NEAREST_EVEN);
+                round_to(g->rq.dtype, 0.5 + 1.5 * nv_rng_uniform(&g->rng), NV_ROUND_NEAREST_EVEN);
     }
+}
+
+/* The next count values of g (every class but the index and scale roles reads
+ * its position g->pos only through the element index). */
+static int gen_next(gen *g, double *out, int64_t count)
+{
+    const nv_input_request *rq = &g->rq;
+    const nv_input_domain *d = &rq->domain;
+    int r = 0;
+    if (d->role == NV_INPUT_INDEX) {
+        int64_t range = rq->index_range > 0 ? rq->index_range : 1;
+        for (int64_t k = 0; k < count; k++)
+            out[k] = (double)(nv_rng_u64(&g->rng) % (uint64_t)range);
+    } else if (d->role == NV_INPUT_SCALE) {
+        gen_scales(g, out, count);
+    } else {
+        switch (rq->cls) {
+        case NV_IN_NORMAL:
+            for (int64_t k = 0; k < count; k++)
+                out[k] = gen_normal(g);
+            break;
+        case NV_IN_UNIFORM:
+            for (int64_t k = 0; k < count; k++)
+                out[k] = gen_uniform(g);
+            break;
+        case NV_IN_NEAR_ZERO:
+            for (int64_t k = 0; k < count; k++)
+                out[k] = gen_near_zero(g);
+            break;
+        case NV_IN_LARGE:
+            for (int64_t k = 0; k < count; k++)
+                out[k] = gen_large(g);
+            break;
+        case NV_IN_SPECIALS:
+            gen_specials(g, out, count);
+            break;
+        case NV_IN_MIDPOINTS:
+            r = gen_midpoints(g, out, count);
+            break;
+        case NV_IN_CANCELLATION:
+            gen_cancellation(g, out, count);
+            break;
+        case NV_IN_DOMAIN_EDGES:
+            gen_domain_edges(g, out, count);
+            break;
+        case NV_IN_OFFSET:
+            gen_offset(g, out, count);
+            break;
+        case NV_IN_SWEEP:
+        case NV_IN_EXHAUSTIVE:
+            if (d->param) {
+                for (int64_t k = 0; k < count; k++)
+                    out[k] = gen_normal(g);
+            } else if (rq->cls == NV_IN_EXHAUSTIVE) {
+                r = gen_exhaustive(g, out, count);
+            } else {
+                gen_sweep(g, out, count);
+            }
+            break;
+        default:
+            r = -EINVAL;
+        }
+    }
+    if (r == 0)
+        g->pos += count;
+    return r;
+}
+
+static int gen_init(gen *g, const nv_input_request *rq, int64_t n, gen *partner)
+{
+    *g = (gen){.rq = *rq, .di = nv_dtype_get(rq->dtype), .lo = -INFINITY, .hi = INFINITY, .n = n};
+    if (!g->di || !nv_dtype_get(rq->target))
+        return -EINVAL;
+    if (rq->cls == NV_IN_EXHAUSTIVE && !rq->domain.param && rq->domain.role == NV_INPUT_VALUES &&
+        g->di->bits > EXHAUSTIVE_MAX_BITS && !(exhaustive_fp32(rq->dtype, n) && rq->tensor_index == 0))
+        return -EINVAL;
+    nv_rng_init(&g->rng, rq->seed, rq->case_index, (uint32_t)rq->tensor_index);
+    if (rq->domain.bounded) {
+        g->lo = rq->domain.lo;
+        g->hi = rq->domain.hi;
+    }
+    if (partner && rq->domain.role == NV_INPUT_VALUES && rq->cls == NV_IN_MIDPOINTS &&
+        rq->domain.tie_partner) {
+        nv_input_request r0 = *rq;
+        r0.tensor_index = 0;
+        r0.domain.tie_partner = false;
+        int r = gen_init(partner, &r0, n, NULL);
+        if (r < 0)
+            return r;
+        g->partner = partner;
+    }
+    return 0;
+}
+
+int nv_inputs_stream_init(nv_input_stream *s, const nv_input_request *rq, int64_t n)
+{
+    if (!s || !rq || (int)rq->cls < 0 || rq->cls >= NV_IN_COUNT || n < 0)
+        return -EINVAL;
+    return gen_init(&s->g, rq, n, &s->partner);
+}
+
+int nv_inputs_stream_next(nv_input_stream *s, double *out, int64_t count)
+{
+    assert(out || count <= 0);
+    if (!s || count < 0 || count > s->g.n - s->g.pos)
+        return -EINVAL;
+    return gen_next(&s->g, out, count);
 }
 
 int nv_inputs_generate(const nv_input_request *rq, double *out, int64_t n)
 {
     assert(out || n <= 0);
-    if (!rq || (int)rq->cls < 0 || rq->cls >= NV_IN_COUNT || n < 0)
-        return -EINVAL;
-    gen g = {.rq = rq, .di = nv_dtype_get(rq->dtype), .lo = -INFINITY, .hi = INFINITY};
-    if (!g.di || !nv_dtype_get(rq->target))
-        return -EINVAL;
-    nv_rng_init(&g.rng, rq->seed, rq->case_index, (uint32_t)rq->tensor_index);
-    const nv_input_domain *d = &rq->domain;
-    if (d->role == NV_INPUT_INDEX) {
-        int64_t range = rq->index_range > 0 ? rq->index_range : 1;
-        for (int64_t i = 0; i < n; i++)
-            out[i] = (double)(nv_rng_u64(&g.rng) % (uint64_t)range);
-        return 0;
-    }
-    if (d->role == NV_INPUT_SCALE) {
-        gen_scales(&g, out, n);
-        return 0;
-    }
-    if (d->bounded) {
-        g.lo = d->lo;
-        g.hi = d->hi;
-    }
-    switch (rq->cls) {
-    case NV_IN_NORMAL:
-    case NV_IN_UNIFORM:
-    case NV_IN_NEAR_ZERO:
-    case NV_IN_LARGE:
-        for (int64_t i = 0; i < n; i++) {
-            if (rq->cls == NV_IN_NORMAL)
-                out[i] = gen_normal(&g);
-            else if (rq->cls == NV_IN_UNIFORM)
-                out[i] = gen_uniform(&g);
-            else if (rq->cls == NV_IN_NEAR_ZERO)
-                out[i] = gen_near_zero(&g);
-            else
-                out[i] = gen_large(&g);
-        }
-        return 0;
-    case NV_IN_SPECIALS:
-        gen_specials(&g, out, n);
-        return 0;
-    case NV_IN_MIDPOINTS:
-        return gen_midpoints(&g, out, n);
-    case NV_IN_CANCELLATION:
-        gen_cancellation(&g, out, n);
-        return 0;
-    case NV_IN_DOMAIN_EDGES:
-        gen_domain_edges(&g, out, n);
-        return 0;
-    case NV_IN_OFFSET:
-        gen_offset(&g, out, n);
-        return 0;
-    case NV_IN_SWEEP:
-    case NV_IN_EXHAUSTIVE:
-        if (d->param) {
-            for (int64_t i = 0; i < n; i++)
-                out[i] = gen_normal(&g);
-            return 0;
-        }
-        if (rq->cls == NV_IN_EXHAUSTIVE)
-            return gen_exhaustive(&g, out, n);
-        gen_sweep(&g, out, n);
-        return 0;
-    default:
-        return -EINVAL;
-    }
+    nv_input_stream s;
+    int r = nv_inputs_stream_init(&s, rq, n);
+    return r < 0 ? r : nv_inputs_stream_next(&s, out, n);
 }

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "dtype.h"
+#include "rng.h"
 
 typedef enum nv_input_class {
     NV_IN_NORMAL,       /* "normal": N(0, 1) */
@@ -93,6 +94,34 @@ typedef struct nv_input_request {
 /* Fill out[0..n) (row-major logical order) with the values of the request.
  * Returns 0, or -EINVAL for a bad request (unknown class or dtype). */
 int nv_inputs_generate(const nv_input_request *rq, double *out, int64_t n);
+
+/* A generator's state (fields private to inputs.c; here so that a stream can
+ * live on the stack or in a caller's struct). */
+typedef struct nv_input_gen {
+    nv_input_request rq;
+    const nv_dtype_info *di;
+    nv_rng rng;
+    double lo, hi;               /* real domain of this input */
+    int64_t n, pos;              /* the tensor's element count, the next element */
+    double carry;                /* "cancellation": the run's big value; "offset": the row's */
+    struct nv_input_gen *partner; /* "midpoints" tie partner: tensor 0's generator */
+} nv_input_gen;
+
+/* One tensor's values in consecutive ranges: after nv_inputs_stream_init(s, rq,
+ * n), calls of nv_inputs_stream_next with counts adding up to n write the values
+ * nv_inputs_generate(rq, out, n) writes, in the same order, however the range
+ * [0, n) is split (the blocked op cases of worker/kinds/op stream their inputs
+ * this way). A stream owns nothing: it may simply be dropped; it holds a
+ * pointer into itself, so it is not copied once initialised. */
+typedef struct nv_input_stream {
+    nv_input_gen g, partner;
+} nv_input_stream;
+
+/* Returns 0, or -EINVAL for a bad request (as nv_inputs_generate). */
+int nv_inputs_stream_init(nv_input_stream *s, const nv_input_request *rq, int64_t n);
+/* The next count values into out[0..count). Returns 0, or -EINVAL when count
+ * runs past the tensor's n elements. */
+int nv_inputs_stream_next(nv_input_stream *s, double *out, int64_t count);
 
 /* The next representable value of dt above (dir > 0) or below (dir < 0) x, where
  * x is representable in dt; saturates at +-max_finite. */

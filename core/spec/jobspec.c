@@ -468,6 +468,21 @@ static int64_t shape_numel(int ndim, const int64_t *shape)
     return n;
 }
 
+/* A tensor the element limit does not hold: the fp32 input of a unary op whose
+ * every class is "exhaustive" (all 2^32 encodings, NV_JOB_MAX_STREAMED), with
+ * no invalid-input cases. The worker runs such a case in blocks of rows
+ * (worker/kinds/op/blocks.c), so its memory does not grow with it. */
+static bool streamed(const nv_jobspec *s, const nv_tensor *t)
+{
+    if (s->op->kind != NV_OPK_UNARY || s->n_expect > 0 || t->dtype != NV_DT_FP32 ||
+        t->numel != NV_JOB_MAX_STREAMED || t->numel / t->shape[0] > 65536)
+        return false;
+    for (int k = 0; k < s->n_classes; k++)
+        if (s->classes[k] != NV_IN_EXHAUSTIVE)
+            return false;
+    return true;
+}
+
 /* Every (dtype, shape) must make inputs the catalog accepts and an output, all
  * within the element limit; every expect_error kind must make inputs it refuses
  * with its code. Metadata only: nothing here is proportional to a tensor's size. */
@@ -493,7 +508,7 @@ static int check_cases(nv_jobspec *s, nv_spec_err *e)
                                     "%s shapes are [..batch, M, K, N] or [[..,M,K], [..,K,N]]",
                                     s->op->name);
             for (int i = 0; i < n; i++) {
-                if (t[i].numel > NV_JOB_MAX_ELEMENTS) {
+                if (t[i].numel > NV_JOB_MAX_ELEMENTS && !streamed(s, &t[i])) {
                     snprintf(what, sizeof what, "input %d", i);
                     return fail_elements(e, ptr, what, t[i].numel);
                 }
@@ -515,7 +530,7 @@ static int check_cases(nv_jobspec *s, nv_spec_err *e)
                                     err);
             /* A matmul's output can outgrow both operands ([M, 1] x [1, N]). */
             int64_t out = shape_numel(ndim, shape);
-            if (out > NV_JOB_MAX_ELEMENTS)
+            if (out > NV_JOB_MAX_ELEMENTS && !(n == 1 && streamed(s, &t[0])))
                 return fail_elements(e, ptr, "the output", out);
         }
     }

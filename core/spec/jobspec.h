@@ -15,6 +15,9 @@
 /* Per-tensor element limit: keeps one case's tensors (as doubles, with the
  * strided layout's 2x storage) within a few GiB. */
 #define NV_JOB_MAX_ELEMENTS (INT64_C(1) << 27)
+/* The one larger tensor: every fp32 encoding of a unary op's "exhaustive" input,
+ * as rows of at most 2^16 (jobspec.c streamed(): [65536, 65536]). */
+#define NV_JOB_MAX_STREAMED (INT64_C(1) << 32)
 #define NV_JOB_MAX_CASES 100000
 #define NV_JOB_MAX_REPEAT 16
 #define NV_JOB_MAX_SAMPLES 1000

@@ -39,6 +39,10 @@ typedef struct nvw_run_opts {
     nvw_fetch_fn fetch_artifact; /* suite jobs replay stored artifacts (agent mode); may be NULL */
     void *ud;                    /* passed to progress, on_failure and fetch_artifact */
     atomic_int *cancel;          /* polled between cases (another thread sets it); may be NULL */
+    /* Elements per block of the op kind's blocked cases (worker/kinds/op/blocks.c):
+     * 0 the default (2^16), < 0 never in blocks; tests set it to hold the
+     * blocked result to the whole case's. */
+    int64_t op_block_elems;
 } nvw_run_opts;
 
 /* The signature of every kind's runner, and of nvw_run_job

@@ -71,11 +71,19 @@ static void test_stream(void)
     uint64_t hi = nv_rng_u32(&b), lo = nv_rng_u32(&b);
     tap_ok(nv_rng_u64(&a) == ((hi << 32) | lo), "u64 = two consecutive u32, high first");
 
+    /* Across the carry of the low counter word, over two batches: block c of the
+     * stream is Philox of the 64-bit counter c, one block at a time. */
     nv_rng_init(&a, 9, 0, 0);
-    a.ctr[0] = 0xffffffffu;
-    for (int i = 0; i < 4; i++)
-        nv_rng_u32(&a);
-    tap_ok(a.ctr[0] == 0 && a.ctr[1] == 1, "block counter carries into the second word");
+    a.ctr[0] = 0xfffffffdu;
+    uint32_t k9[2] = {9, 0};
+    int carry_ok = 1;
+    for (uint64_t c = 0xfffffffdu; c < UINT64_C(0xfffffffd) + 2 * NV_RNG_BATCH + 1; c++) {
+        uint32_t cc[4] = {(uint32_t)c, (uint32_t)(c >> 32), 0, 0};
+        nv_philox4x32_10(cc, k9, blk);
+        for (int w = 0; w < 4; w++)
+            carry_ok &= nv_rng_u32(&a) == blk[w];
+    }
+    tap_ok(carry_ok && a.ctr[1] == 1, "block counter carries into the second word, batch by batch");
 }
 
 /* Moments of 10^6 draws. Each bound is 5 standard errors of the statistic for a

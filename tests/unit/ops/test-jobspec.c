@@ -190,8 +190,49 @@ static void test_tensors(void)
     nv_jobspec_free(s);
 }
 
+/* fp32 "exhaustive": all 2^32 encodings for a unary op as [65536, 65536] rows,
+ * past the element limit; refused with another class beside it, for a binary
+ * op, with fewer elements, and as rows the worker cannot block. */
+static void test_streamed(void)
+{
+    static const struct {
+        const char *spec, *want_msg; /* NULL: accepted */
+    } cases[] = {
+        {"{\"kind\": \"op\", \"op\": \"exp\", \"dtypes\": [\"fp32\"], \"shapes\": [[65536, 65536]], "
+         "\"inputs\": [\"exhaustive\"], \"seed\": 1}",
+         NULL},
+        {"{\"kind\": \"op\", \"op\": \"exp\", \"dtypes\": [\"fp32\"], \"shapes\": [[65536, 65536]], "
+         "\"inputs\": [\"exhaustive\", \"normal\"], \"seed\": 1}",
+         "more than the limit of 134217728"},
+        {"{\"kind\": \"op\", \"op\": \"add\", \"dtypes\": [\"fp32\"], \"shapes\": [[65536, 65536]], "
+         "\"inputs\": [\"exhaustive\"], \"seed\": 1}",
+         "more than the limit of 134217728"},
+        {"{\"kind\": \"op\", \"op\": \"exp\", \"dtypes\": [\"fp32\"], \"shapes\": [[4096]], "
+         "\"inputs\": [\"exhaustive\"], \"seed\": 1}",
+         "give a unary op the shape [65536, 65536]"},
+        {"{\"kind\": \"op\", \"op\": \"exp\", \"dtypes\": [\"fp32\"], \"shapes\": [[2, 32768, 65536]], "
+         "\"inputs\": [\"exhaustive\"], \"seed\": 1}",
+         "more than the limit of 134217728"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        json_t *j = json_loads(cases[k].spec, 0, NULL);
+        nv_jobspec *s = NULL;
+        char *ptr = NULL, *msg = NULL;
+        int r = nv_jobspec_parse(j, &s, &ptr, &msg);
+        bool ok = cases[k].want_msg ? r == -EINVAL && msg && strstr(msg, cases[k].want_msg)
+                                    : r == 0 && s && s->n_cases == 1;
+        tap_ok(ok, "streamed fp32 exhaustive %zu: %s (%s)", k,
+               cases[k].want_msg ? "refused" : "accepted", msg ? msg : "ok");
+        nv_jobspec_free(s);
+        free(ptr);
+        free(msg);
+        json_decref(j);
+    }
+}
+
 int main(void)
 {
+    test_streamed();
     test_fields();
     test_root();
     test_cases();

@@ -9,31 +9,9 @@
 #include <string.h>
 
 #include "core/ref/reference.h"
-#include "op_internal.h"
+#include "case_internal.h"
 
-#define ERRLEN 512
-
-typedef struct case_state {
-    nvw_op_job *job;
-    const nv_jobspec *s;
-    nv_job_case c;
-    json_t *cj;
-    int n_in;
-    nv_tensor meta[NV_JOB_MAX_TENSORS];
-    nv_tensor *in[NV_JOB_MAX_TENSORS];
-    nv_tensor_view views[NV_JOB_MAX_TENSORS];
-    int n_views;
-    nv_dtype out_dt;
-    int out_ndim;
-    int64_t out_shape[NV_MAX_DIMS];
-    nv_tensor_view out;
-    bool have_out;
-    void *ctx;
-    nv_tensor *got, *hi, *lo, *abs;
-    nv_tensor *abs_exp, *peak; /* the wide abs_sum and the accumulator demand (nv_ref_out) */
-} case_state;
-
-static const char *code_name(int r)
+const char *nvw_op_code_name(int r)
 {
     switch (r) {
     case NV_OK:
@@ -59,9 +37,7 @@ static const char *code_name(int r)
 
 /* Set verdict (and, for "error" or "failed" with a message, "error" and
  * "failure_class"). Returns 0 or -ENOMEM. */
-static int verdict(case_state *cs, const char *v, const char *cls, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int verdict(case_state *cs, const char *v, const char *cls, const char *fmt, ...)
+int nvw_op_verdict(case_state *cs, const char *v, const char *cls, const char *fmt, ...)
 {
     int r = json_object_set_new(cs->cj, "verdict", json_string(v));
     if (cls)
@@ -89,7 +65,7 @@ static double poison(nv_dtype dt)
 
 /* Storage for meta in layout l: "transposed" stores the last two dims swapped
  * (the view's strides swap them back), "strided" uses every other element. */
-static nv_tensor *make_layout(const nv_tensor *meta, nv_layout l)
+nv_tensor *nvw_op_make_layout(const nv_tensor *meta, nv_layout l)
 {
     int nd = meta->ndim;
     if (l == NV_LAYOUT_TRANSPOSED && nd >= 2) {
@@ -137,44 +113,70 @@ static int reduce_axis(const case_state *cs)
     return (a < 0 || a >= x->ndim) ? x->ndim - 1 : a;
 }
 
-static int make_inputs(case_state *cs)
+static int make_meta(case_state *cs)
 {
-    const nv_op_def *op = cs->s->op;
     int bad = cs->c.expect_error ? (int)cs->c.expect : -1;
     cs->n_in =
         nv_jobspec_tensors(cs->s, cs->c.shape, cs->c.dtype, bad, cs->meta, NV_JOB_MAX_TENSORS);
-    if (cs->n_in < 0)
-        return cs->n_in;
+    return cs->n_in < 0 ? cs->n_in : 0;
+}
+
+void nvw_op_scatter(nv_tensor *t, const double *v)
+{
+    int64_t st = 1;
+    bool contiguous = t->offset == 0;
+    for (int d = t->ndim - 1; d >= 0 && contiguous; d--) {
+        contiguous = t->shape[d] == 1 || t->strides[d] == st;
+        st *= t->shape[d];
+    }
+    if (contiguous) {
+        memcpy(t->data, v, (size_t)t->numel * sizeof *v);
+        return;
+    }
+    for (int64_t k = 0; k < t->numel; k++)
+        t->data[nv_tensor_offset_linear(t, k)] = v[k];
+}
+
+void nvw_op_input_request(const case_state *cs, int i, nv_input_request *ret)
+{
+    const nv_op_def *op = cs->s->op;
     int ax = reduce_axis(cs);
     bool reduce = op->kind == NV_OPK_REDUCE || op->kind == NV_OPK_MATMUL;
+    *ret = (nv_input_request){
+        .domain = nv_op_input_domain(op, i),
+        .tensor_index = i,
+        .dtype = cs->meta[i].dtype,
+        .target = cs->out_dt,
+        .cls = cs->c.cls,
+        .seed = cs->s->seed,
+        .case_index = (uint32_t)cs->c.index,
+        /* embedding's ids pick rows of its weight [V, D]; other index
+         * inputs are classes along the reduced axis */
+        .index_range = !strcmp(op->name, "embedding") && cs->meta[0].ndim == 2
+                           ? cs->meta[0].shape[0]
+                       : ax >= 0 ? cs->meta[0].shape[ax]
+                                 : 1,
+        .reduction_len = reduce && ax >= 0 ? cs->meta[0].shape[ax] : 0,
+    };
+}
+
+int nvw_op_make_inputs(case_state *cs)
+{
+    const nv_op_def *op = cs->s->op;
     for (int i = 0; i < cs->n_in; i++) {
         const nv_tensor *m = &cs->meta[i];
         bool plain = i < op->n_inputs && !op->inputs[i].is_index;
-        cs->in[i] = make_layout(m, plain ? cs->c.layout : NV_LAYOUT_CONTIGUOUS);
+        cs->in[i] = nvw_op_make_layout(m, plain ? cs->c.layout : NV_LAYOUT_CONTIGUOUS);
         double *v = malloc((size_t)(m->numel > 0 ? m->numel : 1) * sizeof *v);
         if (!cs->in[i] || !v) {
             free(v);
             return -ENOMEM;
         }
-        nv_input_request rq = {
-            .domain = nv_op_input_domain(op, i),
-            .tensor_index = i,
-            .dtype = m->dtype,
-            .target = cs->out_dt,
-            .cls = cs->c.cls,
-            .seed = cs->s->seed,
-            .case_index = (uint32_t)cs->c.index,
-            /* embedding's ids pick rows of its weight [V, D]; other index
-             * inputs are classes along the reduced axis */
-            .index_range = !strcmp(op->name, "embedding") && cs->meta[0].ndim == 2
-                               ? cs->meta[0].shape[0]
-                           : ax >= 0 ? cs->meta[0].shape[ax]
-                                     : 1,
-            .reduction_len = reduce && ax >= 0 ? cs->meta[0].shape[ax] : 0,
-        };
+        nv_input_request rq;
+        nvw_op_input_request(cs, i, &rq);
         int r = nv_inputs_generate(&rq, v, m->numel);
-        for (int64_t k = 0; r == 0 && k < m->numel; k++)
-            cs->in[i]->data[nv_tensor_offset_linear(cs->in[i], k)] = v[k];
+        if (r == 0)
+            nvw_op_scatter(cs->in[i], v);
         free(v);
         if (r < 0)
             return r;
@@ -187,7 +189,7 @@ static int make_inputs(case_state *cs)
 }
 
 /* One forward call; the output lands in *out (caller releases it). */
-static int forward(case_state *cs, nv_tensor_view *out, int32_t *ret_n_out, int32_t *ret_fb,
+int nvw_op_forward(case_state *cs, nv_tensor_view *out, int32_t *ret_n_out, int32_t *ret_fb,
                    char *err)
 {
     memset(out, 0, sizeof *out);
@@ -208,7 +210,7 @@ static int forward(case_state *cs, nv_tensor_view *out, int32_t *ret_n_out, int3
     return r;
 }
 
-static void release(case_state *cs, nv_tensor_view *v)
+void nvw_op_release(case_state *cs, nv_tensor_view *v)
 {
     if (v->data && cs->job->b.table->release_tensor)
         cs->job->b.table->release_tensor(cs->ctx, v);
@@ -222,31 +224,31 @@ static int run_expect_error(case_state *cs)
     char err[ERRLEN];
     nv_tensor_view out;
     int32_t n_out, fb;
-    int r = forward(cs, &out, &n_out, &fb, err);
-    release(cs, &out);
-    if (json_object_set_new(cs->cj, "expected_code", json_string(code_name(want))) ||
-        json_object_set_new(cs->cj, "returned_code", json_string(code_name(r))))
+    int r = nvw_op_forward(cs, &out, &n_out, &fb, err);
+    nvw_op_release(cs, &out);
+    if (json_object_set_new(cs->cj, "expected_code", json_string(nvw_op_code_name(want))) ||
+        json_object_set_new(cs->cj, "returned_code", json_string(nvw_op_code_name(r))))
         return -ENOMEM;
     if (r == want)
-        return verdict(cs, "passed", NULL, NULL);
+        return nvw_op_verdict(cs, "passed", NULL, NULL);
     if (r == NV_OK)
-        return verdict(cs, "failed", "unexpected_success",
+        return nvw_op_verdict(cs, "failed", "unexpected_success",
                        "the backend computed a result for invalid inputs (%s) instead of "
                        "returning %s",
-                       nv_expect_kind_name(cs->c.expect), code_name(want));
-    return verdict(cs, "failed", "wrong_error",
+                       nv_expect_kind_name(cs->c.expect), nvw_op_code_name(want));
+    return nvw_op_verdict(cs, "failed", "wrong_error",
                    "the backend returned %s ('%s') for %s, "
                    "expected %s",
-                   code_name(r), err, nv_expect_kind_name(cs->c.expect), code_name(want));
+                   nvw_op_code_name(r), err, nv_expect_kind_name(cs->c.expect), nvw_op_code_name(want));
 }
 
 /* Output count, dtype, shape (against nv_op_infer) and strides (no negative
  * stride, no two elements sharing storage). Returns 1 when acceptable. */
-static int check_output(case_state *cs, int32_t n_out)
+int nvw_op_check_output(case_state *cs, int32_t n_out)
 {
     const nv_tensor_view *o = &cs->out;
     if (n_out != 1 || !o->data)
-        return verdict(cs, "failed", "bad_output",
+        return nvw_op_verdict(cs, "failed", "bad_output",
                        "the backend returned %d outputs%s, "
                        "expected 1",
                        (int)n_out, o->data ? "" : " (no data)") < 0
@@ -254,7 +256,7 @@ static int check_output(case_state *cs, int32_t n_out)
                    : 0;
     if (o->dtype != (int32_t)cs->out_dt) {
         const char *name = nv_dtype_name((nv_dtype)o->dtype);
-        return verdict(cs, "failed", "bad_output_dtype", "output dtype '%s', expected '%s'",
+        return nvw_op_verdict(cs, "failed", "bad_output_dtype", "output dtype '%s', expected '%s'",
                        name ? name : "?", nv_dtype_name(cs->out_dt)) < 0
                    ? -ENOMEM
                    : 0;
@@ -270,7 +272,7 @@ static int check_output(case_state *cs, int32_t n_out)
         for (int d = 0; d < cs->out_ndim; d++)
             snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", d ? "," : "",
                      (long long)cs->out_shape[d]);
-        return verdict(cs, "failed", "bad_output_shape", "output shape [%s], expected [%s]", got,
+        return nvw_op_verdict(cs, "failed", "bad_output_shape", "output shape [%s], expected [%s]", got,
                        want) < 0
                    ? -ENOMEM
                    : 0;
@@ -280,7 +282,7 @@ static int check_output(case_state *cs, int32_t n_out)
     int order[NV_MAX_DIMS], n = 0;
     for (int d = 0; d < o->ndim; d++) {
         if (o->strides[d] < 0)
-            return verdict(cs, "failed", "bad_output_strides",
+            return nvw_op_verdict(cs, "failed", "bad_output_strides",
                            "output stride %lld of dim %d "
                            "is negative",
                            (long long)o->strides[d], d) < 0
@@ -299,7 +301,7 @@ static int check_output(case_state *cs, int32_t n_out)
     for (int k = 0; k < n; k++) {
         int d = order[k];
         if (o->strides[d] < span)
-            return verdict(cs, "failed", "bad_output_strides",
+            return nvw_op_verdict(cs, "failed", "bad_output_strides",
                            "output strides overlap: dim %d "
                            "has stride %lld inside the %lld elements of the faster dims",
                            d, (long long)o->strides[d], (long long)span) < 0
@@ -338,22 +340,22 @@ static bool same_bits(const nv_tensor_view *a, const nv_tensor_view *b)
 }
 
 /* Runs 2..repeat; returns 1 when every run matched the first bit for bit. */
-static int repeat_runs(case_state *cs)
+int nvw_op_repeat_runs(case_state *cs)
 {
     for (int k = 1; k < cs->s->repeat; k++) {
         char err[ERRLEN];
         nv_tensor_view again;
         int32_t n_out, fb;
-        int r = forward(cs, &again, &n_out, &fb, err);
+        int r = nvw_op_forward(cs, &again, &n_out, &fb, err);
         bool same = r == NV_OK && same_bits(&cs->out, &again);
-        release(cs, &again);
+        nvw_op_release(cs, &again);
         if (!same)
             return 0;
     }
     return 1;
 }
 
-static int reference(case_state *cs, char *err)
+int nvw_op_reference(case_state *cs, char *err)
 {
     nv_tensor *cin[NV_JOB_MAX_TENSORS] = {0};
     int r = -ENOMEM;
@@ -372,21 +374,61 @@ static int reference(case_state *cs, char *err)
         .hi = cs->hi, .lo = cs->lo, .abs_sum = cs->abs, .abs_exp = cs->abs_exp, .peak = cs->peak};
     r = nv_op_reference_ex(cs->s->op, &cs->s->attrs, cs->n_in, (const nv_tensor *const *)cin, &ro);
     if (r < 0)
-        snprintf(err, ERRLEN, "the reference of '%s' failed (%s)", cs->s->op->name, code_name(r));
+        snprintf(err, ERRLEN, "the reference of '%s' failed (%s)", cs->s->op->name, nvw_op_code_name(r));
 out:
     for (int i = 0; i < cs->n_in; i++)
         nv_tensor_free(cin[i]);
     return r;
 }
 
+int nvw_op_judge(case_state *cs, const nv_tolerance *tol, const nv_compare_result *cmp,
+                 const nvw_accumulator *acc, bool deterministic,
+                 const double (*first_in)[NV_JOB_MAX_TENSORS])
+{
+    int r = nvw_case_metrics(cs->cj, cs->job, cmp, tol, cs->n_in, cs->in, cs->out_ndim,
+                             cs->out_shape, first_in);
+    if (r == 0 && cmp->intermediate_overflows > 0)
+        r = nvw_case_overflow(cs->cj, cmp, acc, cs->out_ndim, cs->out_shape);
+    if (r < 0)
+        return r;
+    if (cs->s->repeat > 1 &&
+        json_object_set_new(cs->cj, "deterministic", json_boolean(deterministic)))
+        return -ENOMEM;
+    if (cmp->failure != NV_FAIL_NONE || cmp->mismatches > 0)
+        return nvw_op_verdict(cs, "failed", nv_failure_class_name(cmp->failure), NULL);
+    if (!deterministic && cs->s->deterministic)
+        return nvw_op_verdict(cs, "failed", "nondeterministic",
+                              "repeated runs of the case gave "
+                              "different bits and the job requires \"deterministic\": true");
+    return nvw_op_verdict(cs, "passed", NULL, NULL);
+}
+
+int nvw_op_tolerance(case_state *cs, nv_tolerance *tol)
+{
+    if (nvw_case_tolerance(cs->job, cs->c.dtype, cs->out_dt, tol) < 0) {
+        int r = nvw_op_verdict(cs, "error", "no_tolerance", "no tolerance for op '%s' and dtype '%s'",
+                               cs->s->op->name, nv_dtype_name(cs->out_dt));
+        return r < 0 ? r : 1;
+    }
+    return 0;
+}
+
+int nvw_op_bad_tolerance(case_state *cs, const nv_tolerance *tol)
+{
+    json_object_set_new(cs->cj, "tolerance", nv_tolerance_to_json(tol));
+    return nvw_op_verdict(cs, "error", "bad_tolerance",
+                          "the tolerance does not apply to op '%s' "
+                          "(a 'bound' tolerance needs a reduction or matmul)",
+                          cs->s->op->name);
+}
+
 static int compare_case(case_state *cs, bool deterministic)
 {
     const nvw_op_job *job = cs->job;
     nv_tolerance tol;
-    int r = nvw_case_tolerance(job, cs->c.dtype, cs->out_dt, &tol);
-    if (r < 0)
-        return verdict(cs, "error", "no_tolerance", "no tolerance for op '%s' and dtype '%s'",
-                       cs->s->op->name, nv_dtype_name(cs->out_dt));
+    int r = nvw_op_tolerance(cs, &tol);
+    if (r != 0)
+        return r < 0 ? r : 0;
     nv_compare_input ci = {
         .dtype = cs->out_dt,
         .n = cs->got->numel,
@@ -408,33 +450,13 @@ static int compare_case(case_state *cs, bool deterministic)
         ci.acc_range = acc.range;
     }
     nv_compare_result cmp;
-    r = nv_compare(&ci, &tol, &cmp);
-    if (r < 0) {
-        json_object_set_new(cs->cj, "tolerance", nv_tolerance_to_json(&tol));
-        return verdict(cs, "error", "bad_tolerance",
-                       "the tolerance does not apply to op '%s' "
-                       "(a 'bound' tolerance needs a reduction or matmul)",
-                       cs->s->op->name);
-    }
-    r = nvw_case_metrics(cs->cj, job, &cmp, &tol, cs->n_in, cs->in, cs->out_ndim, cs->out_shape);
-    if (r == 0 && cmp.intermediate_overflows > 0)
-        r = nvw_case_overflow(cs->cj, &cmp, &acc, cs->out_ndim, cs->out_shape);
-    if (r < 0)
-        return r;
-    if (cs->s->repeat > 1 &&
-        json_object_set_new(cs->cj, "deterministic", json_boolean(deterministic)))
-        return -ENOMEM;
-    if (cmp.failure != NV_FAIL_NONE || cmp.mismatches > 0)
-        return verdict(cs, "failed", nv_failure_class_name(cmp.failure), NULL);
-    if (!deterministic && cs->s->deterministic)
-        return verdict(cs, "failed", "nondeterministic",
-                       "repeated runs of the case gave "
-                       "different bits and the job requires \"deterministic\": true");
-    return verdict(cs, "passed", NULL, NULL);
+    if (nv_compare(&ci, &tol, &cmp) < 0)
+        return nvw_op_bad_tolerance(cs, &tol);
+    return nvw_op_judge(cs, &tol, &cmp, &acc, deterministic, NULL);
 }
 
 /* on_failure, serially: the exact inputs and the device output. */
-static int report_failure(case_state *cs)
+int nvw_op_report_failure(case_state *cs)
 {
     nvw_op_job *job = cs->job;
     if (!job->b.opts || !job->b.opts->on_failure)
@@ -471,18 +493,39 @@ static int report_failure(case_state *cs)
     return 0;
 }
 
+/* A large elementwise case in blocks (blocks.c): the output shape from the
+ * catalog first, as the whole case would infer it. */
+static int run_blocked(case_state *cs)
+{
+    const nv_jobspec *s = cs->s;
+    char err[ERRLEN] = "";
+    const nv_tensor *m[NV_JOB_MAX_TENSORS];
+    for (int i = 0; i < cs->n_in; i++)
+        m[i] = &cs->meta[i];
+    int r = nv_op_infer(s->op, &s->attrs, cs->n_in, m, &cs->out_ndim, cs->out_shape, err,
+                        sizeof err);
+    if (r != 0)
+        return nvw_op_verdict(cs, "error", "inputs", "the catalog refuses the case's inputs: %s",
+                              err);
+    return nvw_op_run_blocked(cs);
+}
+
 static int run_body(case_state *cs)
 {
     const nv_jobspec *s = cs->s;
     if (s->deterministic && cs->job->op_nondeterministic && !cs->c.expect_error)
-        return verdict(cs, "error", "nondeterministic_op",
+        return nvw_op_verdict(cs, "error", "nondeterministic_op",
                        "op '%s' is listed in the backend's "
                        "\"nondeterministic_ops\" and the job requires \"deterministic\": true",
                        s->op->name);
-    int r = make_inputs(cs);
+    int r = make_meta(cs);
+    if (r == 0 && !cs->c.expect_error && nvw_op_blocked(cs))
+        return run_blocked(cs);
+    if (r == 0)
+        r = nvw_op_make_inputs(cs);
     if (r < 0)
         return r == -ENOMEM ? r
-                            : verdict(cs, "error", "inputs",
+                            : nvw_op_verdict(cs, "error", "inputs",
                                       "could not make the inputs "
                                       "of this case (%d)",
                                       r);
@@ -492,33 +535,33 @@ static int run_body(case_state *cs)
     r = nv_op_infer(s->op, &s->attrs, cs->n_in, (const nv_tensor *const *)cs->in, &cs->out_ndim,
                     cs->out_shape, err, sizeof err);
     if (r != 0)
-        return verdict(cs, "error", "inputs", "the catalog refuses the case's inputs: %s", err);
+        return nvw_op_verdict(cs, "error", "inputs", "the catalog refuses the case's inputs: %s", err);
     int32_t n_out, fb;
-    r = forward(cs, &cs->out, &n_out, &fb, err);
+    r = nvw_op_forward(cs, &cs->out, &n_out, &fb, err);
     cs->have_out = true;
     if (fb && json_object_set_new(cs->cj, "fell_back", json_true()))
         return -ENOMEM;
     if (r != NV_OK)
-        return verdict(cs, "error", "backend_error", "the backend returned %s: '%s'", code_name(r),
+        return nvw_op_verdict(cs, "error", "backend_error", "the backend returned %s: '%s'", nvw_op_code_name(r),
                        err);
-    r = check_output(cs, n_out);
+    r = nvw_op_check_output(cs, n_out);
     if (r <= 0)
         return r;
     cs->got = nvw_tensor_from_view(&cs->out, false);
     if (!cs->got)
-        return verdict(cs, "failed", "bad_output", "the output view could not be decoded");
-    bool det = s->repeat > 1 ? repeat_runs(cs) == 1 : true;
-    r = reference(cs, err);
+        return nvw_op_verdict(cs, "failed", "bad_output", "the output view could not be decoded");
+    bool det = s->repeat > 1 ? nvw_op_repeat_runs(cs) == 1 : true;
+    r = nvw_op_reference(cs, err);
     if (r == -ENOMEM || r == NV_E_NOMEM)
         return -ENOMEM;
     if (r < 0)
-        return verdict(cs, "error", "reference", "%s", err);
+        return nvw_op_verdict(cs, "error", "reference", "%s", err);
     r = compare_case(cs, det);
     if (r < 0)
         return r;
     const char *v = json_string_value(json_object_get(cs->cj, "verdict"));
     if (v && strcmp(v, "failed") == 0)
-        return report_failure(cs);
+        return nvw_op_report_failure(cs);
     return 0;
 }
 
@@ -553,12 +596,12 @@ json_t *nvw_case_run(nvw_op_job *job, void *ctx, int64_t i)
     if (!cs.cj)
         return NULL;
     int r = run_body(&cs);
-    if (r == -ENOMEM && verdict(&cs, "error", "out_of_memory", "out of memory") < 0) {
+    if (r == -ENOMEM && nvw_op_verdict(&cs, "error", "out_of_memory", "out of memory") < 0) {
         json_decref(cs.cj);
         cs.cj = NULL;
     }
     if (cs.have_out)
-        release(&cs, &cs.out);
+        nvw_op_release(&cs, &cs.out);
     for (int k = 0; k < cs.n_views; k++)
         nvw_view_free(&cs.views[k]);
     for (int k = 0; k < cs.n_in; k++)

@@ -28,10 +28,12 @@ int nvw_case_tolerance(const nvw_op_job *job, nv_dtype dt, nv_dtype out_dt, nv_t
 
 /* Metrics, tolerance and first mismatches of a comparison into case JSON cj.
  * in[0..n_in) are the case inputs (views), shown at each mismatch when the op is
- * elementwise; out_ndim/out_shape map linear indices back to multi-indices. */
+ * elementwise (or, when first_in is not NULL, first_in[k] at mismatch k: a case
+ * run in blocks keeps them); out_ndim/out_shape map linear indices back to
+ * multi-indices. */
 int nvw_case_metrics(json_t *cj, const nvw_op_job *job, const nv_compare_result *cmp,
                      const nv_tolerance *tol, int n_in, nv_tensor *const *in, int out_ndim,
-                     const int64_t *out_shape);
+                     const int64_t *out_shape, const double (*first_in)[NV_JOB_MAX_TENSORS]);
 
 /* The accumulator a case of spec s is judged by under the intermediate-overflow
  * rule: nv_op_accumulator over the entry of describe()'s "contract" (may be

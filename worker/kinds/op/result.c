@@ -50,7 +50,8 @@ static bool elementwise(const nv_op_def *op)
 }
 
 static json_t *mismatch_json(const nvw_op_job *job, const nv_mismatch *m, int n_in,
-                             nv_tensor *const *in, int out_ndim, const int64_t *out_shape)
+                             nv_tensor *const *in, int out_ndim, const int64_t *out_shape,
+                             const double *first_in)
 {
     int64_t idx[NV_MAX_DIMS];
     int64_t rest = m->index;
@@ -76,8 +77,10 @@ static json_t *mismatch_json(const nvw_op_job *job, const nv_mismatch *m, int n_
         if (!xs || json_object_set_new(o, "inputs", xs))
             goto fail;
         for (int i = 0; i < n_in && i < job->spec->op->n_inputs; i++)
-            if (in[i]->ndim == out_ndim &&
-                json_array_append_new(xs, nvw_json_num(in[i]->data[nv_tensor_offset(in[i], idx)])))
+            if (first_in ? json_array_append_new(xs, nvw_json_num(first_in[i]))
+                         : in[i]->ndim == out_ndim &&
+                               json_array_append_new(
+                                   xs, nvw_json_num(in[i]->data[nv_tensor_offset(in[i], idx)])))
                 goto fail;
     }
     if (json_object_set_new(o, "got", nvw_json_num(m->got)) ||
@@ -120,7 +123,7 @@ static json_t *ulp_histogram_json(const nv_compare_result *cmp)
 
 int nvw_case_metrics(json_t *cj, const nvw_op_job *job, const nv_compare_result *cmp,
                      const nv_tolerance *tol, int n_in, nv_tensor *const *in, int out_ndim,
-                     const int64_t *out_shape)
+                     const int64_t *out_shape, const double (*first_in)[NV_JOB_MAX_TENSORS])
 {
     json_t *t = tolerance_json(tol);
     if (!t || json_object_set_new(cj, "tolerance", t))
@@ -153,7 +156,8 @@ int nvw_case_metrics(json_t *cj, const nvw_op_job *job, const nv_compare_result 
     if (!first || json_object_set_new(cj, "first_mismatches", first))
         return -ENOMEM;
     for (int k = 0; k < cmp->n_first && k < NV_COMPARE_FIRST; k++) {
-        json_t *m = mismatch_json(job, &cmp->first[k], n_in, in, out_ndim, out_shape);
+        json_t *m = mismatch_json(job, &cmp->first[k], n_in, in, out_ndim, out_shape,
+                                  first_in ? first_in[k] : NULL);
         if (!m || json_array_append_new(first, m))
             return -ENOMEM;
     }
