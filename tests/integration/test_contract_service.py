@@ -127,8 +127,10 @@ def compare_checks(s):
     for build, backend in (("b5", "plugin:%s?|" % LIAR), ("b6", "plugin:%s?|" % LIAR),
                            ("b8", "plugin:%s?ftz=on|" % LIAR)):
         w = s.start_worker("flip", backend)
-        p = s.ctl("submit", "c.json", "--device", "flip", "--wait", "--timeout", "240",
-                  "--build-name", "kernels", "--build-version", build)
+        # --new-device: the worker just started may not have polled yet (the
+        # device is known to numvald from its first claim).
+        p = s.ctl("submit", "c.json", "--device", "flip", "--new-device", "--wait", "--timeout",
+                  "240", "--build-name", "kernels", "--build-version", build)
         check(p.returncode in (0, 1), "flip build %s: a contract job ran (%d: %s)" %
               (build, p.returncode, p.stderr[-300:]))
         s.kill_worker(w, signal.SIGTERM)
@@ -228,8 +230,8 @@ def test(bins):
               "truthful emu: contract.fp32.ftz is a passed test case")
 
         ok_id = job["id"]
-        p = s.ctl("submit", "c.json", "--device", "liar", "--wait", "--timeout", "240",
-                  "--junit", "liar.xml", "--build-name", "kernels", "--build-version", "b7")
+        p = s.ctl("submit", "c.json", "--device", "liar", "--new-device", "--wait", "--timeout",
+                  "240", "--junit", "liar.xml", "--build-name", "kernels", "--build-version", "b7")
         check(p.returncode == 1, "lying device: numvalctl exits 1 (got %d: %s)" %
               (p.returncode, p.stderr[-500:]))
         job_id = p.stdout.strip()
