@@ -18,7 +18,10 @@ run on real jobs.
   suite, every input class, fp64 added, no false failure.
 Every result is validated against schema/result.schema.json.
 
-usage: test_truth_bounds.py NUMVAL_WORKER SOURCE_ROOT BF16ACC_SO
+usage: test_truth_bounds.py NUMVAL_WORKER SOURCE_ROOT BF16ACC_SO [--sweep]
+With --sweep only the truth_sweep.py sample runs (meson test 'truth-sweep', suite
+'slow': 3 minutes of numerics under the sanitizers that add nothing the smoke runs
+of the other tests do not), without it everything else.
 NUMVAL_TRUTH_SEEDS (default 3) sets the seeds of the fault checks. Prints TAP;
 temp files live in a temp dir that is always removed."""
 import json
@@ -191,10 +194,12 @@ def test_sweep_sample(tmp):
 def main():
     tmp = tempfile.mkdtemp(prefix="nv-truth-")
     try:
-        test_large(tmp)
-        test_declared(tmp)
-        test_bf16_accumulation(tmp)
-        test_sweep_sample(tmp)
+        if "--sweep" in sys.argv[4:]:
+            test_sweep_sample(tmp)
+        else:
+            test_large(tmp)
+            test_declared(tmp)
+            test_bf16_accumulation(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("1..%d" % n)

@@ -147,7 +147,10 @@ int main(void)
                               " \"fp32_sweep\": 512}",
                               0, NULL);
     nvw_run_opts opts = {.threads = 2};
-    for (int i = 0; i < N_MODES; i++) {
+    /* Under the sanitizers the first 10 draws: they check memory on every probe
+     * path; the optimized pass identifies all 30. */
+    int n_modes = getenv("NV_TEST_SANITIZER") ? 10 : N_MODES;
+    for (int i = 0; i < n_modes; i++) {
         mode m;
         draw(&s, &m);
         json_t *res = NULL;
@@ -161,7 +164,7 @@ int main(void)
         json_decref(res);
         free(err);
     }
-    tap_ok(mistakes == 0, "blind identification: %d mistakes over %d modes", mistakes, N_MODES);
+    tap_ok(mistakes == 0, "blind identification: %d mistakes over %d modes", mistakes, n_modes);
     json_decref(spec);
     return tap_done();
 }
