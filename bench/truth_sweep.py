@@ -154,6 +154,8 @@ def main():
     ap.add_argument("worker", nargs="?", default=os.path.join(ROOT, "build", "worker",
                                                               "numval-worker"))
     ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--first-seed", type=int, default=0,
+                    help="seed index k to start at (a sweep continued over sessions)")
     ap.add_argument("--modes", default=",".join(CORRECT_MODES),
                     help="backend specs separated by ';' or ',' between emu modes")
     ap.add_argument("--suites", default="smoke,fused,gradient,nightly")
@@ -183,7 +185,8 @@ def main():
         if ok:
             runs.append((name, ok))
     tasks = [(name, mode, k, [reseed(j, k) for j in jobs])
-             for name, jobs in runs for mode in modes for k in range(a.seeds)]
+             for name, jobs in runs for mode in modes
+             for k in range(a.first_seed, a.first_seed + a.seeds)]
     counts, failures, heads, refused_by_mode = {}, [], {}, []
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.parallel) as ex:
         futs = {ex.submit(run_suite, a.worker, jobs, mode, a.timeout): (name, mode, k)
