@@ -391,6 +391,11 @@ static int start(daemon_state *d, nvd_config *cfg, const cli *c)
         fprintf(stderr, "numvald: cannot start the webhooks: %s\n", strerror(-r));
         return r;
     }
+    r = nvd_webhooks_events_resume(app);
+    if (r < 0)
+        nv_log_warn("webhooks: cannot read the recorded cron slots (%s): slots fired before "
+                    "this start are not watched",
+                    strerror(-r));
     r = nvd_commit_start(app);
     if (r < 0) {
         fprintf(stderr, "numvald: cannot start the group commit: %s\n", uv_strerror(r));

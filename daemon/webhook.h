@@ -65,6 +65,10 @@ void nvd_webhooks_on_result(struct nvd_app *app, int64_t job_id, const json_t *n
  * err is set, else when its jobs are all done and one did not pass. */
 void nvd_webhooks_on_slot(struct nvd_app *app, const char *schedule, int64_t slot,
                           const char *device, const json_t *job_ids, const char *err);
+/* At start-up: watch the recorded cron slots (the latest 64) whose jobs still
+ * run, so their "schedule_failed" is sent after a restart too. A slot whose jobs
+ * all ended before the restart was reported by the run that saw them end. */
+int nvd_webhooks_events_resume(struct nvd_app *app);
 /* Close the slot watcher's timer (on shutdown, before the loop's last run). */
 void nvd_webhooks_events_stop(void);
 

@@ -13,6 +13,7 @@
 
 #include "app.h"
 #include "common/log.h"
+#include "daemon/store/store_longrun.h"
 #include "daemon/store/store_suite.h"
 #include "daemon/util/util.h"
 #include "webhook.h"
@@ -257,21 +258,11 @@ void nvd_webhooks_on_result(nvd_app *app, int64_t job_id, const json_t *new_suit
     json_decref(job);
 }
 
-void nvd_webhooks_on_slot(nvd_app *app, const char *schedule, int64_t slot_s, const char *device,
-                          const json_t *job_ids, const char *err)
+static void watch(nvd_app *app, const char *schedule, int64_t slot_s, const char *device,
+                  const json_t *job_ids)
 {
-    if (!app->hooks)
+    if (!schedule)
         return;
-    if (err) {
-        char at[32];
-        nvd_time_format(slot_s * 1000, at);
-        nvd_webhooks_emit(app->hooks, NVD_EV_SCHEDULE_FAILED,
-                          json_pack("{s:s, s:s, s:s?, s:O, s:I, s:[], s:s}", "schedule", schedule,
-                                    "slot", at, "device", device, "job_ids", job_ids, "jobs",
-                                    (json_int_t)json_array_size(job_ids), "not_passed", "error",
-                                    err));
-        return;
-    }
     if (ev.n_slots == MAX_SLOTS) {
         nv_log_warn("webhook: %d cron slots watched; giving up on '%s' slot %lld", MAX_SLOTS,
                     ev.slots[0].schedule, (long long)ev.slots[0].slot);
@@ -290,6 +281,68 @@ void nvd_webhooks_on_slot(nvd_app *app, const char *schedule, int64_t slot_s, co
     }
     ev.n_slots++;
     wake(app);
+}
+
+void nvd_webhooks_on_slot(nvd_app *app, const char *schedule, int64_t slot_s, const char *device,
+                          const json_t *job_ids, const char *err)
+{
+    if (!app->hooks)
+        return;
+    if (err) {
+        char at[32];
+        nvd_time_format(slot_s * 1000, at);
+        nvd_webhooks_emit(app->hooks, NVD_EV_SCHEDULE_FAILED,
+                          json_pack("{s:s, s:s, s:s?, s:O, s:I, s:[], s:s}", "schedule", schedule,
+                                    "slot", at, "device", device, "job_ids", job_ids, "jobs",
+                                    (json_int_t)json_array_size(job_ids), "not_passed", "error",
+                                    err));
+        return;
+    }
+    watch(app, schedule, slot_s, device, job_ids);
+}
+
+/* True while one of the jobs is queued, leased or running. */
+static bool jobs_running(nvd_app *app, const json_t *ids)
+{
+    size_t i;
+    json_t *id;
+    bool running = false;
+    json_array_foreach(ids, i, id)
+    {
+        json_t *job = NULL;
+        if (running || nvd_store_job_get(app->store, json_integer_value(id), &job) < 0)
+            continue;
+        const char *st = json_string_value(json_object_get(job, "state"));
+        running = st && (!strcmp(st, "queued") || !strcmp(st, "leased") || !strcmp(st, "running"));
+        json_decref(job);
+    }
+    return running;
+}
+
+int nvd_webhooks_events_resume(nvd_app *app)
+{
+    if (!app->hooks)
+        return 0;
+    json_t *rows = NULL;
+    int r = nvd_store_slots_with_jobs(app->store, MAX_SLOTS, &rows);
+    if (r < 0)
+        return r;
+    size_t i, n = 0;
+    json_t *row;
+    json_array_foreach(rows, i, row)
+    {
+        const json_t *ids = json_object_get(row, "job_ids");
+        if (!json_is_array(ids) || !jobs_running(app, ids))
+            continue; /* settled before the restart: its previous run reported it */
+        watch(app, json_string_value(json_object_get(row, "schedule")),
+              json_integer_value(json_object_get(row, "slot")),
+              json_string_value(json_object_get(row, "device")), ids);
+        n++;
+    }
+    if (n)
+        nv_log_info("webhook: watching %zu cron slot(s) fired before the restart", n);
+    json_decref(rows);
+    return 0;
 }
 
 void nvd_webhooks_events_stop(void)

@@ -173,3 +173,35 @@ int nvd_store_slot_last(nvd_store *s, const char *schedule, json_t **ret)
     sqlite3_finalize(st);
     return r;
 }
+
+static const store_col watch_cols[] = {
+    {"schedule", 0, STORE_STR},
+    {"slot", 1, STORE_INT},
+    {"device", 2, STORE_STR},
+    {"job_ids", 3, STORE_JSON},
+    {NULL, 0, 0},
+};
+
+int nvd_store_slots_with_jobs(nvd_store *s, int limit, json_t **ret)
+{
+    sqlite3_stmt *st = prep(s, "SELECT schedule, slot, device, job_ids FROM (SELECT * FROM "
+                               "schedule_runs WHERE error IS NULL AND job_ids != '[]' "
+                               "ORDER BY slot DESC, id DESC LIMIT ?1) ORDER BY slot, id");
+    if (!st)
+        return -EIO;
+    sqlite3_bind_int(st, 1, limit);
+    json_t *out = json_array();
+    int rc, r = out ? 0 : -ENOMEM;
+    while (r == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        json_t *o = store_row_object(st, watch_cols);
+        r = o ? json_array_append_new(out, o) ? -ENOMEM : 0 : -ENOMEM;
+    }
+    if (r == 0 && rc != SQLITE_DONE)
+        r = store_err(s, rc, "schedule slots");
+    sqlite3_finalize(st);
+    if (r == 0)
+        *ret = out;
+    else
+        json_decref(out);
+    return r;
+}

@@ -28,5 +28,9 @@ int nvd_store_slot_done(nvd_store *s, const char *schedule, int64_t slot, const 
 /* The latest recorded slot of a schedule ({"slot","started_at","job_ids","error"}) or
  * -ENOENT. */
 int nvd_store_slot_last(nvd_store *s, const char *schedule, json_t **ret);
+/* The latest `limit` slots that submitted jobs, oldest first:
+ * [{"schedule","slot","device","job_ids"}] (a restarted numvald watches those whose
+ * jobs still run). */
+int nvd_store_slots_with_jobs(nvd_store *s, int limit, json_t **ret);
 
 #endif
