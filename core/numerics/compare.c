@@ -300,6 +300,30 @@ static double exact_ulp(nv_dtype dt, double hi, double lo)
     return nv_dtype_ulp(dt, hi);
 }
 
+/* Under the ulp metric an Inf for a finite exact value of the same sign is the
+ * overflow of the neighbour one ulp above max_finite (IEEE 754-2019 §7.4: a
+ * result is rounded as if the exponent range were unbounded, and one beyond
+ * max_finite is delivered as Inf). So a faithful (1 ulp) device may return Inf
+ * where |exact| lies between max_finite and that neighbour, as rounding twice
+ * through a wider format does at the tie max_finite + ulp/2; a correctly
+ * rounded one may not (its error is then above 0.5 ulp). Returns the finite
+ * stand-in for g, or g itself when the rule does not apply (any other metric,
+ * a format without Inf, fp64 whose neighbour is beyond double). */
+static double ulp_overflow_value(const nv_tolerance *tol, nv_dtype dt, double g, double e,
+                                 double lo)
+{
+    if (tol->metric != NV_TOL_ULP || !isinf(g) || !isfinite(e) || signbit(g) != signbit(e))
+        return g;
+    const nv_dtype_info *di = nv_dtype_get(dt);
+    if (!di || !di->is_float || !di->has_inf || dt == NV_DT_FP64)
+        return g;
+    double v = copysign(di->max_finite + nv_dtype_ulp(dt, di->max_finite), g);
+    double s, t;
+    nv_two_sum(v, -e, &s, &t);
+    /* Beyond the tolerance it stays an inf_mismatch: the class names the symptom. */
+    return fabs(s + (t - lo)) / exact_ulp(dt, e, lo) <= tol->max_ulp ? v : g;
+}
+
 /* What one comparison needs besides the arrays: the bound's constants (over the
  * n_total outputs of the whole comparison), the overflow rule, the sign rule. */
 typedef struct setup {
@@ -343,7 +367,8 @@ static void compare_range(const nv_compare_input *in, int64_t base, const nv_tol
     }
     for (int64_t k = 0; k < in->n; k++) {
         int64_t i = base + k;
-        double g = in->got[k], e = in->exact[k], lo = in->exact_lo ? in->exact_lo[k] : 0;
+        double g_out = in->got[k], e = in->exact[k], lo = in->exact_lo ? in->exact_lo[k] : 0;
+        double g = ulp_overflow_value(tol, in->dtype, g_out, e, lo);
         nv_failure_class sc;
         if (special_kind(g, e, &sc)) {
             r->nonfinite++;
@@ -375,7 +400,7 @@ static void compare_range(const nv_compare_input *in, int64_t base, const nv_tol
         }
         bool pass = tol->metric == NV_TOL_ULP ? ue <= tol->max_ulp : err <= allowed;
         if (!pass && ovf_excused(&su->ovf, in, k)) {
-            add_overflow(r, in, k, i, g, ex, ue, err, allowed);
+            add_overflow(r, in, k, i, g_out, ex, ue, err, allowed);
             continue;
         }
         double head = allowed > 0 ? err / allowed : (err == 0 ? 0 : INFINITY);
@@ -397,7 +422,7 @@ static void compare_range(const nv_compare_input *in, int64_t base, const nv_tol
         r->ulp_hist[ulp_bucket(ue)]++;
         if (!pass) {
             r->mismatches++;
-            add_first(r, i, g, ex, ue, err, allowed,
+            add_first(r, i, g_out, ex, ue, err, allowed,
                       tol->metric == NV_TOL_BOUND ? NV_FAIL_BOUND_EXCEEDED : NV_FAIL_ULP_EXCEEDED);
         } else if (su->judge_sign && g == 0 && signbit(g) != signbit(e)) {
             /* The value is right, its zero's sign is not: -0 for +0 or the reverse. */
@@ -622,7 +647,8 @@ static void f32_block_scalar(const float *got, const float *ref, int64_t base, i
                              const nv_tolerance *tol, nv_compare_result *r, acc *a)
 {
     for (int k = 0; k < n; k++) {
-        double g = got[k], e = ref[k];
+        double g_out = got[k], e = ref[k];
+        double g = ulp_overflow_value(tol, NV_DT_FP32, g_out, e, 0);
         if (special_pair(r, base + k, g, e))
             continue;
         double d = fabs(g - e), ar = fabs(e);
@@ -641,7 +667,7 @@ static void f32_block_scalar(const float *got, const float *ref, int64_t base, i
         a->h.n[hist_bin((float)ue)]++;
         if (!pass) {
             r->mismatches++;
-            add_first(r, base + k, g, e, ue, d, allowed, NV_FAIL_ULP_EXCEEDED);
+            add_first(r, base + k, g_out, e, ue, d, allowed, NV_FAIL_ULP_EXCEEDED);
         }
     }
 }

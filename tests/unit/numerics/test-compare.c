@@ -434,6 +434,46 @@ static void test_ulp_histogram(void)
            "the fp32 kernel says it has no histogram");
 }
 
+/* IEEE 754-2019 §7.4: Inf is the overflow of the value one ulp above max_finite.
+ * fp8 e5m2: max 57344, ulp 8192 there, so the neighbour is 65536 and round to
+ * nearest overflows from 61440 on. An fma rounded twice (fp32, then e5m2) turns
+ * the exact -61439.9996 into the tie -61440 and then into -Inf: 0.50000005 ulp
+ * from the exact value, within a faithful 1 ulp, not within 0.5. */
+static void test_overflow_neighbour(void)
+{
+    double exact[] = {-61439.999572753906, 57000.0, -61439.0, 61439.0};
+    double got[] = {-INFINITY, INFINITY, INFINITY, 57344.0};
+    nv_compare_input in = {.dtype = NV_DT_FP8_E5M2, .n = 1, .got = got, .exact = exact};
+    nv_tolerance t1 = ulp_tol(1), th = ulp_tol(0.5);
+    nv_compare_result r;
+    memset(&r, 0, sizeof r);
+    int rc = nv_compare(&in, &t1, &r);
+    tap_ok(rc == 0 && r.mismatches == 0 && r.inf_mismatches == 0 &&
+               r.max_ulp > 0.5 && r.max_ulp < 0.5000001,
+           "e5m2: -Inf for exact -61439.9996 is %.9g ulp: passes a 1-ulp tolerance", r.max_ulp);
+    tap_ok(nv_compare(&in, &th, &r) == 0 && r.mismatches == 1 && r.inf_mismatches == 1 &&
+               r.failure == NV_FAIL_INF_MISMATCH,
+           "and fails 0.5 ulp as an inf_mismatch (a correctly rounded result is -57344)");
+    in.n = 4;
+    tap_ok(nv_compare(&in, &t1, &r) == 0 && r.inf_mismatches == 2 && r.mismatches == 2 &&
+               r.n_first == 2 && r.first[0].index == 1 && r.first[1].index == 2 &&
+               isinf(r.first[0].got),
+           "Inf for 57000 (1.04 ulp from 65536) and Inf of the wrong sign stay inf_mismatch; "
+           "57344 for 61439 passes");
+    nv_tolerance ac = {.metric = NV_TOL_ALLCLOSE, .atol = 1e9, .rtol = 1,
+                       .reason_code = NV_REASON_APPROXIMATION_ERROR};
+    in.n = 1;
+    tap_ok(nv_compare(&in, &ac, &r) == 0 && r.inf_mismatches == 1,
+           "allclose: Inf for a finite value is an inf_mismatch whatever atol");
+    float fe[] = {3.4028234663852886e38f}, fg[] = {INFINITY};
+    rc = nv_compare_f32(fg, fe, 1, &t1, &r);
+    tap_ok(rc == 0 && r.mismatches == 0 && r.max_ulp == 1,
+           "fp32 kernel: Inf for the reference max_finite is 1 ulp (%g): within 1 ulp",
+           r.max_ulp);
+    tap_ok(nv_compare_f32(fg, fe, 1, &th, &r) == 0 && r.inf_mismatches == 1,
+           "and an inf_mismatch under 0.5 ulp");
+}
+
 int main(void)
 {
     test_ulp_by_hand();
@@ -446,5 +486,6 @@ int main(void)
     test_probabilistic();
     test_intermediate_overflow();
     test_ulp_histogram();
+    test_overflow_neighbour();
     return tap_done();
 }
