@@ -19,7 +19,7 @@ build_pkgs=(gcc pkg-config meson ninja-build libuv1-dev libsqlite3-dev libcurl4-
 test_pkgs=(python3-numpy python3-torch python3-jsonschema chromium fonts-liberation
            clang libclang-rt-14-dev llvm man-db systemd nginx-light openssl slurm-wlm munge)
 bench_pkgs=(wrk nginx-light)
-package_pkgs=(debhelper dpkg-dev fakeroot lintian)
+package_pkgs=(build-essential debhelper dpkg-dev fakeroot lintian)
 
 want=("${build_pkgs[@]}")
 case "${1:-build}" in

@@ -1,22 +1,30 @@
 #!/usr/bin/env bash
-# Install the Debian packages on a fresh Debian 12 and use them as a lab would:
-# a minimal bookworm made by debootstrap (kept as a pristine copy, a throw-away
-# copy of it per run), the four .debs installed with apt (their dependencies
-# from the Debian mirror), numvald started as user numval from the packaged
-# config, a token per scope, the installed worker on emu, the installed smoke
-# suite submitted with the installed numvalctl and its first job checked; then
-# purge, and nothing of numval may be left. Needs root and the Debian mirror.
+# Build and install the Debian packages on a fresh Debian 12 and use them as a lab
+# would: a minimal bookworm made by debootstrap (kept as a pristine copy, a
+# throw-away copy of it per run); with --build, this tree is cloned into it and
+# scripts/package.sh (dpkg-buildpackage, lintian) builds the packages there, its
+# build dependencies from the Debian mirror; else the .debs of DEB_DIR are used.
+# The four .debs are installed with apt, `systemd-analyze verify` checks the
+# installed units, numvald runs as user numval from the packaged config, a token
+# per scope, the installed worker on emu runs the whole installed smoke suite
+# submitted by the installed numvalctl (--wait: every job must pass); then purge,
+# and nothing of numval may be left. Needs root and the Debian mirror.
 #   scripts/package-check.sh DEB_DIR     (DEB_DIR: scripts/package.sh's OUT_DIR)
+#   scripts/package-check.sh --build     (the committed tree, HEAD)
 # NUMVAL_BOOKWORM=DIR keeps the pristine bookworm there (default
 # /var/tmp/numval-bookworm); NUMVAL_MIRROR overrides http://deb.debian.org/debian.
 # Prints "ok - ..." / "not ok - ..." per check and "N passed, N failed" last.
 set -uo pipefail
-debs=$(realpath "${1:?usage: scripts/package-check.sh DEB_DIR}")
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=
+if [ "${1:-}" = --build ]; then build=1; else
+    debs=$(realpath "${1:?usage: scripts/package-check.sh DEB_DIR | --build}")
+    ls "$debs"/numval-{server,worker,client,common}_*.deb >/dev/null ||
+        { echo "package-check: $debs lacks the four numval .debs" >&2; exit 2; }
+fi
 pristine=${NUMVAL_BOOKWORM:-/var/tmp/numval-bookworm}
 mirror=${NUMVAL_MIRROR:-http://deb.debian.org/debian}
 [ "$(id -u)" = 0 ] || { echo "package-check: needs root (debootstrap, chroot)" >&2; exit 2; }
-ls "$debs"/numval-{server,worker,client,common}_*.deb >/dev/null ||
-    { echo "package-check: $debs lacks the four numval .debs" >&2; exit 2; }
 
 passed=0 failed=0
 check() { # condition-status, what
@@ -41,8 +49,25 @@ cp -a "$pristine/." "$root/"
 mount -t proc proc "$root/proc"
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null
 mkdir -p "$root/tmp/debs"
-cp "$debs"/numval-{server,worker,client,common}_*.deb "$root/tmp/debs/"
 inroot() { chroot "$root" "$@"; }
+if [ -n "$build" ]; then
+    git clone -q "$top" "$root/root/numval"
+    inroot apt-get update -q >/dev/null && inroot env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -q git ca-certificates >/dev/null 2>&1
+    (cd "$root" && chroot "$root" /bin/sh -c \
+        'cd /root/numval && scripts/package.sh --no-check /tmp/debs') >"$root/tmp/build.log" 2>&1
+    check $? "on the fresh bookworm: scripts/package.sh (its build dependencies installed by \
+scripts/deps.sh, dpkg-buildpackage, lintian) built $(ls "$root"/tmp/debs/*.deb 2>/dev/null | wc -l) .debs"
+    grep -q 'lintian: no errors or warnings' "$root/tmp/build.log"
+    check $? "lintian: no errors or warnings"
+    if ! ls "$root"/tmp/debs/numval-server_*.deb >/dev/null 2>&1; then
+        echo "--- build.log"; tail -15 "$root/tmp/build.log"
+        echo "$passed passed, $failed failed"
+        exit 1
+    fi
+else
+    cp "$debs"/numval-{server,worker,client,common}_*.deb "$root/tmp/debs/"
+fi
 
 inroot dpkg-query -W 'numval*' >/dev/null 2>&1
 check $((! $?)) "the fresh bookworm has no numval package"
@@ -63,6 +88,14 @@ for m in numvald.8 numval-worker.1 numvalctl.1; do
 done
 [ -f "$root/lib/systemd/system/numvald.service" ] || [ -f "$root/usr/lib/systemd/system/numvald.service" ]
 check $? "numvald.service installed"
+inroot env DEBIAN_FRONTEND=noninteractive apt-get install -y -q systemd man-db >/dev/null 2>&1
+mkdir -p "$root/tmp/units"
+cp "$root/lib/systemd/system/numval-worker@.service" "$root/tmp/units/numval-worker@gpu0.service"
+out=$(inroot systemd-analyze verify /lib/systemd/system/numvald.service \
+    /tmp/units/numval-worker@gpu0.service /lib/systemd/system/numval-prune.service \
+    /lib/systemd/system/numval-prune.timer 2>&1)
+[ $? = 0 ] && [ -z "$out" ]
+check $? "systemd-analyze verify: numvald, numval-worker@gpu0, numval-prune service and timer${out:+: $out}"
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 url=http://127.0.0.1:$port
@@ -86,17 +119,16 @@ host=$(as_numval /usr/sbin/numvald --config /etc/numval/numvald.ini token create
 printf '%s\n' "$host" >"$root/tmp/host.token"
 chmod 600 "$root/tmp/host.token"
 inroot /usr/bin/numval-worker --server "$url" --token-file /tmp/host.token --device emu0 \
-    --backend emu --once >"$root/tmp/worker.log" 2>&1 &
+    --backend emu >"$root/tmp/worker.log" 2>&1 &
 wpid=$!
 sleep 1
-ids=$(inroot /usr/bin/numvalctl --server "$url" --token "$sub" submit \
-    /usr/share/numval/suites/smoke.json --device emu0 --new-device 2>"$root/tmp/submit.err")
-check $? "the installed numvalctl submits the installed smoke suite ($(echo "$ids" | wc -w) jobs)"
-wait "$wpid"; check $? "the installed worker ran one job on emu and exited 0 (--once)"
-first=$(echo "$ids" | head -1 | tr -dc 0-9)
-state=$(inroot /usr/bin/numvalctl --server "$url" --token "$sub" --json show "$first" 2>/dev/null |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["job"]["state"])' 2>/dev/null)
-[ "$state" = passed ]; check $? "job $first: $state"
+inroot /usr/bin/numvalctl --server "$url" --token "$sub" submit \
+    /usr/share/numval/suites/smoke.json --device emu0 --new-device --wait --quiet \
+    --timeout 1800 >"$root/tmp/submit.out" 2>"$root/tmp/submit.err"
+check $? "the installed numvalctl ran the installed smoke suite on the installed worker (emu): \
+$(grep "^== " "$root/tmp/submit.err" | tail -1)"
+kill "$wpid" 2>/dev/null
+wait "$wpid"
 kill "$pid"; wait "$pid"; check $? "numvald exits 0 on SIGTERM"
 pid=
 inroot env DEBIAN_FRONTEND=noninteractive apt-get purge -y -q numval-server numval-worker \
@@ -104,7 +136,7 @@ inroot env DEBIAN_FRONTEND=noninteractive apt-get purge -y -q numval-server numv
 check $? "apt-get purge of the four packages"
 left=$(inroot dpkg-query -W -f '${db:Status-Abbrev} ${Package}\n' 'numval*' 2>/dev/null | grep -v '^un ')
 [ -z "$left" ] && [ ! -e "$root/etc/numval" ]; check $? "no numval package and no /etc/numval left"
-for f in numvald.log worker.log submit.err install.log; do
+for f in build.log install.log numvald.log worker.log submit.out submit.err; do
     [ "$failed" = 0 ] || { echo "--- $f"; tail -15 "$root/tmp/$f" 2>/dev/null; }
 done
 echo "$passed passed, $failed failed"
