@@ -15,6 +15,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "serving_internal.h"
 
@@ -45,7 +46,14 @@ static double growth_slope(const lpos *p, int64_t n)
     return k > 1 && den > 0 ? ((double)k * sxy - sx * sy) / den : 0;
 }
 
-static int report(scase *c, const lpos *p, int64_t n)
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int report(scase *c, const lpos *p, int64_t n, const double *secs)
 {
     const nv_servingspec *s = c->j->s;
     int64_t every = s->every, first = -1, first_flip = -1, agree = 0, worst = 0;
@@ -95,6 +103,9 @@ static int report(scase *c, const lpos *p, int64_t n)
                             first < 0 ? json_null() : json_integer(first)) ||
         json_object_set_new(crit, "first_unjustified_flip",
                             first_flip < 0 ? json_null() : json_integer(first_flip)) ||
+        json_object_set_new(crit, "seconds",
+                            json_pack("{s:f, s:f, s:f}", "device", secs[0], "fp64_reference",
+                                      secs[1], "dtype_reference", secs[2])) ||
         json_object_set_new(c->cj, "criteria", json_pack("{s:o}", "long_context", crit)))
         return -ENOMEM;
     if (ok)
@@ -143,12 +154,16 @@ int sv_check_long_context(scase *c)
         r = -ENOMEM;
         goto out;
     }
+    double secs[3] = {0, 0, 0}; /* wall time per side: reported (bench/), never judged */
     for (int64_t t = 0; t < N; t++) {
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < 3; k++) {
+            double t0 = now();
             if (step(&x[k], &m, &cache[k], ids[t], rows + k * V) < 0) {
                 r = sv_exec_verdict(c, &x[k], names[k]);
                 goto out;
             }
+            secs[k] += now() - t0;
+        }
         const double *dev = rows, *r64 = rows + V, *rdt = rows + 2 * V;
         double margin, norm;
         int64_t top = sv_argmax(r64, V, &margin, &norm);
@@ -158,7 +173,7 @@ int sv_check_long_context(scase *c)
         p[t].agree = sv_argmax(dev, V, NULL, NULL) == top;
         p[t].justified = margin <= sqrt(2.0) * p[t].band * norm;
     }
-    r = report(c, p, N);
+    r = report(c, p, N, secs);
 out:
     for (int k = 0; k < 3; k++)
         if (cache[k].k)
