@@ -13,13 +13,14 @@
 static const char *const job_keys[] = {"kind",   "decoder",  "check",   "prompt",   "context",
                                        "every",  "steps",    "others",  "dtypes",   "samples",
                                        "seed",   "build",    "name",    "device",   "priority",
-                                       "description", NULL};
+                                       "description", "requests", NULL};
 static const char *const decoder_keys[] = {"vocab", "width", "heads", "layers",
                                            "ffn",   "rope_base", NULL};
 static const char *const check_names[NV_SERVE_CHECK_COUNT] = {
     [NV_SERVE_PREFILL_DECODE] = "prefill_decode",
     [NV_SERVE_LONG_CONTEXT] = "long_context",
     [NV_SERVE_BATCH] = "batch",
+    [NV_SERVE_SUSTAINED] = "sustained",
 };
 
 const char *nv_serving_check_name(nv_serving_check c)
@@ -107,12 +108,14 @@ static int parse_check(const json_t *spec, nv_servingspec *s, nv_spec_err *e)
         k++;
     if (!c || k == NV_SERVE_CHECK_COUNT)
         return nv_spec_fail_value(e, "/check", json_object_get(spec, "check"),
-                                  "must be \"prefill_decode\", \"long_context\" or \"batch\"");
+                                  "must be \"prefill_decode\", \"long_context\", \"batch\" or "
+                                  "\"sustained\"");
     s->check = (nv_serving_check)k;
     int r = int_field(e, spec, "", "prompt", 16, 1, 4096, &s->prompt);
     r = r ? r : int_field(e, spec, "", "context", 1024, 2, NV_SERVING_MAX_CONTEXT, &s->context);
     r = r ? r : int_field(e, spec, "", "every", 64, 1, NV_SERVING_MAX_CONTEXT, &s->every);
     r = r ? r : int_field(e, spec, "", "steps", 8, 1, 256, &s->steps);
+    r = r ? r : int_field(e, spec, "", "requests", 8, 1, NV_SERVING_MAX_REQUESTS, &s->requests);
     r = r ? r : parse_others(spec, s, e);
     if (r < 0)
         return r;
@@ -120,10 +123,13 @@ static int parse_check(const json_t *spec, nv_servingspec *s, nv_spec_err *e)
     for (int i = 0; s->check == NV_SERVE_BATCH && i < s->n_others; i++)
         if (s->others[i] + s->steps > longest)
             longest = s->others[i] + s->steps;
-    if ((int64_t)s->layers * longest * s->width > NV_SERVING_MAX_CACHE)
+    int64_t held = (int64_t)s->layers * longest * s->width *
+                   (s->check == NV_SERVE_SUSTAINED ? s->requests : 1);
+    if (held > NV_SERVING_MAX_CACHE)
         return nv_spec_fail(e, s->check == NV_SERVE_LONG_CONTEXT ? "/context" : "/prompt",
-                            "layers x positions x width = %lld KV-cache values, more than %d",
-                            (long long)s->layers * longest * s->width, NV_SERVING_MAX_CACHE);
+                            "layers x positions x width (x requests) = %lld KV-cache values, "
+                            "more than %d",
+                            (long long)held, NV_SERVING_MAX_CACHE);
     int64_t pre = s->check == NV_SERVE_LONG_CONTEXT ? 0 : longest;
     if ((int64_t)s->heads * pre * pre > NV_SERVING_MAX_SCORES)
         return nv_spec_fail(e, "/prompt",

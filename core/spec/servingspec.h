@@ -14,6 +14,7 @@
 
 #define NV_SERVING_MAX_CASES 1000
 #define NV_SERVING_MAX_OTHERS 8       /* batch: other requests */
+#define NV_SERVING_MAX_REQUESTS 64    /* sustained: requests of the schedule */
 #define NV_SERVING_MAX_CONTEXT 16384  /* long_context positions */
 #define NV_SERVING_MAX_CACHE (1 << 23) /* layers x context x width: KV-cache values per side */
 #define NV_SERVING_MAX_SCORES (1 << 24) /* heads x prompt^2: a prefill's attention scores */
@@ -22,6 +23,7 @@ typedef enum nv_serving_check {
     NV_SERVE_PREFILL_DECODE, /* one prefill vs token by token through the KV cache */
     NV_SERVE_LONG_CONTEXT,   /* decode to a long context against the references */
     NV_SERVE_BATCH,          /* a request alone vs inside batches (padded, packed) */
+    NV_SERVE_SUSTAINED,      /* continuous batching over a seeded arrival schedule */
     NV_SERVE_CHECK_COUNT
 } nv_serving_check;
 
@@ -32,7 +34,8 @@ typedef struct nv_servingspec {
     int prompt;  /* prefill_decode, batch: the request's prompt length */
     int context; /* long_context: positions decoded */
     int every;   /* long_context: one reported point per `every` positions */
-    int steps;   /* batch: decode steps after the prompts */
+    int steps;   /* batch: decode steps after the prompts; sustained: the longest generation */
+    int requests; /* sustained: requests of the schedule */
     int n_others;
     int others[NV_SERVING_MAX_OTHERS]; /* batch: the other requests' prompt lengths */
     int n_dtypes;

@@ -6,11 +6,12 @@ each emu serving misbehaviour fails the check that is about it, naming what
 changed, while the other checks pass:
 - emu:kv_cache=bf16 (the KV cache held in bf16 under an fp32 job): prefill_decode
   fails at position 1 (the first decode step that reads the cache) and
-  long_context fails with the position; batch passes (alone and batched read the
-  same cache); bf16 jobs pass (the cache is not narrower than bf16).
+  long_context fails with the position; batch and sustained pass (alone and
+  batched read the same cache); bf16 jobs pass (the cache is not narrower).
 - emu:batch_splitk=on (matmul rows summed in a split-k chosen by the batch's row
   count): batch fails naming the batch of 2 and the packed layout, from decode
-  step 0; prefill_decode and long_context pass (the split changes fp32 rounding
+  step 0, sustained naming the request and the schedule step; prefill_decode and
+  long_context pass (the split changes fp32 rounding
   only, within the band).
 The reported tolerances are recomputed from their parts (the band formula of
 docs/MODEL.md), and bad serving specs are refused with the JSON pointer.
@@ -116,8 +117,8 @@ def main():
     tmp = tempfile.mkdtemp(prefix="nvtest-serving-")
     try:
         jobs = suite_jobs()
-        ok({j["check"] for j in jobs} == {"prefill_decode", "long_context", "batch"},
-           "suites/serving.json holds the three checks")
+        ok({j["check"] for j in jobs} == {"prefill_decode", "long_context", "batch", "sustained"},
+           "suites/serving.json holds the four checks")
         for seed in range(1, SEEDS + 1):
             rc, doc, err = run(tmp, jobs, "emu", seed)
             verdicts = [(j.get("name"), c["dtype"], c["verdict"], c.get("error"))
@@ -139,6 +140,14 @@ def main():
                 ok(len(b["compositions"]) == 6 and
                    all(r["values_differing"] == 0 for r in b["compositions"]),
                    "batch fp32: 3 batch sizes x 2 layouts, bit for bit equal to the solo run", b)
+                sb = case(res["sustained-batching"], "fp32")["criteria"]["sustained"]
+                arrivals = [q["arrives"] for q in sb["per_request"]]
+                ok(len(arrivals) == 12 and arrivals == sorted(arrivals) and
+                   len(set(arrivals)) > 1 and
+                   all(1 <= q["prompt"] <= 12 and 1 <= q["generates"] <= 8 and
+                       q["values_differing"] == 0 for q in sb["per_request"]),
+                   "sustained fp32: 12 requests on a spread schedule, each equal to its solo run",
+                   sb)
 
         rc, doc, err = run(tmp, small(jobs), "emu:kv_cache=bf16", 1)
         res = by_name(doc)
@@ -153,8 +162,9 @@ def main():
         ok(c["verdict"] == "failed" and c["failure_class"] == "context_growth" and
            c["error"].startswith("position "),
            "kv_cache=bf16: long_context fp32 fails naming the position", c)
-        ok(all(x["verdict"] == "passed" for x in res["batch-invariance"]["cases"]),
-           "kv_cache=bf16: batch passes (alone and batched read the same cache)")
+        ok(all(x["verdict"] == "passed" for x in res["batch-invariance"]["cases"]) and
+           all(x["verdict"] == "passed" for x in res["sustained-batching"]["cases"]),
+           "kv_cache=bf16: batch and sustained pass (alone and batched read the same cache)")
 
         rc, doc, err = run(tmp, small(jobs), "emu:batch_splitk=on", 1)
         res = by_name(doc)
@@ -164,6 +174,10 @@ def main():
                                  "the request's logits differ from its solo run from decode "
                                  "step 0"),
            "batch_splitk=on: batch fp32 fails naming the composition and the step", c)
+        c = case(res["sustained-batching"], "fp32")
+        ok(c["verdict"] == "failed" and c["failure_class"] == "sustained_variance" and
+           "differ from its solo run, in schedule step " in c["error"],
+           "batch_splitk=on: sustained fp32 fails naming the request and the schedule step", c)
         ok(all(x["verdict"] == "passed" for x in res["prefill-decode"]["cases"]) and
            all(x["verdict"] == "passed" for x in res["long-context"]["cases"]),
            "batch_splitk=on: prefill_decode and long_context pass (within the band)",

@@ -98,9 +98,14 @@ double sv_band(const scase *c, double e_dt, int64_t k_red)
 
 int sv_tokens(const scase *c, const char *name, int64_t n, int64_t *out)
 {
+    return sv_draw(c, name, n, c->j->s->vocab, out);
+}
+
+int sv_draw(const scase *c, const char *name, int64_t n, int64_t bound, int64_t *out)
+{
     int64_t shape[1] = {n};
     nv_tensor *t = nv_tensor_new(NV_DT_INT32, 1, shape);
-    nv_model_input rule = {.init = NV_MINIT_TOKENS, .a = c->j->s->vocab};
+    nv_model_input rule = {.init = NV_MINIT_TOKENS, .a = (double)bound};
     if (!t)
         return -ENOMEM;
     nvw_param_fill(t, &rule, name, c->j->s->seed, c->sample);

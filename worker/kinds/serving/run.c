@@ -63,8 +63,11 @@ static json_t *s_case(void *job, void *ctx, int64_t i)
         case NV_SERVE_LONG_CONTEXT:
             r = sv_check_long_context(&c);
             break;
-        default:
+        case NV_SERVE_BATCH:
             r = sv_check_batch(&c);
+            break;
+        default:
+            r = sv_check_sustained(&c);
             break;
         }
     }

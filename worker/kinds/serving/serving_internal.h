@@ -90,6 +90,7 @@ typedef struct scase {
 int sv_check_prefill_decode(scase *c);
 int sv_check_long_context(scase *c);
 int sv_check_batch(scase *c);
+int sv_check_sustained(scase *c);
 
 /* Logits of a whole sequence ids[0..n) on side x (n[0] tokens per step,
  * step == 0: one prefill of all n), rows into out [n * V] (check_prefill.c).
@@ -118,6 +119,8 @@ double sv_band(const scase *c, double e_dt, int64_t k_red);
 /* Seeded token ids in [0, vocab) for a named stream (the model kind's
  * "tokens" rule). 0 or -ENOMEM. */
 int sv_tokens(const scase *c, const char *name, int64_t n, int64_t *out);
+/* The same rule for integers in [0, bound) (schedules). 0 or -ENOMEM. */
+int sv_draw(const scase *c, const char *name, int64_t n, int64_t bound, int64_t *out);
 int sv_set_num(json_t *o, const char *k, double v);
 
 #endif
