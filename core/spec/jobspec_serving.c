@@ -13,7 +13,7 @@
 static const char *const job_keys[] = {"kind",   "decoder",  "check",   "prompt",   "context",
                                        "every",  "steps",    "others",  "dtypes",   "samples",
                                        "seed",   "build",    "name",    "device",   "priority",
-                                       "description", "requests", NULL};
+                                       "description", "requests", "page", "pages", NULL};
 static const char *const decoder_keys[] = {"vocab", "width", "heads", "layers",
                                            "ffn",   "rope_base", NULL};
 static const char *const check_names[NV_SERVE_CHECK_COUNT] = {
@@ -21,6 +21,7 @@ static const char *const check_names[NV_SERVE_CHECK_COUNT] = {
     [NV_SERVE_LONG_CONTEXT] = "long_context",
     [NV_SERVE_BATCH] = "batch",
     [NV_SERVE_SUSTAINED] = "sustained",
+    [NV_SERVE_PAGED] = "paged",
 };
 
 const char *nv_serving_check_name(nv_serving_check c)
@@ -108,23 +109,38 @@ static int parse_check(const json_t *spec, nv_servingspec *s, nv_spec_err *e)
         k++;
     if (!c || k == NV_SERVE_CHECK_COUNT)
         return nv_spec_fail_value(e, "/check", json_object_get(spec, "check"),
-                                  "must be \"prefill_decode\", \"long_context\", \"batch\" or "
-                                  "\"sustained\"");
+                                  "must be \"prefill_decode\", \"long_context\", \"batch\", "
+                                  "\"sustained\" or \"paged\"");
     s->check = (nv_serving_check)k;
     int r = int_field(e, spec, "", "prompt", 16, 1, 4096, &s->prompt);
     r = r ? r : int_field(e, spec, "", "context", 1024, 2, NV_SERVING_MAX_CONTEXT, &s->context);
     r = r ? r : int_field(e, spec, "", "every", 64, 1, NV_SERVING_MAX_CONTEXT, &s->every);
     r = r ? r : int_field(e, spec, "", "steps", 8, 1, 256, &s->steps);
     r = r ? r : int_field(e, spec, "", "requests", 8, 1, NV_SERVING_MAX_REQUESTS, &s->requests);
+    r = r ? r : int_field(e, spec, "", "page", 4, 1, 4096, &s->page);
+    r = r ? r : int_field(e, spec, "", "pages", 6, 1, 1 << 20, &s->pages);
     r = r ? r : parse_others(spec, s, e);
     if (r < 0)
         return r;
+    int64_t need = (s->prompt + s->steps + s->page - 1) / s->page;
+    for (int i = 0; i < s->n_others; i++) {
+        int64_t q = (s->others[i] + s->steps + s->page - 1) / s->page;
+        need = q > need ? q : need;
+    }
+    if (s->check == NV_SERVE_PAGED && s->pages < need)
+        return nv_spec_fail(e, "/pages",
+                            "'%d' pages cannot hold the longest request (%lld pages of %d "
+                            "positions): it could never run",
+                            s->pages, (long long)need, s->page);
     int64_t longest = s->check == NV_SERVE_LONG_CONTEXT ? s->context : s->prompt + s->steps;
-    for (int i = 0; s->check == NV_SERVE_BATCH && i < s->n_others; i++)
+    for (int i = 0; (s->check == NV_SERVE_BATCH || s->check == NV_SERVE_PAGED) && i < s->n_others;
+         i++)
         if (s->others[i] + s->steps > longest)
             longest = s->others[i] + s->steps;
     int64_t held = (int64_t)s->layers * longest * s->width *
-                   (s->check == NV_SERVE_SUSTAINED ? s->requests : 1);
+                   (s->check == NV_SERVE_SUSTAINED ? s->requests
+                    : s->check == NV_SERVE_PAGED   ? 2 * (1 + s->n_others)
+                                                   : 1);
     if (held > NV_SERVING_MAX_CACHE)
         return nv_spec_fail(e, s->check == NV_SERVE_LONG_CONTEXT ? "/context" : "/prompt",
                             "layers x positions x width (x requests) = %lld KV-cache values, "

@@ -24,6 +24,7 @@ typedef enum nv_serving_check {
     NV_SERVE_LONG_CONTEXT,   /* decode to a long context against the references */
     NV_SERVE_BATCH,          /* a request alone vs inside batches (padded, packed) */
     NV_SERVE_SUSTAINED,      /* continuous batching over a seeded arrival schedule */
+    NV_SERVE_PAGED,          /* a paged KV cache under a page budget: eviction, recomputation */
     NV_SERVE_CHECK_COUNT
 } nv_serving_check;
 
@@ -36,6 +37,7 @@ typedef struct nv_servingspec {
     int every;   /* long_context: one reported point per `every` positions */
     int steps;   /* batch: decode steps after the prompts; sustained: the longest generation */
     int requests; /* sustained: requests of the schedule */
+    int page, pages; /* paged: positions per page, the page budget */
     int n_others;
     int others[NV_SERVING_MAX_OTHERS]; /* batch: the other requests' prompt lengths */
     int n_dtypes;

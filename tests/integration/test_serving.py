@@ -8,6 +8,8 @@ changed, while the other checks pass:
   fails at position 1 (the first decode step that reads the cache) and
   long_context fails with the position; batch and sustained pass (alone and
   batched read the same cache); bf16 jobs pass (the cache is not narrower).
+  paged fails at a token computed by a recomputation (a prefill reads fresh keys
+  and values where the uninterrupted run read the narrowed cache).
 - emu:batch_splitk=on (matmul rows summed in a split-k chosen by the batch's row
   count): batch fails naming the batch of 2 and the packed layout, from decode
   step 0, sustained naming the request and the schedule step; prefill_decode and
@@ -117,8 +119,9 @@ def main():
     tmp = tempfile.mkdtemp(prefix="nvtest-serving-")
     try:
         jobs = suite_jobs()
-        ok({j["check"] for j in jobs} == {"prefill_decode", "long_context", "batch", "sustained"},
-           "suites/serving.json holds the four checks")
+        ok({j["check"] for j in jobs} == {"prefill_decode", "long_context", "batch", "sustained",
+                                         "paged"},
+           "suites/serving.json holds the five checks")
         for seed in range(1, SEEDS + 1):
             rc, doc, err = run(tmp, jobs, "emu", seed)
             verdicts = [(j.get("name"), c["dtype"], c["verdict"], c.get("error"))
@@ -148,6 +151,11 @@ def main():
                        q["values_differing"] == 0 for q in sb["per_request"]),
                    "sustained fp32: 12 requests on a spread schedule, each equal to its solo run",
                    sb)
+                pg = case(res["paged-cache"], "fp32")["criteria"]["paged"]
+                ok(pg["judged"] and pg["evictions"] > 0 and
+                   all(q["recomputations"] > 0 and q["values_differing"] == 0
+                       for q in pg["per_request"]),
+                   "paged fp32: every request evicted and recomputed, bit for bit equal", pg)
 
         rc, doc, err = run(tmp, small(jobs), "emu:kv_cache=bf16", 1)
         res = by_name(doc)
@@ -162,6 +170,11 @@ def main():
         ok(c["verdict"] == "failed" and c["failure_class"] == "context_growth" and
            c["error"].startswith("position "),
            "kv_cache=bf16: long_context fp32 fails naming the position", c)
+        c = case(res["paged-cache"], "fp32")
+        ok(c["verdict"] == "failed" and c["failure_class"] == "paged_recompute_mismatch" and
+           "computed by the recomputation of its evicted cache" in c["error"],
+           "kv_cache=bf16: paged fp32 fails at a recomputed token (it reads fresh keys, the "
+           "uninterrupted run the narrowed cache)", c)
         ok(all(x["verdict"] == "passed" for x in res["batch-invariance"]["cases"]) and
            all(x["verdict"] == "passed" for x in res["sustained-batching"]["cases"]),
            "kv_cache=bf16: batch and sustained pass (alone and batched read the same cache)")

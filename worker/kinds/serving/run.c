@@ -38,6 +38,8 @@ static void declared(scase *c)
     c->u_acc = ldexp(1.0, -(nv_dtype_get(a)->mant_bits + 1));
     const char *order = json_string_value(json_object_get(entry, "reduction_order"));
     c->sequential = order && !strcmp(order, "sequential");
+    const json_t *nd = json_object_get(c->j->b.describe, "nondeterministic_ops");
+    c->deterministic = json_is_array(nd) && json_array_size(nd) == 0;
 }
 
 static json_t *s_case(void *job, void *ctx, int64_t i)
@@ -66,8 +68,11 @@ static json_t *s_case(void *job, void *ctx, int64_t i)
         case NV_SERVE_BATCH:
             r = sv_check_batch(&c);
             break;
-        default:
+        case NV_SERVE_SUSTAINED:
             r = sv_check_sustained(&c);
+            break;
+        default:
+            r = sv_check_paged(&c);
             break;
         }
     }

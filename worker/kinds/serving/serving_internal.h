@@ -85,12 +85,14 @@ typedef struct scase {
     double u_acc; /* unit roundoff of the declared accumulator */
     const char *acc_name;
     bool sequential; /* the declared reduction order of the case dtype is sequential */
+    bool deterministic; /* describe() lists no nondeterministic op */
 } scase;
 
 int sv_check_prefill_decode(scase *c);
 int sv_check_long_context(scase *c);
 int sv_check_batch(scase *c);
 int sv_check_sustained(scase *c);
+int sv_check_paged(scase *c);
 
 /* Logits of a whole sequence ids[0..n) on side x (n[0] tokens per step,
  * step == 0: one prefill of all n), rows into out [n * V] (check_prefill.c).
