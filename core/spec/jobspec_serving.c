@@ -10,11 +10,11 @@
 
 #include "spec_internal.h"
 
-static const char *const job_keys[] = {"kind",   "decoder",  "check",   "prompt",   "context",
-                                       "every",  "steps",    "others",  "dtypes",   "samples",
-                                       "seed",   "build",    "name",    "device",   "priority",
-                                       "description", "requests", "page", "pages", NULL};
-static const char *const decoder_keys[] = {"vocab", "width", "heads", "layers",
+static const char *const job_keys[] = {"kind",        "decoder",  "check",  "prompt", "context",
+                                       "every",       "steps",    "others", "dtypes", "samples",
+                                       "seed",        "build",    "name",   "device", "priority",
+                                       "description", "requests", "page",   "pages",  NULL};
+static const char *const decoder_keys[] = {"vocab", "width",     "heads", "layers",
                                            "ffn",   "rope_base", NULL};
 static const char *const check_names[NV_SERVE_CHECK_COUNT] = {
     [NV_SERVE_PREFILL_DECODE] = "prefill_decode",

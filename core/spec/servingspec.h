@@ -13,10 +13,10 @@
 #include "core/numerics/dtype.h"
 
 #define NV_SERVING_MAX_CASES 1000
-#define NV_SERVING_MAX_OTHERS 8       /* batch: other requests */
-#define NV_SERVING_MAX_REQUESTS 64    /* sustained: requests of the schedule */
-#define NV_SERVING_MAX_CONTEXT 16384  /* long_context positions */
-#define NV_SERVING_MAX_CACHE (1 << 23) /* layers x context x width: KV-cache values per side */
+#define NV_SERVING_MAX_OTHERS 8         /* batch: other requests */
+#define NV_SERVING_MAX_REQUESTS 64      /* sustained: requests of the schedule */
+#define NV_SERVING_MAX_CONTEXT 16384    /* long_context positions */
+#define NV_SERVING_MAX_CACHE (1 << 23)  /* layers x context x width: KV-cache values per side */
 #define NV_SERVING_MAX_SCORES (1 << 24) /* heads x prompt^2: a prefill's attention scores */
 
 typedef enum nv_serving_check {
@@ -32,11 +32,11 @@ typedef struct nv_servingspec {
     int vocab, width, heads, layers, ffn;
     double rope_base;
     nv_serving_check check;
-    int prompt;  /* prefill_decode, batch: the request's prompt length */
-    int context; /* long_context: positions decoded */
-    int every;   /* long_context: one reported point per `every` positions */
-    int steps;   /* batch: decode steps after the prompts; sustained: the longest generation */
-    int requests; /* sustained: requests of the schedule */
+    int prompt;      /* prefill_decode, batch: the request's prompt length */
+    int context;     /* long_context: positions decoded */
+    int every;       /* long_context: one reported point per `every` positions */
+    int steps;       /* batch: decode steps after the prompts; sustained: the longest generation */
+    int requests;    /* sustained: requests of the schedule */
     int page, pages; /* paged: positions per page, the page budget */
     int n_others;
     int others[NV_SERVING_MAX_OTHERS]; /* batch: the other requests' prompt lengths */

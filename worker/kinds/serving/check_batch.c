@@ -105,12 +105,11 @@ static int compare(bstate *b, int nb, sv_layout layout, const brun *alone, const
     json_t *lens = json_array();
     for (int q = 0; lens && q < nb; q++)
         json_array_append_new(lens, json_integer(b->len[q]));
-    json_t *o = json_pack("{s:i, s:o, s:s, s:b, s:b, s:I, s:I, s:o}", "requests", nb,
-                          "prompt_lengths", lens, "layout",
-                          layout == SV_PACKED ? "packed" : "padded", "judged", judged, "passed",
-                          ok, "values_differing", (json_int_t)differ, "tokens_equal",
-                          (json_int_t)tokens_equal, "first_differing_step",
-                          first < 0 ? json_null() : json_integer(first));
+    json_t *o = json_pack(
+        "{s:i, s:o, s:s, s:b, s:b, s:I, s:I, s:o}", "requests", nb, "prompt_lengths", lens,
+        "layout", layout == SV_PACKED ? "packed" : "padded", "judged", judged, "passed", ok,
+        "values_differing", (json_int_t)differ, "tokens_equal", (json_int_t)tokens_equal,
+        "first_differing_step", first < 0 ? json_null() : json_integer(first));
     if (!o || sv_set_num(o, "max_rel_diff", max_rel) || json_array_append_new(rows, o))
         return -ENOMEM;
     if (!ok && !*ret_failed) {
@@ -147,13 +146,16 @@ static int judge_all(bstate *b, brun *alone, brun *got, sv_exec *x)
             }
             r = compare(b, nb, lay, alone, got, rows, &failed, what, sizeof what);
         }
-    json_t *crit = r ? NULL : json_pack(
-        "{s:b, s:I, s:o, s:s, s:s}", "passed", !failed, "steps", (json_int_t)c->j->s->steps,
-        "compositions", rows, "tolerance",
-        "bit for bit: packed always; padded where the declared reduction order is sequential",
-        "reason",
-        "a request's rows meet the same weights in the same ops whatever else is in the batch; "
-        "padding adds exact zeros, which only a sequential sum is blind to");
+    json_t *crit =
+        r ? NULL
+          : json_pack("{s:b, s:I, s:o, s:s, s:s}", "passed", !failed, "steps",
+                      (json_int_t)c->j->s->steps, "compositions", rows, "tolerance",
+                      "bit for bit: packed always; padded where the declared reduction order is "
+                      "sequential",
+                      "reason",
+                      "a request's rows meet the same weights in the same ops whatever else is in "
+                      "the batch; "
+                      "padding adds exact zeros, which only a sequential sum is blind to");
     if (!crit) {
         if (r == 0)
             json_decref(rows);

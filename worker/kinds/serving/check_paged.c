@@ -24,9 +24,9 @@
 
 typedef struct preq {
     int64_t plen;
-    int64_t *seq;           /* prompt, then the generated tokens */
-    double *ref, *got;      /* steps x V */
-    bool *recomputed;       /* per token: its logits came from a recomputation */
+    int64_t *seq;      /* prompt, then the generated tokens */
+    double *ref, *got; /* steps x V */
+    bool *recomputed;  /* per token: its logits came from a recomputation */
     int64_t evictions, first_diff, differ, evict_step, evict_pages;
 } preq;
 
@@ -155,11 +155,11 @@ static int report(pstate *st)
         int64_t rec = 0;
         for (int64_t t = 0; t < S; t++)
             rec += q->recomputed[t];
-        json_t *o = json_pack("{s:i, s:I, s:I, s:I, s:I, s:o}", "request", i, "prompt",
-                              (json_int_t)q->plen, "evictions", (json_int_t)q->evictions,
-                              "recomputations", (json_int_t)rec, "values_differing",
-                              (json_int_t)q->differ, "first_differing_token",
-                              q->first_diff < 0 ? json_null() : json_integer(q->first_diff));
+        json_t *o =
+            json_pack("{s:i, s:I, s:I, s:I, s:I, s:o}", "request", i, "prompt", (json_int_t)q->plen,
+                      "evictions", (json_int_t)q->evictions, "recomputations", (json_int_t)rec,
+                      "values_differing", (json_int_t)q->differ, "first_differing_token",
+                      q->first_diff < 0 ? json_null() : json_integer(q->first_diff));
         if (!o || json_array_append_new(rows, o)) {
             json_decref(rows);
             return -ENOMEM;

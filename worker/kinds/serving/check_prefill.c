@@ -68,10 +68,9 @@ static int report(scase *c, const double *pre, const double *dec, const double *
         }
         if (d / allowed > worst_ratio || isnan(d))
             worst_ratio = d / allowed, worst = t;
-        json_t *o = json_pack("{s:I, s:b, s:b}", "position", (json_int_t)t, "within", ok,
-                              "same_top1",
-                              sv_argmax(pre + t * V, V, NULL, NULL) ==
-                                  sv_argmax(dec + t * V, V, NULL, NULL));
+        json_t *o = json_pack(
+            "{s:I, s:b, s:b}", "position", (json_int_t)t, "within", ok, "same_top1",
+            sv_argmax(pre + t * V, V, NULL, NULL) == sv_argmax(dec + t * V, V, NULL, NULL));
         if (!o || sv_set_num(o, "d", d) || sv_set_num(o, "allowed", allowed) ||
             sv_set_num(o, "e_prefill", sv_rel_err(pre + t * V, rr, V)) ||
             sv_set_num(o, "e_decode", sv_rel_err(dec + t * V, rr, V)) ||
@@ -82,9 +81,10 @@ static int report(scase *c, const double *pre, const double *dec, const double *
         }
     }
     json_t *crit = json_pack(
-        "{s:b, s:I, s:o, s:s, s:s}", "passed", first < 0, "positions", (json_int_t)P, "per_position",
-        pos, "tolerance", "d(t) = ||decode_t - prefill_t|| / ||R64_t|| <= 2 band(t), band(t) = 4 "
-                          "(e_dtype_ref(t) + K(t) u_acc) + u, K(t) = max(width, ffn, t + 1)",
+        "{s:b, s:I, s:o, s:s, s:s}", "passed", first < 0, "positions", (json_int_t)P,
+        "per_position", pos, "tolerance",
+        "d(t) = ||decode_t - prefill_t|| / ||R64_t|| <= 2 band(t), band(t) = 4 "
+        "(e_dtype_ref(t) + K(t) u_acc) + u, K(t) = max(width, ffn, t + 1)",
         "reason",
         "prefill and cached decode are two executions of one model by one device, each allowed "
         "the model kind's band from the fp64 reference (docs/MODEL.md), so they may differ by "

@@ -103,8 +103,8 @@ static int sustained(sstate *st, sv_exec *x)
             q->got_tok[k] = tok[who[b]] = sv_argmax(row, V, NULL, NULL);
             int64_t d = 0;
             for (int64_t v = 0; v < V; v++)
-                d += !(row[v] == q->solo[k * V + v] ||
-                       (isnan(row[v]) && isnan(q->solo[k * V + v])));
+                d +=
+                    !(row[v] == q->solo[k * V + v] || (isnan(row[v]) && isnan(q->solo[k * V + v])));
             q->differ += d;
             if (d && q->first_diff < 0) {
                 q->first_diff = k;

@@ -60,12 +60,13 @@ int sv_model_init(sv_model *m, const nv_servingspec *s, nv_dtype dt, int sample,
         sv_layer *y = &m->layer[l];
         char n[64];
 #define P(field, nd, a, b, rule)                                                                   \
-    (snprintf(n, sizeof n, "decoder.%d.%s", l, #field),                                          \
+    (snprintf(n, sizeof n, "decoder.%d.%s", l, #field),                                            \
      (y->field = param(m, n, nd, a, b, rule, sample)) != NULL)
-        if (!(P(g_attn, 1, D, 1, ONES) && P(wq, 2, D, D, NORMAL(fd)) && P(wk, 2, D, D, NORMAL(fd)) &&
-              P(wv, 2, D, D, NORMAL(fd)) && P(wo, 2, D, D, NORMAL(fd)) &&
-              P(g_mlp, 1, D, 1, ONES) && P(w_gate, 2, D, F, NORMAL(fd)) &&
-              P(w_up, 2, D, F, NORMAL(fd)) && P(w_down, 2, F, D, NORMAL(ff))))
+        if (!(P(g_attn, 1, D, 1, ONES) && P(wq, 2, D, D, NORMAL(fd)) &&
+              P(wk, 2, D, D, NORMAL(fd)) && P(wv, 2, D, D, NORMAL(fd)) &&
+              P(wo, 2, D, D, NORMAL(fd)) && P(g_mlp, 1, D, 1, ONES) &&
+              P(w_gate, 2, D, F, NORMAL(fd)) && P(w_up, 2, D, F, NORMAL(fd)) &&
+              P(w_down, 2, F, D, NORMAL(ff))))
             return -ENOMEM;
 #undef P
     }
@@ -79,8 +80,8 @@ void sv_model_done(sv_model *m)
         nv_tensor_free(t[i]);
     for (int l = 0; m->layer && l < m->s->layers; l++) {
         sv_layer *y = &m->layer[l];
-        nv_tensor *u[] = {y->g_attn, y->wq, y->wk, y->wv, y->wo, y->g_mlp, y->w_gate, y->w_up,
-                          y->w_down};
+        nv_tensor *u[] = {y->g_attn, y->wq,     y->wk,   y->wv,    y->wo,
+                          y->g_mlp,  y->w_gate, y->w_up, y->w_down};
         for (size_t i = 0; i < sizeof u / sizeof u[0]; i++)
             nv_tensor_free(u[i]);
     }
@@ -231,8 +232,7 @@ static int attend(fwd *f, int l, int r0, int r1, const nv_tensor *q, const nv_te
         for (int64_t h = 0; h < H; h++)
             for (int64_t i = 0; i < f->n[r]; i++)
                 for (int64_t j = 0; j < dh; j++)
-                    AT(ctx, f->N, h, f->off[r] + i, j, dh) =
-                        AT(o, nq, (r - r0) * H + h, i, j, dh);
+                    AT(ctx, f->N, h, f->off[r] + i, j, dh) = AT(o, nq, (r - r0) * H + h, i, j, dh);
     rc = o ? 0 : -1;
     nv_tensor *all[] = {qb, kb, vb, sc, mask, kt, s, s2, s3, p, o};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -263,8 +263,7 @@ static int store(fwd *f, int l, nv_tensor *k, nv_tensor *v)
     return rc;
 }
 
-static nv_tensor *block(fwd *f, int l, nv_tensor *x, nv_tensor *cs, nv_tensor *sn,
-                        sv_layout layout)
+static nv_tensor *block(fwd *f, int l, nv_tensor *x, nv_tensor *cs, nv_tensor *sn, sv_layout layout)
 {
     const sv_layer *y = &f->m->layer[l];
     const char *ha = f->m->heads_attrs;
@@ -294,8 +293,8 @@ static nv_tensor *block(fwd *f, int l, nv_tensor *x, nv_tensor *cs, nv_tensor *s
     nv_tensor *gated = up ? op(f, "mul", NULL, act, up) : NULL;
     nv_tensor *down = gated ? op(f, "matmul", NULL, gated, y->w_down) : NULL;
     nv_tensor *out = down ? op(f, "add", NULL, h, down) : NULL;
-    nv_tensor *all[] = {n1, q, k, v, qr, kr, qh, kh, vh, ctx, mg, at, h, n2, gate, act, up, gated,
-                        down};
+    nv_tensor *all[] = {n1, q,  k, v,  qr,   kr,  qh, kh,    vh,  ctx,
+                        mg, at, h, n2, gate, act, up, gated, down};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         nv_tensor_free(all[i]);
     return out;

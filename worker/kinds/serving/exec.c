@@ -62,8 +62,7 @@ static int run_device(sv_exec *x, const char *op, const char *attrs, int n,
  * does, so the catalog's same-dtype rules hold for values that are doubles;
  * deciding fp32 rounding keeps transcendentals on refmath's fast path. */
 static int run_reference(sv_exec *x, const nv_op_def *def, const nv_op_attrs *a, int n,
-                         const nv_tensor *const *in, int nd, const int64_t *shape,
-                         nv_tensor **ret)
+                         const nv_tensor *const *in, int nd, const int64_t *shape, nv_tensor **ret)
 {
     nv_dtype wide = x->dt == NV_DT_FP64 ? NV_DT_FP64 : NV_DT_FP32;
     nv_tensor v[NV_OP_MAX_INPUTS];

@@ -99,23 +99,23 @@ static json_t *s_result(void *job)
         json_array_append(cases, j->b.cases[i]);
     }
     json_t *build = json_object_get(j->b.spec_json, "build");
-    json_t *r = json_pack(
-        "{s:s, s:s, s:s, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:O?, s:I, "
-        "s:{s:i, s:i, s:i, s:i, s:i, s:f}, s:{s:I, s:I, s:I, s:I}, s:o}",
-        "verdict",
-        failed   ? "failed"
-        : errors ? "error"
-                 : "passed",
-        "kind", "serving", "op", "serving", "check", nv_serving_check_name(s->check), "backend",
-        j->b.backend_spec, "device", json_object_get(j->b.describe, "device"), "mode",
-        json_object_get(j->b.describe, "mode"), "contract",
-        json_object_get(j->b.describe, "contract"), "backend_build",
-        json_object_get(j->b.describe, "build"), "build",
-        build ? build : json_object_get(j->b.describe, "build"), "seed", (json_int_t)s->seed,
-        "decoder", "vocab", s->vocab, "width", s->width, "heads", s->heads, "layers", s->layers,
-        "ffn", s->ffn, "rope_base", s->rope_base, "summary", "cases", (json_int_t)n, "passed",
-        (json_int_t)passed, "failed", (json_int_t)failed, "errors", (json_int_t)errors, "cases",
-        cases);
+    json_t *r =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:O?, s:I, "
+                  "s:{s:i, s:i, s:i, s:i, s:i, s:f}, s:{s:I, s:I, s:I, s:I}, s:o}",
+                  "verdict",
+                  failed   ? "failed"
+                  : errors ? "error"
+                           : "passed",
+                  "kind", "serving", "op", "serving", "check", nv_serving_check_name(s->check),
+                  "backend", j->b.backend_spec, "device", json_object_get(j->b.describe, "device"),
+                  "mode", json_object_get(j->b.describe, "mode"), "contract",
+                  json_object_get(j->b.describe, "contract"), "backend_build",
+                  json_object_get(j->b.describe, "build"), "build",
+                  build ? build : json_object_get(j->b.describe, "build"), "seed",
+                  (json_int_t)s->seed, "decoder", "vocab", s->vocab, "width", s->width, "heads",
+                  s->heads, "layers", s->layers, "ffn", s->ffn, "rope_base", s->rope_base,
+                  "summary", "cases", (json_int_t)n, "passed", (json_int_t)passed, "failed",
+                  (json_int_t)failed, "errors", (json_int_t)errors, "cases", cases);
     const char *name = json_string_value(json_object_get(j->b.spec_json, "name"));
     if (r && name)
         json_object_set_new(r, "name", json_string(name));
@@ -140,6 +140,5 @@ int nvw_run_serving(const json_t *spec, const char *backend_spec, const nvw_run_
 {
     sjob j;
     memset(&j, 0, sizeof j);
-    return nvw_runner_run(&serving_runner, &j.b, &j, spec, backend_spec, opts, ret_result,
-                          ret_err);
+    return nvw_runner_run(&serving_runner, &j.b, &j, spec, backend_spec, opts, ret_result, ret_err);
 }

@@ -45,7 +45,7 @@ typedef struct sv_layer {
 typedef struct sv_model {
     const nv_servingspec *s;
     nv_dtype dt;
-    int64_t hd;    /* head width */
+    int64_t hd;      /* head width */
     int64_t max_pos; /* rows of the rotary tables */
     nv_tensor *wte, *w_unembed, *g_final, *rot, *cos, *sin;
     sv_layer *layer;
@@ -84,7 +84,7 @@ typedef struct scase {
     json_t *cj;
     double u_acc; /* unit roundoff of the declared accumulator */
     const char *acc_name;
-    bool sequential; /* the declared reduction order of the case dtype is sequential */
+    bool sequential;    /* the declared reduction order of the case dtype is sequential */
     bool deterministic; /* describe() lists no nondeterministic op */
 } scase;
 
