@@ -197,6 +197,20 @@ def main():
            [(x["dtype"], x["verdict"], x.get("error")) for j in doc["results"]
             for x in j["cases"]])
 
+        op = {"kind": "op", "op": "cache_write", "dtypes": ["fp32", "bf16"],
+              "shapes": [[2, 8, 4]], "seed": 1}
+        path = os.path.join(tmp, "op.json")
+        with open(path, "w") as f:
+            json.dump(op, f)
+        got = {}
+        for be in ("emu", "emu:kv_cache=bf16"):
+            p = subprocess.run([WORKER, "run", path, "--backend", be], capture_output=True,
+                               text=True, timeout=60)
+            got[be] = {c["dtype"]: c["verdict"] for c in json.loads(p.stdout)["cases"]}
+        ok(got["emu"] == {"fp32": "passed", "bf16": "passed"} and
+           got["emu:kv_cache=bf16"] == {"fp32": "failed", "bf16": "passed"},
+           "op jobs of cache_write: pass on emu, fp32 fails with the cache held in bf16", got)
+
         bad = [({"decoder": {"width": 30, "heads": 4}}, "/decoder/heads"),
                ({"colour": 1}, "/colour"),
                ({"check": "nope"}, "/check"),
