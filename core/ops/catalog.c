@@ -164,6 +164,13 @@ static const nv_op_def table[NVO_COUNT] = {
      .n_inputs = 1,
      .inputs = {LINE},
      .edges = nvo_edges_generic},
+    /* The store of a KV-cache entry (docs/SERVING.md): the values unchanged,
+     * in the cache's declared dtype (the output dtype). */
+    {.name = "cache_write",
+     .kind = NV_OPK_LAYOUT,
+     .n_inputs = 1,
+     .inputs = {LINE},
+     .edges = nvo_edges_generic},
 };
 
 const nv_op_def *nv_op_find(const char *name)
@@ -252,6 +259,7 @@ static unsigned dtype_mask(int id)
     case NVO_EMBEDDING:
     case NVO_SPLIT_HEADS:
     case NVO_MERGE_HEADS:
+    case NVO_CACHE_WRITE:
         return F_STD | F_8 | F_MX;
     case NVO_ADD:
     case NVO_SUB:

@@ -24,7 +24,8 @@ typedef enum nv_op_kind {
     NV_OPK_MATMUL,  /* matmul / bmm */
     NV_OPK_LAYOUT,  /* data movement, exact: transpose (last two dims swapped), embedding
                        (weight [V, D], ids int32 [..] -> [.., D]), split_heads ([T, H*Dh] ->
-                       [H, T, Dh], attrs.heads), merge_heads (its inverse) */
+                       [H, T, Dh], attrs.heads), merge_heads (its inverse), cache_write
+                       (the values unchanged: a KV-cache store) */
 } nv_op_kind;
 
 typedef enum nv_scale_granularity {

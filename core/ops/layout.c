@@ -2,7 +2,9 @@
  * two dims), embedding (out[i.., :] = weight[ids[i..], :], the gather of a
  * token embedding), split_heads (x [T, H*Dh] -> [H, T, Dh], out[h, t, j] =
  * x[t, h*Dh + j], attrs.heads = H) and merge_heads (its inverse, [H, T, Dh] ->
- * [T, H*Dh]): multi-head attention's head layout for bmm. Their values are input values moved, never rounded, so
+ * [T, H*Dh]): multi-head attention's head layout for bmm; cache_write (the
+ * values unchanged: the store of a KV-cache entry, so that a device holding its
+ * cache in another dtype than the output's shows it). Their values are input values moved, never rounded, so
  * one function serves the exact reference (core/ref) and emu's kernel alike;
  * shape rules are here too. */
 #include <math.h>
@@ -52,6 +54,11 @@ int nvo_layout_infer(const nv_op_def *op, const nv_op_attrs *a, int n_in,
     int id = nvo_op_id(op);
     if (id == NVO_SPLIT_HEADS || id == NVO_MERGE_HEADS)
         return infer_heads(op, a, x, ret_ndim, ret_shape, err, errlen);
+    if (id == NVO_CACHE_WRITE) {
+        *ret_ndim = x->ndim;
+        memcpy(ret_shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+        return 0;
+    }
     if (id == NVO_TRANSPOSE) {
         if (x->ndim < 2)
             return ERR(NV_E_SHAPE, "op 'transpose' needs at least 2 dims, got shape %s",
@@ -100,6 +107,11 @@ int nv_op_layout_eval(const nv_op_def *op, const nv_op_attrs *a, int n_in,
     int id = nvo_op_id(op);
     if (id == NVO_SPLIT_HEADS || id == NVO_MERGE_HEADS) {
         eval_heads(id == NVO_SPLIT_HEADS, x, id == NVO_SPLIT_HEADS ? a->heads : x->shape[0], out);
+        return NV_OK;
+    }
+    if (id == NVO_CACHE_WRITE) {
+        for (int64_t i = 0; i < x->numel; i++)
+            out[i] = x->data[nv_tensor_offset_linear(x, i)];
         return NV_OK;
     }
     if (id == NVO_TRANSPOSE) {

@@ -57,6 +57,7 @@ typedef enum nvo_id {
     NVO_EMBEDDING,
     NVO_SPLIT_HEADS,
     NVO_MERGE_HEADS,
+    NVO_CACHE_WRITE,
     NVO_COUNT
 } nvo_id;
 

@@ -3,7 +3,7 @@
  *
  * Classes:
  * - exact: neg, abs, relu, maximum, minimum, max, transpose, embedding,
- *   split_heads, merge_heads: the
+ *   split_heads, merge_heads, cache_write: the
  *   result is an input value (or its negation / absolute value), representable
  *   in the dtype: 0 ulp.
  * - correctly rounded: add, sub, mul, div, sqrt, reciprocal, cast: IEEE 754-2019
@@ -64,6 +64,7 @@ static tol_class class_of(int id)
     case NVO_EMBEDDING:
     case NVO_SPLIT_HEADS:
     case NVO_MERGE_HEADS:
+    case NVO_CACHE_WRITE:
         return TC_EXACT;
     case NVO_ADD:
     case NVO_SUB:

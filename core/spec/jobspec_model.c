@@ -31,30 +31,7 @@ static int check_keys(const json_t *spec, nv_spec_err *e)
 
 static int parse_dtypes(const json_t *spec, nv_modelspec *s, nv_spec_err *e)
 {
-    const json_t *arr = json_object_get(spec, "dtypes");
-    if (!json_is_array(arr) || json_array_size(arr) == 0)
-        return nv_spec_fail_value(e, "/dtypes", arr,
-                                  "must be a non-empty array of the model's dtypes (fp32, bf16 ...)");
-    size_t i;
-    const json_t *v;
-    json_array_foreach(arr, i, v)
-    {
-        char ptr[64];
-        snprintf(ptr, sizeof ptr, "/dtypes/%zu", i);
-        const char *n = json_string_value(v);
-        nv_dtype dt;
-        const nv_dtype_info *di = n && nv_dtype_from_name(n, &dt) == 0 ? nv_dtype_get(dt) : NULL;
-        if (!di || !di->is_float || dt == NV_DT_E8M0)
-            return nv_spec_fail(e, ptr, "'%s' is not a float dtype (fp32, bf16 ...)",
-                                n ? n : "(not a string)");
-        for (int k = 0; k < s->n_dtypes; k++)
-            if (s->dtypes[k] == dt)
-                return nv_spec_fail(e, ptr, "duplicate name '%s'", n);
-        if (s->n_dtypes == NV_DT_COUNT)
-            return nv_spec_fail(e, ptr, "too many dtypes");
-        s->dtypes[s->n_dtypes++] = dt;
-    }
-    return 0;
+    return nv_spec_float_dtypes(e, spec, s->dtypes, &s->n_dtypes);
 }
 
 /* A language model: one int32 ids input [T] with "tokens" init, logits [T, V],

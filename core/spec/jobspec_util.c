@@ -3,6 +3,8 @@
 
 #include "jobspec.h"
 
+#include "core/numerics/dtype.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -201,6 +203,7 @@ static const char *const kind_names[NV_SPEC_KIND_COUNT] = {
     [NV_SPEC_KIND_MODEL] = "model",
     [NV_SPEC_KIND_SUITE] = "suite",
     [NV_SPEC_KIND_CONTRACT] = "contract",
+    [NV_SPEC_KIND_SERVING] = "serving",
 };
 
 int nv_spec_kind_of(const json_t *spec)
@@ -246,4 +249,35 @@ int nv_spec_err_finish(nv_spec_err *e, int r, char **ret_pointer, char **ret_msg
         free(e->msg);
     *e = (nv_spec_err){0};
     return -EINVAL;
+}
+
+int nv_spec_float_dtypes(nv_spec_err *e, const json_t *spec, nv_dtype *dtypes, int *ret_n)
+{
+    const json_t *arr = json_object_get(spec, "dtypes");
+    if (!json_is_array(arr) || json_array_size(arr) == 0)
+        return nv_spec_fail_value(e, "/dtypes", arr,
+                                  "must be a non-empty array of the model's dtypes (fp32, bf16 ...)");
+    int n = 0;
+    size_t i;
+    const json_t *v;
+    json_array_foreach(arr, i, v)
+    {
+        char ptr[64];
+        snprintf(ptr, sizeof ptr, "/dtypes/%zu", i);
+        const char *name = json_string_value(v);
+        nv_dtype dt;
+        const nv_dtype_info *di =
+            name && nv_dtype_from_name(name, &dt) == 0 ? nv_dtype_get(dt) : NULL;
+        if (!di || !di->is_float || dt == NV_DT_E8M0)
+            return nv_spec_fail(e, ptr, "'%s' is not a float dtype (fp32, bf16 ...)",
+                                name ? name : "(not a string)");
+        for (int k = 0; k < n; k++)
+            if (dtypes[k] == dt)
+                return nv_spec_fail(e, ptr, "duplicate name '%s'", name);
+        if (n == NV_DT_COUNT)
+            return nv_spec_fail(e, ptr, "too many dtypes");
+        dtypes[n++] = dt;
+    }
+    *ret_n = n;
+    return 0;
 }

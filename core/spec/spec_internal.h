@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/numerics/dtype.h"
+
 typedef struct nv_spec_err {
     char *ptr; /* JSON pointer of the first error (malloc'd), or NULL */
     char *msg; /* its message (malloc'd), or NULL */
@@ -73,6 +75,11 @@ int nv_spec_bool(nv_spec_err *e, const json_t *obj, const char *base, const char
 int nv_spec_choice(nv_spec_err *e, const json_t *obj, const char *base, const char *key,
                    const char *a, const char *b, bool *ret_is_b);
 
+/* spec["dtypes"]: a non-empty array of distinct float dtype names (not e8m0)
+ * into dtypes[] (room for NV_DT_COUNT) and *ret_n; errors at "/dtypes/i".
+ * 0 or -EINVAL / -ENOMEM (the model and serving kinds). */
+int nv_spec_float_dtypes(nv_spec_err *e, const json_t *spec, nv_dtype *dtypes, int *ret_n);
+
 /* The job kinds a spec's "kind" names (docs/JOBS.md), in the order error
  * messages list them. */
 typedef enum nv_spec_kind {
@@ -83,6 +90,7 @@ typedef enum nv_spec_kind {
     NV_SPEC_KIND_MODEL,
     NV_SPEC_KIND_SUITE,
     NV_SPEC_KIND_CONTRACT,
+    NV_SPEC_KIND_SERVING,
     NV_SPEC_KIND_COUNT
 } nv_spec_kind;
 

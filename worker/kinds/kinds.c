@@ -12,6 +12,7 @@
 #include "worker/kinds/longrun/longrun.h"
 #include "worker/kinds/model/model.h"
 #include "worker/kinds/op/op.h"
+#include "worker/kinds/serving/serving.h"
 
 static const nvw_kind kinds[] = {
     {.name = "op",
@@ -39,6 +40,7 @@ static const nvw_kind kinds[] = {
     {.name = "model", .run = nvw_run_model},
     {.name = "suite", .run = nvw_run_suite},
     {.name = "contract", .run = nvw_run_contract},
+    {.name = "serving", .run = nvw_run_serving},
 };
 
 #define N_KINDS (sizeof kinds / sizeof kinds[0])

@@ -82,6 +82,8 @@ static void call_init(emu_call *ec, emu_ctx *ctx, const nv_op_def *op, const nv_
     ec->m = m;
     ec->out = out;
     ec->storage = m->storage_set ? m->storage : out;
+    if (m->kv_cache_set && !strcmp(op->name, "cache_write"))
+        ec->storage = m->kv_cache;
     ec->compute =
         m->compute_set ? m->compute : (ec->storage == NV_DT_FP64 ? NV_DT_FP64 : NV_DT_FP32);
     if (m->accum_set)

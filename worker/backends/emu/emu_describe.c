@@ -197,6 +197,10 @@ char *emu_describe_json(const emu_mode *m)
     if (!d)
         return NULL;
     json_object_set_new(json_object_get(d, "mode"), "fused", emu_graph_mode_json(m));
+    if (m->batch_splitk || m->kv_cache_set) /* only when set: other results stay as they were */
+        json_object_set_new(json_object_get(d, "mode"), "serving",
+                            json_pack("{s:b, s:s}", "batch_splitk", m->batch_splitk, "kv_cache",
+                                      m->kv_cache_set ? nv_dtype_name(m->kv_cache) : "output"));
     char *s = json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(d);
     return s;

@@ -47,6 +47,13 @@ typedef struct emu_mode {
     uint64_t seed;
     bool inference_only; /* "inference_only=on": describe says so, backward refuses */
     emu_fused_mode fused; /* fused_* knobs of the graph entry (emu_graph.h) */
+    /* Serving misbehaviours (docs/SERVING.md): matmul and bmm rows summed in
+     * 1 + (M - 1) mod 4 contiguous chunks of K, M the rows of the call (a
+     * split-k chosen by the batch size); cache_write outputs rounded to
+     * kv_cache (a KV cache held narrower than the dtype it is declared in). */
+    bool batch_splitk;
+    bool kv_cache_set;
+    nv_dtype kv_cache;
 } emu_mode;
 
 /* The most inputs an op takes (matmul: a, b and two scales), with room to spare. */

@@ -175,6 +175,17 @@ int emu_matmul(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, int n_in,
         return NV_E_NOMEM;
     }
     double *bbuf = abuf + na;
+    /* batch_splitk (emu_internal.h): the split follows the call's row count. */
+    emu_mode split_mode;
+    emu_call split_call;
+    if (m->batch_splitk && g.M > 1) {
+        split_mode = *m;
+        split_mode.order = EMU_ORDER_SPLITK;
+        split_mode.order_k = (int)(1 + (g.M - 1) % 4);
+        split_call = *c;
+        split_call.m = &split_mode;
+        c = &split_call;
+    }
     for (int64_t b = 0; b < g.batch; b++) {
         if (dequant(c, a, in[0], sa, true, b, b * g.a_batch_stride, g.M, g.K, requant, abuf) ||
             dequant(c, a, in[1], sb, false, b, b * g.b_batch_stride, g.K, g.N, requant, bbuf)) {

@@ -164,6 +164,11 @@ static const char *apply(emu_mode *m, const char *k, const char *v, bool *known)
         m->seed = s;
         return NULL;
     }
+    if (!strcmp(k, "batch_splitk"))
+        return parse_bool(v, &m->batch_splitk) ? "on or off" : NULL;
+    if (!strcmp(k, "kv_cache"))
+        return parse_float_dtype(v, &m->kv_cache) ? "a float dtype (fp32, bf16, ...)"
+                                                  : (m->kv_cache_set = true, NULL);
     if (!strncmp(k, "fused_", 6)) /* fused graph knobs: emu_graph.c */
         return emu_graph_mode_apply(m, k, v, known);
     *known = false;
@@ -195,8 +200,8 @@ int emu_mode_parse(const char *opts, emu_mode *m, char *err, size_t errlen)
         if (!known) {
             snprintf(err, errlen,
                      "unknown emu mode key '%s' (value '%s'): expected storage, compute, accum, "
-                     "reduce, fma, ftz, daz, rounding, saturate, transcendental, scale, seed or "
-                     "inference_only",
+                     "reduce, fma, ftz, daz, rounding, saturate, transcendental, scale, seed, "
+                     "inference_only, batch_splitk, kv_cache or fused_*",
                      item, eq + 1);
             r = NV_E_INVALID;
             goto out;

@@ -1,0 +1,208 @@
+/* Serving job validation (servingspec.h, docs/JOBS.md "Serving jobs"): the
+ * decoder's sizes, the check and its own fields, the case axes and the seed,
+ * with the limits that bound a case's memory. */
+#include "servingspec.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spec_internal.h"
+
+static const char *const job_keys[] = {"kind",        "decoder",  "check",  "prompt", "context",
+                                       "every",       "steps",    "others", "dtypes", "samples",
+                                       "seed",        "build",    "name",   "device", "priority",
+                                       "description", "requests", "page",   "pages",  NULL};
+static const char *const decoder_keys[] = {"vocab", "width",     "heads", "layers",
+                                           "ffn",   "rope_base", NULL};
+static const char *const check_names[NV_SERVE_CHECK_COUNT] = {
+    [NV_SERVE_PREFILL_DECODE] = "prefill_decode",
+    [NV_SERVE_LONG_CONTEXT] = "long_context",
+    [NV_SERVE_BATCH] = "batch",
+    [NV_SERVE_SUSTAINED] = "sustained",
+    [NV_SERVE_PAGED] = "paged",
+};
+
+const char *nv_serving_check_name(nv_serving_check c)
+{
+    return c < NV_SERVE_CHECK_COUNT ? check_names[c] : "?";
+}
+
+static int unknown(nv_spec_err *e, const json_t *obj, const char *const *keys, const char *base,
+                   const char *what)
+{
+    const char *key = nv_spec_unknown_key(obj, keys);
+    if (!key)
+        return 0;
+    char ptr[300];
+    nv_spec_pointer(ptr, sizeof ptr, base, key);
+    return nv_spec_fail(e, ptr, "unknown key '%s' for %s (docs/JOBS.md \"Serving jobs\")", key,
+                        what);
+}
+
+static int int_field(nv_spec_err *e, const json_t *o, const char *base, const char *key,
+                     int64_t dflt, int64_t lo, int64_t hi, int *ret)
+{
+    int64_t v;
+    int r = nv_spec_int(e, o, base, key, dflt, lo, hi, &v);
+    if (r == 0)
+        *ret = (int)v;
+    return r;
+}
+
+static int parse_decoder(const json_t *spec, nv_servingspec *s, nv_spec_err *e)
+{
+    const json_t *d = json_object_get(spec, "decoder");
+    if (!json_is_object(d))
+        return nv_spec_fail_value(e, "/decoder", d,
+                                  "must be an object with the decoder's sizes (vocab, width, "
+                                  "heads, layers, ffn)");
+    int r = unknown(e, d, decoder_keys, "/decoder", "the decoder");
+    r = r ? r : int_field(e, d, "/decoder", "vocab", 64, 2, 4096, &s->vocab);
+    r = r ? r : int_field(e, d, "/decoder", "width", 32, 2, 1024, &s->width);
+    r = r ? r : int_field(e, d, "/decoder", "heads", 2, 1, 64, &s->heads);
+    r = r ? r : int_field(e, d, "/decoder", "layers", 2, 1, 16, &s->layers);
+    r = r ? r : int_field(e, d, "/decoder", "ffn", 64, 1, 4096, &s->ffn);
+    r = r ? r : nv_spec_number(e, d, "/decoder", "rope_base", 10000, 2, 1e9, &s->rope_base);
+    if (r < 0)
+        return r;
+    if (s->width % s->heads || (s->width / s->heads) % 2)
+        return nv_spec_fail(e, "/decoder/heads",
+                            "'%d' heads must divide width %d into even head widths (the rotary "
+                            "embedding rotates pairs)",
+                            s->heads, s->width);
+    return 0;
+}
+
+static int parse_others(const json_t *spec, nv_servingspec *s, nv_spec_err *e)
+{
+    const json_t *a = json_object_get(spec, "others");
+    if (!a) {
+        static const int dflt[] = {3, 9, 5};
+        s->n_others = 3;
+        memcpy(s->others, dflt, sizeof dflt);
+        return 0;
+    }
+    if (!json_is_array(a) || json_array_size(a) < 1 || json_array_size(a) > NV_SERVING_MAX_OTHERS)
+        return nv_spec_fail_value(e, "/others", a,
+                                  "must be an array of 1..8 prompt lengths (the other requests)");
+    size_t i;
+    const json_t *v;
+    json_array_foreach(a, i, v)
+    {
+        char ptr[64];
+        snprintf(ptr, sizeof ptr, "/others/%zu", i);
+        json_int_t n = json_integer_value(v);
+        if (!json_is_integer(v) || n < 1 || n > 4096)
+            return nv_spec_fail_value(e, ptr, v, "must be an integer in 1..4096");
+        s->others[s->n_others++] = (int)n;
+    }
+    return 0;
+}
+
+static int parse_check(const json_t *spec, nv_servingspec *s, nv_spec_err *e)
+{
+    const char *c = json_string_value(json_object_get(spec, "check"));
+    int k = 0;
+    while (c && k < NV_SERVE_CHECK_COUNT && strcmp(c, check_names[k]))
+        k++;
+    if (!c || k == NV_SERVE_CHECK_COUNT)
+        return nv_spec_fail_value(e, "/check", json_object_get(spec, "check"),
+                                  "must be \"prefill_decode\", \"long_context\", \"batch\", "
+                                  "\"sustained\" or \"paged\"");
+    s->check = (nv_serving_check)k;
+    int r = int_field(e, spec, "", "prompt", 16, 1, 4096, &s->prompt);
+    r = r ? r : int_field(e, spec, "", "context", 1024, 2, NV_SERVING_MAX_CONTEXT, &s->context);
+    r = r ? r : int_field(e, spec, "", "every", 64, 1, NV_SERVING_MAX_CONTEXT, &s->every);
+    r = r ? r : int_field(e, spec, "", "steps", 8, 1, 256, &s->steps);
+    r = r ? r : int_field(e, spec, "", "requests", 8, 1, NV_SERVING_MAX_REQUESTS, &s->requests);
+    r = r ? r : int_field(e, spec, "", "page", 4, 1, 4096, &s->page);
+    r = r ? r : int_field(e, spec, "", "pages", 6, 1, 1 << 20, &s->pages);
+    r = r ? r : parse_others(spec, s, e);
+    if (r < 0)
+        return r;
+    int64_t need = (s->prompt + s->steps + s->page - 1) / s->page;
+    for (int i = 0; i < s->n_others; i++) {
+        int64_t q = (s->others[i] + s->steps + s->page - 1) / s->page;
+        need = q > need ? q : need;
+    }
+    if (s->check == NV_SERVE_PAGED && s->pages < need)
+        return nv_spec_fail(e, "/pages",
+                            "'%d' pages cannot hold the longest request (%lld pages of %d "
+                            "positions): it could never run",
+                            s->pages, (long long)need, s->page);
+    int64_t longest = s->check == NV_SERVE_LONG_CONTEXT ? s->context : s->prompt + s->steps;
+    for (int i = 0; (s->check == NV_SERVE_BATCH || s->check == NV_SERVE_PAGED) && i < s->n_others;
+         i++)
+        if (s->others[i] + s->steps > longest)
+            longest = s->others[i] + s->steps;
+    int64_t held = (int64_t)s->layers * longest * s->width *
+                   (s->check == NV_SERVE_SUSTAINED ? s->requests
+                    : s->check == NV_SERVE_PAGED   ? 2 * (1 + s->n_others)
+                                                   : 1);
+    if (held > NV_SERVING_MAX_CACHE)
+        return nv_spec_fail(e, s->check == NV_SERVE_LONG_CONTEXT ? "/context" : "/prompt",
+                            "layers x positions x width (x requests) = %lld KV-cache values, "
+                            "more than %d",
+                            (long long)held, NV_SERVING_MAX_CACHE);
+    int64_t pre = s->check == NV_SERVE_LONG_CONTEXT ? 0 : longest;
+    if ((int64_t)s->heads * pre * pre > NV_SERVING_MAX_SCORES)
+        return nv_spec_fail(e, "/prompt",
+                            "heads x prompt^2 = %lld attention scores in one prefill, more than "
+                            "%d",
+                            (long long)s->heads * pre * pre, NV_SERVING_MAX_SCORES);
+    return 0;
+}
+
+static int parse_all(const json_t *spec, nv_servingspec *s, nv_spec_err *e)
+{
+    if (!json_is_object(spec))
+        return nv_spec_fail(e, "", "a job spec must be a JSON object");
+    int r = unknown(e, spec, job_keys, "", "a serving job");
+    r = r ? r : parse_decoder(spec, s, e);
+    r = r ? r : parse_check(spec, s, e);
+    r = r ? r : nv_spec_float_dtypes(e, spec, s->dtypes, &s->n_dtypes);
+    int64_t samples = 1, seed = 0;
+    r = r ? r : nv_spec_int(e, spec, "", "samples", 1, 1, 100, &samples);
+    r = r ? r : nv_spec_int(e, spec, "", "seed", 0, 0, INT64_MAX, &seed);
+    if (r < 0)
+        return r;
+    s->samples = (int)samples;
+    s->seed = (uint64_t)seed;
+    s->n_cases = (int64_t)s->n_dtypes * s->samples;
+    if (s->n_cases > NV_SERVING_MAX_CASES)
+        return nv_spec_fail(e, "", "the job expands to %lld cases (dtypes x samples), more than %d",
+                            (long long)s->n_cases, NV_SERVING_MAX_CASES);
+    return 0;
+}
+
+int nv_servingspec_parse(const json_t *spec, nv_servingspec **ret, char **ret_pointer,
+                         char **ret_msg)
+{
+    nv_spec_err e = {0};
+    nv_servingspec *s = calloc(1, sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    int r = nv_spec_err_finish(&e, parse_all(spec, s, &e), ret_pointer, ret_msg);
+    if (r < 0) {
+        free(s);
+        return r;
+    }
+    *ret = s;
+    return 0;
+}
+
+int nv_servingspec_validate(const json_t *spec, char **ret_pointer, char **ret_msg)
+{
+    nv_servingspec *s = NULL;
+    int r = nv_servingspec_parse(spec, &s, ret_pointer, ret_msg);
+    free(s);
+    return r;
+}
+
+void nv_servingspec_case(const nv_servingspec *s, int64_t i, nv_dtype *ret_dt, int *ret_sample)
+{
+    *ret_sample = (int)(i % s->samples);
+    *ret_dt = s->dtypes[i / s->samples];
+}

@@ -1,0 +1,357 @@
+/* The decoder served op by op (serving_internal.h): the model kind's
+ * decoder-lm (docs/MODEL.md "The decoder-only transformer": embedding,
+ * pre-norm blocks of rotary causal self-attention and a SwiGLU MLP, final
+ * rms_norm and unembedding) with the same ops in the same order, run on a
+ * batch of requests whose keys and values live in a KV cache held here. The
+ * cache holds what the device's cache_write returned; a step attends to the
+ * cached positions and to its own fresh keys and values, as a prefill does
+ * for all of its positions. Moving rows between requests and tensors is the
+ * server's memory layout, done here; every value is computed by an op. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serving_internal.h"
+#include "worker/runner/params.h"
+
+static nv_tensor *tnew(nv_dtype dt, int nd, int64_t a, int64_t b, int64_t c)
+{
+    int64_t shape[3] = {a, b, c};
+    return nv_tensor_new(dt, nd, shape);
+}
+
+static nv_tensor *param(const sv_model *m, const char *name, int nd, int64_t a, int64_t b,
+                        nv_model_input rule, int sample)
+{
+    nv_tensor *t = tnew(m->dt, nd, a, b, 1);
+    if (t)
+        nvw_param_fill(t, &rule, name, m->s->seed, sample);
+    return t;
+}
+
+#define NORMAL(std) ((nv_model_input){.init = NV_MINIT_NORMAL, .a = (std), .is_param = true})
+#define ONES ((nv_model_input){.init = NV_MINIT_VALUE, .a = 1, .is_param = true})
+
+int sv_model_init(sv_model *m, const nv_servingspec *s, nv_dtype dt, int sample, int64_t max_pos)
+{
+    memset(m, 0, sizeof *m);
+    m->s = s;
+    m->dt = dt;
+    m->hd = s->width / s->heads;
+    m->max_pos = max_pos;
+    snprintf(m->heads_attrs, sizeof m->heads_attrs, "{\"heads\": %d}", s->heads);
+    int64_t D = s->width, V = s->vocab, F = s->ffn;
+    double fd = 1 / sqrt((double)D), ff = 1 / sqrt((double)F);
+    nv_model_input cos_r = {.init = NV_MINIT_ROPE_COS, .a = s->rope_base, .hd = m->hd};
+    nv_model_input sin_r = {.init = NV_MINIT_ROPE_SIN, .a = s->rope_base, .hd = m->hd};
+    nv_model_input rot_r = {.init = NV_MINIT_ROTATE_HALF, .hd = m->hd};
+    m->wte = param(m, "wte", 2, V, D, NORMAL(1.0), sample);
+    m->cos = param(m, "rope_cos", 2, max_pos, D, cos_r, sample);
+    m->sin = param(m, "rope_sin", 2, max_pos, D, sin_r, sample);
+    m->rot = param(m, "rot_half", 2, D, D, rot_r, sample);
+    m->g_final = param(m, "g_final", 1, D, 1, ONES, sample);
+    m->w_unembed = param(m, "w_unembed", 2, D, V, NORMAL(fd), sample);
+    m->layer = calloc((size_t)s->layers, sizeof *m->layer);
+    if (!m->wte || !m->cos || !m->sin || !m->rot || !m->g_final || !m->w_unembed || !m->layer)
+        return -ENOMEM;
+    for (int l = 0; l < s->layers; l++) {
+        sv_layer *y = &m->layer[l];
+        char n[64];
+#define P(field, nd, a, b, rule)                                                                   \
+    (snprintf(n, sizeof n, "decoder.%d.%s", l, #field),                                            \
+     (y->field = param(m, n, nd, a, b, rule, sample)) != NULL)
+        if (!(P(g_attn, 1, D, 1, ONES) && P(wq, 2, D, D, NORMAL(fd)) &&
+              P(wk, 2, D, D, NORMAL(fd)) && P(wv, 2, D, D, NORMAL(fd)) &&
+              P(wo, 2, D, D, NORMAL(fd)) && P(g_mlp, 1, D, 1, ONES) &&
+              P(w_gate, 2, D, F, NORMAL(fd)) && P(w_up, 2, D, F, NORMAL(fd)) &&
+              P(w_down, 2, F, D, NORMAL(ff))))
+            return -ENOMEM;
+#undef P
+    }
+    return 0;
+}
+
+void sv_model_done(sv_model *m)
+{
+    nv_tensor *t[] = {m->wte, m->cos, m->sin, m->rot, m->g_final, m->w_unembed};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        nv_tensor_free(t[i]);
+    for (int l = 0; m->layer && l < m->s->layers; l++) {
+        sv_layer *y = &m->layer[l];
+        nv_tensor *u[] = {y->g_attn, y->wq,     y->wk,   y->wv,    y->wo,
+                          y->g_mlp,  y->w_gate, y->w_up, y->w_down};
+        for (size_t i = 0; i < sizeof u / sizeof u[0]; i++)
+            nv_tensor_free(u[i]);
+    }
+    free(m->layer);
+}
+
+int sv_cache_init(sv_cache *c, const sv_model *m, int64_t cap)
+{
+    memset(c, 0, sizeof *c);
+    c->cap = cap;
+    int L = m->s->layers;
+    c->k = calloc((size_t)L, sizeof *c->k);
+    c->v = calloc((size_t)L, sizeof *c->v);
+    if (!c->k || !c->v)
+        return -ENOMEM;
+    size_t n = (size_t)cap * (size_t)m->s->width;
+    for (int l = 0; l < L; l++)
+        if (!(c->k[l] = malloc(n * sizeof(double))) || !(c->v[l] = malloc(n * sizeof(double))))
+            return -ENOMEM;
+    return 0;
+}
+
+void sv_cache_done(sv_cache *c, const sv_model *m)
+{
+    for (int l = 0; l < m->s->layers; l++) {
+        if (c->k)
+            free(c->k[l]);
+        if (c->v)
+            free(c->v[l]);
+    }
+    free(c->k);
+    free(c->v);
+    memset(c, 0, sizeof *c);
+}
+
+/* The state of one forward step. */
+typedef struct fwd {
+    sv_exec *x;
+    const sv_model *m;
+    int nb;
+    const int64_t *n;
+    sv_cache *const *cache;
+    int64_t N, *off; /* rows of the batch; first row of each request */
+} fwd;
+
+/* op(a) or op(a, b): a new tensor, NULL after a failure (x->rc) or when an
+ * input is missing (an earlier failure); the inputs stay the caller's. */
+static nv_tensor *op2(fwd *f, const char *name, const char *attrs, nv_tensor *a, nv_tensor *b,
+                      int n)
+{
+    const nv_tensor *in[2] = {a, b};
+    nv_tensor *out = NULL;
+    if (!a || (n == 2 && !b) || sv_op(f->x, name, attrs, n, in, &out) < 0)
+        return NULL;
+    return out;
+}
+#define op(f, name, attrs, a, b) op2(f, name, attrs, a, b, 2)
+#define op1(f, name, attrs, a) op2(f, name, attrs, a, NULL, 1)
+
+/* rows [pos, pos + n) of a [max_pos, D] table for every request, stacked. */
+static nv_tensor *table_rows(fwd *f, const nv_tensor *tab)
+{
+    int64_t D = f->m->s->width;
+    nv_tensor *t = tnew(f->m->dt, 2, f->N, D, 1);
+    for (int r = 0; t && r < f->nb; r++)
+        memcpy(t->data + f->off[r] * D, tab->data + f->cache[r]->len * D,
+               (size_t)(f->n[r] * D) * sizeof(double));
+    return t;
+}
+
+/* x_cos + (x R) sin: the rotary embedding as the model kind composes it. */
+static nv_tensor *rope(fwd *f, nv_tensor *x, nv_tensor *cs, nv_tensor *sn)
+{
+    nv_tensor *xc = op(f, "mul", NULL, x, cs);
+    nv_tensor *xr = op(f, "matmul", NULL, x, f->m->rot);
+    nv_tensor *xs = op(f, "mul", NULL, xr, sn);
+    nv_tensor *out = xc && xs ? op(f, "add", NULL, xc, xs) : NULL;
+    nv_tensor_free(xc);
+    nv_tensor_free(xr);
+    nv_tensor_free(xs);
+    return out;
+}
+
+/* Element [h, t, j] of a [H, T, Dh] tensor. */
+#define AT(t, T, h, i, j, dh) ((t)->data[((h) * (T) + (i)) * (dh) + (j)])
+
+/* Keys (or values) of request r at its position p < len + n[r]: the cache
+ * below len, the fresh [H, N, Dh] tensor from len on. */
+static double kv_at(const fwd *f, int r, const double *cached, const nv_tensor *fresh, int64_t h,
+                    int64_t p, int64_t j)
+{
+    const sv_cache *c = f->cache[r];
+    int64_t dh = f->m->hd;
+    if (p < c->len)
+        return cached[(h * c->cap + p) * dh + j];
+    return AT(fresh, f->N, h, f->off[r] + p - c->len, j, dh);
+}
+
+/* Attention of requests [r0, r1) in one call: q [B*H, nq, Dh], keys and values
+ * [B*H, nk, Dh] (zero padded), the causal mask and the padding masked with
+ * -inf (a padded query row attends to position 0 only, and is dropped).
+ * The context rows go into ctx [H, N, Dh]. */
+static int attend(fwd *f, int l, int r0, int r1, const nv_tensor *q, const nv_tensor *k,
+                  const nv_tensor *v, nv_tensor *ctx)
+{
+    const sv_model *m = f->m;
+    int64_t H = m->s->heads, dh = m->hd, B = r1 - r0, nq = 0, nk = 0;
+    for (int r = r0; r < r1; r++) {
+        nq = f->n[r] > nq ? f->n[r] : nq;
+        int64_t L = f->cache[r]->len + f->n[r];
+        nk = L > nk ? L : nk;
+    }
+    nv_tensor *qb = tnew(m->dt, 3, B * H, nq, dh), *kb = tnew(m->dt, 3, B * H, nk, dh);
+    nv_tensor *vb = tnew(m->dt, 3, B * H, nk, dh), *sc = tnew(m->dt, 3, B * H, nq, nk);
+    nv_tensor *mask = tnew(m->dt, 3, B * H, nq, nk);
+    int rc = qb && kb && vb && sc && mask ? 0 : -1;
+    if (rc < 0)
+        f->x->rc = -ENOMEM;
+    double scale = nv_dtype_round(m->dt, 1 / sqrt((double)dh), &NV_ROUND_DEFAULT, 0);
+    for (int r = r0; rc == 0 && r < r1; r++) {
+        const sv_cache *c = f->cache[r];
+        int64_t L = c->len + f->n[r];
+        for (int64_t h = 0; h < H; h++) {
+            int64_t b = (r - r0) * H + h;
+            for (int64_t i = 0; i < f->n[r]; i++)
+                for (int64_t j = 0; j < dh; j++)
+                    AT(qb, nq, b, i, j, dh) = AT(q, f->N, h, f->off[r] + i, j, dh);
+            for (int64_t p = 0; p < L; p++)
+                for (int64_t j = 0; j < dh; j++) {
+                    AT(kb, nk, b, p, j, dh) = kv_at(f, r, c->k[l], k, h, p, j);
+                    AT(vb, nk, b, p, j, dh) = kv_at(f, r, c->v[l], v, h, p, j);
+                }
+            for (int64_t i = 0; i < nq; i++)
+                for (int64_t p = 0; p < nk; p++) {
+                    bool open = i < f->n[r] ? p <= c->len + i : p == 0;
+                    AT(mask, nq, b, i, p, nk) = open ? 0 : -INFINITY;
+                    AT(sc, nq, b, i, p, nk) = scale;
+                }
+        }
+    }
+    nv_tensor *kt = rc ? NULL : op1(f, "transpose", NULL, kb);
+    nv_tensor *s = kt ? op(f, "bmm", NULL, qb, kt) : NULL;
+    nv_tensor *s2 = s ? op(f, "mul", NULL, s, sc) : NULL;
+    nv_tensor *s3 = s2 ? op(f, "add", NULL, s2, mask) : NULL;
+    nv_tensor *p = s3 ? op1(f, "softmax", NULL, s3) : NULL;
+    nv_tensor *o = p ? op(f, "bmm", NULL, p, vb) : NULL;
+    for (int r = r0; o && r < r1; r++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < f->n[r]; i++)
+                for (int64_t j = 0; j < dh; j++)
+                    AT(ctx, f->N, h, f->off[r] + i, j, dh) = AT(o, nq, (r - r0) * H + h, i, j, dh);
+    rc = o ? 0 : -1;
+    nv_tensor *all[] = {qb, kb, vb, sc, mask, kt, s, s2, s3, p, o};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        nv_tensor_free(all[i]);
+    return rc;
+}
+
+/* The device's cache_write of the fresh keys and values into each request's
+ * cache, at its positions len.. (len itself moves after the step). */
+static int store(fwd *f, int l, nv_tensor *k, nv_tensor *v)
+{
+    nv_tensor *kc = op1(f, "cache_write", NULL, k);
+    nv_tensor *vc = kc ? op1(f, "cache_write", NULL, v) : NULL;
+    int64_t H = f->m->s->heads, dh = f->m->hd;
+    for (int r = 0; vc && r < f->nb; r++) {
+        sv_cache *c = f->cache[r];
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < f->n[r]; i++)
+                for (int64_t j = 0; j < dh; j++) {
+                    int64_t at = (h * c->cap + c->len + i) * dh + j;
+                    c->k[l][at] = AT(kc, f->N, h, f->off[r] + i, j, dh);
+                    c->v[l][at] = AT(vc, f->N, h, f->off[r] + i, j, dh);
+                }
+    }
+    int rc = vc ? 0 : -1;
+    nv_tensor_free(kc);
+    nv_tensor_free(vc);
+    return rc;
+}
+
+static nv_tensor *block(fwd *f, int l, nv_tensor *x, nv_tensor *cs, nv_tensor *sn, sv_layout layout)
+{
+    const sv_layer *y = &f->m->layer[l];
+    const char *ha = f->m->heads_attrs;
+    nv_tensor *n1 = op(f, "rms_norm", NULL, x, y->g_attn);
+    nv_tensor *q = op(f, "matmul", NULL, n1, y->wq), *k = op(f, "matmul", NULL, n1, y->wk);
+    nv_tensor *v = op(f, "matmul", NULL, n1, y->wv);
+    nv_tensor *qr = q && k && v ? rope(f, q, cs, sn) : NULL, *kr = qr ? rope(f, k, cs, sn) : NULL;
+    nv_tensor *qh = kr ? op1(f, "split_heads", ha, qr) : NULL;
+    nv_tensor *kh = qh ? op1(f, "split_heads", ha, kr) : NULL;
+    nv_tensor *vh = kh ? op1(f, "split_heads", ha, v) : NULL;
+    nv_tensor *ctx = vh ? tnew(f->m->dt, 3, f->m->s->heads, f->N, f->m->hd) : NULL;
+    int rc = ctx ? 0 : -1;
+    if (vh && !ctx)
+        f->x->rc = -ENOMEM;
+    if (rc == 0 && layout == SV_PADDED)
+        rc = attend(f, l, 0, f->nb, qh, kh, vh, ctx);
+    for (int r = 0; rc == 0 && layout == SV_PACKED && r < f->nb; r++)
+        rc = attend(f, l, r, r + 1, qh, kh, vh, ctx);
+    rc = rc ? rc : store(f, l, kh, vh);
+    nv_tensor *mg = rc ? NULL : op1(f, "merge_heads", NULL, ctx);
+    nv_tensor *at = mg ? op(f, "matmul", NULL, mg, y->wo) : NULL;
+    nv_tensor *h = at ? op(f, "add", NULL, x, at) : NULL;
+    nv_tensor *n2 = h ? op(f, "rms_norm", NULL, h, y->g_mlp) : NULL;
+    nv_tensor *gate = n2 ? op(f, "matmul", NULL, n2, y->w_gate) : NULL;
+    nv_tensor *act = gate ? op1(f, "silu", NULL, gate) : NULL;
+    nv_tensor *up = act ? op(f, "matmul", NULL, n2, y->w_up) : NULL;
+    nv_tensor *gated = up ? op(f, "mul", NULL, act, up) : NULL;
+    nv_tensor *down = gated ? op(f, "matmul", NULL, gated, y->w_down) : NULL;
+    nv_tensor *out = down ? op(f, "add", NULL, h, down) : NULL;
+    nv_tensor *all[] = {n1, q,  k, v,  qr,   kr,  qh, kh,    vh,  ctx,
+                        mg, at, h, n2, gate, act, up, gated, down};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        nv_tensor_free(all[i]);
+    return out;
+}
+
+int sv_forward(sv_exec *x, const sv_model *m, int nb, const int64_t *n, const int64_t *const *ids,
+               sv_cache *const *cache, sv_layout layout, nv_tensor **logits)
+{
+    int64_t off[64];
+    fwd f = {.x = x, .m = m, .nb = nb, .n = n, .cache = cache, .off = off};
+    x->rc = 0;
+    if (nb > 64)
+        return x->rc = NV_E_INVALID, -1;
+    for (int r = 0; r < nb; r++) {
+        off[r] = f.N;
+        f.N += n[r];
+        if (cache[r]->len + n[r] > cache[r]->cap || cache[r]->len + n[r] > m->max_pos) {
+            snprintf(x->err, sizeof x->err, "request %d: the KV cache holds %lld positions", r,
+                     (long long)cache[r]->cap);
+            return x->rc = NV_E_INVALID, -1;
+        }
+    }
+    nv_tensor *idt = tnew(NV_DT_INT32, 1, f.N, 1, 1);
+    for (int r = 0; idt && r < nb; r++)
+        for (int64_t i = 0; i < n[r]; i++)
+            idt->data[off[r] + i] = (double)ids[r][i];
+    nv_tensor *cs = table_rows(&f, m->cos), *sn = table_rows(&f, m->sin);
+    nv_tensor *h = idt && cs && sn ? op(&f, "embedding", NULL, m->wte, idt) : NULL;
+    if (!idt || !cs || !sn)
+        x->rc = -ENOMEM;
+    for (int l = 0; h && l < m->s->layers; l++) {
+        nv_tensor *nx = block(&f, l, h, cs, sn, layout);
+        nv_tensor_free(h);
+        h = nx;
+    }
+    nv_tensor *fn = h ? op(&f, "rms_norm", NULL, h, m->g_final) : NULL;
+    nv_tensor *lg = fn ? op(&f, "matmul", NULL, fn, m->w_unembed) : NULL;
+    int64_t V = m->s->vocab;
+    int rc = lg ? 0 : -1;
+    for (int r = 0; r < nb; r++)
+        logits[r] = NULL;
+    for (int r = 0; rc == 0 && r < nb; r++) {
+        if (!(logits[r] = tnew(lg->dtype, 2, n[r], V, 1))) {
+            x->rc = -ENOMEM;
+            rc = -1;
+            break;
+        }
+        memcpy(logits[r]->data, lg->data + off[r] * V, (size_t)(n[r] * V) * sizeof(double));
+    }
+    for (int r = 0; rc == 0 && r < nb; r++)
+        cache[r]->len += n[r];
+    for (int r = 0; rc < 0 && r < nb; r++) {
+        nv_tensor_free(logits[r]);
+        logits[r] = NULL;
+    }
+    nv_tensor *all[] = {idt, cs, sn, h, fn, lg};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        nv_tensor_free(all[i]);
+    return rc;
+}

@@ -1,0 +1,144 @@
+/* Serving jobs (serving.h): the job skeleton of worker/runner/job.h with the
+ * serving kind's steps: parse the spec, run the cases (dtypes x samples) of
+ * the job's check on the case pool, build the result. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serving_internal.h"
+
+static int s_parse(void *job, char **ret_ptr, char **ret_msg)
+{
+    sjob *j = job;
+    return nv_servingspec_parse(j->b.spec_json, &j->s, ret_ptr, ret_msg);
+}
+
+static int s_setup(void *job, char **ret_err)
+{
+    (void)ret_err;
+    sjob *j = job;
+    j->b.n_cases = j->s->n_cases;
+    return 0;
+}
+
+/* The declared accumulator and reduction order for the case dtype
+ * (describe()'s contract entry; fp32 when none is declared, as the model kind
+ * assumes: docs/MODEL.md "The band"). */
+static void declared(scase *c)
+{
+    const json_t *entry =
+        json_object_get(json_object_get(c->j->b.describe, "contract"), nv_dtype_name(c->dt));
+    const json_t *acc = json_object_get(json_object_get(entry, "accumulator"), "dtype");
+    nv_dtype a = NV_DT_FP32;
+    if (!json_is_string(acc) || nv_dtype_from_name(json_string_value(acc), &a) < 0 ||
+        !nv_dtype_get(a)->is_float || a == NV_DT_E8M0)
+        a = c->dt == NV_DT_FP64 ? NV_DT_FP64 : NV_DT_FP32;
+    c->acc_name = nv_dtype_name(a);
+    c->u_acc = ldexp(1.0, -(nv_dtype_get(a)->mant_bits + 1));
+    const char *order = json_string_value(json_object_get(entry, "reduction_order"));
+    c->sequential = order && !strcmp(order, "sequential");
+    const json_t *nd = json_object_get(c->j->b.describe, "nondeterministic_ops");
+    c->deterministic = json_is_array(nd) && json_array_size(nd) == 0;
+}
+
+static json_t *s_case(void *job, void *ctx, int64_t i)
+{
+    sjob *j = job;
+    scase c = {.j = j, .ctx = ctx};
+    nv_servingspec_case(j->s, i, &c.dt, &c.sample);
+    c.cj = json_pack("{sI ss ss sI sI}", "index", (json_int_t)i, "op", "serving", "dtype",
+                     nv_dtype_name(c.dt), "sample", (json_int_t)c.sample, "seed",
+                     (json_int_t)j->s->seed);
+    if (!c.cj)
+        return NULL;
+    declared(&c);
+    int r = json_object_set_new(c.cj, "check", json_string(nv_serving_check_name(j->s->check))) ||
+                    json_object_set_new(c.cj, "accumulator", json_string(c.acc_name))
+                ? -ENOMEM
+                : 0;
+    if (r == 0) {
+        switch (j->s->check) {
+        case NV_SERVE_PREFILL_DECODE:
+            r = sv_check_prefill_decode(&c);
+            break;
+        case NV_SERVE_LONG_CONTEXT:
+            r = sv_check_long_context(&c);
+            break;
+        case NV_SERVE_BATCH:
+            r = sv_check_batch(&c);
+            break;
+        case NV_SERVE_SUSTAINED:
+            r = sv_check_sustained(&c);
+            break;
+        default:
+            r = sv_check_paged(&c);
+            break;
+        }
+    }
+    if (r == 0 && !json_object_get(c.cj, "verdict"))
+        r = sv_verdict(&c, "error", "internal", "the case ended without a verdict");
+    if (r < 0 && sv_verdict(&c, "error", "out_of_memory", "out of memory") < 0) {
+        json_decref(c.cj);
+        return NULL;
+    }
+    return c.cj;
+}
+
+static json_t *s_result(void *job)
+{
+    const sjob *j = job;
+    const nv_servingspec *s = j->s;
+    int64_t n = s->n_cases, passed = 0, failed = 0, errors = 0;
+    json_t *cases = json_array();
+    for (int64_t i = 0; cases && i < n; i++) {
+        const char *v = json_string_value(json_object_get(j->b.cases[i], "verdict"));
+        passed += v && !strcmp(v, "passed");
+        failed += v && !strcmp(v, "failed");
+        errors += !v || !strcmp(v, "error");
+        json_array_append(cases, j->b.cases[i]);
+    }
+    json_t *build = json_object_get(j->b.spec_json, "build");
+    json_t *r =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:O?, s:I, "
+                  "s:{s:i, s:i, s:i, s:i, s:i, s:f}, s:{s:I, s:I, s:I, s:I}, s:o}",
+                  "verdict",
+                  failed   ? "failed"
+                  : errors ? "error"
+                           : "passed",
+                  "kind", "serving", "op", "serving", "check", nv_serving_check_name(s->check),
+                  "backend", j->b.backend_spec, "device", json_object_get(j->b.describe, "device"),
+                  "mode", json_object_get(j->b.describe, "mode"), "contract",
+                  json_object_get(j->b.describe, "contract"), "backend_build",
+                  json_object_get(j->b.describe, "build"), "build",
+                  build ? build : json_object_get(j->b.describe, "build"), "seed",
+                  (json_int_t)s->seed, "decoder", "vocab", s->vocab, "width", s->width, "heads",
+                  s->heads, "layers", s->layers, "ffn", s->ffn, "rope_base", s->rope_base,
+                  "summary", "cases", (json_int_t)n, "passed", (json_int_t)passed, "failed",
+                  (json_int_t)failed, "errors", (json_int_t)errors, "cases", cases);
+    const char *name = json_string_value(json_object_get(j->b.spec_json, "name"));
+    if (r && name)
+        json_object_set_new(r, "name", json_string(name));
+    return r;
+}
+
+static void s_done(void *job)
+{
+    free(((sjob *)job)->s);
+}
+
+static const nvw_runner serving_runner = {.what = "serving case",
+                                          .invalid = "invalid serving job",
+                                          .parse = s_parse,
+                                          .setup = s_setup,
+                                          .run_case = s_case,
+                                          .result = s_result,
+                                          .done = s_done};
+
+int nvw_run_serving(const json_t *spec, const char *backend_spec, const nvw_run_opts *opts,
+                    json_t **ret_result, char **ret_err)
+{
+    sjob j;
+    memset(&j, 0, sizeof j);
+    return nvw_runner_run(&serving_runner, &j.b, &j, spec, backend_spec, opts, ret_result, ret_err);
+}

@@ -1,0 +1,128 @@
+/* Internal interface of the serving kind (the folder's own files). */
+#ifndef NUMVAL_WORKER_SERVING_INTERNAL_H
+#define NUMVAL_WORKER_SERVING_INTERNAL_H
+
+#include <stdbool.h>
+
+#include "core/numerics/tensor.h"
+#include "core/spec/servingspec.h"
+#include "serving.h"
+#include "worker/runner/job.h"
+
+#define SV_ERRLEN 512
+
+typedef struct sjob {
+    nvw_job_base b;
+    nv_servingspec *s;
+} sjob;
+
+/* Who runs an op (exec.c): the device through its op entry, or a reference
+ * node by node from its own upstream values (docs/MODEL.md "The three
+ * executions"): R64 keeps the double nearest each exact value, RDT rounds it
+ * once to the case dtype (an ideal device of the model's precision). */
+typedef enum sv_side { SV_DEV, SV_R64, SV_RDT } sv_side;
+
+typedef struct sv_exec {
+    sv_side side;
+    const nv_backend *table; /* SV_DEV */
+    void *ctx;               /* SV_DEV */
+    nv_dtype dt;             /* the case dtype */
+    int rc;                  /* after a failure: 1 backend error or bad output, -ENOMEM, NV_E_* */
+    char err[SV_ERRLEN];     /* names the op after a failure */
+} sv_exec;
+
+/* Op `op` with attrs (JSON text, NULL: {}) on in[0..n): *ret a new tensor
+ * (case dtype; values of R64 not rounded). 0, or -1 with x->rc and x->err. */
+int sv_op(sv_exec *x, const char *op, const char *attrs, int n, const nv_tensor *const *in,
+          nv_tensor **ret);
+
+/* The decoder's weights, in the case dtype (decoder.c), drawn as the model
+ * kind's decoder-lm draws them (worker/runner/params.h). */
+typedef struct sv_layer {
+    nv_tensor *g_attn, *wq, *wk, *wv, *wo, *g_mlp, *w_gate, *w_up, *w_down;
+} sv_layer;
+
+typedef struct sv_model {
+    const nv_servingspec *s;
+    nv_dtype dt;
+    int64_t hd;      /* head width */
+    int64_t max_pos; /* rows of the rotary tables */
+    nv_tensor *wte, *w_unembed, *g_final, *rot, *cos, *sin;
+    sv_layer *layer;
+    char heads_attrs[32];
+} sv_model;
+
+int sv_model_init(sv_model *m, const nv_servingspec *s, nv_dtype dt, int sample, int64_t max_pos);
+void sv_model_done(sv_model *m);
+
+/* One request's KV cache on one side: per layer K and V [H, cap, Dh] (values
+ * as the device's cache_write returned them), len positions filled. */
+typedef struct sv_cache {
+    int64_t len, cap;
+    double **k, **v; /* per layer */
+} sv_cache;
+
+int sv_cache_init(sv_cache *c, const sv_model *m, int64_t cap);
+void sv_cache_done(sv_cache *c, const sv_model *m);
+
+/* Attention layout of a batch (docs/SERVING.md "Batch invariance"). */
+typedef enum sv_layout { SV_PACKED, SV_PADDED } sv_layout;
+
+/* One forward step of a batch of nb requests: request r feeds n[r] tokens
+ * ids[r][0..n[r]) at positions cache[r]->len.. (its cache grows by n[r]);
+ * rows of all requests go through the matmuls together, attention per the
+ * layout. logits[r] receives a new [n[r], V] tensor. 0 or -1 (x->rc). */
+int sv_forward(sv_exec *x, const sv_model *m, int nb, const int64_t *n, const int64_t *const *ids,
+               sv_cache *const *cache, sv_layout layout, nv_tensor **logits);
+
+/* The checks (check_*.c): into the case JSON cj, with its verdict. 0 or -ENOMEM. */
+typedef struct scase {
+    sjob *j;
+    void *ctx;
+    nv_dtype dt;
+    int sample;
+    json_t *cj;
+    double u_acc; /* unit roundoff of the declared accumulator */
+    const char *acc_name;
+    bool sequential;    /* the declared reduction order of the case dtype is sequential */
+    bool deterministic; /* describe() lists no nondeterministic op */
+} scase;
+
+int sv_check_prefill_decode(scase *c);
+int sv_check_long_context(scase *c);
+int sv_check_batch(scase *c);
+int sv_check_sustained(scase *c);
+int sv_check_paged(scase *c);
+
+/* Logits of a whole sequence ids[0..n) on side x (n[0] tokens per step,
+ * step == 0: one prefill of all n), rows into out [n * V] (check_prefill.c).
+ * 0 or -1 (x->rc). */
+int sv_sequence(sv_exec *x, const sv_model *m, const int64_t *ids, int64_t n, int64_t step,
+                double *out);
+/* An executor of side s for the case. */
+sv_exec sv_exec_of(const scase *c, sv_side s);
+
+/* Helpers (judge.c). */
+int sv_verdict(scase *c, const char *v, const char *cls, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* The verdict of a failed execution x (backend error, bad output, OOM). */
+int sv_exec_verdict(scase *c, const sv_exec *x, const char *where);
+/* ||x_row - r_row||_2 / ||r_row||_2 over n values (absolute when r is 0; +Inf
+ * on a non-finite mismatch). */
+double sv_rel_err(const double *x, const double *r, int64_t n);
+/* ||a - b||_2 / ||r||_2 over n values (absolute when r is 0; +Inf where a
+ * and b disagree on finiteness). */
+double sv_dist(const double *a, const double *b, const double *r, int64_t n);
+/* argmax of n values; *ret_margin top-1 minus top-2, *ret_norm the 2-norm. */
+int64_t sv_argmax(const double *x, int64_t n, double *ret_margin, double *ret_norm);
+/* The band of docs/MODEL.md "The band": F (e_dt + K u_acc) + u for the case
+ * dtype's unit roundoff u. */
+double sv_band(const scase *c, double e_dt, int64_t k_red);
+/* Seeded token ids in [0, vocab) for a named stream (the model kind's
+ * "tokens" rule). 0 or -ENOMEM. */
+int sv_tokens(const scase *c, const char *name, int64_t n, int64_t *out);
+/* The same rule for integers in [0, bound) (schedules). 0 or -ENOMEM. */
+int sv_draw(const scase *c, const char *name, int64_t n, int64_t bound, int64_t *out);
+int sv_set_num(json_t *o, const char *k, double v);
+
+#endif
