@@ -31,7 +31,11 @@ import subprocess
 import sys
 import tempfile
 
+import nvschema
+
 WORKER, ROOT = sys.argv[1:3]
+RESULT = nvschema.validator("model_result")
+results = []  # every result JSON, validated against the schema at the end
 n = 0
 failed = 0
 
@@ -104,6 +108,7 @@ def run(tmp, job, backend="emu", name="job.json"):
     if p.stdout.strip():
         try:
             res = json.loads(p.stdout)
+            results.append(res)
         except ValueError:
             pass
     return p, res
@@ -365,6 +370,13 @@ def main():
         test_names_map(tmp)
         test_round_trip(tmp)
         test_bad(tmp)
+        bad = [e for r in results for e in nvschema.errors(RESULT, r)]
+        ok(results and not bad, "the %d results (seeded and from checkpoints) are valid "
+           "model_result documents (schema/result.schema.json)" % len(results), "\n".join(bad))
+        broken = copy.deepcopy(results[0])
+        broken["cases"][0]["weights_sha256"] = "not a hash"
+        ok(nvschema.errors(RESULT, broken), "a case with a bad weights_sha256 is invalid "
+           "(the validation can fail)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("1..%d" % n)
