@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzz numval's input parsers with libFuzzer (docs/RELIABILITY.md): the HTTP request
-# parser, job-spec validation, the artifact container reader, the safetensors reader and the exec-protocol
-# reply reader. Builds build-fuzz (clang, -fsanitize=fuzzer, ASan + UBSan) when needed.
+# parser, job-spec validation, the artifact container reader, the safetensors reader
+# and the exec-protocol reply reader. Builds build-fuzz (clang, -fsanitize=fuzzer, ASan + UBSan) when needed.
 #
 #   scripts/fuzz.sh TARGET [SECONDS] [LIBFUZZER-ARGS...]
 #       run one target (spec | http | artifact | exec | safetensors | all, one by one) for
