@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Fuzz numval's input parsers with libFuzzer (docs/RELIABILITY.md): the HTTP request
-# parser, job-spec validation, the artifact container reader and the exec-protocol
-# reply reader. Builds build-fuzz (clang, -fsanitize=fuzzer, ASan + UBSan) when needed.
+# parser, job-spec validation, the artifact container reader, the safetensors reader
+# and the exec-protocol reply reader. Builds build-fuzz (clang, -fsanitize=fuzzer, ASan + UBSan) when needed.
 #
 #   scripts/fuzz.sh TARGET [SECONDS] [LIBFUZZER-ARGS...]
-#       run one target (spec | http | artifact | exec | all, one after another) for
+#       run one target (spec | http | artifact | exec | safetensors | all, one by one) for
 #       SECONDS (default 600) from its committed seeds plus what earlier runs found
 #       (build-fuzz/fuzz/TARGET/corpus, kept); reproducers go to
 #       build-fuzz/fuzz/TARGET/crashes. E.g. scripts/fuzz.sh spec 3600
@@ -39,7 +39,7 @@ case "${1:-}" in
         exec meson test -C "$dir" --suite fuzz --no-rebuild --print-errorlogs \
             --num-processes "$(nproc)"
         ;;
-    spec | http | artifact | exec | all) ;;
+    spec | http | artifact | exec | safetensors | all) ;;
     *)
         awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
         exit 2
@@ -50,7 +50,7 @@ target=$1 seconds=${2:-600}
 shift
 [ $# -gt 0 ] && shift
 build >/dev/null || { echo "fuzz: the build of $dir failed (ninja -C $dir fuzz)" >&2; exit 1; }
-[ "$target" = all ] && targets=(spec http artifact exec) || targets=("$target")
+[ "$target" = all ] && targets=(spec http artifact exec safetensors) || targets=("$target")
 rc=0
 for t in "${targets[@]}"; do
     tests/fuzz/run.sh "$dir/tests/fuzz/fuzz-$t" "$t" "$seconds" "$dir/fuzz/$t" "$@" || rc=1

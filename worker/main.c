@@ -14,6 +14,7 @@
 #include "core/spec/spec.h"
 #include "repro_cmd.h"
 #include "worker/kinds/kinds.h"
+#include "worker/kinds/model/model.h"
 #include "worker/repro/artifact.h"
 #include "worker/runner/run.h"
 #ifdef HAVE_AGENT
@@ -37,6 +38,8 @@ static void usage(FILE *f)
             "       numval-worker minimize ARTIFACT.nvart [--backend SPEC] [-o OUT] [--budget N]\n"
             "                     [--deadline S] [--runs N] [--plain-ddmin] [--quiet]\n"
             "       numval-worker check-backend SPEC\n"
+            "       numval-worker export-weights MODEL_JOB.json -o OUT.safetensors [--dtype D]\n"
+            "                     [--sample N]\n"
             "       numval-worker --help | --version\n"
             "\n"
             "run      run one job spec, or a suite file ({\"name\": ..., \"jobs\": [...]} or an\n"
@@ -45,6 +48,9 @@ static void usage(FILE *f)
             "         infrastructure error (a case with verdict \"error\" counts as 2).\n"
             "check-backend  load SPEC and open one context (exec: find its program);\n"
             "         exit 0 when it can be used, 2 with a message naming what is wrong.\n"
+            "export-weights  write the seeded init of a model job's weights (dtype D, default\n"
+            "         the job's first; sample N, default 0) as a safetensors checkpoint\n"
+            "         that \"weights\": {\"safetensors\": PATH} reads (docs/MODEL.md).\n"
             "SPEC     emu | emu:key=value,... | plugin:/path/lib.so[?options] | exec:COMMAND\n"
             "agent    without \"run\": claim jobs for one device from numvald (docs/JOBS.md):\n"
             "         --token-file FILE the token read from FILE, not the command line,\n"
@@ -288,6 +294,8 @@ int main(int argc, char **argv)
         return nvw_repro_main(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "minimize") == 0)
         return nvw_minimize_main(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "export-weights") == 0)
+        return nvw_model_export_main(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "check-backend") == 0)
         return nvw_check_backend_main(argc - 2, argv + 2);
 #ifdef HAVE_AGENT

@@ -14,7 +14,7 @@
 static const char *const model_job_keys[] = {"kind",     "model",       "task",     "dtypes",
                                              "samples",  "seed",        "build",    "name",
                                              "device",   "priority",    "description",
-                                             "execution", NULL};
+                                             "execution", "weights",  NULL};
 static const char *const task_keys[] = {"type",   "label_noise", "max_gap", "alpha",
                                         "prompt", "decode",      NULL};
 
@@ -193,6 +193,8 @@ static int parse_all(const json_t *spec, nv_modelspec *s, nv_spec_err *e)
     s->seed = (uint64_t)seed;
     if ((r = nv_spec_choice(e, spec, "", "execution", "eager", "graph", &s->graph_exec)) < 0)
         return r;
+    if ((r = nv_model_weights_parse(spec, s, e)) < 0)
+        return r;
     s->n_cases = (int64_t)s->n_dtypes * s->samples;
     if (s->n_cases > NV_MODEL_MAX_CASES)
         return nv_spec_fail(e, "", "the job expands to %lld cases (dtypes x samples), more than %d",
@@ -223,6 +225,7 @@ void nv_modelspec_free(nv_modelspec *s)
     free(s->graph_text);
     free(s->layers);
     free(s->node_layer);
+    nv_model_weights_free(&s->weights);
     free(s);
 }
 

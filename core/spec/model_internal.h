@@ -38,4 +38,9 @@ void nv_model_expand_done(mexp *x);
 /* The model field a graph parser pointer ("/graph/nodes/3/op") came from. */
 void nv_model_map_pointer(const mexp *x, const char *gptr, char *out, size_t len);
 
+/* spec["weights"] into s->weights after the graph parsed (model_weights.c):
+ * 0, -EINVAL (recorded in e) or -ENOMEM. */
+int nv_model_weights_parse(const json_t *spec, nv_modelspec *s, nv_spec_err *e);
+void nv_model_weights_free(nv_model_weights *w);
+
 #endif

@@ -50,6 +50,18 @@ typedef enum nv_model_task {
     NV_MTASK_LM,         /* rows of the logits are positions; greedy decode */
 } nv_model_task;
 
+/* Where the weights come from (docs/MODEL.md "Checkpoints"): the seeded init,
+ * or a safetensors file read on the worker host. */
+typedef struct nv_model_weights {
+    char *path;      /* "weights.safetensors": NULL for the seeded init */
+    char sha256[65]; /* "weights.sha256" in lowercase, "" when not given */
+    /* per graph input: the checkpoint tensor it is read from (malloc'd), NULL
+     * for a data input and a fixed table (nv_model_input_is_weight) */
+    char *tensor[NV_GRAPH_MAX_INPUTS];
+} nv_model_weights;
+
+#define NV_MODEL_MAX_PATH 4096
+
 typedef struct nv_modelspec {
     nv_graph *graph;  /* the expansion, parsed; nv_graph_infer is run per case dtype */
     char *graph_text; /* canonical JSON of the expanded graph */
@@ -68,7 +80,12 @@ typedef struct nv_modelspec {
     uint64_t seed;
     bool graph_exec; /* "execution": "graph": the backend's graph entry, else "eager" */
     int64_t n_cases;
+    nv_model_weights weights;
 } nv_modelspec;
+
+/* Whether input mi is a weight: a parameter with a drawn or constant init;
+ * the fixed tables ("fill") are functions of their shape and never read. */
+bool nv_model_input_is_weight(const nv_model_input *mi);
 
 /* Validate and parse; same contract as nv_jobspec_parse (jobspec.h): -EINVAL
  * with the JSON pointer of the model field and a message, or -ENOMEM. */

@@ -34,7 +34,9 @@ case $target in
     http) opts=(-max_len=24576 -timeout=5 -dict="$here/http.dict") ;;
     artifact) opts=(-max_len=65536 -timeout=5) ;;
     exec) opts=(-max_len=65536 -timeout=10) ;;
-    *) echo "fuzz: unknown target '$target' (spec, http, artifact, exec)" >&2; exit 2 ;;
+    safetensors) opts=(-max_len=65536 -timeout=5 -malloc_limit_mb=64) ;;
+    *) echo "fuzz: unknown target '$target' (spec, http, artifact, exec, safetensors)" >&2
+       exit 2 ;;
 esac
 
 # UBSan's checks are compiled recoverable so that ubsan.supp can name known

@@ -16,6 +16,10 @@ when the formats change). Usage: tests/fuzz/seeds.py [BUILD_DIR]
              build), each also decompressed (the target compresses inputs that
              are not zstd frames), and the hand-built container of
              tests/unit/common/test-artifact.c
+  safetensors/  checkpoints as model jobs read them: a small hand-built file
+             (F32, BF16, an empty tensor, metadata, padding), the decoder LM's
+             weights as numval-worker export-weights writes them, and one of
+             each bad class of tests/unit/common/test-safetensors.c
   regress-*  in each: the inputs that found bugs, replayed by every run
 """
 import glob
@@ -194,6 +198,47 @@ def artifact_from_worker(build):
     put("artifact", "hand-fp16.raw", hand)
 
 
+def st_file(header, data=b"", pad=0):
+    text = json.dumps(header, separators=(",", ":")).encode() + b" " * pad
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def safetensors_seeds(build):
+    good = {"__metadata__": {"format": "pt"},
+            "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+            "b": {"dtype": "BF16", "shape": [2], "data_offsets": [8, 12]},
+            "e": {"dtype": "I8", "shape": [0, 3], "data_offsets": [12, 12]}}
+    data = struct.pack("<2f", 1.0, 2.0) + b"\x80\x3f\x00\x40"
+    put("safetensors", "good.st", st_file(good, data, pad=5))
+    bad = {
+        "truncated.st": st_file(good, data[:6]),
+        "size-lie.st": st_file(dict(good, a={"dtype": "F32", "shape": [3],
+                                             "data_offsets": [0, 8]}), data),
+        "unknown-dtype.st": st_file(dict(good, a={"dtype": "F33", "shape": [2],
+                                                  "data_offsets": [0, 8]}), data),
+        "overlap.st": st_file(dict(good, b={"dtype": "BF16", "shape": [2],
+                                            "data_offsets": [6, 10]}), data),
+        "hole.st": st_file(dict(good, b={"dtype": "BF16", "shape": [1],
+                                         "data_offsets": [10, 12]}), data),
+        "nan.st": st_file({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}},
+                          struct.pack("<f", float("nan"))),
+    }
+    for name, blob in bad.items():
+        put("safetensors", name, blob)
+    worker = os.path.join(build, "worker", "numval-worker")
+    if os.path.exists(worker):
+        with open(os.path.join(ROOT, "suites", "model.json")) as f:
+            lm = [j for j in json.load(f)["jobs"] if j["name"] == "decoder-lm"][0]
+        with tempfile.TemporaryDirectory() as d:
+            spec, out = os.path.join(d, "lm.json"), os.path.join(d, "lm.safetensors")
+            with open(spec, "w") as f:
+                json.dump(lm, f)
+            subprocess.run([worker, "export-weights", spec, "-o", out, "--dtype", "bf16"],
+                           check=True, capture_output=True)
+            with open(out, "rb") as f:
+                put("safetensors", "export-lm-bf16.st", f.read())
+
+
 def regression_seeds():
     """Inputs that found bugs (docs/RELIABILITY.md "Findings"), replayed on every run."""
     # common/artifact.c allocated a frame's declared content size (here 2 GiB) before
@@ -218,6 +263,7 @@ def main():
     http_seeds()
     exec_seeds()
     artifact_from_worker(build)
+    safetensors_seeds(build)
     regression_seeds()
 
 

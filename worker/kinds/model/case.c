@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/sha256.h"
 #include "core/ref/reference.h"
 #include "model_internal.h"
 #include "worker/runner/params.h"
@@ -31,15 +32,54 @@ int model_verdict(mcase *c, const char *v, const char *cls, const char *fmt, ...
 
 /* Graph input i from the seed (docs/MODEL.md "Deterministic init";
  * worker/runner/params.h). */
+int model_seeded_input(const nv_modelspec *s, const nv_graph *g, int i, int sample,
+                       nv_tensor **ret)
+{
+    const nv_graph_input *gi = &g->inputs[i];
+    nv_tensor *t = nv_tensor_new(gi->dtype, gi->ndim, gi->shape);
+    if (!t)
+        return -ENOMEM;
+    nvw_param_fill(t, &s->inputs[i], gi->name, s->seed, sample);
+    *ret = t;
+    return 0;
+}
+
+/* Graph input i of the case: the checkpoint's values where the job reads
+ * them (weights.c checked that they are exact in this dtype), else the seed. */
 static int make_input(mcase *c, int i)
 {
+    const double *w = c->j->wval[i];
+    if (!w)
+        return model_seeded_input(c->j->s, &c->g, i, c->sample, &c->in[i]);
     const nv_graph_input *gi = &c->g.inputs[i];
     nv_tensor *t = nv_tensor_new(gi->dtype, gi->ndim, gi->shape);
     if (!t)
         return -ENOMEM;
+    memcpy(t->data, w, (size_t)t->numel * sizeof *t->data);
     c->in[i] = t;
-    nvw_param_fill(t, &c->j->s->inputs[i], gi->name, c->j->s->seed, c->sample);
     return 0;
+}
+
+void model_weights_hash(const nv_modelspec *s, const nv_graph *g, nv_tensor *const *in,
+                        char out[65])
+{
+    nv_sha256_ctx h;
+    nv_sha256_init(&h);
+    for (int i = 0; i < g->n_inputs; i++) {
+        if (!nv_model_input_is_weight(&s->inputs[i]))
+            continue;
+        nv_sha256_update(&h, g->inputs[i].name, strlen(g->inputs[i].name) + 1);
+        for (int64_t k = 0; k < in[i]->numel; k++) {
+            uint64_t bits = nv_dtype_encode(in[i]->dtype, in[i]->data[k], &NV_ROUND_DEFAULT, 0);
+            uint8_t le[8];
+            for (int b = 0; b < 8; b++)
+                le[b] = (uint8_t)(bits >> (8 * b));
+            nv_sha256_update(&h, le, 8);
+        }
+    }
+    uint8_t d[32];
+    nv_sha256_final(&h, d);
+    nv_sha256_to_hex(d, out);
 }
 
 /* A reference node by node (model_internal.h): each node's exact value from the reference's own
@@ -72,16 +112,16 @@ int model_reference(mcase *c, nv_tensor *const *in, nv_tensor **out, bool round_
 
 /* The spec's graph with the case dtype inferred (the spec's graph is shared by
  * the threads; node attrs_json stay borrowed). */
-static int case_graph(mcase *c)
+int model_case_graph(const nv_modelspec *s, nv_dtype dt, nv_graph *g)
 {
-    const nv_graph *sg = c->j->s->graph;
-    c->g = *sg;
-    c->g.nodes = malloc((size_t)sg->n_nodes * sizeof *c->g.nodes);
-    if (!c->g.nodes)
+    const nv_graph *sg = s->graph;
+    *g = *sg;
+    g->nodes = malloc((size_t)sg->n_nodes * sizeof *g->nodes);
+    if (!g->nodes)
         return -ENOMEM;
-    memcpy(c->g.nodes, sg->nodes, (size_t)sg->n_nodes * sizeof *c->g.nodes);
+    memcpy(g->nodes, sg->nodes, (size_t)sg->n_nodes * sizeof *g->nodes);
     char *ptr = NULL, *msg = NULL;
-    int r = nv_graph_infer(&c->g, c->dt, "/graph", &ptr, &msg);
+    int r = nv_graph_infer(g, dt, "/graph", &ptr, &msg);
     free(ptr);
     free(msg);
     return r;
@@ -104,7 +144,7 @@ static void accumulator(mcase *c)
 
 static int run_body(mcase *c)
 {
-    int r = case_graph(c);
+    int r = model_case_graph(c->j->s, c->dt, &c->g);
     if (r < 0)
         return r == -ENOMEM ? r
                             : model_verdict(c, "error", "inputs", "the model does not infer for "
@@ -120,6 +160,10 @@ static int run_body(mcase *c)
     for (int i = 0; i < c->g.n_inputs; i++)
         if ((r = make_input(c, i)) < 0)
             return r;
+    char wh[65];
+    model_weights_hash(c->j->s, &c->g, c->in, wh);
+    if (json_object_set_new(c->cj, "weights_sha256", json_string(wh)))
+        return -ENOMEM;
     accumulator(c);
     char err[MODEL_ERRLEN] = "";
     r = model_reference(c, c->in, c->r64, false, err, sizeof err);

@@ -17,4 +17,9 @@
 int nvw_run_model(const json_t *spec, const char *backend_spec, const nvw_run_opts *opts,
                   json_t **ret_result, char **ret_err);
 
+/* numval-worker export-weights MODEL_JOB.json -o OUT.safetensors [--dtype D]
+ * [--sample N]: the seeded init of the model's weights as a safetensors
+ * checkpoint (export.c; docs/MODEL.md "Checkpoints"). An exit status. */
+int nvw_model_export_main(int argc, char **argv);
+
 #endif

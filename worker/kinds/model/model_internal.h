@@ -13,6 +13,10 @@ typedef struct mjob {
     nvw_job_base b;
     nv_modelspec *s;
     char graph_hash[65];
+    /* per graph input: the checkpoint's values (exact in the input's dtype),
+     * NULL where the input comes from the seed (weights.c) */
+    double *wval[NV_GRAPH_MAX_INPUTS];
+    json_t *weights_json; /* the result's "weights" */
 } mjob;
 
 /* One node's error figures (docs/MODEL.md "Judgement"). */
@@ -57,6 +61,30 @@ int model_device(mcase *c, nv_tensor *const *in, nv_tensor **dev);
  * crit; *fail set when it fails and nothing failed before. 0, 1 (the case got
  * its verdict) or -ENOMEM. */
 int model_decode(mcase *c, json_t *crit, const char **fail);
+
+/* The spec's graph inferred for dt into g (nodes malloc'd, attrs_json
+ * borrowed from the spec's graph): 0 or a negative errno (case.c). */
+int model_case_graph(const nv_modelspec *s, nv_dtype dt, nv_graph *g);
+/* Graph input i of g (inferred for the case dtype) from the seed for sample
+ * (docs/MODEL.md "Deterministic init") into *ret: 0 or -ENOMEM (case.c). */
+int model_seeded_input(const nv_modelspec *s, const nv_graph *g, int i, int sample,
+                       nv_tensor **ret);
+/* SHA-256 (hex) of the weights of a case: per weight input in graph order, its
+ * name, a NUL and its elements' bits in its dtype, 8 bytes little-endian each
+ * (case.c): equal exactly when the weights are bit-identical. */
+void model_weights_hash(const nv_modelspec *s, const nv_graph *g, nv_tensor *const *in,
+                        char out[65]);
+
+/* The checkpoint of spec "weights" read, checked (sha256, every weight with
+ * its shape, the dtype scheme against the job and describe()) and decoded into
+ * j->wval; j->weights_json set (also for seeded weights). 0 or a negative
+ * errno with *ret_err naming the file and the tensor (weights.c). */
+int model_weights_load(mjob *j, char **ret_err);
+void model_weights_free(mjob *j);
+/* The numval dtype of a safetensors dtype (nv_st_dtype) and back: 0, or -1
+ * where the other side has none (weights.c). */
+int model_dtype_of_st(int st, nv_dtype *ret);
+int model_st_of_dtype(nv_dtype dt, int *ret);
 
 /* Case i on context ctx: new reference, NULL on ENOMEM (case.c). */
 json_t *nvw_model_case(mjob *j, void *ctx, int64_t i);

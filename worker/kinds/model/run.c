@@ -32,10 +32,9 @@ static int m_check(void *job, char **ret_err)
 
 static int m_setup(void *job, char **ret_err)
 {
-    (void)ret_err;
     mjob *j = job;
     j->b.n_cases = j->s->n_cases;
-    return 0;
+    return model_weights_load(j, ret_err);
 }
 
 static json_t *m_case(void *job, void *ctx, int64_t i)
@@ -89,11 +88,14 @@ static json_t *m_result(void *job)
         json_object_set_new(r, "name", json_string(name));
     if (r)
         json_object_set_new(r, "execution", json_string(j->s->graph_exec ? "graph" : "eager"));
+    if (r && j->weights_json)
+        json_object_set(r, "weights", j->weights_json);
     return r;
 }
 
 static void m_done(void *job)
 {
+    model_weights_free(job);
     nv_modelspec_free(((mjob *)job)->s);
 }
 
