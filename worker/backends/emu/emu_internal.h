@@ -26,7 +26,11 @@ typedef enum emu_order {
     EMU_ORDER_TREE,       /* k lanes, lane j takes j, j+k, ...; lanes combined pairwise */
     EMU_ORDER_SPLITK,     /* k contiguous chunks summed in order, partials added in order */
     EMU_ORDER_RANDOM,     /* a fresh pseudo-random order per call (atomics) */
+    EMU_ORDER_RANDTREE,   /* a fixed binary tree per length drawn from order_k (emu_sum.c) */
 } emu_order;
+
+/* The most terms an accumulation adds with one rounding (accum_block=W). */
+#define EMU_MAX_BLOCK 256
 
 typedef enum emu_transcendental {
     EMU_TR_EXACT, /* correctly rounded (refmath.h) */
@@ -39,6 +43,8 @@ typedef struct emu_mode {
     nv_dtype storage, compute, accum;
     emu_order order;
     int order_k;
+    int accum_block;     /* terms added with one rounding in a sequential run (1) */
+    bool accum_truncate; /* accum_align=truncate: alignment drops shifted-out bits */
     bool fma, ftz, daz, saturate;
     nv_rounding rounding;
     emu_transcendental transcendental;
