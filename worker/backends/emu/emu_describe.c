@@ -145,6 +145,37 @@ static json_t *accumulator_json(const emu_mode *m, json_t *e, nv_dtype d)
     return e;
 }
 
+/* The randtree order's tree over [lo, lo + n) as the contract kind writes
+ * trees (docs/CONTRACT.md "Summation tree"): leaves by index, children in
+ * parentheses, the left part first (it holds the smaller leaves). */
+static void randtree_text(uint64_t seed, int64_t lo, int64_t n, char *buf, size_t len, size_t *pos)
+{
+    if (*pos >= len)
+        return;
+    if (n == 1) {
+        *pos += (size_t)snprintf(buf + *pos, len - *pos, "%lld", (long long)lo);
+        return;
+    }
+    int64_t h = emu_randtree_split(seed, lo, n);
+    *pos += (size_t)snprintf(buf + *pos, len - *pos, "(");
+    randtree_text(seed, lo, h, buf, len, pos);
+    if (*pos < len)
+        *pos += (size_t)snprintf(buf + *pos, len - *pos, ",");
+    randtree_text(seed, lo + h, n - h, buf, len, pos);
+    if (*pos < len)
+        *pos += (size_t)snprintf(buf + *pos, len - *pos, ")");
+}
+
+/* The declared tree at the contract kind's 32 terms, for the order that no
+ * family names. */
+static json_t *declared_tree(const emu_mode *m)
+{
+    char buf[512];
+    size_t pos = 0;
+    randtree_text((uint64_t)m->order_k, 0, 32, buf, sizeof buf, &pos);
+    return json_pack("{s:i, s:s}", "n", 32, "tree", buf);
+}
+
 static json_t *contract_json(const emu_mode *m)
 {
     json_t *c = json_object();
@@ -170,7 +201,12 @@ static json_t *contract_json(const emu_mode *m)
         /* the adder of every accumulation (emu_sum.c): terms per rounding,
          * and whether alignment truncates (blocksum.h) */
         if (e) {
-            json_object_set_new(e, "block_width", json_integer(m->accum_block));
+            if (m->order == EMU_ORDER_RANDTREE)
+                json_object_set_new(e, "reduction_tree", declared_tree(m));
+            /* blocks are of sequential runs: pairwise, randtree and random have none */
+            bool runs = m->order == EMU_ORDER_SEQUENTIAL || m->order == EMU_ORDER_TREE ||
+                        m->order == EMU_ORDER_SPLITK;
+            json_object_set_new(e, "block_width", json_integer(runs ? m->accum_block : 1));
             json_object_set_new(e, "alignment",
                                 json_string(m->accum_truncate ? "truncate" : "round"));
             json_object_set_new(c, info->name, accumulator_json(m, e, (nv_dtype)d));

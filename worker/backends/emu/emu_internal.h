@@ -195,6 +195,8 @@ double emu_sum(emu_call *c, nv_dtype dt, const double *x, int64_t sx, const doub
  * sequential order) and every operand is a non-NaN fp32 value. Returns 1 when
  * out is written, 0 when the caller must take the general path. */
 bool emu_dot_fast_applies(const emu_call *c, nv_dtype dt);
+/* reduce=randtree:S: the length of the left part of [lo, lo + n), n >= 2. */
+int64_t emu_randtree_split(uint64_t seed, int64_t lo, int64_t n);
 int emu_dot_fast(const emu_call *c, nv_dtype dt, const double *a, int64_t asi, int64_t ask,
                  const double *b, int64_t bsk, int64_t bsj, double *out, int64_t M, int64_t K,
                  int64_t N);

@@ -149,12 +149,17 @@ static double splitk(const sum_seq *s, int64_t n, int64_t k)
 /* randtree:S: [lo, lo + n) split at 1 + h mod (n - 1), h drawn from S, lo and n
  * (splitmix64 of S * golden ^ lo << 32 ^ n): an arbitrary binary tree, the same
  * on every call, for testing the tree reveal of the contract kind. */
+int64_t emu_randtree_split(uint64_t seed, int64_t lo, int64_t n)
+{
+    uint64_t z = seed * 0x9E3779B97F4A7C15ull ^ ((uint64_t)lo << 32) ^ (uint64_t)n;
+    return 1 + (int64_t)(emu_splitmix(&z) % (uint64_t)(n - 1));
+}
+
 static double randtree(const sum_seq *s, uint64_t seed, int64_t lo, int64_t n)
 {
     if (n == 1)
         return term(s, lo);
-    uint64_t z = seed * 0x9E3779B97F4A7C15ull ^ ((uint64_t)lo << 32) ^ (uint64_t)n;
-    int64_t h = 1 + (int64_t)(emu_splitmix(&z) % (uint64_t)(n - 1));
+    int64_t h = emu_randtree_split(seed, lo, n);
     double a = randtree(s, seed, lo, h);
     return acc_add(s, a, randtree(s, seed, lo + h, n - h));
 }
