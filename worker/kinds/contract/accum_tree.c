@@ -160,7 +160,7 @@ json_t *ct_probe_alignment(ct_dev *d, bool mm, nv_dtype dt, int p, bool p_lower,
      * 0, 1 and 66 of 67 (zeros between, as for the effective bits), so that in
      * some order B and -s meet first, and both signs; a truncating adder gives
      * only 0 and -+s (the orders where B and -B meet first). */
-    enum { ROWS = 2 * 6 * 4, LEN = 67 };
+    enum { ROWS = 2 * 6 * 4, CONTROL = 6 * 4, LEN = 67 };
     if (p_lower || (k->rounding_known && k->rounding == NV_ROUND_STOCHASTIC))
         return json_pack("{s:s, s:s}", "alignment", "indistinguishable", "why",
                          p_lower ? "the accumulator's precision is only bounded"
@@ -175,25 +175,54 @@ json_t *ct_probe_alignment(ct_dev *d, bool mm, nv_dtype dt, int p, bool p_lower,
     static const int perm[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
     static const int at[3] = {0, 1, LEN - 1};
     double B = ldexp(1.0, b), s = 1.5 * ldexp(B, -(p + 1));
-    double *x = calloc((size_t)ROWS * LEN, sizeof *x);
-    uint64_t o[ROWS];
+    /* Control rows in the same call (kernels can differ with the shape): the
+     * effective-bits rows [B, B 2^-(p-1), -B], which an accumulator of p bits
+     * returns as B 2^-(p-1) in every order. */
+    double *x = calloc((size_t)(ROWS + CONTROL) * LEN, sizeof *x);
+    uint64_t o[ROWS + CONTROL];
     if (!x)
         return NULL;
-    for (int r = 0; r < ROWS; r++) {
-        double sg = r < ROWS / 2 ? 1 : -1, v[3] = {sg * B, -sg * s, -sg * B};
+    double c = ldexp(B, -(p - 1));
+    for (int r = 0; r < ROWS + CONTROL; r++) {
+        double sg = r < ROWS / 2 || r >= ROWS ? 1 : -1, v[3] = {sg * B, -sg * s, -sg * B};
+        if (r >= ROWS)
+            v[1] = c;
         for (int j = 0; j < 3; j++)
             x[r * LEN + at[j]] = v[perm[r % 6][j]];
     }
-    int rc = ct_sum_rows(d, mm, dt, x, ROWS, LEN, o);
+    int rc = ct_sum_rows(d, mm, dt, x, ROWS + CONTROL, LEN, o);
     free(x);
     if (rc != NV_OK)
         return json_pack("{s:s, s:s}", "alignment", "indistinguishable", "why", d->err);
-    int shown = -1;
-    for (int r = 0; r < ROWS && shown < 0; r++) {
+    for (int r = ROWS; r < ROWS + CONTROL; r++)
+        if (ct_dec(dt, o[r]) != c)
+            return json_pack(
+                "{s:s, s:s, s:o}", "alignment", "indistinguishable", "why",
+                "the control row [B, B 2^-(p-1), -B] lost B 2^-(p-1) at this shape (72 rows): "
+                "the accumulator here is narrower than the p measured on the effective-bits "
+                "rows, so the alignment rows cannot be read",
+                "evidence",
+                json_pack("{s:s, s:i, s:o, s:o}", "property", "alignment_control", "rows",
+                          ROWS + CONTROL, "output", ct_bits_json(dt, o[r]), "expected",
+                          ct_bits_json(dt, ct_enc(dt, c))));
+    /* A truncating adder gives 0 where B meets -s or -B meets -s first; an
+     * exact sum (a wider accumulator than p at this shape, or one adder for
+     * the whole row) gives s in every row and shows no alignment at all. */
+    int shown = -1, zeros = 0;
+    for (int r = 0; r < ROWS; r++) {
         double v = fabs(ct_dec(dt, o[r]));
-        if (v != 0 && v != s)
+        zeros += v == 0;
+        if (v != 0 && v != s && shown < 0)
             shown = r;
     }
+    if (shown < 0 && zeros == 0)
+        return json_pack("{s:s, s:s, s:o}", "alignment", "indistinguishable", "why",
+                         "every row summed exactly to -+s: no rounding of B - s to see (an "
+                         "accumulator wider than the measured p at this shape, or one adder "
+                         "for the whole row)",
+                         "evidence",
+                         json_pack("{s:s, s:o}", "property", "alignment", "first_output",
+                                   ct_bits_json(dt, o[0])));
     int r = shown >= 0 ? shown : 0;
     double sg = r < ROWS / 2 ? 1 : -1, v[3] = {sg * B, -sg * s, -sg * B};
     json_t *inputs = json_array();
