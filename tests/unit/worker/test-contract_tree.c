@@ -142,7 +142,8 @@ int main(void)
         for (int w = 1; w <= 4; w += 3)
             for (int q = 0; q < 3; q++) {
                 ct_tree t;
-                if (!ct_tree_family(fams[f], ns[q], w, &t) || (w > 1 && !strcmp(fams[f], "pairwise")))
+                if (!ct_tree_family(fams[f], ns[q], w, &t) ||
+                    (w > 1 && !strcmp(fams[f], "pairwise")))
                     continue;
                 char what[64];
                 snprintf(what, sizeof what, "%s, %d terms per rounding, n = %d", fams[f], w, ns[q]);

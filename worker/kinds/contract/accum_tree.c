@@ -147,8 +147,7 @@ out:
     return res;
 }
 
-json_t *ct_probe_alignment(ct_dev *d, bool mm, nv_dtype dt, int p, bool p_lower,
-                           const ct_known *k)
+json_t *ct_probe_alignment(ct_dev *d, bool mm, nv_dtype dt, int p, bool p_lower, const ct_known *k)
 {
     /* B - s, s = 1.5 B 2^-(p+1): the exact difference lies below the midpoint
      * of B and its predecessor B (1 - 2^-p), so nearest, toward zero and down
@@ -172,7 +171,8 @@ json_t *ct_probe_alignment(ct_dev *d, bool mm, nv_dtype dt, int p, bool p_lower,
     if (b > info->emax || info->mant_bits < 1)
         return json_pack("{s:s, s:s}", "alignment", "indistinguishable", "why",
                          "s = 1.5 B 2^-(p+1) and B do not both fit the dtype");
-    static const int perm[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+    static const int perm[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
+                                   {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
     static const int at[3] = {0, 1, LEN - 1};
     double B = ldexp(1.0, b), s = 1.5 * ldexp(B, -(p + 1));
     /* Control rows in the same call (kernels can differ with the shape): the

@@ -30,8 +30,8 @@
 #define CT_TREE_MAX_NODES (2 * CT_TREE_MAX)
 
 typedef struct ct_tree {
-    int n;                              /* leaves 0 .. n-1 */
-    int count;                          /* clusters in node[] */
+    int n;                            /* leaves 0 .. n-1 */
+    int count;                        /* clusters in node[] */
     uint64_t node[CT_TREE_MAX_NODES]; /* every internal node's leaf set (no singletons) */
 } ct_tree;
 
