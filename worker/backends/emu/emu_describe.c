@@ -41,7 +41,8 @@ static nv_dtype accum_for(const emu_mode *m, nv_dtype storage)
 
 static void order_text(const emu_mode *m, char *buf, size_t len)
 {
-    if (m->order == EMU_ORDER_TREE || m->order == EMU_ORDER_SPLITK)
+    if (m->order == EMU_ORDER_TREE || m->order == EMU_ORDER_SPLITK ||
+        m->order == EMU_ORDER_RANDTREE)
         snprintf(buf, len, "%s:%d", emu_order_name(m->order), m->order_k);
     else
         snprintf(buf, len, "%s", emu_order_name(m->order));
@@ -77,8 +78,10 @@ static json_t *mode_json(const emu_mode *m)
                             ? nv_dtype_name(accum_for(m, m->storage))
                             : "fp32 (fp64 for fp64 outputs; matmul: its acc_dtype)";
     static const char *const tr[] = {"exact", "libm", "fast"};
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I}", "storage",
-                     storage, "compute", compute, "accum", accum, "reduce", order, "fma",
+    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I}",
+                     "storage", storage, "compute", compute, "accum", accum, "reduce", order,
+                     "accum_block", m->accum_block, "accum_align",
+                     m->accum_truncate ? "truncate" : "round", "fma",
                      onoff(m->fma), "ftz", onoff(m->ftz), "daz", onoff(m->daz), "rounding",
                      rounding_name(m->rounding), "saturate", onoff(m->saturate), "transcendental",
                      tr[m->transcendental], "scale", scale, "seed", (json_int_t)m->seed);
@@ -142,6 +145,37 @@ static json_t *accumulator_json(const emu_mode *m, json_t *e, nv_dtype d)
     return e;
 }
 
+/* The randtree order's tree over [lo, lo + n) as the contract kind writes
+ * trees (docs/CONTRACT.md "Summation tree"): leaves by index, children in
+ * parentheses, the left part first (it holds the smaller leaves). */
+static void randtree_text(uint64_t seed, int64_t lo, int64_t n, char *buf, size_t len, size_t *pos)
+{
+    if (*pos >= len)
+        return;
+    if (n == 1) {
+        *pos += (size_t)snprintf(buf + *pos, len - *pos, "%lld", (long long)lo);
+        return;
+    }
+    int64_t h = emu_randtree_split(seed, lo, n);
+    *pos += (size_t)snprintf(buf + *pos, len - *pos, "(");
+    randtree_text(seed, lo, h, buf, len, pos);
+    if (*pos < len)
+        *pos += (size_t)snprintf(buf + *pos, len - *pos, ",");
+    randtree_text(seed, lo + h, n - h, buf, len, pos);
+    if (*pos < len)
+        *pos += (size_t)snprintf(buf + *pos, len - *pos, ")");
+}
+
+/* The declared tree at the contract kind's 32 terms, for the order that no
+ * family names. */
+static json_t *declared_tree(const emu_mode *m)
+{
+    char buf[512];
+    size_t pos = 0;
+    randtree_text((uint64_t)m->order_k, 0, 32, buf, sizeof buf, &pos);
+    return json_pack("{s:i, s:s}", "n", 32, "tree", buf);
+}
+
 static json_t *contract_json(const emu_mode *m)
 {
     json_t *c = json_object();
@@ -164,8 +198,19 @@ static json_t *contract_json(const emu_mode *m)
             /* fp64 compute runs the host libm in fast mode too (transcendental_json) */
             (m->transcendental == EMU_TR_FAST && compute_for(m, (nv_dtype)d) != NV_DT_FP64) ||
                 m->ftz || m->daz);
-        if (e)
+        /* the adder of every accumulation (emu_sum.c): terms per rounding,
+         * and whether alignment truncates (blocksum.h) */
+        if (e) {
+            if (m->order == EMU_ORDER_RANDTREE)
+                json_object_set_new(e, "reduction_tree", declared_tree(m));
+            /* blocks are of sequential runs: pairwise, randtree and random have none */
+            bool runs = m->order == EMU_ORDER_SEQUENTIAL || m->order == EMU_ORDER_TREE ||
+                        m->order == EMU_ORDER_SPLITK;
+            json_object_set_new(e, "block_width", json_integer(runs ? m->accum_block : 1));
+            json_object_set_new(e, "alignment",
+                                json_string(m->accum_truncate ? "truncate" : "round"));
             json_object_set_new(c, info->name, accumulator_json(m, e, (nv_dtype)d));
+        }
     }
     return c;
 }

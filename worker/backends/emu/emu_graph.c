@@ -62,7 +62,7 @@ json_t *emu_graph_mode_json(const struct emu_mode *m)
     char order[48];
     emu_order o = m->fused.order_set ? (emu_order)m->fused.order : m->order;
     int ok = m->fused.order_set ? m->fused.order_k : m->order_k;
-    if (o == EMU_ORDER_TREE || o == EMU_ORDER_SPLITK)
+    if (o == EMU_ORDER_TREE || o == EMU_ORDER_SPLITK || o == EMU_ORDER_RANDTREE)
         snprintf(order, sizeof order, "%s:%d", emu_order_name(o), ok);
     else
         snprintf(order, sizeof order, "%s", emu_order_name(o));

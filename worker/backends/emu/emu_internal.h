@@ -26,7 +26,11 @@ typedef enum emu_order {
     EMU_ORDER_TREE,       /* k lanes, lane j takes j, j+k, ...; lanes combined pairwise */
     EMU_ORDER_SPLITK,     /* k contiguous chunks summed in order, partials added in order */
     EMU_ORDER_RANDOM,     /* a fresh pseudo-random order per call (atomics) */
+    EMU_ORDER_RANDTREE,   /* a fixed binary tree per length drawn from order_k (emu_sum.c) */
 } emu_order;
+
+/* The most terms an accumulation adds with one rounding (accum_block=W). */
+#define EMU_MAX_BLOCK 256
 
 typedef enum emu_transcendental {
     EMU_TR_EXACT, /* correctly rounded (refmath.h) */
@@ -39,6 +43,8 @@ typedef struct emu_mode {
     nv_dtype storage, compute, accum;
     emu_order order;
     int order_k;
+    int accum_block;     /* terms added with one rounding in a sequential run (1) */
+    bool accum_truncate; /* accum_align=truncate: alignment drops shifted-out bits */
     bool fma, ftz, daz, saturate;
     nv_rounding rounding;
     emu_transcendental transcendental;
@@ -196,6 +202,8 @@ double emu_sum(emu_call *c, nv_dtype dt, const double *x, int64_t sx, const doub
  * sequential order) and every operand is a non-NaN fp32 value. Returns 1 when
  * out is written, 0 when the caller must take the general path. */
 bool emu_dot_fast_applies(const emu_call *c, nv_dtype dt);
+/* reduce=randtree:S: the length of the left part of [lo, lo + n), n >= 2. */
+int64_t emu_randtree_split(uint64_t seed, int64_t lo, int64_t n);
 int emu_dot_fast(const emu_call *c, nv_dtype dt, const double *a, int64_t asi, int64_t ask,
                  const double *b, int64_t bsk, int64_t bsj, double *out, int64_t M, int64_t K,
                  int64_t N);

@@ -16,9 +16,11 @@ void emu_mode_default(emu_mode *m)
     m->transcendental = EMU_TR_EXACT;
     m->scale = NV_SCALE_NONE;
     m->block = 32;
+    m->accum_block = 1;
 }
 
-static const char *const order_names[] = {"sequential", "pairwise", "tree", "splitk", "random"};
+static const char *const order_names[] = {"sequential", "pairwise", "tree",
+                                          "splitk",     "random",   "randtree"};
 static const char *const tr_names[] = {"exact", "libm", "fast"};
 static const char *const rounding_names[] = {"rne", "rtz", "up", "down", "stochastic"};
 
@@ -63,11 +65,11 @@ static int parse_float_dtype(const char *v, nv_dtype *ret)
 
 static int parse_reduce(const char *v, emu_mode *m)
 {
-    for (int o = 0; o < 5; o++) {
+    for (int o = 0; o < 6; o++) {
         size_t len = strlen(order_names[o]);
         if (strncmp(v, order_names[o], len))
             continue;
-        bool takes_k = o == EMU_ORDER_TREE || o == EMU_ORDER_SPLITK;
+        bool takes_k = o == EMU_ORDER_TREE || o == EMU_ORDER_SPLITK || o == EMU_ORDER_RANDTREE;
         if (!takes_k && v[len] == 0) {
             m->order = (emu_order)o;
             m->order_k = 0;
@@ -130,7 +132,20 @@ static const char *apply(emu_mode *m, const char *k, const char *v, bool *known)
         return parse_float_dtype(v, &m->accum) ? "a float dtype (fp32, bf16, ...)"
                                                : (m->accum_set = true, NULL);
     if (!strcmp(k, "reduce"))
-        return parse_reduce(v, m) ? "sequential, pairwise, tree:K, splitk:K or random" : NULL;
+        return parse_reduce(v, m) ? "sequential, pairwise, tree:K, splitk:K, random or "
+                                    "randtree:SEED"
+                                  : NULL;
+    if (!strcmp(k, "accum_block")) {
+        if (parse_posint(v, &m->accum_block) || m->accum_block > EMU_MAX_BLOCK)
+            return "an integer from 1 to 256 (terms added with one rounding)";
+        return NULL;
+    }
+    if (!strcmp(k, "accum_align")) {
+        if (strcmp(v, "round") && strcmp(v, "truncate"))
+            return "round or truncate";
+        m->accum_truncate = !strcmp(v, "truncate");
+        return NULL;
+    }
     if (!strcmp(k, "fma"))
         return parse_bool(v, &m->fma) ? "on or off" : NULL;
     if (!strcmp(k, "ftz"))
@@ -200,8 +215,9 @@ int emu_mode_parse(const char *opts, emu_mode *m, char *err, size_t errlen)
         if (!known) {
             snprintf(err, errlen,
                      "unknown emu mode key '%s' (value '%s'): expected storage, compute, accum, "
-                     "reduce, fma, ftz, daz, rounding, saturate, transcendental, scale, seed, "
-                     "inference_only, batch_splitk, kv_cache or fused_*",
+                     "reduce, accum_block, accum_align, fma, ftz, daz, rounding, saturate, "
+                     "transcendental, scale, seed, inference_only, batch_splitk, kv_cache or "
+                     "fused_*",
                      item, eq + 1);
             r = NV_E_INVALID;
             goto out;

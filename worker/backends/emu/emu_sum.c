@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/ref/blocksum.h"
 #include "emu_internal.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -16,7 +17,8 @@ typedef struct sum_seq {
     nv_dtype dt;
     const double *x, *y;
     int64_t sx, sy;
-    bool fused; /* y present and fma=on */
+    bool fused;   /* y present and fma=on */
+    bool blocked; /* accum_block > 1 or accum_align=truncate: nv_block_sum's adder */
 } sum_seq;
 
 /* Term i rounded to dt: a value or a rounded product. */
@@ -35,9 +37,60 @@ static inline double step(const sum_seq *s, double acc, int64_t i)
     return emu_add(s->c, s->dt, acc, term(s, i));
 }
 
+/* One rounding of the block t[0..n) under the call's mode (blocksum.h). */
+static double block(const sum_seq *s, const double *t, int n)
+{
+    emu_call *c = s->c;
+    uint32_t rnd = c->rm.rounding == NV_ROUND_STOCHASTIC ? (uint32_t)emu_splitmix(&c->sr_state) : 0;
+    return nv_block_sum(t, n, s->dt, &c->rm, rnd, c->m->accum_truncate);
+}
+
+/* a + b in the accumulator: with accum_align=truncate the adder's alignment. */
+static double acc_add(const sum_seq *s, double a, double b)
+{
+    if (!s->c->m->accum_truncate)
+        return emu_add(s->c, s->dt, a, b);
+    const double t[2] = {a, b};
+    return block(s, t, 2);
+}
+
+/* Term i into t[*n] (and t[*n + 1]): a value, or a product, exact when fused
+ * (its two halves, Dekker's TwoProduct through fma), else rounded first. */
+static void block_term(const sum_seq *s, int64_t i, double *t, int *n)
+{
+    if (!s->fused) {
+        t[(*n)++] = term(s, i);
+        return;
+    }
+    double x = s->x[i * s->sx], y = s->y[i * s->sy], p = x * y;
+    t[(*n)++] = p;
+    if (isfinite(p))
+        t[(*n)++] = fma(x, y, -p);
+}
+
+/* A sequential run with a multi-term adder (Fasi et al. 2021 §3): the
+ * accumulator and the next accum_block terms are added with one rounding; the
+ * first block is the first accum_block terms alone. */
+static double run_blocked(const sum_seq *s, int64_t first, int64_t stride, int64_t count)
+{
+    double t[2 * EMU_MAX_BLOCK + 1], acc = 0;
+    int w = s->c->m->accum_block;
+    for (int64_t j = 0; j < count;) {
+        int n = 0;
+        if (j > 0)
+            t[n++] = acc;
+        for (int q = 0; q < w && j < count; q++, j++)
+            block_term(s, first + j * stride, t, &n);
+        acc = block(s, t, n);
+    }
+    return acc;
+}
+
 /* Terms first, first + stride, ... (count of them), left to right. */
 static double run(const sum_seq *s, int64_t first, int64_t stride, int64_t count)
 {
+    if (s->blocked)
+        return run_blocked(s, first, stride, count);
     double acc = term(s, first);
     for (int64_t j = 1; j < count; j++)
         acc = step(s, acc, first + j * stride);
@@ -66,7 +119,7 @@ static double pairwise(const sum_seq *s, int64_t lo, int64_t n)
     int64_t h = n / 2;
     double a = pairwise(s, lo, h);
     double b = pairwise(s, lo + h, n - h);
-    return emu_add(s->c, s->dt, a, b);
+    return acc_add(s, a, b);
 }
 
 /* Lanes [lo, lo + m) of a tree:k reduction, combined pairwise; lane j runs the
@@ -79,7 +132,7 @@ static double lanes(const sum_seq *s, int64_t n, int64_t k, int64_t lo, int64_t 
     int64_t h = m / 2;
     double a = lanes(s, n, k, lo, h);
     double b = lanes(s, n, k, lo + h, m - h);
-    return emu_add(s->c, s->dt, a, b);
+    return acc_add(s, a, b);
 }
 
 static double splitk(const sum_seq *s, int64_t n, int64_t k)
@@ -88,9 +141,27 @@ static double splitk(const sum_seq *s, int64_t n, int64_t k)
     double acc = run(s, 0, 1, chunk < n ? chunk : n);
     for (int64_t lo = chunk; lo < n; lo += chunk) {
         int64_t m = n - lo < chunk ? n - lo : chunk;
-        acc = emu_add(s->c, s->dt, acc, run(s, lo, 1, m));
+        acc = acc_add(s, acc, run(s, lo, 1, m));
     }
     return acc;
+}
+
+/* randtree:S: [lo, lo + n) split at 1 + h mod (n - 1), h drawn from S, lo and n
+ * (splitmix64 of S * golden ^ lo << 32 ^ n): an arbitrary binary tree, the same
+ * on every call, for testing the tree reveal of the contract kind. */
+int64_t emu_randtree_split(uint64_t seed, int64_t lo, int64_t n)
+{
+    uint64_t z = seed * 0x9E3779B97F4A7C15ull ^ ((uint64_t)lo << 32) ^ (uint64_t)n;
+    return 1 + (int64_t)(emu_splitmix(&z) % (uint64_t)(n - 1));
+}
+
+static double randtree(const sum_seq *s, uint64_t seed, int64_t lo, int64_t n)
+{
+    if (n == 1)
+        return term(s, lo);
+    int64_t h = emu_randtree_split(seed, lo, n);
+    double a = randtree(s, seed, lo, h);
+    return acc_add(s, a, randtree(s, seed, lo + h, n - h));
 }
 
 static uint64_t gcd64(uint64_t a, uint64_t b)
@@ -126,11 +197,12 @@ double emu_sum(emu_call *c, nv_dtype dt, const double *x, int64_t sx, const doub
 {
     if (n <= 0)
         return 0.0;
-    sum_seq s = {c, dt, x, y, sx, sy, y && c->m->fma};
+    sum_seq s = {c, dt, x, y, sx, sy, y && c->m->fma,
+                 c->m->accum_block > 1 || c->m->accum_truncate};
     int64_t k = c->m->order_k > 0 ? c->m->order_k : 1;
     switch (c->m->order) {
     case EMU_ORDER_SEQUENTIAL:
-        if (!y && c->plain && (dt == NV_DT_FP32 || dt == NV_DT_FP64))
+        if (!y && c->plain && !s.blocked && (dt == NV_DT_FP32 || dt == NV_DT_FP64))
             return run_fast(&s, n);
         return run(&s, 0, 1, n);
     case EMU_ORDER_PAIRWISE:
@@ -141,6 +213,8 @@ double emu_sum(emu_call *c, nv_dtype dt, const double *x, int64_t sx, const doub
         return splitk(&s, n, k);
     case EMU_ORDER_RANDOM:
         return random_order(&s, n);
+    case EMU_ORDER_RANDTREE:
+        return randtree(&s, (uint64_t)k, 0, n);
     }
     return run(&s, 0, 1, n);
 }
@@ -164,7 +238,8 @@ double emu_sum(emu_call *c, nv_dtype dt, const double *x, int64_t sx, const doub
 
 bool emu_dot_fast_applies(const emu_call *c, nv_dtype dt)
 {
-    return c->plain && dt == NV_DT_FP32 && c->m->fma && c->m->order == EMU_ORDER_SEQUENTIAL;
+    return c->plain && dt == NV_DT_FP32 && c->m->fma && c->m->order == EMU_ORDER_SEQUENTIAL &&
+           c->m->accum_block == 1 && !c->m->accum_truncate;
 }
 
 /* x as an fp32 value, false when it is not one (or is NaN). */

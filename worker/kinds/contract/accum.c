@@ -17,6 +17,7 @@
 
 #include "contract_internal.h"
 #include "core/numerics/rng.h"
+#include "core/ref/blocksum.h"
 
 #define CT_MAX_K 128  /* tree:k and splitk:k are fitted for k in 2..CT_MAX_K */
 #define CT_LONG 20011 /* > 128 * 129: ceil(n/k) differs for every k <= 128 */
@@ -25,9 +26,7 @@
 #define CT_CANCEL 4 /* the terms that cancel a row's sum */
 #define CT_LONG_ROWS 2
 
-/* The row sums of rows x cols values of dt, out: rows encodings: by sum over
- * the last axis, or (mm) by matmul with a column of ones, every product exact. */
-static int sum_rows(ct_dev *d, bool mm, nv_dtype dt, const double *x, int64_t rows, int64_t cols,
+int ct_sum_rows(ct_dev *d, bool mm, nv_dtype dt, const double *x, int64_t rows, int64_t cols,
                     uint64_t *out)
 {
     uint64_t *b = malloc((size_t)(rows * cols + cols) * sizeof *b);
@@ -57,10 +56,41 @@ typedef struct sim {
     nv_dtype acc, out;
     nv_round_mode rm;
     const double *x;
+    int w;      /* terms per rounding of a sequential run (the measured block width) */
+    bool trunc; /* the measured alignment truncates */
 } sim;
+
+#define SIM_MAX_BLOCK 256
+
+/* a + b in the accumulator, through the truncating adder when measured so. */
+static double sim_add(const sim *s, double a, double b)
+{
+    if (!s->trunc)
+        return ct_add(s->acc, a, b, &s->rm);
+    const double t[2] = {a, b};
+    return nv_block_sum(t, 2, s->acc, &s->rm, 0, true);
+}
+
+/* A run of a multi-term adder: the accumulator and the next w terms rounded
+ * once (blocksum.h), the first block the first w terms alone. */
+static double run_blocked(const sim *s, int64_t first, int64_t stride, int64_t count)
+{
+    double t[SIM_MAX_BLOCK + 1], a = 0;
+    for (int64_t j = 0; j < count;) {
+        int n = 0;
+        if (j > 0)
+            t[n++] = a;
+        for (int q = 0; q < s->w && j < count; q++, j++)
+            t[n++] = nv_dtype_round(s->acc, s->x[first + j * stride], &s->rm, 0);
+        a = nv_block_sum(t, n, s->acc, &s->rm, 0, s->trunc);
+    }
+    return a;
+}
 
 static double run(const sim *s, int64_t first, int64_t stride, int64_t count)
 {
+    if (s->w > 1 || s->trunc)
+        return run_blocked(s, first, stride, count);
     double a = nv_dtype_round(s->acc, s->x[first], &s->rm, 0);
     for (int64_t j = 1; j < count; j++)
         a = ct_add(s->acc, a, nv_dtype_round(s->acc, s->x[first + j * stride], &s->rm, 0), &s->rm);
@@ -74,7 +104,7 @@ static double pairwise(const sim *s, int64_t lo, int64_t n)
         return nv_dtype_round(s->acc, s->x[lo], &s->rm, 0);
     int64_t h = n / 2;
     double a = pairwise(s, lo, h);
-    return ct_add(s->acc, a, pairwise(s, lo + h, n - h), &s->rm);
+    return sim_add(s, a, pairwise(s, lo + h, n - h));
 }
 
 /* tree:k: lane j adds terms j, j + k, ... in order; the lanes are combined by
@@ -85,7 +115,7 @@ static double lanes(const sim *s, int64_t n, int64_t k, int64_t lo, int64_t m)
         return run(s, lo, k, (n - lo + k - 1) / k);
     int64_t h = m / 2;
     double a = lanes(s, n, k, lo, h);
-    return ct_add(s->acc, a, lanes(s, n, k, lo + h, m - h), &s->rm);
+    return sim_add(s, a, lanes(s, n, k, lo + h, m - h));
 }
 
 /* splitk:k: k contiguous chunks of ceil(n/k), each in order, the partials
@@ -95,7 +125,7 @@ static double splitk(const sim *s, int64_t n, int64_t k)
     int64_t chunk = (n + k - 1) / k;
     double a = run(s, 0, 1, chunk < n ? chunk : n);
     for (int64_t lo = chunk; lo < n; lo += chunk)
-        a = ct_add(s->acc, a, run(s, lo, 1, n - lo < chunk ? n - lo : chunk), &s->rm);
+        a = sim_add(s, a, run(s, lo, 1, n - lo < chunk ? n - lo : chunk));
     return a;
 }
 
@@ -160,13 +190,18 @@ static void order_rows(nv_dtype dt, uint64_t seed, uint32_t which, double *x, in
 
 /* Which orders and roundings reproduce every row's sum: a model dies at the
  * first row it gets wrong, so most cost one row. */
-static json_t *fit_order(nv_dtype dt, nv_dtype acc, const ct_known *k, const double *xs,
-                         const uint64_t *os, const double *xl, const uint64_t *ol)
+static json_t *fit_order(nv_dtype dt, nv_dtype acc, const ct_known *k, int w, bool trunc,
+                         const double *xs, const uint64_t *os, const double *xl,
+                         const uint64_t *ol)
 {
     json_t *orders = json_array(), *roundings = json_array();
     bool rounding_ok[4] = {false};
     for (int r = 0; r < 4; r++) {
-        sim s = {.acc = acc, .out = dt, .rm = {(nv_rounding)r, k->saturate, k->ftz}};
+        sim s = {.acc = acc,
+                 .out = dt,
+                 .rm = {(nv_rounding)r, k->saturate, k->ftz},
+                 .w = w,
+                 .trunc = trunc};
         for (int c = 0; c < N_CAND; c++) {
             bool ok = true;
             for (int64_t q = 0; q < CT_SHORT_ROWS && ok; q++) {
@@ -200,6 +235,12 @@ static json_t *fit_order(nv_dtype dt, nv_dtype acc, const ct_known *k, const dou
 static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
 #define PERM_COPIES 4 /* a random-order device reaches every grouping with these */
 
+/* Zeros between the second and the third term of an effective-bits row: a
+ * multi-term adder of up to CT_PAD + 1 terms then rounds B + B 2^-t before -B
+ * arrives in a sequential run (zeros are exact in every order). */
+#define CT_PAD 64
+#define CT_ROW (3 + CT_PAD)
+
 static int effective_bits(ct_dev *d, bool mm, nv_dtype dt, int *ret_p, bool *ret_lower, json_t *ev)
 {
     const nv_dtype_info *i = nv_dtype_get(dt);
@@ -214,20 +255,21 @@ static int effective_bits(ct_dev *d, bool mm, nv_dtype dt, int *ret_p, bool *ret
     }
     int rows_per_t = 6 * PERM_COPIES;
     int64_t rows = (int64_t)tmax * rows_per_t;
-    double *x = calloc((size_t)(rows > 0 ? rows : 1) * 3, sizeof *x);
+    double *x = calloc((size_t)(rows > 0 ? rows : 1) * CT_ROW, sizeof *x);
     uint64_t *o = malloc((size_t)rows * sizeof *o);
     int r = NV_E_NOMEM;
     if (!x || !o)
         goto out;
+    static const int at[3] = {0, 1, CT_ROW - 1};
     double B = ldexp(1.0, b);
     for (int t = 1; t <= tmax; t++)
         for (int q = 0; q < rows_per_t; q++) {
             double v[3] = {B, ldexp(B, -t), -B};
-            double *row = x + ((int64_t)(t - 1) * rows_per_t + q) * 3;
+            double *row = x + ((int64_t)(t - 1) * rows_per_t + q) * CT_ROW;
             for (int j = 0; j < 3; j++)
-                row[j] = v[perms[q % 6][j]];
+                row[at[j]] = v[perms[q % 6][j]];
         }
-    r = sum_rows(d, mm, dt, x, rows, 3, o);
+    r = ct_sum_rows(d, mm, dt, x, rows, CT_ROW, o);
     if (r != NV_OK)
         goto out;
     *ret_p = tmax + 1;
@@ -241,11 +283,12 @@ static int effective_bits(ct_dev *d, bool mm, nv_dtype dt, int *ret_p, bool *ret
             *ret_lower = false;
             json_t *in = json_array();
             for (int j = 0; j < 3; j++)
-                json_array_append_new(in, ct_bits_json(dt, ct_enc(dt, x[row * 3 + j])));
-            json_array_append_new(ev, json_pack("{s:s, s:o, s:o, s:o}", "property",
-                                                "effective_bits", "inputs", in, "output",
-                                                ct_bits_json(dt, o[row]), "expected_if_wider",
-                                                ct_bits_json(dt, ct_enc(dt, ldexp(B, -t)))));
+                json_array_append_new(in, ct_bits_json(dt, ct_enc(dt, x[row * CT_ROW + at[j]])));
+            json_array_append_new(
+                ev, json_pack("{s:s, s:o, s:s, s:o, s:o}", "property", "effective_bits", "inputs",
+                              in, "row", "the inputs at positions 0, 1 and 66 of 67, zeros between",
+                              "output", ct_bits_json(dt, o[row]), "expected_if_wider",
+                              ct_bits_json(dt, ct_enc(dt, ldexp(B, -t)))));
             break;
         }
 out:
@@ -260,7 +303,7 @@ static int holds(ct_dev *d, bool mm, nv_dtype dt, double R, bool *ret, json_t *e
     R = ct_dec(dt, ct_enc(dt, R)); /* a value of dt, so 2R is exact */
     double x[2] = {R, R};
     uint64_t o;
-    int r = sum_rows(d, mm, dt, x, 1, 2, &o);
+    int r = ct_sum_rows(d, mm, dt, x, 1, 2, &o);
     if (r != NV_OK)
         return r;
     *ret = ct_dec(dt, o) == 2 * R;
@@ -354,8 +397,8 @@ static void products(ct_dev *d, nv_dtype dt, int pa, bool pa_lower, json_t *res,
 /* The reduction order: random when repeats differed, else the fit of the
  * order models on the rows xs (outputs os) and xl (outputs ol), n values in all
  * from xl on (xs follows xl); or why it cannot be fitted. */
-static json_t *reduction_json(nv_dtype dt, const char *acc, bool det, const ct_known *k,
-                              uint64_t seed, const double *xs, const uint64_t *os, double *xl,
+static json_t *reduction_json(nv_dtype dt, const char *acc, bool det, const ct_known *k, int w,
+                              bool trunc, uint64_t seed, const double *xs, const uint64_t *os, double *xl,
                               const uint64_t *ol, int64_t n_all)
 {
     if (!det)
@@ -378,7 +421,7 @@ static json_t *reduction_json(nv_dtype dt, const char *acc, bool det, const ct_k
         for (int64_t i = 0; i < n_all; i++)
             if (fabs(xl[i]) < min_normal)
                 xl[i] = copysign(0.0, xl[i]);
-    json_t *fit = fit_order(dt, acc_dt, k, xs, os, xl, ol);
+    json_t *fit = fit_order(dt, acc_dt, k, w, trunc, xs, os, xl, ol);
     json_t *orders = json_object_get(fit, "orders");
     size_t n = json_array_size(orders);
     json_object_set_new(fit, "order",
@@ -400,7 +443,7 @@ static json_t *probe(ct_dev *d, bool mm, nv_dtype dt, const ct_known *k, int rep
     *ret_refused = false;
     double one_v[2] = {1, 1};
     uint64_t o1;
-    int r = sum_rows(d, mm, dt, one_v, 1, 2, &o1);
+    int r = ct_sum_rows(d, mm, dt, one_v, 1, 2, &o1);
     if (r != NV_OK) {
         *ret_refused = ct_refused(r);
         return *ret_refused ? NULL : json_pack("{s:s}", "error", d->err);
@@ -419,7 +462,7 @@ static json_t *probe(ct_dev *d, bool mm, nv_dtype dt, const ct_known *k, int rep
     bool det = true;
     for (int i = 0; i < repeats; i++) {
         uint64_t *o = reps + (int64_t)i * CT_SHORT_ROWS;
-        if (sum_rows(d, mm, dt, xs, CT_SHORT_ROWS, CT_SHORT, o) != NV_OK)
+        if (ct_sum_rows(d, mm, dt, xs, CT_SHORT_ROWS, CT_SHORT, o) != NV_OK)
             goto oom;
         for (int q = 0; q < CT_SHORT_ROWS && det; q++)
             if (o[q] != reps[q]) {
@@ -432,7 +475,7 @@ static json_t *probe(ct_dev *d, bool mm, nv_dtype dt, const ct_known *k, int rep
             }
     }
     const uint64_t *os = reps;
-    if (sum_rows(d, mm, dt, xl, CT_LONG_ROWS, CT_LONG, ol) != NV_OK)
+    if (ct_sum_rows(d, mm, dt, xl, CT_LONG_ROWS, CT_LONG, ol) != NV_OK)
         goto oom;
     int p = 0;
     bool lower = false;
@@ -457,7 +500,28 @@ static json_t *probe(ct_dev *d, bool mm, nv_dtype dt, const ct_known *k, int rep
     json_object_set_new(res, "accumulator",
                         acc ? json_string(acc) : json_string("indistinguishable"));
     json_object_set_new(res, "deterministic", json_boolean(det));
-    json_t *order = reduction_json(dt, acc, det, k, seed, xs, os, xl, ol, nl + ns);
+    /* The tree and the adder before the order fit, which models them. */
+    int width = 0, kinds = 0;
+    json_t *tree = det ? ct_probe_tree(d, mm, dt, p, lower, k, &width, &kinds)
+                       : json_pack("{s:s, s:s}", "tree", "random", "why",
+                                   "repeated calls on the same input differ");
+    json_t *align = ct_probe_alignment(d, mm, dt, p, lower, k);
+    if (!tree || !align) {
+        json_decref(tree);
+        json_decref(align);
+        goto oom;
+    }
+    const char *al = json_string_value(json_object_get(align, "alignment"));
+    bool trunc = al && !strcmp(al, "truncate");
+    json_object_set_new(res, "tree", tree);
+    json_object_set_new(res, "block_width", width > 0 ? json_integer(width)
+                                                      : json_string("indistinguishable"));
+    json_object_set_new(res, "alignment", json_string(al ? al : "indistinguishable"));
+    json_array_append(ev, json_object_get(align, "evidence") ? json_object_get(align, "evidence")
+                                                             : align);
+    json_decref(align);
+    json_t *order = reduction_json(dt, acc, det, k, width > 1 ? width : 1, trunc, seed, xs, os,
+                                   xl, ol, nl + ns);
     json_object_set_new(res, "reduction", order);
     if (mm)
         products(d, dt, p, lower, res, ev);

@@ -91,6 +91,28 @@ json_t *ct_probe_matmul(ct_dev *d, nv_dtype dt, const ct_known *k, int repeats, 
 json_t *ct_probe_transcendental(ct_dev *d, nv_dtype dt, const ct_known *k, int64_t sweep,
                                 uint64_t seed, bool *ret_refused);
 
+/* The row sums of rows x cols values of dt (out: rows encodings), by sum over
+ * the last axis, or (mm) by matmul with a column of ones, every product exact. */
+int ct_sum_rows(ct_dev *d, bool mm, nv_dtype dt, const double *x, int64_t rows, int64_t cols,
+                uint64_t *out);
+
+/* Leaves of the tree probe (fprev.h): 32 x 31 / 2 rows of 32 in one call. */
+#define CT_TREE_N 32
+
+/* The summation tree of sum (mm false) or matmul over CT_TREE_N terms, for an
+ * accumulator of p bits (p_lower: only a bound) and the measured rounding:
+ * {"tree": text, "max_fan_in", "nodes", "matches": [families], "evidence"}, or
+ * "tree" "indistinguishable" / "unrecognized" with "why". *ret_width: the most
+ * terms a node adds with one rounding, minus one (0 when not revealed);
+ * *ret_kinds: fprev.h's node-kind bits. NULL on ENOMEM. */
+json_t *ct_probe_tree(ct_dev *d, bool mm, nv_dtype dt, int p, bool p_lower, const ct_known *k,
+                      int *ret_width, int *ret_kinds);
+
+/* Whether the adder's alignment truncates: {"alignment": "truncate" | "round" |
+ * "indistinguishable", "evidence" or "why"}. */
+json_t *ct_probe_alignment(ct_dev *d, bool mm, nv_dtype dt, int p, bool p_lower,
+                           const ct_known *k);
+
 /* Exact sum a + b rounded to dt under mode (IEEE 754-2019 §5.4.1, exact-zero
  * sign per §6.3), as the accumulation model needs it. */
 double ct_add(nv_dtype dt, double a, double b, const nv_round_mode *m);

@@ -81,6 +81,11 @@ json_t *ct_summary(const json_t *measured, const bool *dtypes)
                 copy_or_null(json_object_get(json_object_get(ac, "reduction"), "order")));
             json_object_set_new(e, "deterministic",
                                 copy_or_null(json_object_get(ac, "deterministic")));
+            json_object_set_new(e, "block_width", copy_or_null(json_object_get(ac, "block_width")));
+            json_object_set_new(e, "alignment", copy_or_null(json_object_get(ac, "alignment")));
+            json_object_set_new(
+                e, "reduction_tree",
+                copy_or_null(json_object_get(json_object_get(ac, "tree"), "tree")));
         }
         const json_t *mm = json_object_get(json_object_get(measured, "matmul"), dt);
         if (mm && !json_object_get(mm, "error")) {
@@ -95,6 +100,13 @@ json_t *ct_summary(const json_t *measured, const bool *dtypes)
                                 copy_or_null(json_object_get(mm, "deterministic")));
             json_object_set_new(e, "matmul_products",
                                 copy_or_null(json_object_get(mm, "products")));
+            json_object_set_new(e, "matmul_block_width",
+                                copy_or_null(json_object_get(mm, "block_width")));
+            json_object_set_new(e, "matmul_alignment",
+                                copy_or_null(json_object_get(mm, "alignment")));
+            json_object_set_new(
+                e, "matmul_reduction_tree",
+                copy_or_null(json_object_get(json_object_get(mm, "tree"), "tree")));
         }
         const json_t *tr = json_object_get(json_object_get(measured, "transcendental"), dt);
         const char *kind = json_string_value(json_object_get(tr, "kind"));
@@ -207,9 +219,14 @@ static void judge_accum(json_t *list, json_t *jl, const json_t *desc, const char
     const char *dor = json_string_value(json_object_get(decl, "reduction_order"));
     mv = json_object_get(m, mm ? "matmul_reduction_order" : "reduction_order");
     /* A random order that happened to repeat is one no model reproduces:
-     * "unrecognized" does not contradict a declared "random". */
-    bool random_ok =
-        dor && !strcmp(dor, "random") && !strcmp(str(json_string_value(mv)), "unrecognized");
+     * "unrecognized" does not contradict a declared "random"; nor does it
+     * contradict an order outside the fitted families (the tree is judged). */
+    static const char *const fams[] = {"sequential", "pairwise", "tree:", "splitk:", "random"};
+    bool family = false;
+    for (int f = 0; dor && f < 5; f++)
+        family |= !strncmp(dor, fams[f], strlen(fams[f]));
+    bool random_ok = dor && (!strcmp(dor, "random") || !family) &&
+                     !strcmp(str(json_string_value(mv)), "unrecognized");
     if (dor && judged(mv))
         note(jl, dt, mm ? "reduction_order(matmul)" : "reduction_order", json_string(dor), mv);
     if (dor && judged(mv) && !random_ok && strcmp(dor, str(json_string_value(mv)))) {
@@ -217,6 +234,43 @@ static void judge_accum(json_t *list, json_t *jl, const json_t *desc, const char
         json_array_append_new(ev, json_deep_copy(json_object_get(ac, "reduction")));
         add(list, dt, mm ? "reduction_order(matmul)" : "reduction_order", json_string(dor),
             json_deep_copy(mv), ev);
+    }
+    /* the tree, where describe() states one at the probe's length */
+    const json_t *dt_tree = json_object_get(decl, "reduction_tree");
+    const json_t *mtree = json_object_get(ac, "tree");
+    const char *dtt = json_string_value(json_object_get(dt_tree, "tree"));
+    mv = json_object_get(mtree, "tree");
+    if (dtt && judged(mv) &&
+        json_integer_value(json_object_get(dt_tree, "n")) ==
+            json_integer_value(json_object_get(mtree, "n"))) {
+        const char *f = mm ? "reduction_tree(matmul)" : "reduction_tree";
+        note(jl, dt, f, json_string(dtt), mv);
+        if (strcmp(dtt, str(json_string_value(mv)))) {
+            json_t *ev = json_array();
+            json_array_append_new(ev, json_deep_copy(mtree));
+            add(list, dt, f, json_string(dtt), json_deep_copy(mv), ev);
+        }
+    }
+    /* the adder: terms per rounding and alignment (describe()'s "block_width",
+     * "alignment"; one adder for sum and matmul) */
+    const json_t *dw = json_object_get(decl, "block_width");
+    mv = json_object_get(m, mm ? "matmul_block_width" : "block_width");
+    if (json_is_integer(dw) && json_is_integer(mv)) {
+        note(jl, dt, mm ? "block_width(matmul)" : "block_width", json_deep_copy(dw), mv);
+        if (json_integer_value(dw) != json_integer_value(mv)) {
+            json_t *ev = json_array();
+            json_array_append_new(ev, json_deep_copy(json_object_get(ac, "tree")));
+            add(list, dt, mm ? "block_width(matmul)" : "block_width", json_deep_copy(dw),
+                json_deep_copy(mv), ev);
+        }
+    }
+    const char *dal = json_string_value(json_object_get(decl, "alignment"));
+    mv = json_object_get(m, mm ? "matmul_alignment" : "alignment");
+    if (dal && judged(mv)) {
+        note(jl, dt, mm ? "alignment(matmul)" : "alignment", json_string(dal), mv);
+        if (strcmp(dal, str(json_string_value(mv))))
+            add(list, dt, mm ? "alignment(matmul)" : "alignment", json_string(dal),
+                json_deep_copy(mv), evidence_of(ac, "alignment"));
     }
     /* determinism: describe() lists the ops that are not deterministic. Only a
      * difference between repeats is proof; a listed op that repeated is within
