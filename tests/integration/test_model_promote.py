@@ -15,6 +15,8 @@ e5m2 (emu:storage=fp8_e5m2) and one on the correct emu.
   node it came from.
 - The MLP classifier fails at its first matmul: a second suite case (matmul).
 - A suite job replays both: they fail on the faulty mode and pass on emu.
+- The stored job and its cases are valid stored_job / stored_model_case
+  (schema/result.schema.json), and a mutated case is rejected.
 
 usage: test_model_promote.py NUMVALD NUMVAL-WORKER NUMVALCTL SOURCE_ROOT"""
 import hashlib
@@ -23,6 +25,7 @@ import os
 import sys
 import urllib.request
 
+import nvschema
 from nvartifact import MAGIC, parse, signature_id, unzstd
 from nvservice import Service, check, main
 
@@ -74,7 +77,19 @@ def nonneutral(records, name):
     return None
 
 
+def check_stored(s, job_id):
+    errs = nvschema.errors(nvschema.validator("stored_job"), s.job(job_id))
+    check(not errs, "job %s as stored_job: %s" % (job_id, errs))
+    v = nvschema.validator("stored_model_case")
+    for c in s.cases(job_id):
+        errs = nvschema.errors(v, c)
+        check(not errs, "case %s as stored_model_case: %s" % (c["id"], errs))
+        bad = dict(c, localized={"state": "somewhere", "reason": "x"})
+        check(nvschema.errors(v, bad), "a case with localized state 'somewhere' is rejected")
+
+
 def check_localized(s, job_id, name, layer, node, op):
+    check_stored(s, job_id)
     c = failed_case(s, job_id)
     fd = c.get("first_divergent") or {}
     check(fd.get("layer") == layer and fd.get("node") == node and fd.get("op") == op and
