@@ -60,6 +60,11 @@ function config({port, dataDir, workerBin, webDir}) {
     'backend = emu:fused_intermediate=bf16',
     'slots = 1',
     '',
+    // Every op output held in fp8 e5m2: model jobs fail, localized to an op (model.mjs).
+    '[device emufp8]',
+    'backend = emu:storage=fp8_e5m2',
+    'slots = 1',
+    '',
   ].join('\n');
 }
 
