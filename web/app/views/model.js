@@ -122,7 +122,7 @@ function criteria(cr) {
 
 // The suite case promoted from the case's signature, or null (none, or no suite).
 export async function suiteCaseOf(c) {
-  const sig = c && c.signature && c.signature.id;
+  const sig = c && c.op === 'model' && c.signature && c.signature.id;
   if (!sig) return null;
   const r = await optional('/suite').catch(() => null);
   return ((r && r.suite) || []).find((x) => x.signature === sig) || null;
