@@ -106,6 +106,18 @@ def check_localized(tmp):
            "band before it" % (node, node.rsplit(".", 1)[0]), "\n".join(bad) + err[-300:])
 
 
+def check_bad_knob(tmp):
+    lm = shipped("decoder-lm")
+    lm.update(execution="graph", dtypes=["fp32"], samples=1)
+    bad = []
+    for v in ("nocolon", "x:int8", ":bf16", "n" * 64 + ":bf16"):
+        rc, doc, err = run(tmp, lm, "emu:fused_accum_node=" + v)
+        if rc != 2 or ("bad value '%s' for emu mode key 'fused_accum_node'" % v) not in err:
+            bad.append("%s: exit %d, %s" % (v, rc, err[-200:]))
+    ok(not bad, "a bad fused_accum_node value is refused naming the key and the value",
+       "\n".join(bad))
+
+
 def widened_lm(positions, decode):
     """The shipped LM with its T positions widened (ids, rotary tables, mask, scale)."""
     lm = shipped("decoder-lm")
@@ -174,6 +186,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="numval-model-loc-")
     try:
         check_localized(tmp)
+        check_bad_knob(tmp)
         check_decode(tmp)
         check_accuracy(tmp)
     finally:
