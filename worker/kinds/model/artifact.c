@@ -43,9 +43,9 @@ static json_t *op_spec(const mcase *c, int k, nv_tensor *const *in, nv_dtype *re
     }
     json_t *spec = NULL;
     if (attrs && shapes && one && !json_array_append_new(shapes, one))
-        spec = json_pack("{s:s, s:s, s:O, s:[s], s:O, s:[s], s:I}", "kind", "op", "op",
-                         n->op->name, "attrs", attrs, "dtypes", nv_dtype_name(dt), "shapes",
-                         shapes, "inputs", "normal", "seed", (json_int_t)c->j->s->seed);
+        spec = json_pack("{s:s, s:s, s:O, s:[s], s:O, s:[s], s:I}", "kind", "op", "op", n->op->name,
+                         "attrs", attrs, "dtypes", nv_dtype_name(dt), "shapes", shapes, "inputs",
+                         "normal", "seed", (json_int_t)c->j->s->seed);
     else
         json_decref(one);
     json_decref(attrs);
@@ -134,14 +134,14 @@ static json_t *manifest(const mcase *c, int k, json_t *spec, nv_dtype dt, const 
     json_t *tj = tolerance_json(tol), *shape = json_array();
     for (int i = 0; shape && i < n->ndim; i++)
         json_array_append_new(shape, json_integer(n->shape[i]));
-    json_t *cs = tj && shape
-                     ? json_pack("{s:i, s:s, s:s, s:s, s:O, s:s, s:s, s:i, s:I, s:O, s:s, s:I}",
-                                 "index", 0, "op", n->op->name, "dtype", nv_dtype_name(dt),
-                                 "out_dtype", nv_dtype_name(n->dtype), "shape", shape, "layout",
-                                 "contiguous", "input", "normal", "sample", 0, "seed",
-                                 (json_int_t)c->j->s->seed, "tolerance", tj, "failure_class", cls,
-                                 "mismatches", (json_int_t)cmp->mismatches)
-                     : NULL;
+    json_t *cs =
+        tj && shape
+            ? json_pack("{s:i, s:s, s:s, s:s, s:O, s:s, s:s, s:i, s:I, s:O, s:s, s:I}", "index", 0,
+                        "op", n->op->name, "dtype", nv_dtype_name(dt), "out_dtype",
+                        nv_dtype_name(n->dtype), "shape", shape, "layout", "contiguous", "input",
+                        "normal", "sample", 0, "seed", (json_int_t)c->j->s->seed, "tolerance", tj,
+                        "failure_class", cls, "mismatches", (json_int_t)cmp->mismatches)
+            : NULL;
     if (cs)
         json_object_set_new(cs, "max_ulp", nvw_json_num(cmp->max_ulp));
     const json_t *name = json_object_get(c->j->b.spec_json, "name");
@@ -151,22 +151,20 @@ static json_t *manifest(const mcase *c, int k, json_t *spec, nv_dtype dt, const 
         m = json_pack("{s:O, s:O, s:s, s:O?, s:O?, s:O?, s:O?, s:O?, s:O}", "spec", spec, "case",
                       cs, "backend", c->j->b.backend_spec, "device", json_object_get(d, "device"),
                       "mode", json_object_get(d, "mode"), "contract",
-                      json_object_get(d, "contract"), "backend_build",
-                      json_object_get(d, "build"), "build",
-                      build ? build : json_object_get(d, "build"), "attrs",
+                      json_object_get(d, "contract"), "backend_build", json_object_get(d, "build"),
+                      "build", build ? build : json_object_get(d, "build"), "attrs",
                       json_object_get(spec, "attrs"));
-    static const char *const from_case[] = {"index",     "op",         "dtype",    "out_dtype",
-                                            "shape",     "layout",     "input",    "sample",
-                                            "seed",      "tolerance",  "max_ulp",  "mismatches",
-                                            "failure_class", NULL};
+    static const char *const from_case[] = {
+        "index",  "op",   "dtype",     "out_dtype", "shape",      "layout",        "input",
+        "sample", "seed", "tolerance", "max_ulp",   "mismatches", "failure_class", NULL};
     for (int i = 0; m && from_case[i]; i++)
         json_object_set(m, from_case[i], json_object_get(cs, from_case[i]));
-    json_t *origin = m ? json_pack("{s:O?, s:s, s:I, s:s, s:s, s:s, s:s}", "job", name,
-                                   "graph_hash", c->j->graph_hash, "case_index",
-                                   (json_int_t)c->index, "case_dtype", nv_dtype_name(c->dt),
-                                   "layer", c->j->s->layers[c->j->s->node_layer[k]].name, "node",
-                                   n->name, "execution", "eager")
-                       : NULL;
+    json_t *origin =
+        m ? json_pack("{s:O?, s:s, s:I, s:s, s:s, s:s, s:s}", "job", name, "graph_hash",
+                      c->j->graph_hash, "case_index", (json_int_t)c->index, "case_dtype",
+                      nv_dtype_name(c->dt), "layer", c->j->s->layers[c->j->s->node_layer[k]].name,
+                      "node", n->name, "execution", "eager")
+          : NULL;
     if (m && (!origin || json_object_set_new(m, "model", origin))) {
         json_decref(m);
         m = NULL;
@@ -242,8 +240,10 @@ int model_report_failure(mcase *c, int k)
     json_decref(m);
     if (r >= 0 && id) {
         r = json_object_set_new(c->cj, "artifact", json_string(id)) ? -ENOMEM : 0;
-        r = r ? r : localized(c, "op_case", "the first divergent op alone, on its inputs as the "
-                                            "device saw them, fails its default tolerance");
+        r = r ? r
+              : localized(c, "op_case",
+                          "the first divergent op alone, on its inputs as the "
+                          "device saw them, fails its default tolerance");
     } else
         r = 0;
     free(id);
