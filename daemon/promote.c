@@ -89,6 +89,11 @@ static int promote_case(nvd_store *s, int64_t job_id, const json_t *result, cons
      * the dtype it was judged in (docs/ARTIFACTS.md "Fused reproducers"). */
     const char *kind = json_string_value(json_object_get(sig, "kind"));
     const json_t *named = kind && !strcmp(kind, "fused") ? sig : c;
+    /* A model case's op is "model": its reproducer is an op case of the first
+     * divergent node, named by the signature's op and dtype the same way. */
+    const char *rkind = json_string_value(json_object_get(result, "kind"));
+    if (rkind && !strcmp(rkind, "model"))
+        named = sig;
     nvd_suite_new n = {
         .signature = id,
         .signature_json = text,

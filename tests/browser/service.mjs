@@ -37,7 +37,7 @@ export function freePort() {
   });
 }
 
-function config({port, dataDir, workerBin, webDir}) {
+function config({port, dataDir, workerBin, webDir, devices}) {
   return [
     '[server]',
     `listen = 127.0.0.1:${port}`,
@@ -60,6 +60,8 @@ function config({port, dataDir, workerBin, webDir}) {
     'backend = emu:fused_intermediate=bf16',
     'slots = 1',
     '',
+    // A test's own devices ({name: backend}), beside these three.
+    ...Object.entries(devices || {}).flatMap(([n, b]) => [`[device ${n}]`, `backend = ${b}`, 'slots = 1', '']),
   ].join('\n');
 }
 
@@ -95,12 +97,12 @@ export async function waitJob(svc, id, timeoutMs) {
     `numvald log tail:\n${svc.log().slice(-3000)}`);
 }
 
-export async function startService({bins, dir, root}) {
+export async function startService({bins, dir, root, devices}) {
   const port = await freePort();
   const dataDir = path.join(dir, 'var');
   fs.mkdirSync(dataDir, {recursive: true});
   const cfg = path.join(dir, 'numvald.ini');
-  fs.writeFileSync(cfg, config({port, dataDir, workerBin: bins.worker, webDir: path.join(root, 'web')}));
+  fs.writeFileSync(cfg, config({port, dataDir, workerBin: bins.worker, webDir: path.join(root, 'web'), devices}));
   const submitToken = createToken(bins, cfg, 'browser-submit', 'submit');
   const adminToken = createToken(bins, cfg, 'browser-admin', 'admin');
   const logFile = path.join(dir, 'numvald.log');

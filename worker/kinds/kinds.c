@@ -3,6 +3,7 @@
 #include "kinds.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "suite.h"
@@ -13,6 +14,9 @@
 #include "worker/kinds/model/model.h"
 #include "worker/kinds/op/op.h"
 #include "worker/kinds/serving/serving.h"
+
+static void artifact_failure_key(const json_t *manifest, char *key, size_t len);
+static void artifact_gate(const nvw_gate_env *env, const nvw_gate_case *k);
 
 static const nvw_kind kinds[] = {
     {.name = "op",
@@ -37,7 +41,14 @@ static const nvw_kind kinds[] = {
      .gate = nvw_grad_gate,
      .replay = nvw_grad_replay},
     {.name = "longrun", .run = nvw_run_longrun},
-    {.name = "model", .run = nvw_run_model},
+    /* A model failure's artifact is an op case of its first divergent node
+     * (worker/kinds/model/artifact.c): its signature, gate and minimization are
+     * those of the artifact's own kind; repro, minimize and replay reach that
+     * kind through nvw_kind_of_artifact already. */
+    {.name = "model",
+     .run = nvw_run_model,
+     .failure_key = artifact_failure_key,
+     .gate = artifact_gate},
     {.name = "suite", .run = nvw_run_suite},
     {.name = "contract", .run = nvw_run_contract},
     {.name = "serving", .run = nvw_run_serving},
@@ -77,6 +88,37 @@ void nvw_kind_replay_names(char *buf, size_t len)
         at += w > 0 ? (size_t)w : 0;
         k++;
     }
+}
+
+/* The row of a failure's own spec (its manifest's "spec"), when that is not
+ * the model row itself (no loop) and has the column. */
+static const nvw_kind *artifact_kind(const json_t *manifest)
+{
+    const nvw_kind *k = nvw_kind_named(json_object_get(manifest, "spec"), NULL);
+    return k && strcmp(k->name, "model") ? k : NULL;
+}
+
+static void artifact_failure_key(const json_t *manifest, char *key, size_t len)
+{
+    const nvw_kind *k = artifact_kind(manifest);
+    if (k && k->failure_key)
+        k->failure_key(manifest, key, len);
+    else
+        snprintf(key, len, "model/unknown");
+}
+
+static void artifact_gate(const nvw_gate_env *env, const nvw_gate_case *kc)
+{
+    nv_artifact *a = NULL;
+    char *err = NULL;
+    if (nv_artifact_decode(kc->buf, kc->len, &a, &err) < 0) {
+        free(err);
+        return;
+    }
+    const nvw_kind *k = artifact_kind(a->manifest);
+    nv_artifact_free(a);
+    if (k && k->gate)
+        k->gate(env, kc);
 }
 
 int nvw_run_job(const json_t *spec, const char *backend_spec, const nvw_run_opts *opts,

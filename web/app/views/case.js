@@ -7,6 +7,7 @@ import {h, num, badge, kv, section, empty, errorBox, exact, copyable, qs, when} 
 import {getJson, optional, apiUrl, getToken} from '../api.js';
 import {tolMetric, tolReason, listOf, fieldTitle} from './common.js';
 import {fusedSection} from './fused.js';
+import {modelSection, suiteCaseOf} from './model.js';
 import {bitsHex, bitFields} from '../bits.js';
 import {histogram, elementBins, trimBins} from '../charts.js';
 import {href} from '../router.js';
@@ -182,6 +183,7 @@ export async function renderCase(ctx) {
       ['Headroom', num(c.headroom)],
     ]))),
     fusedSection(c),
+    modelSection(c, {suiteCase: await suiteCaseOf(c)}),
     section('Tolerance', t ? h('div', {id: 'tolerance'}, kv([
       ['Allowed', tolMetric(t)],
       ['Reason', tolReason(t)],

@@ -7,6 +7,7 @@ import {histogram, ulpBins, elementBins, trimBins} from '../charts.js';
 import {jobProgress, jobWhat, buildsOf} from './common.js';
 import {casesTable, scanUlps} from './cases-table.js';
 import {longrunSection} from './longrun.js';
+import {modelSection, suiteCaseOf} from './model.js';
 
 const ACTIVE = ['queued', 'leased', 'running'];
 const HIST_MAX = 5000;
@@ -100,6 +101,19 @@ export async function renderJob(ctx) {
     h1,
     section('Summary', sumBox, actions, specBox, asRun),
     lrBox);
+  // A model job: its first failed case (else its first) as the model view.
+  const modelBox = h('div');
+  main.append(modelBox);
+  async function model() {
+    if (job.kind !== 'model' || ACTIVE.includes(job.state) || modelBox.firstChild) return;
+    const all = (await getJson(`/jobs/${encodeURIComponent(id)}/cases?limit=200`)).cases || [];
+    const c = all.find((x) => x.verdict === 'failed') || all[0];
+    if (c && ctx.alive()) {
+      const sec = modelSection(c, {suiteCase: await suiteCaseOf(c), caseHref: `#/cases/${encodeURIComponent(c.id)}`});
+      if (sec) modelBox.append(sec);
+    }
+  }
+  await model().catch((e) => modelBox.replaceChildren(errorBox(e)));
   // A long-run job has no cases: its result is the training record above.
   const cases = job.kind !== 'longrun';
   let histHead = null;
@@ -147,6 +161,7 @@ export async function renderJob(ctx) {
       redraw();
       if (!ACTIVE.includes(job.state)) {
         stop();
+        model().catch((e) => modelBox.replaceChildren(errorBox(e)));
         if (!cases) return;
         await table.load();
         hist();

@@ -41,6 +41,21 @@ const char *emu_graph_mode_apply(struct emu_mode *m, const char *k, const char *
             }
         return "exact, libm or fast";
     }
+    if (!strcmp(k, "fused_accum_node")) {
+        const char *colon = strrchr(v, ':');
+        nv_dtype dt;
+        const nv_dtype_info *di =
+            colon && nv_dtype_from_name(colon + 1, &dt) == 0 ? nv_dtype_get(dt) : NULL;
+        size_t len = colon ? (size_t)(colon - v) : 0;
+        if (!di || !di->is_float || dt == NV_DT_E8M0 || len == 0 ||
+            len >= sizeof m->fused.accum_node)
+            return "NODE:DTYPE (a node name of at most 63 characters, a float dtype)";
+        memcpy(m->fused.accum_node, v, len);
+        m->fused.accum_node[len] = 0;
+        m->fused.accum_node_dtype = dt;
+        m->fused.accum_node_set = true;
+        return NULL;
+    }
     if (!strcmp(k, "fused_reduce")) {
         /* The reduce= parser on a scratch mode, so both knobs accept the same text. */
         char text[96], err[160];
@@ -70,8 +85,16 @@ json_t *emu_graph_mode_json(const struct emu_mode *m)
                         : m->accum_set            ? nv_dtype_name(m->accum)
                                                   : "fp32 (the node dtype when wider)";
     int tr = m->fused.transcendental_set ? m->fused.transcendental : (int)m->transcendental;
-    return json_pack("{s:s, s:s, s:s, s:s}", "intermediate", inter, "transcendental", tr_names[tr],
-                     "reduce", order, "outputs", "rounded once to their dtype");
+    json_t *r = json_pack("{s:s, s:s, s:s, s:s}", "intermediate", inter, "transcendental",
+                          tr_names[tr], "reduce", order, "outputs", "rounded once to their dtype");
+    if (r && m->fused.accum_node_set &&
+        json_object_set_new(r, "accum_node",
+                            json_pack("{s:s, s:s}", "node", m->fused.accum_node, "accum",
+                                      nv_dtype_name(m->fused.accum_node_dtype)))) {
+        json_decref(r);
+        return NULL;
+    }
+    return r;
 }
 
 /* ---- execution ---- */
@@ -117,6 +140,8 @@ static void call_setup(gstate *s, emu_call *ec, const nv_graph_node *n, nv_dtype
         ec->accum = n->attrs.acc_dtype;
     else
         ec->accum = ec->compute == NV_DT_FP64 ? NV_DT_FP64 : NV_DT_FP32;
+    if (m->fused.accum_node_set && !strcmp(n->name, m->fused.accum_node))
+        ec->accum = m->fused.accum_node_dtype;
     ec->rm.rounding = m->rounding;
     ec->rm.saturate = m->saturate;
     ec->rm.ftz = m->ftz;

@@ -8,7 +8,14 @@
  *                              (default: the mode's transcendental)
  *   fused_reduce=ORDER         reduction order inside the fused region, as reduce=
  *                              (default: the mode's reduce): compilers reassociate
- *                              reductions when they fuse */
+ *                              reductions when they fuse
+ *   fused_accum_node=NODE:DT   accumulate in DT in the one node named NODE (a
+ *                              reduction or matmul; default: as every node): a
+ *                              compiler that lowered that one kernel with a
+ *                              narrower accumulator. The op entry has no node
+ *                              names, so only the graph entry applies it; the
+ *                              declared contract does not change (it is a
+ *                              fault, not a declaration). */
 #ifndef NUMVAL_WORKER_EMU_GRAPH_H
 #define NUMVAL_WORKER_EMU_GRAPH_H
 
@@ -20,10 +27,12 @@
 #include "numval/backend.h"
 
 typedef struct emu_fused_mode {
-    bool intermediate_set, transcendental_set, order_set;
+    bool intermediate_set, transcendental_set, order_set, accum_node_set;
     nv_dtype intermediate;
     int transcendental; /* emu_transcendental */
     int order, order_k; /* emu_order */
+    char accum_node[64]; /* NV_GRAPH_MAX_NAME */
+    nv_dtype accum_node_dtype;
 } emu_fused_mode;
 
 struct emu_mode;

@@ -230,13 +230,15 @@ int model_judge(mcase *c)
         return r < 0 ? r : 0; /* 1: the decode gave the case its verdict */
     if (!fail)
         return model_verdict(c, "passed", NULL, NULL);
-    if (k_first >= 0)
-        return model_verdict(c, "failed", fail,
-                             "first divergent layer '%s', op '%s' (node '%s'): e_dev %.3g outside "
-                             "the band %.3g",
-                             c->j->s->layers[c->j->s->node_layer[k_first]].name,
-                             c->g.nodes[k_first].op->name, c->g.nodes[k_first].name,
-                             c->res[k_first].e_dev, c->res[k_first].band);
+    if (k_first >= 0) {
+        r = model_verdict(c, "failed", fail,
+                          "first divergent layer '%s', op '%s' (node '%s'): e_dev %.3g outside "
+                          "the band %.3g",
+                          c->j->s->layers[c->j->s->node_layer[k_first]].name,
+                          c->g.nodes[k_first].op->name, c->g.nodes[k_first].name,
+                          c->res[k_first].e_dev, c->res[k_first].band);
+        return r ? r : model_report_failure(c, k_first);
+    }
     return model_verdict(c, "failed", fail, "every layer is within its band; criterion '%s' failed",
                          fail);
 }

@@ -98,6 +98,13 @@ int model_verdict(mcase *c, const char *v, const char *cls, const char *fmt, ...
  * -ENOMEM. */
 int model_judge(mcase *c);
 
+/* The artifact of a failed case whose first divergent node is k (artifact.c):
+ * in eager execution, when the op alone fails its default tolerance on the
+ * inputs the device gave it, an op artifact through the job's on_failure, its
+ * id as the case's "artifact"; "localized" on the case says what was left and
+ * why. 0 or -ENOMEM. */
+int model_report_failure(mcase *c, int k);
+
 /* The band factor F of docs/MODEL.md "The band". */
 #define MODEL_BAND_FACTOR 4.0
 
