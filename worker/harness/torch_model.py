@@ -18,6 +18,7 @@ import importlib.util
 import math
 import os
 import tempfile
+import time
 
 import torch
 
@@ -304,10 +305,13 @@ def run(msg, tensors, device, wrong_op):
         raise HarnessError("unsupported", f"compile '{compile_}': this harness offers none, script")
     if cast not in AUTOCAST:
         raise HarnessError("unsupported", f"autocast '{cast}': this harness offers none, bf16, fp16")
+    t0 = time.perf_counter()
     plan = Plan(graph, opts.get("params") or [], wrong_op)
     model, captures = build(plan, tensors)
     model.eval()
+    t1 = time.perf_counter()
     runnable = torch.jit.script(model) if compile_ == "script" else model
+    t2 = time.perf_counter()
     # after scripting, a node module's hook writes the scripted submodule's attribute
     if compile_ == "script":
         captures = [getattr(getattr(runnable, f"layer{li}"), ident(n["name"]))
@@ -320,6 +324,11 @@ def run(msg, tensors, device, wrong_op):
                 outs = runnable(*data)
         else:
             outs = runnable(*data)
+    t3 = time.perf_counter()
+    if os.environ.get("NUMVAL_HARNESS_FORWARD_TIMES"):
+        # benchmarks (bench/model_torch_bench.py): build, script, forward seconds
+        with open(os.environ["NUMVAL_HARNESS_FORWARD_TIMES"], "a") as f:
+            f.write(f"{t1 - t0} {t2 - t1} {t3 - t2}\n")
     dts = natural_dtypes(plan, tensors)
     names = [f"output:{i}" for i in range(len(outs))]
     result = [o.to(dts[name]) for o, name in zip(outs, plan.outputs)]

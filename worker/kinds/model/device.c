@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include <string.h>
+#include <time.h>
 
 #include "model_internal.h"
 #include "worker/backends/exec.h"
@@ -151,14 +152,39 @@ static int run_graph(mcase *c, const nv_tensor_view *inv, nv_tensor **dev)
     return r;
 }
 
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The case's "seconds": {"device": wall seconds in the backend's forward or
+ * graph calls, "device_forwards": how many whole-model forwards} (what
+ * bench/model_torch_bench.py compares; bench/result_identity.py drops
+ * "seconds"). */
+static void add_seconds(mcase *c, double dt)
+{
+    json_t *s = json_object_get(c->cj, "seconds");
+    if (!s && json_object_set_new(c->cj, "seconds", s = json_object()) < 0)
+        return;
+    json_object_set_new(s, "device", json_real(json_real_value(json_object_get(s, "device")) + dt));
+    json_object_set_new(
+        s, "device_forwards",
+        json_integer(json_integer_value(json_object_get(s, "device_forwards")) + 1));
+}
+
 int model_device(mcase *c, nv_tensor *const *in, nv_tensor **dev)
 {
     nv_tensor_view inv[NV_GRAPH_MAX_INPUTS];
     int n_inv = 0, r = 0;
     for (; r == 0 && n_inv < c->g.n_inputs; n_inv++)
         r = nvw_view_from_tensor(in[n_inv], &inv[n_inv]);
+    double t0 = now_s();
     if (r == 0)
         r = c->j->s->graph_exec ? run_graph(c, inv, dev) : run_eager(c, inv, dev);
+    if (r == 0)
+        add_seconds(c, now_s() - t0);
     for (int i = 0; i < n_inv; i++)
         nvw_view_free(&inv[i]);
     return r;
