@@ -22,7 +22,9 @@ torch's time for the same forward, no transfers). Torch runs with --threads 1
 (the harness default: the worker runs cases in parallel); emu with one case
 thread.
 
-usage: bench/model_torch_bench.py [BUILD_DIR]   (prints a markdown table)"""
+usage: bench/model_torch_bench.py [BUILD_DIR] [TOKENS]   (prints a markdown table;
+TOKENS default 512: every case also computes the fp64 and the bf16 reference,
+minutes at 512 tokens)"""
 import copy
 import json
 import os
@@ -35,7 +37,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build")
 WORKER = os.path.join(BUILD, "worker", "numval-worker")
 HARNESS = "exec:/usr/bin/python3 %s --device cpu" % os.path.join(ROOT, "worker/harness/torch_harness.py")
-T, D, H, V, F, L = 512, 256, 4, 512, 1024, 4
+T = int(sys.argv[2]) if len(sys.argv) > 2 else 512
+D, H, V, F, L = 256, 4, 512, 1024, 4
 
 
 def job():
@@ -83,6 +86,8 @@ def run(tmp, spec, backend, env=None):
 def main():
     base = job()
     rows = []
+    print("# %d decoder blocks, d=%d, %d heads, %d tokens, vocabulary %d, SwiGLU %d; bf16; "
+          "load average %s" % (L, D, H, T, V, F, open("/proc/loadavg").read().split()[0]), flush=True)
     with tempfile.TemporaryDirectory(prefix="nv-model-bench-") as tmp:
         for name, backend, extra in (("emu eager (op by op)", "emu", {"execution": "eager"}),
                                      ("emu graph", "emu", {"execution": "graph"}),
@@ -98,6 +103,7 @@ def main():
                 with open(times) as f:
                     fwd = min(float(line.split()[2]) for line in f if line.strip())
             rows.append((name, verdict, dev, fwd, wall))
+            print("# %s: %s, %.3f s/forward, job %.1f s" % (name, verdict, dev, wall), flush=True)
     emu = rows[0][2]
     print("| execution | verdict | device s/forward | torch forward s | emu eager / this | job wall s |")
     print("|---|---|---|---|---|---|")
