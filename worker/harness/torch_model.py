@@ -15,7 +15,7 @@ or as a TorchScript-scripted module. Every node module carries a forward hook
 """
 
 import importlib.util
-import math
+import linecache
 import os
 import tempfile
 import time
@@ -223,9 +223,17 @@ class Plan:
         return "\n".join(out)
 
 
+# Imported sources by text: a job's cases and decode steps send the same graph,
+# so its classes are imported (and TorchScript compiles them) once; bounded.
+SOURCES = {}
+SOURCES_MAX = 8
+
+
 def load_source(text):
     """Import generated source from a file (TorchScript reads a class's source
-    through inspect, which needs a file)."""
+    through inspect, which finds it in linecache once the file is gone)."""
+    if text in SOURCES:
+        return SOURCES[text]
     fd, path = tempfile.mkstemp(prefix="numval_model_", suffix=".py")
     with os.fdopen(fd, "w") as f:
         f.write(text)
@@ -234,9 +242,12 @@ def load_source(text):
     try:
         spec.loader.exec_module(mod)
     finally:
-        os.unlink(path)  # the import has read it; linecache keeps the text
-    import linecache
+        os.unlink(path)
     linecache.cache[path] = (len(text), None, text.splitlines(True), path)
+    if len(SOURCES) >= SOURCES_MAX:
+        old = next(iter(SOURCES))
+        linecache.cache.pop(SOURCES.pop(old).__file__, None)
+    SOURCES[text] = mod
     return mod
 
 
