@@ -11,10 +11,9 @@
 
 #include "model_internal.h"
 
-static const char *const model_job_keys[] = {"kind",     "model",       "task",     "dtypes",
-                                             "samples",  "seed",        "build",    "name",
-                                             "device",   "priority",    "description",
-                                             "execution", "compile",    "autocast", NULL};
+static const char *const model_job_keys[] = {
+    "kind",   "model",    "task",        "dtypes",    "samples", "seed",     "build", "name",
+    "device", "priority", "description", "execution", "compile", "autocast", NULL};
 static const char *const task_keys[] = {"type",   "label_noise", "max_gap", "alpha",
                                         "prompt", "decode",      NULL};
 
