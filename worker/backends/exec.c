@@ -465,11 +465,6 @@ int nvw_exec_graph(void *ctx, nv_graph_call *call, const char *options_json, cha
     return r;
 }
 
-static int exec_graph(void *ctx, nv_graph_call *call, char *err, size_t errlen)
-{
-    return nvw_exec_graph(ctx, call, NULL, NULL, err, errlen);
-}
-
 /* Idle harnesses kept for the next open() with the same command: starting a
  * harness (importing PyTorch) costs seconds, and the runner opens one context per
  * thread per job. At process exit their stdin closes and they exit on EOF. */
@@ -604,7 +599,9 @@ static const nv_backend exec_table = {
     .describe = exec_describe,
     .forward = exec_forward,
     .backward = exec_backward,
-    .graph = exec_graph,
+    /* No graph entry in the table: the graph request is optional and only the
+     * model kind sends it (nvw_exec_graph); fused jobs on exec stay refused. */
+    .graph = NULL,
     .release_tensor = exec_release,
     .double_backward = exec_double_backward,
 };

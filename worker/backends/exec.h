@@ -25,8 +25,8 @@ const nv_backend *nvw_exec_table(void);
  * object copied into the request's "options" (how the harness runs the graph:
  * "compile", "autocast", "params"). On NV_OK *ret_compiled (when not NULL) is
  * the reply's "compiled" object as malloc'd JSON text, or NULL when the reply
- * has none (an uncompiled run). The table's graph entry is this with no
- * options. */
+ * has none (an uncompiled run). The model kind calls it; the table has no
+ * graph entry (fused jobs are not sent it). */
 int nvw_exec_graph(void *ctx, nv_graph_call *call, const char *options_json, char **ret_compiled,
                    char *err, size_t errlen);
 
