@@ -22,10 +22,12 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torchproto import TORCH_PY, torch_available  # noqa: E402
+import nvschema  # noqa: E402
 
 WORKER, ROOT = sys.argv[1:3]
 HARNESS = "exec:%s %s --device cpu" % (TORCH_PY, os.path.join(ROOT, "worker/harness/torch_harness.py"))
 n = failed = 0
+SCHEMA_ERRORS = []
 
 
 def _sigterm(signum, frame):
@@ -67,6 +69,7 @@ def run(tmp, job, backend):
     if os.path.exists(out):
         with open(out) as f:
             doc = json.load(f)
+        SCHEMA_ERRORS.extend(nvschema.errors(nvschema.validator(), doc))
     return p.returncode, doc, p.stderr
 
 
@@ -156,6 +159,8 @@ def main(tmp):
     rc, doc, err = run(tmp, lm_job(dtypes=["fp32"], compile="jit"), HARNESS)
     ok(rc != 0 and "/compile" in err and "script" in err,
        "an unknown compile mode is refused at /compile", err[-400:])
+    ok(not SCHEMA_ERRORS, "every result validates against schema/result.schema.json "
+       "(compiled, seconds, compile, autocast, not_offered)", "\n".join(SCHEMA_ERRORS))
 
 
 if __name__ == "__main__":
