@@ -11,10 +11,9 @@
 
 #include "model_internal.h"
 
-static const char *const model_job_keys[] = {"kind",     "model",       "task",     "dtypes",
-                                             "samples",  "seed",        "build",    "name",
-                                             "device",   "priority",    "description",
-                                             "execution", "weights",  NULL};
+static const char *const model_job_keys[] = {
+    "kind",   "model",    "task",        "dtypes",    "samples", "seed",     "build", "name",
+    "device", "priority", "description", "execution", "weights", "compile", "autocast", NULL};
 static const char *const task_keys[] = {"type",   "label_noise", "max_gap", "alpha",
                                         "prompt", "decode",      NULL};
 
@@ -155,6 +154,40 @@ static int finish_model(nv_modelspec *s, const mexp *x, nv_spec_err *e)
     return 0;
 }
 
+/* "compile" and "autocast": how a framework harness runs the model through
+ * its graph request (docs/EXEC_PROTOCOL.md "Optional requests"), so only with
+ * "execution": "graph". */
+static int parse_framework(const json_t *spec, nv_modelspec *s, nv_spec_err *e)
+{
+    static const char *const compiles[] = {"none", "script", NULL};
+    static const char *const autocasts[] = {"none", "bf16", "fp16", NULL};
+    const char *const *lists[2] = {compiles, autocasts};
+    const char *keys[2] = {"compile", "autocast"};
+    const char **dst[2] = {&s->compile, &s->autocast};
+    for (int k = 0; k < 2; k++) {
+        const json_t *v = json_object_get(spec, keys[k]);
+        *dst[k] = lists[k][0];
+        if (!v)
+            continue;
+        const char *name = json_string_value(v);
+        for (int i = 0; name && lists[k][i]; i++)
+            if (!strcmp(name, lists[k][i]))
+                *dst[k] = lists[k][i];
+        char ptr[32];
+        snprintf(ptr, sizeof ptr, "/%s", keys[k]);
+        if (!name || strcmp(name, *dst[k]))
+            return nv_spec_fail_value(e, ptr, v,
+                                      k == 0 ? "must be \"none\" or \"script\" (TorchScript)"
+                                             : "must be \"none\", \"bf16\" or \"fp16\"");
+        if (strcmp(name, "none") && !s->graph_exec)
+            return nv_spec_fail(e, ptr,
+                                "'%s' is how a harness runs the whole model: it needs "
+                                "\"execution\": \"graph\"",
+                                name);
+    }
+    return 0;
+}
+
 static int parse_all(const json_t *spec, nv_modelspec *s, nv_spec_err *e)
 {
     if (!json_is_object(spec))
@@ -194,6 +227,8 @@ static int parse_all(const json_t *spec, nv_modelspec *s, nv_spec_err *e)
     if ((r = nv_spec_choice(e, spec, "", "execution", "eager", "graph", &s->graph_exec)) < 0)
         return r;
     if ((r = nv_model_weights_parse(spec, s, e)) < 0)
+        return r;
+    if ((r = parse_framework(spec, s, e)) < 0)
         return r;
     s->n_cases = (int64_t)s->n_dtypes * s->samples;
     if (s->n_cases > NV_MODEL_MAX_CASES)

@@ -79,6 +79,9 @@ typedef struct nv_modelspec {
     int samples;
     uint64_t seed;
     bool graph_exec; /* "execution": "graph": the backend's graph entry, else "eager" */
+    /* A framework harness's graph request (docs/EXEC_PROTOCOL.md "Optional
+     * requests"): "none" or "script"; "none", "bf16" or "fp16" (static strings). */
+    const char *compile, *autocast;
     int64_t n_cases;
     nv_model_weights weights;
 } nv_modelspec;

@@ -228,6 +228,9 @@ static int read_reply(exec_ctx *c, uint64_t id, nv_tensor_view *outs, int n_outs
         r = read_outputs(c, json_object_get(reply, "tensors"), outs, n_outs, deadline, err, errlen);
         if (r == NV_OK && ret_fell_back)
             *ret_fell_back = json_is_true(json_object_get(reply, "fallback"));
+        json_t *comp = json_object_get(reply, "compiled");
+        free(c->compiled);
+        c->compiled = json_is_object(comp) ? json_dumps(comp, JSON_COMPACT) : NULL;
     }
     free(line);
     json_decref(reply);
@@ -401,6 +404,67 @@ static int exec_double_backward(void *ctx, nv_double_backward_call *call, char *
     return r;
 }
 
+/* Whether the running harness's hello lists request in describe's "requests". */
+static bool offers(const exec_ctx *c, const char *request)
+{
+    json_error_t jerr;
+    json_t *d = json_loads(c->describe ? c->describe : "", 0, &jerr);
+    json_t *reqs = json_object_get(d, "requests"), *v;
+    bool found = false;
+    size_t i;
+    json_array_foreach(reqs, i, v)
+    {
+        const char *name = json_string_value(v);
+        found = found || (name && !strcmp(name, request));
+    }
+    json_decref(d);
+    return found;
+}
+
+int nvw_exec_graph(void *ctx, nv_graph_call *call, const char *options_json, char **ret_compiled,
+                   char *err, size_t errlen)
+{
+    exec_ctx *c = ctx;
+    int r = NV_OK;
+    if (ret_compiled)
+        *ret_compiled = NULL;
+    if (c->pid < 0 && (r = exec_harness_start(c, err, errlen)) != NV_OK)
+        return r;
+    if (!offers(c, "graph"))
+        return snprintf(err, errlen,
+                        "not offered: harness '%s' does not list the optional request 'graph' in "
+                        "its hello (describe \"requests\", docs/EXEC_PROTOCOL.md \"Optional "
+                        "requests\")",
+                        c->command),
+               NV_E_UNSUPPORTED;
+    if (call->n_inputs < 0 || call->n_inputs > 64 || call->n_outputs < 0)
+        return snprintf(err, errlen, "%d inputs, %d outputs", call->n_inputs, call->n_outputs),
+               NV_E_INVALID;
+    json_error_t jerr;
+    json_t *graph = json_loads(call->graph_json ? call->graph_json : "", 0, &jerr);
+    json_t *opts = json_loads(options_json ? options_json : "{}", 0, &jerr);
+    if (!json_is_object(graph) || !json_is_object(opts)) {
+        json_decref(graph);
+        json_decref(opts);
+        return snprintf(err, errlen, "the graph or its options are not a JSON object"),
+               NV_E_INVALID;
+    }
+    json_t *hdr = json_pack("{s:s, s:o, s:b, s:o}", "type", "graph", "graph", graph, "capture",
+                            call->capture != 0, "options", opts);
+    const nv_tensor_view *ins[64];
+    for (int i = 0; i < call->n_inputs; i++)
+        ins[i] = &call->inputs[i];
+    r = hdr ? transact(c, hdr, ins, call->n_inputs, call->outputs, call->n_outputs, NULL, err,
+                       errlen)
+            : NV_E_NOMEM;
+    json_decref(hdr);
+    if (r == NV_OK && ret_compiled) {
+        *ret_compiled = c->compiled;
+        c->compiled = NULL;
+    }
+    return r;
+}
+
 /* Idle harnesses kept for the next open() with the same command: starting a
  * harness (importing PyTorch) costs seconds, and the runner opens one context per
  * thread per job. At process exit their stdin closes and they exit on EOF. */
@@ -458,6 +522,7 @@ static void exec_close(void *ctx)
         free(c->spare[i]);
     free(c->command);
     free(c->describe);
+    free(c->compiled);
     free(c->rbuf);
     free(c);
 }
@@ -534,6 +599,8 @@ static const nv_backend exec_table = {
     .describe = exec_describe,
     .forward = exec_forward,
     .backward = exec_backward,
+    /* No graph entry in the table: the graph request is optional and only the
+     * model kind sends it (nvw_exec_graph); fused jobs on exec stay refused. */
     .graph = NULL,
     .release_tensor = exec_release,
     .double_backward = exec_double_backward,

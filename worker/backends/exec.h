@@ -18,6 +18,18 @@
 /* The exec backend's table (static storage). */
 const nv_backend *nvw_exec_table(void);
 
+/* The graph request (docs/EXEC_PROTOCOL.md "Optional requests"), sent only to a
+ * harness whose hello lists "graph" in describe's "requests" (else
+ * NV_E_UNSUPPORTED and err "not offered: harness '...' ..."). ctx is an exec
+ * context, call as for nv_backend.graph; options_json (NULL: none) is a JSON
+ * object copied into the request's "options" (how the harness runs the graph:
+ * "compile", "autocast", "params"). On NV_OK *ret_compiled (when not NULL) is
+ * the reply's "compiled" object as malloc'd JSON text, or NULL when the reply
+ * has none (an uncompiled run). The model kind calls it; the table has no
+ * graph entry (fused jobs are not sent it). */
+int nvw_exec_graph(void *ctx, nv_graph_call *call, const char *options_json, char **ret_compiled,
+                   char *err, size_t errlen);
+
 /* Read one reply frame to request id (header line + payloads, docs/EXEC_PROTOCOL.md)
  * from fd exactly as the backend reads a harness's stdout, for tests and the
  * fuzzer (tests/fuzz). outs[0..n_outs) must come zeroed. NV_OK with them filled

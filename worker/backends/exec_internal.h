@@ -25,6 +25,7 @@ typedef struct exec_ctx {
     size_t rlen;
     uint64_t next_id;
     int protocol; /* the version the running harness answered (1 or 2) */
+    char *compiled; /* the last reply's "compiled" object (JSON text), NULL when none */
     int timeout_ms;
     int start_timeout_ms; /* for the hello: importing a runtime takes seconds */
     /* Released output buffers kept for the next reply: a fresh malloc of a large

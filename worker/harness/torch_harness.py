@@ -24,11 +24,16 @@ import torch
 import torch.nn.functional as F
 
 import torch_autograd
+import torch_model
 import torch_rng
 from torch_autograd import HarnessError
 
 PROTOCOL = 2  # 2 added double_backward with one direction per input; a worker saying 1 gets 1
 AUTOGRAD = "builtin"  # set by --autograd
+WRONG_OP = None  # set by --wrong-op: that op's modules in a graph request are wrong
+# Optional requests (docs/EXEC_PROTOCOL.md "Optional requests"), listed in the hello;
+# --no-requests lists none (how a harness that predates them looks to the worker).
+REQUESTS = ["graph"]
 AT_HELLO = None  # (user, sys) CPU seconds when the hello was sent, for benchmarks
 
 # Element encodings shared with the C ABI (docs/BACKEND_ABI.md). bf16 travels as
@@ -218,12 +223,14 @@ def describe(device):
                  "tf32_matmul": bool(getattr(torch.backends.cuda.matmul, "allow_tf32", False)),
                  "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
                  "float32_matmul_precision": torch.get_float32_matmul_precision(),
-                 "autograd": AUTOGRAD},
+                 "autograd": AUTOGRAD,
+                 **({"wrong_op": WRONG_OP} if WRONG_OP else {})},
         "contract": {"dtypes": sorted(DTYPES), "autocast": {"lower_precision": autocast_lower,
                                                              "fp32": autocast_fp32}},
         "inference_only": False,
         "gradient_dtype": "input",
         "nondeterministic_ops": [],
+        "requests": REQUESTS,
         # autograd keeps what it saves itself: the worker need not pass saved tensors
         "saved": {},
     }
@@ -269,6 +276,8 @@ def handle(device, msg, tensors):
             vs += [torch.zeros_like(x) for x in floats[len(vs):]]
             outs = torch_autograd.hvp(how, msg["op"], attrs, xs, gy, vs[:len(floats)], forward_op)
         return [f"grad_input:{i}" for i in range(len(outs))], outs, {"autograd": how}
+    if kind == "graph" and "graph" in REQUESTS:
+        return torch_model.run(msg, tensors, device, WRONG_OP)
     if kind == "rng":
         got = torch_rng.streams(device, int(msg.get("seed", 0)), int(msg.get("n", 1024)),
                                 float(msg.get("p", 0.5)))
@@ -329,11 +338,19 @@ def main():
                     help="intra-op threads (the worker already runs cases in parallel)")
     ap.add_argument("--autograd", default="builtin", choices=torch_autograd.MODES,
                     help="how backward acquires derivatives when a request does not say")
+    ap.add_argument("--wrong-op", metavar="OP",
+                    help="test flag: in graph requests, every module of catalog op OP scales its "
+                         "output by 1 + 2^-7 (a deliberately wrong torch module)")
+    ap.add_argument("--no-requests", action="store_true",
+                    help="test flag: list no optional request in the hello")
     args = ap.parse_args()
     if os.environ.get("NUMVAL_HARNESS_RUSAGE"):
         atexit.register(report_rusage, os.environ["NUMVAL_HARNESS_RUSAGE"])
-    global AUTOGRAD
+    global AUTOGRAD, WRONG_OP, REQUESTS
     AUTOGRAD = args.autograd
+    WRONG_OP = args.wrong_op
+    if args.no_requests:
+        REQUESTS = []
     torch.set_num_threads(args.threads)
     if args.deterministic:
         torch.use_deterministic_algorithms(True)

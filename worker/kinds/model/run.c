@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/sha256.h"
+#include "worker/backends/exec.h"
 #include "worker/runner/err.h"
 
 static int m_parse(void *job, char **ret_ptr, char **ret_msg)
@@ -22,10 +23,18 @@ static int m_parse(void *job, char **ret_ptr, char **ret_msg)
 static int m_check(void *job, char **ret_err)
 {
     const mjob *j = job;
-    if (j->s->graph_exec && !j->b.table->graph)
+    /* an exec harness is sent the optional graph request instead (device.c) */
+    if (j->s->graph_exec && !j->b.table->graph && j->b.table != nvw_exec_table())
         return nvw_set_err(ret_err, -ENOTSUP,
                            "backend '%s' has no graph entry (nv_backend.graph is NULL): it cannot "
                            "run a model with \"execution\": \"graph\"; \"eager\" runs on it",
+                           j->b.backend_spec);
+    bool asks = strcmp(j->s->compile, "none") || strcmp(j->s->autocast, "none");
+    if (asks && j->b.table != nvw_exec_table())
+        return nvw_set_err(ret_err, -ENOTSUP,
+                           "backend '%s' is not an exec harness: \"compile\" and \"autocast\" "
+                           "are options of a harness's graph request (docs/EXEC_PROTOCOL.md "
+                           "\"Optional requests\")",
                            j->b.backend_spec);
     return 0;
 }
@@ -90,6 +99,10 @@ static json_t *m_result(void *job)
         json_object_set_new(r, "execution", json_string(j->s->graph_exec ? "graph" : "eager"));
     if (r && j->weights_json)
         json_object_set(r, "weights", j->weights_json);
+    if (r && j->s->graph_exec) {
+        json_object_set_new(r, "compile", json_string(j->s->compile));
+        json_object_set_new(r, "autocast", json_string(j->s->autocast));
+    }
     return r;
 }
 
