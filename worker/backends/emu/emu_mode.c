@@ -164,6 +164,20 @@ static const char *apply(emu_mode *m, const char *k, const char *v, bool *known)
         m->seed = s;
         return NULL;
     }
+    if (!strcmp(k, "train_fault")) {
+        static const char *const n[] = {"none", "skip_unscale", "update_skipped"};
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(v, n[i]))
+                return m->train_fault = i, NULL;
+        return "none, skip_unscale or update_skipped";
+    }
+    if (!strcmp(k, "ckpt_drop")) {
+        static const char *const n[] = {"none", "scaler", "rng"};
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(v, n[i]))
+                return m->ckpt_drop = i, NULL;
+        return "none, scaler or rng";
+    }
     if (!strncmp(k, "fused_", 6)) /* fused graph knobs: emu_graph.c */
         return emu_graph_mode_apply(m, k, v, known);
     *known = false;
@@ -195,8 +209,8 @@ int emu_mode_parse(const char *opts, emu_mode *m, char *err, size_t errlen)
         if (!known) {
             snprintf(err, errlen,
                      "unknown emu mode key '%s' (value '%s'): expected storage, compute, accum, "
-                     "reduce, fma, ftz, daz, rounding, saturate, transcendental, scale, seed or "
-                     "inference_only",
+                     "reduce, fma, ftz, daz, rounding, saturate, transcendental, scale, seed, "
+                     "inference_only, train_fault or ckpt_drop",
                      item, eq + 1);
             r = NV_E_INVALID;
             goto out;
