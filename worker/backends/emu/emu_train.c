@@ -205,6 +205,11 @@ static void buf_free(step_buf *b)
         free(b->g[i]);
 }
 
+static json_t *jreal(double x)
+{
+    return isfinite(x) ? json_real(x) : json_null();
+}
+
 static json_t *op_rec(const char *op, const char *a, const char *b, const char *out)
 {
     return b ? json_pack("{s:s, s:[s, s], s:s}", "op", op, "inputs", a, b, "output", out)
@@ -431,11 +436,12 @@ static int step(emu_ctx *ctx, emu_train_t *t, nv_train_call *call, char *err, si
                            : out_new(&call->outputs[4 * NP], NV_DT_FP32, 1, 0, 0, NULL);
     if (r != NV_OK)
         goto out;
-    info = json_pack("{s:f, s:f, s:b, s:b, s:f, s:I, s:I, s:f, s:o}", "loss", loss, "scale",
-                     scale_used, "found_inf", found_inf, "skipped", skipped, "next_scale",
-                     t->scale, "growth_tracker", (json_int_t)t->tracker, "optimizer_steps",
-                     (json_int_t)t->opt_steps, "grad_norm", isfinite(norm) ? norm : -1.0, "ops",
-                     ops_json(t));
+    /* JSON has no inf or NaN: a non-finite number is null (docs/BACKEND_ABI.md) */
+    info = json_pack("{s:o, s:o, s:b, s:b, s:o, s:I, s:I, s:o, s:o}", "loss", jreal(loss),
+                     "scale", jreal(scale_used), "found_inf", found_inf, "skipped", skipped,
+                     "next_scale", jreal(t->scale), "growth_tracker", (json_int_t)t->tracker,
+                     "optimizer_steps", (json_int_t)t->opt_steps, "grad_norm", jreal(norm),
+                     "ops", ops_json(t));
     char *txt = info ? json_dumps(info, JSON_COMPACT) : NULL;
     if (!txt || strlen(txt) >= call->info_len)
         r = txt ? (snprintf(err, errlen, "info buffer too small"), NV_E_INVALID) : NV_E_NOMEM;
