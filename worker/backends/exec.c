@@ -226,6 +226,8 @@ static int read_reply(exec_ctx *c, uint64_t id, nv_tensor_view *outs, int n_outs
         }
     } else {
         r = read_outputs(c, json_object_get(reply, "tensors"), outs, n_outs, deadline, err, errlen);
+        json_decref(c->reply_info); /* an optional request's "info" (exec_train.c) */
+        c->reply_info = json_incref(json_object_get(reply, "info"));
         if (r == NV_OK && ret_fell_back)
             *ret_fell_back = json_is_true(json_object_get(reply, "fallback"));
     }
@@ -236,7 +238,7 @@ static int read_reply(exec_ctx *c, uint64_t id, nv_tensor_view *outs, int n_outs
 
 /* Send one request (hdr gets "id" and "tensors") and read its reply into outs.
  * Any conversation failure kills the harness so the next call starts afresh. */
-static int transact(exec_ctx *c, json_t *hdr, const nv_tensor_view *const *ins, int n_ins,
+int exec_transact(exec_ctx *c, json_t *hdr, const nv_tensor_view *const *ins, int n_ins,
                     nv_tensor_view *outs, int n_outs, int32_t *ret_fell_back, char *err,
                     size_t errlen)
 {
@@ -339,7 +341,7 @@ static int exec_forward(void *ctx, nv_op_call *call, char *err, size_t errlen)
                             nv_dtype_name((nv_dtype)call->out_dtype));
     int r = hdr ? attrs_into(hdr, call->attrs_json, err, errlen) : NV_E_NOMEM;
     if (r == NV_OK)
-        r = transact(c, hdr, ins, call->n_inputs, call->outputs, call->n_outputs,
+        r = exec_transact(c, hdr, ins, call->n_inputs, call->outputs, call->n_outputs,
                      &call->fell_back, err, errlen);
     json_decref(hdr);
     return r;
@@ -361,7 +363,7 @@ static int exec_backward(void *ctx, nv_backward_call *call, char *err, size_t er
                             "n_inputs", call->n_inputs, "n_saved", call->n_saved);
     int r = hdr ? attrs_into(hdr, call->attrs_json, err, errlen) : NV_E_NOMEM;
     if (r == NV_OK)
-        r = transact(c, hdr, ins, n, call->grad_inputs, call->n_grads, NULL, err, errlen);
+        r = exec_transact(c, hdr, ins, n, call->grad_inputs, call->n_grads, NULL, err, errlen);
     json_decref(hdr);
     return r;
 }
@@ -396,7 +398,7 @@ static int exec_double_backward(void *ctx, nv_double_backward_call *call, char *
                   "n_inputs", call->n_inputs, "n_saved", call->n_saved, "n_grads", call->n_grads);
     r = hdr ? attrs_into(hdr, call->attrs_json, err, errlen) : NV_E_NOMEM;
     if (r == NV_OK)
-        r = transact(c, hdr, ins, n, call->grad_inputs, call->n_grads, NULL, err, errlen);
+        r = exec_transact(c, hdr, ins, n, call->grad_inputs, call->n_grads, NULL, err, errlen);
     json_decref(hdr);
     return r;
 }
@@ -459,6 +461,7 @@ static void exec_close(void *ctx)
     free(c->command);
     free(c->describe);
     free(c->rbuf);
+    json_decref(c->reply_info);
     free(c);
 }
 
@@ -537,6 +540,7 @@ static const nv_backend exec_table = {
     .graph = NULL,
     .release_tensor = exec_release,
     .double_backward = exec_double_backward,
+    .train = exec_train, /* exec_train.c: an optional request */
 };
 
 const nv_backend *nvw_exec_table(void)

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 import torch_autograd
 import torch_rng
+import torch_train
 from torch_autograd import HarnessError
 
 PROTOCOL = 2  # 2 added double_backward with one direction per input; a worker saying 1 gets 1
@@ -226,6 +227,8 @@ def describe(device):
         "nondeterministic_ops": [],
         # autograd keeps what it saves itself: the worker need not pass saved tensors
         "saved": {},
+        # optional requests beyond the protocol version (docs/EXEC_PROTOCOL.md)
+        "requests": ["train"],
     }
 
 
@@ -273,6 +276,8 @@ def handle(device, msg, tensors):
         got = torch_rng.streams(device, int(msg.get("seed", 0)), int(msg.get("n", 1024)),
                                 float(msg.get("p", 0.5)))
         return list(got), list(got.values()), {}
+    if kind == "train":
+        return torch_train.handle(device, msg, tensors)
     raise HarnessError("invalid", f"unknown message type '{kind}'")
 
 
@@ -329,7 +334,10 @@ def main():
                     help="intra-op threads (the worker already runs cases in parallel)")
     ap.add_argument("--autograd", default="builtin", choices=torch_autograd.MODES,
                     help="how backward acquires derivatives when a request does not say")
+    ap.add_argument("--train-fault", default="none", choices=torch_train.FAULTS,
+                    help="a training-loop misuse for numval to catch (torch_train.py)")
     args = ap.parse_args()
+    torch_train.FAULT = args.train_fault
     if os.environ.get("NUMVAL_HARNESS_RUSAGE"):
         atexit.register(report_rusage, os.environ["NUMVAL_HARNESS_RUSAGE"])
     global AUTOGRAD

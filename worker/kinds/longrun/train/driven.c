@@ -280,7 +280,7 @@ static int check_step(drive *dv, nvw_model *m, const nvw_data *d, nvw_exec *ex, 
      * where bf16 autocast's is about 1e-2 (docs/JOBS.md rule 5); 0.5 separates them. */
     double gn = jnum(info, "grad_norm"), rel = ref > 0 ? sqrt(e2 / ref) : 0;
     if (s->scaler && scale != 1 &&
-        (rel > 0.5 || (norm64 > 0 && fabs(gn / norm64 - 1) > 0.5))) {
+        (rel > 0.5 || (s->clip > 0 && norm64 > 0 && fabs(gn / norm64 - 1) > 0.5))) {
         snprintf(why, sizeof why,
                  "the gradient the device %s had norm %.6g where the unscaled fp64 gradient's is "
                  "%.6g (scale %.6g), and the gradient its optimizer used is off by %.3g of its "
