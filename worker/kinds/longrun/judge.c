@@ -208,7 +208,7 @@ json_t *nvw_lr_judge(const nvw_lr_job *j, const char **ret_verdict)
                  s->n_seeds, json_number_value(json_object_get(json_object_get(fin, "welch"), "p")),
                  s->alpha, gap, s->deterministic ? "; bit-identical on repeat" : "", drift_text);
     else if (why == driven_class)
-        snprintf(reason, sizeof reason, "%s: %s", why, driven_why);
+        snprintf(reason, sizeof reason, "%s: %.460s", why, driven_why);
     else if (why == matched_class)
         snprintf(reason, sizeof reason,
                  "%s: %s; final eval loss gap %.4g (Welch %s, trimmed mean %s, envelope %s)", why,
