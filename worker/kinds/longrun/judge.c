@@ -235,7 +235,7 @@ json_t *nvw_lr_judge(const nvw_lr_job *j, const char **ret_verdict)
                  why, gap, s->n_seeds, welch ? "passed" : "failed", trim ? "passed" : "failed",
                  env ? "passed" : "failed", det ? "" : ", not bit-identical on repeat");
     *ret_verdict = pass ? "passed" : "failed";
-    return json_pack("{s:s, s:s?, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o?}", "verdict",
+    return json_pack("{s:s, s:s?, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o*}", "verdict",
                      *ret_verdict, "failure_class", why, "reason", reason, "seeds", seeds,
                      "final_loss", fin, "envelope", envj, "determinism", detj, "matched_weights",
                      matched, "lowp_gradient_zero_fraction", num(zero), "device_steps", driven);
