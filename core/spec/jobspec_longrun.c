@@ -29,7 +29,8 @@ static const char *const top_keys[] = {
     "kind",        "name",       "description", "device",     "priority",      "build",
     "model",       "activation", "sizes",       "data",       "optimizer",     "schedule",
     "steps",       "batch",      "seeds",       "seed",       "n_seeds",       "log_every",
-    "loss_weight", "amp",        "grad_scaler", "acceptance", "deterministic", NULL};
+    "loss_weight", "amp",        "grad_scaler", "acceptance", "deterministic",
+    "device_training", NULL};
 
 static int parse_model(nv_spec_err *e, const json_t *j, nv_longrun_spec *s)
 {
@@ -216,7 +217,7 @@ static int parse_scaler_acc(nv_spec_err *e, const json_t *j, nv_longrun_spec *s)
     s->scaler = g && enabled;
     int64_t gi = 0;
     r = r ? r
-          : nv_spec_number(e, g, "/grad_scaler", "init_scale", 65536, 1e-30, 1e30, &s->init_scale);
+          : nv_spec_number(e, g, "/grad_scaler", "init_scale", 65536, 1e-30, 3.4e38, &s->init_scale);
     r = r ? r : nv_spec_number(e, g, "/grad_scaler", "growth_factor", 2, 1, 1e6, &s->growth);
     r = r ? r : nv_spec_number(e, g, "/grad_scaler", "backoff_factor", 0.5, 1e-6, 1, &s->backoff);
     r = r ? r : nv_spec_int(e, g, "/grad_scaler", "growth_interval", 2000, 1, 1 << 30, &gi);
@@ -243,6 +244,33 @@ static int parse_scaler_acc(nv_spec_err *e, const json_t *j, nv_longrun_spec *s)
     return r;
 }
 
+/* "device_training": the device runs whole steps in its own framework
+ * (docs/JOBS.md "Device-driven training"); the MLP only. */
+static int parse_driven(nv_spec_err *e, const json_t *j, nv_longrun_spec *s)
+{
+    const json_t *d = json_object_get(j, "device_training");
+    if (!d)
+        return 0;
+    static const char *const keys[] = {"clip_grad_norm", "dropout", "checkpoint_at", NULL};
+    if (!json_is_object(d) || check_keys(e, d, "/device_training", keys))
+        return nv_spec_fail_value(e, "/device_training", d,
+                                  "must be an object with clip_grad_norm, dropout, checkpoint_at");
+    if (s->model != NV_LR_MLP)
+        return nv_spec_fail(e, "/device_training",
+                            "device-driven training is offered for the \"mlp\" model only");
+    s->driven = true;
+    int64_t at = 0;
+    int r = nv_spec_number(e, d, "/device_training", "clip_grad_norm", 0, 0, 1e30, &s->clip);
+    r = r ? r : nv_spec_number(e, d, "/device_training", "dropout", 0, 0, 0.9, &s->dropout);
+    r = r ? r : nv_spec_int(e, d, "/device_training", "checkpoint_at", 0, 0, 1000000, &at);
+    if (!r && at >= s->steps)
+        return nv_spec_fail(e, "/device_training/checkpoint_at",
+                            "'%lld' must be below steps (%lld): the run continues after it",
+                            (long long)at, (long long)s->steps);
+    s->checkpoint_at = at;
+    return r;
+}
+
 static int parse_all(const json_t *j, nv_longrun_spec *s, nv_spec_err *e)
 {
     if (!json_is_object(j))
@@ -261,6 +289,7 @@ static int parse_all(const json_t *j, nv_longrun_spec *s, nv_spec_err *e)
     r = r ? r : parse_amp(e, j, s);
     r = r ? r : parse_scaler_acc(e, j, s);
     r = r ? r : nv_spec_bool(e, j, "", "deterministic", true, &s->deterministic);
+    r = r ? r : parse_driven(e, j, s);
     if (!r && (double)s->steps * s->batch * s->n_seeds > 5e8)
         return nv_spec_fail(e, "",
                             "'%lld' steps x '%d' batch x %d seeds is too large for one job; split "

@@ -46,6 +46,11 @@ typedef struct nv_longrun_spec {
     double band_floor;      /* ... and at least this fraction of the reference mean */
     double envelope_margin; /* envelope widened by this fraction of the loss */
     bool deterministic;     /* repeat seed 0 on the device and compare bits */
+    /* "device_training": whole steps on the device (nv_backend.train) */
+    bool driven;
+    double clip;           /* clip_grad_norm max norm, 0: none */
+    double dropout;        /* dropout probability after the activation */
+    int64_t checkpoint_at; /* checkpoint after this many steps and resume (0: none) */
 } nv_longrun_spec;
 
 /* Whether the JSON object is a long-run job ("kind": "longrun"). */

@@ -29,8 +29,9 @@ extern "C" {
 #endif
 
 /* Version 2 appended nv_backend.double_backward (and nv_double_backward_call);
- * numval still loads version-1 tables, which end before it. */
-#define NV_BACKEND_ABI_VERSION 2
+ * version 3 appended nv_backend.train (nv_train_call); numval still loads
+ * version-1 and -2 tables, which end before them. */
+#define NV_BACKEND_ABI_VERSION 3
 #define NV_BACKEND_MAX_DIMS 8
 
 enum {
@@ -140,6 +141,34 @@ typedef struct nv_graph_call {
     nv_tensor_view *outputs;
 } nv_graph_call;
 
+/* Device-driven training (docs/BACKEND_ABI.md "Device-driven training"): the
+ * device runs a whole training step in its own framework. The backend keeps
+ * the run's state (weights, optimizer, grad scaler, RNG) in its context. */
+enum nv_train_action {
+    NV_TRAIN_INIT = 0, /* config: the run; inputs: the initial fp32 weights */
+    NV_TRAIN_STEP = 1, /* config {"step", "lr"}; inputs: x fp32, target int32 */
+    NV_TRAIN_SAVE = 2, /* outputs[0]: the checkpoint, int8 bytes in the device's format */
+    NV_TRAIN_LOAD = 3, /* config: the INIT config; inputs[0]: a SAVE checkpoint */
+};
+
+typedef struct nv_train_call {
+    int32_t action;          /* an NV_TRAIN_* code */
+    const char *config_json; /* JSON object text, never NULL */
+    int32_t n_inputs;
+    const nv_tensor_view *inputs;
+    /* STEP, P parameters: [0, P) the gradients the optimizer used (unscaled,
+     * clipped; fp32), [P, 2P) the weights after the step, [2P, 3P) first moment
+     * (AdamW exp_avg, SGD momentum buffer), [3P, 4P) AdamW exp_avg_sq (SGD:
+     * zeros), [4P] the dropout multiplier (0 or 1/(1-p), fp32, [batch, hidden];
+     * shape [0] without dropout). SAVE: 1. INIT, LOAD: 0. Backend-allocated. */
+    int32_t n_outputs;
+    nv_tensor_view *outputs;
+    char *info;      /* caller's buffer: the backend writes a JSON object (STEP: loss,
+                      * scale, found_inf, skipped, next_scale, growth_tracker,
+                      * optimizer_steps, grad_norm, ops) */
+    size_t info_len; /* >= 65536 */
+} nv_train_call;
+
 typedef struct nv_backend {
     uint32_t abi_version; /* NV_BACKEND_ABI_VERSION the backend was built against */
     uint32_t struct_size; /* sizeof(nv_backend) at build time */
@@ -174,10 +203,17 @@ typedef struct nv_backend {
     /* May be NULL (no double backward: gradient jobs check second order on the
      * reference only). NV_E_UNSUPPORTED for an op it does not offer. */
     int (*double_backward)(void *ctx, nv_double_backward_call *call, char *err, size_t errlen);
+
+    /* ---- ABI version 3 ---- */
+    /* May be NULL (no device-driven training). NV_E_UNSUPPORTED for a config it
+     * does not offer, with a message that starts "not offered:". */
+    int (*train)(void *ctx, nv_train_call *call, char *err, size_t errlen);
 } nv_backend;
 
-/* The size of a version-1 table (everything before double_backward). */
+/* The size of a version-1 table (everything before double_backward), and of a
+ * version-2 one (before train). */
 #define NV_BACKEND_V1_SIZE offsetof(nv_backend, double_backward)
+#define NV_BACKEND_V2_SIZE offsetof(nv_backend, train)
 
 /* The one symbol a plugin exports. */
 typedef const nv_backend *(*nv_backend_entry_fn)(void);

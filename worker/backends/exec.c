@@ -226,6 +226,8 @@ static int read_reply(exec_ctx *c, uint64_t id, nv_tensor_view *outs, int n_outs
         }
     } else {
         r = read_outputs(c, json_object_get(reply, "tensors"), outs, n_outs, deadline, err, errlen);
+        json_decref(c->reply_info); /* an optional request's "info" (exec_train.c) */
+        c->reply_info = json_incref(json_object_get(reply, "info"));
         if (r == NV_OK && ret_fell_back)
             *ret_fell_back = json_is_true(json_object_get(reply, "fallback"));
         json_t *comp = json_object_get(reply, "compiled");
@@ -239,7 +241,7 @@ static int read_reply(exec_ctx *c, uint64_t id, nv_tensor_view *outs, int n_outs
 
 /* Send one request (hdr gets "id" and "tensors") and read its reply into outs.
  * Any conversation failure kills the harness so the next call starts afresh. */
-static int transact(exec_ctx *c, json_t *hdr, const nv_tensor_view *const *ins, int n_ins,
+int exec_transact(exec_ctx *c, json_t *hdr, const nv_tensor_view *const *ins, int n_ins,
                     nv_tensor_view *outs, int n_outs, int32_t *ret_fell_back, char *err,
                     size_t errlen)
 {
@@ -342,7 +344,7 @@ static int exec_forward(void *ctx, nv_op_call *call, char *err, size_t errlen)
                             nv_dtype_name((nv_dtype)call->out_dtype));
     int r = hdr ? attrs_into(hdr, call->attrs_json, err, errlen) : NV_E_NOMEM;
     if (r == NV_OK)
-        r = transact(c, hdr, ins, call->n_inputs, call->outputs, call->n_outputs,
+        r = exec_transact(c, hdr, ins, call->n_inputs, call->outputs, call->n_outputs,
                      &call->fell_back, err, errlen);
     json_decref(hdr);
     return r;
@@ -364,7 +366,7 @@ static int exec_backward(void *ctx, nv_backward_call *call, char *err, size_t er
                             "n_inputs", call->n_inputs, "n_saved", call->n_saved);
     int r = hdr ? attrs_into(hdr, call->attrs_json, err, errlen) : NV_E_NOMEM;
     if (r == NV_OK)
-        r = transact(c, hdr, ins, n, call->grad_inputs, call->n_grads, NULL, err, errlen);
+        r = exec_transact(c, hdr, ins, n, call->grad_inputs, call->n_grads, NULL, err, errlen);
     json_decref(hdr);
     return r;
 }
@@ -399,13 +401,12 @@ static int exec_double_backward(void *ctx, nv_double_backward_call *call, char *
                   "n_inputs", call->n_inputs, "n_saved", call->n_saved, "n_grads", call->n_grads);
     r = hdr ? attrs_into(hdr, call->attrs_json, err, errlen) : NV_E_NOMEM;
     if (r == NV_OK)
-        r = transact(c, hdr, ins, n, call->grad_inputs, call->n_grads, NULL, err, errlen);
+        r = exec_transact(c, hdr, ins, n, call->grad_inputs, call->n_grads, NULL, err, errlen);
     json_decref(hdr);
     return r;
 }
 
-/* Whether the running harness's hello lists request in describe's "requests". */
-static bool offers(const exec_ctx *c, const char *request)
+bool exec_offers(const exec_ctx *c, const char *request)
 {
     json_error_t jerr;
     json_t *d = json_loads(c->describe ? c->describe : "", 0, &jerr);
@@ -430,7 +431,7 @@ int nvw_exec_graph(void *ctx, nv_graph_call *call, const char *options_json, cha
         *ret_compiled = NULL;
     if (c->pid < 0 && (r = exec_harness_start(c, err, errlen)) != NV_OK)
         return r;
-    if (!offers(c, "graph"))
+    if (!exec_offers(c, "graph"))
         return snprintf(err, errlen,
                         "not offered: harness '%s' does not list the optional request 'graph' in "
                         "its hello (describe \"requests\", docs/EXEC_PROTOCOL.md \"Optional "
@@ -454,7 +455,7 @@ int nvw_exec_graph(void *ctx, nv_graph_call *call, const char *options_json, cha
     const nv_tensor_view *ins[64];
     for (int i = 0; i < call->n_inputs; i++)
         ins[i] = &call->inputs[i];
-    r = hdr ? transact(c, hdr, ins, call->n_inputs, call->outputs, call->n_outputs, NULL, err,
+    r = hdr ? exec_transact(c, hdr, ins, call->n_inputs, call->outputs, call->n_outputs, NULL, err,
                        errlen)
             : NV_E_NOMEM;
     json_decref(hdr);
@@ -524,6 +525,7 @@ static void exec_close(void *ctx)
     free(c->describe);
     free(c->compiled);
     free(c->rbuf);
+    json_decref(c->reply_info);
     free(c);
 }
 
@@ -604,6 +606,7 @@ static const nv_backend exec_table = {
     .graph = NULL,
     .release_tensor = exec_release,
     .double_backward = exec_double_backward,
+    .train = exec_train, /* exec_train.c: an optional request */
 };
 
 const nv_backend *nvw_exec_table(void)

@@ -4,9 +4,14 @@
 #ifndef NUMVAL_WORKER_EXEC_INTERNAL_H
 #define NUMVAL_WORKER_EXEC_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include <jansson.h>
+
+#include "numval/backend.h"
 
 #define LINE_MAX_BYTES (1 << 20)
 #define STDERR_TAIL 4096
@@ -32,7 +37,20 @@ typedef struct exec_ctx {
      * tensor is fresh pages (page faults and zeroing) on every call. */
     void *spare[EXEC_SPARES];
     size_t spare_len[EXEC_SPARES];
+    json_t *reply_info; /* the last ok reply's "info" object, or NULL */
 } exec_ctx;
+
+/* Send one request (hdr gets "id" and "tensors") and read its reply into outs
+ * (exec.c); any conversation failure kills the harness. */
+/* Whether the running harness's hello lists request in describe's "requests"
+ * (docs/EXEC_PROTOCOL.md "Optional requests"). */
+bool exec_offers(const exec_ctx *c, const char *request);
+int exec_transact(exec_ctx *c, json_t *hdr, const nv_tensor_view *const *ins, int n_ins,
+                  nv_tensor_view *outs, int n_outs, int32_t *ret_fell_back, char *err,
+                  size_t errlen);
+/* The optional "train" request (exec_train.c, docs/EXEC_PROTOCOL.md "Optional
+ * requests"). */
+int exec_train(void *ctx, nv_train_call *call, char *err, size_t errlen);
 
 /* Monotonic clock in milliseconds (deadlines). */
 int64_t exec_now_ms(void);

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 import torch_autograd
 import torch_model
 import torch_rng
+import torch_train
 from torch_autograd import HarnessError
 
 PROTOCOL = 2  # 2 added double_backward with one direction per input; a worker saying 1 gets 1
@@ -33,7 +34,7 @@ AUTOGRAD = "builtin"  # set by --autograd
 WRONG_OP = None  # set by --wrong-op: that op's modules in a graph request are wrong
 # Optional requests (docs/EXEC_PROTOCOL.md "Optional requests"), listed in the hello;
 # --no-requests lists none (how a harness that predates them looks to the worker).
-REQUESTS = ["graph"]
+REQUESTS = ["graph", "train"]
 AT_HELLO = None  # (user, sys) CPU seconds when the hello was sent, for benchmarks
 
 # Element encodings shared with the C ABI (docs/BACKEND_ABI.md). bf16 travels as
@@ -282,6 +283,8 @@ def handle(device, msg, tensors):
         got = torch_rng.streams(device, int(msg.get("seed", 0)), int(msg.get("n", 1024)),
                                 float(msg.get("p", 0.5)))
         return list(got), list(got.values()), {}
+    if kind == "train":
+        return torch_train.handle(device, msg, tensors)
     raise HarnessError("invalid", f"unknown message type '{kind}'")
 
 
@@ -343,7 +346,10 @@ def main():
                          "output by 1 + 2^-7 (a deliberately wrong torch module)")
     ap.add_argument("--no-requests", action="store_true",
                     help="test flag: list no optional request in the hello")
+    ap.add_argument("--train-fault", default="none", choices=torch_train.FAULTS,
+                    help="a training-loop misuse for numval to catch (torch_train.py)")
     args = ap.parse_args()
+    torch_train.FAULT = args.train_fault
     if os.environ.get("NUMVAL_HARNESS_RUSAGE"):
         atexit.register(report_rusage, os.environ["NUMVAL_HARNESS_RUSAGE"])
     global AUTOGRAD, WRONG_OP, REQUESTS

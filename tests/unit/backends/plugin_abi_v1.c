@@ -23,7 +23,7 @@ const nv_backend *nv_backend_entry(void)
     table = *nvw_emu_backend();
     table.name = "abi_v1";
 #ifdef ABI_FUTURE
-    table.abi_version = 3;
+    table.abi_version = 4;
 #else
     table.abi_version = 1;
     table.struct_size = (uint32_t)NV_BACKEND_V1_SIZE;

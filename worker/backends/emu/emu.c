@@ -48,6 +48,7 @@ static void emu_close(void *ctx)
     for (int i = 0; i <= EMU_MAX_INPUTS; i++)
         free(c->scratch[i]);
     free(c->describe);
+    emu_train_free(c->train);
     free(c);
 }
 
@@ -354,6 +355,7 @@ static const nv_backend emu_table = {
     .graph = emu_graph, /* emu_graph.c (fused jobs) */
     .release_tensor = emu_release,
     .double_backward = emu_double_backward, /* emu_backward_call.c */
+    .train = emu_train_call,                /* emu_train.c */
 };
 
 const nv_backend *nvw_emu_backend(void)

@@ -60,7 +60,15 @@ typedef struct emu_mode {
     bool batch_splitk;
     bool kv_cache_set;
     nv_dtype kv_cache;
+    /* Device-driven training faults (emu_train.c): "train_fault=" skip_unscale
+     * (clip the scaled gradients, unscale after) or update_skipped (step the
+     * optimizer on a non-finite step); "ckpt_drop=" scaler or rng (a checkpoint
+     * without that state). */
+    int train_fault, ckpt_drop;
 } emu_mode;
+
+enum { EMU_TF_NONE, EMU_TF_SKIP_UNSCALE, EMU_TF_UPDATE_SKIPPED };
+enum { EMU_CK_NONE, EMU_CK_SCALER, EMU_CK_RNG };
 
 /* The most inputs an op takes (matmul: a, b and two scales), with room to spare. */
 #define EMU_MAX_INPUTS 8
@@ -73,6 +81,7 @@ typedef struct emu_ctx {
      * that large tensors do not pay for fresh pages on every call. */
     double *scratch[EMU_MAX_INPUTS + 1];
     size_t scratch_cap[EMU_MAX_INPUTS + 1];
+    struct emu_train *train; /* device-driven training state (emu_train.c) */
 } emu_ctx;
 
 /* The dtypes and rounding one op call uses, resolved from the mode and the call. */
@@ -87,6 +96,10 @@ typedef struct emu_call {
     uint64_t sr_state;    /* stochastic rounding stream (deterministic per call) */
     uint64_t order_state; /* random order stream (fresh per call) */
 } emu_call;
+
+/* ---- emu_train.c ---- */
+int emu_train_call(void *ctx, nv_train_call *call, char *err, size_t errlen);
+void emu_train_free(struct emu_train *t);
 
 /* ---- emu_mode.c ---- */
 void emu_mode_default(emu_mode *m);

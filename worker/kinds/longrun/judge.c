@@ -168,13 +168,21 @@ json_t *nvw_lr_judge(const nvw_lr_job *j, const char **ret_verdict)
     char matched_why[320];
     json_t *matched =
         nvw_lr_matched(j, &matched_ok, &matched_class, matched_why, sizeof matched_why);
-    bool pass = why == NULL && det && matched_ok;
+    const char *driven_class = NULL;
+    char driven_why[560] = "";
+    json_t *driven = nvw_lr_driven(j, &driven_class, driven_why, sizeof driven_why);
+    bool pass = why == NULL && det && matched_ok && !driven_class;
     if (!why && !det)
         why = "nondeterministic";
     /* The arithmetic itself, seen at matched weights, comes before what the loss
      * curve shows of it (a consequence) unless training broke down. */
     if (!matched_ok && (!why || strcmp(why, "nonfinite")))
         why = matched_class;
+    /* A device-driven step that broke a rule of the training stack (scaler,
+     * skipped step, unscale, update, autocast, checkpoint) is the cause of
+     * whatever the curves and gradients show after it. */
+    if (driven_class)
+        why = driven_class;
     json_t *seeds = json_array();
     for (int i = 0; i < s->n_seeds; i++)
         json_array_append_new(seeds, json_integer((json_int_t)s->seeds[i]));
@@ -199,6 +207,8 @@ json_t *nvw_lr_judge(const nvw_lr_job *j, const char **ret_verdict)
                  "within the band; loss curves inside the reference envelope%s%s",
                  s->n_seeds, json_number_value(json_object_get(json_object_get(fin, "welch"), "p")),
                  s->alpha, gap, s->deterministic ? "; bit-identical on repeat" : "", drift_text);
+    else if (why == driven_class)
+        snprintf(reason, sizeof reason, "%s: %.460s", why, driven_why);
     else if (why == matched_class)
         snprintf(reason, sizeof reason,
                  "%s: %s; final eval loss gap %.4g (Welch %s, trimmed mean %s, envelope %s)", why,
@@ -225,8 +235,8 @@ json_t *nvw_lr_judge(const nvw_lr_job *j, const char **ret_verdict)
                  why, gap, s->n_seeds, welch ? "passed" : "failed", trim ? "passed" : "failed",
                  env ? "passed" : "failed", det ? "" : ", not bit-identical on repeat");
     *ret_verdict = pass ? "passed" : "failed";
-    return json_pack("{s:s, s:s?, s:s, s:o, s:o, s:o, s:o, s:o, s:o}", "verdict", *ret_verdict,
-                     "failure_class", why, "reason", reason, "seeds", seeds, "final_loss", fin,
-                     "envelope", envj, "determinism", detj, "matched_weights", matched,
-                     "lowp_gradient_zero_fraction", num(zero));
+    return json_pack("{s:s, s:s?, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o*}", "verdict",
+                     *ret_verdict, "failure_class", why, "reason", reason, "seeds", seeds,
+                     "final_loss", fin, "envelope", envj, "determinism", detj, "matched_weights",
+                     matched, "lowp_gradient_zero_fraction", num(zero), "device_steps", driven);
 }

@@ -12,6 +12,8 @@ typedef struct nvw_lr_job {
     nvw_run ref[NV_LR_MAX_SEEDS], dev[NV_LR_MAX_SEEDS];
     nvw_run repeat; /* device, seeds[0] again (determinism) */
     bool has_repeat;
+    nvw_run resumed; /* device-driven, seeds[0] checkpointed and restored */
+    bool has_resumed;
 } nvw_lr_job;
 
 /* The verdict object ("verdict", "failure_class", "reason", the tests with their
@@ -23,6 +25,11 @@ json_t *nvw_lr_judge(const nvw_lr_job *j, const char **ret_verdict);
  * ("gradient_error" or "eval_error") and why (one sentence). New reference. */
 json_t *nvw_lr_matched(const nvw_lr_job *j, bool *ret_pass, const char **ret_class, char *why,
                        size_t why_len);
+
+/* Device-driven training (judge_driven.c): the "device_steps" object (step
+ * checks and the checkpoint comparison); *ret_class NULL when they pass, else
+ * the class and why. New reference. */
+json_t *nvw_lr_driven(const nvw_lr_job *j, const char **ret_class, char *why, size_t why_len);
 
 /* The zstd-compressed per-step series of every run (JSON lines, base64 in the
  * result) and the downsampled curves for the UI. New references, NULL on ENOMEM. */

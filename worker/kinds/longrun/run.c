@@ -40,6 +40,11 @@ static int lr_check(void *job, char **ret_err)
                            "backend '%s' has no backward entry: a long-run job trains through "
                            "the backend's backward ops",
                            c->b.backend_spec);
+    if (c->job.s->driven && !c->b.table->train)
+        return nvw_set_err(ret_err, -ENOTSUP,
+                           "not offered: backend '%s' has no train entry (device-driven "
+                           "training, backend ABI version 3)",
+                           c->b.backend_spec);
     return 0;
 }
 
@@ -68,11 +73,13 @@ static int lr_setup(void *job, char **ret_err)
     if (r < 0)
         return r;
     c->job.has_repeat = s->deterministic;
+    c->job.has_resumed = s->driven && s->checkpoint_at > 0;
     return 0;
 }
 
 /* Task k of the pool: 0..n-1 reference seeds, n..2n-1 device seeds, 2n the
- * repeat. Only device tasks use the backend context. */
+ * repeat (when deterministic), then the resumed run (device-driven with a
+ * checkpoint). Only device tasks use the backend context. */
 static bool task_needs_ctx(void *ud, int64_t k)
 {
     const lr_ctx *c = ud;
@@ -87,11 +94,18 @@ static int run_task(void *ud, void *dev_ctx, int64_t k, char *err, size_t errlen
     nvw_exec ex;
     memset(&ex, 0, sizeof ex);
     ex.host = k < n;
-    nvw_run *out = k < n ? &c->job.ref[k] : k < 2 * n ? &c->job.dev[k - n] : &c->job.repeat;
+    bool resumed = k == 2 * n + (c->job.has_repeat ? 1 : 0);
+    nvw_run *out = k < n       ? &c->job.ref[k]
+                   : k < 2 * n ? &c->job.dev[k - n]
+                   : resumed   ? &c->job.resumed
+                               : &c->job.repeat;
     uint64_t seed = s->seeds[k < n ? k : k < 2 * n ? k - n : 0];
     if (!ex.host)
         ex.table = c->b.table, ex.ctx = dev_ctx, ex.saved = c->saved, ex.amp = c->amp;
-    int r = nvw_train_run(s, &c->data, &ex, seed, out);
+    nvw_resume rs = {s->checkpoint_at, c->b.table, c->b.options};
+    int r = ex.host || !s->driven
+                ? nvw_train_run(s, &c->data, &ex, seed, out)
+                : nvw_train_driven(s, &c->data, &ex, seed, resumed ? &rs : NULL, out);
     if (r < 0)
         snprintf(err, errlen, "%s run of seed %llu failed at step %lld: %s",
                  ex.host ? "reference" : "device", (unsigned long long)seed,
@@ -108,7 +122,7 @@ static int lr_run(void *job, char **ret_err)
     nvw_case_pool_backend be = {c->b.table, c->b.options, c->b.backend_spec};
     nvw_case_pool p = {
         .threads = opts && opts->threads > 0 ? opts->threads : 1,
-        .n = 2 * s->n_seeds + (s->deterministic ? 1 : 0),
+        .n = 2 * s->n_seeds + (s->deterministic ? 1 : 0) + (c->job.has_resumed ? 1 : 0),
         .run_case = run_task,
         .ud = c,
         .needs_ctx = task_needs_ctx,
@@ -179,6 +193,7 @@ static void lr_done(void *job)
             nvw_run_done(&c->job.dev[i]);
         }
         nvw_run_done(&c->job.repeat);
+        nvw_run_done(&c->job.resumed);
     }
     nvw_data_done(&c->data);
     json_decref(c->policy);

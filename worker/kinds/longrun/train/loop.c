@@ -32,7 +32,7 @@ static double wround(nv_dtype master, nv_dtype weights, double x)
  * device and reference runs alike: the curve measures the model training
  * produced, not the device's arithmetic in computing a loss (a device that
  * accumulates the eval mean in bf16 would misreport it). */
-static int eval_loss(nvw_model *m, const nvw_data *d, nvw_exec *ex, double *ret)
+int nvw_eval_loss(nvw_model *m, const nvw_data *d, nvw_exec *ex, double *ret)
 {
     nvw_exec host;
     memset(&host, 0, sizeof host);
@@ -162,7 +162,7 @@ static int step(nvw_model *m, const nv_longrun_spec *s, const nvw_data *d, nvw_e
     int64_t de = ex->lowp_grad_elems - e0;
     pt->lowp_zero_frac = de ? (double)(ex->lowp_grad_zero - z0) / (double)de : 0;
     if (check && !ex->host && pt->nonfinite == 0 &&
-        (r = nvw_shadow_grads(m, d, ex, seed, t, scale, pt)) < 0)
+        (r = nvw_shadow_grads(m, d, ex, seed, t, scale, 0, NULL, pt)) < 0)
         goto out;
     pt->skipped = nvw_scaler_update(sc, pt->nonfinite > 0);
     if (!pt->skipped) {
@@ -202,7 +202,7 @@ int nvw_train_run(const nv_longrun_spec *s, const nvw_data *d, nvw_exec *ex, uin
     for (int64_t t = 0; t <= s->steps && r == 0; t++) {
         bool log = t % s->log_every == 0 || t == s->steps;
         double el = NAN, ev_dev = NAN, ev_decl = NAN;
-        if (log && (r = eval_loss(&m, d, ex, &el)) < 0)
+        if (log && (r = nvw_eval_loss(&m, d, ex, &el)) < 0)
             break;
         if (log && !ex->host && (r = nvw_shadow_eval(&m, d, ex, &ev_dev, &ev_decl)) < 0)
             break;
@@ -239,4 +239,6 @@ void nvw_run_done(nvw_run *r)
 {
     free(r->pts);
     r->pts = NULL;
+    free(r->scale_bits), free(r->mask_hash), free(r->state_hash);
+    r->scale_bits = r->mask_hash = r->state_hash = NULL;
 }

@@ -118,6 +118,15 @@ static int mlp_logits(nvw_model *m, nvw_tape *tp, const int *pv, int x, int64_t 
     int r;
     TRY(r = affine(tp, pv, 0, x, B));
     TRY(r = act(tp, m->s->relu, r));
+    if (m->mask) { /* dropout, with the device's own mask */
+        nv_tensor *k = nv_tensor_contiguous(m->mask);
+        if (!k)
+            return -ENOMEM;
+        k->dtype = nvw_exec_fp64(tp->ex) ? NV_DT_FP64 : NV_DT_FP32;
+        int mv[2] = {r, 0};
+        TRY(mv[1] = nvw_tape_leaf_own(tp, k));
+        TRY(r = nvw_tape_op(tp, "mul", "{}", 2, mv));
+    }
     return affine(tp, pv, 2, r, B);
 }
 

@@ -19,6 +19,7 @@ static int clone_model(const nvw_model *m, nv_dtype master, nvw_model *ret)
     int r = nvw_model_init(ret, m->s, 0, master);
     if (r < 0)
         return r;
+    ret->mask = m->mask;
     for (int i = 0; i < m->n_params; i++)
         memcpy(ret->p[i].w->data, m->p[i].w->data,
                (size_t)m->p[i].w->numel * sizeof(*m->p[i].w->data));
@@ -63,7 +64,7 @@ static void host_exec(const nvw_exec *dev, bool declared, nvw_exec *ret)
 }
 
 int nvw_shadow_grads(const nvw_model *m, const nvw_data *d, const nvw_exec *dev, uint64_t seed,
-                     int64_t t, double scale, nvw_point *pt)
+                     int64_t t, double scale, double clip, double *ret_norm64, nvw_point *pt)
 {
     nv_tensor *x = NULL, *y = NULL, *g64[NVW_MAX_PARAMS] = {0}, *gdl[NVW_MAX_PARAMS] = {0};
     nvw_model h64, hdl;
@@ -88,14 +89,25 @@ int nvw_shadow_grads(const nvw_model *m, const nvw_data *d, const nvw_exec *dev,
             x = y = NULL;
         }
     }
+    /* Gradient-norm clipping (torch.nn.utils.clip_grad_norm_) of both
+     * references by the fp64 gradient's norm: the device's gradient is the
+     * clipped one its optimizer used. */
+    double n2 = 0, coef = 1;
+    for (int i = 0; r == 0 && i < m->n_params; i++)
+        for (int64_t k = 0; g64[i] && k < g64[i]->numel; k++)
+            n2 += g64[i]->data[k] * g64[i]->data[k];
+    if (ret_norm64)
+        *ret_norm64 = sqrt(n2);
+    if (clip > 0 && clip / (sqrt(n2) + 1e-6) < 1)
+        coef = clip / (sqrt(n2) + 1e-6);
     for (int i = 0; r == 0 && i < m->n_params; i++) {
         const nv_tensor *gd = m->p[i].g, *g = g64[i], *gc = gdl[i];
         double ed = 0, ec = 0, rr = 0;
         for (int64_t k = 0; g && k < g->numel; k++) {
             /* The declared reference's gradient unscaled and stored as the
              * device's is (fp32 master, loop.c collect). */
-            double ref = g->data[k], dv = gd ? gd->data[k] : 0,
-                   cv = gc ? (double)(float)(gc->data[k] * (1.0 / scale)) : 0;
+            double ref = coef * g->data[k], dv = gd ? gd->data[k] : 0,
+                   cv = gc ? coef * (double)(float)(gc->data[k] * (1.0 / scale)) : 0;
             ed += (dv - ref) * (dv - ref);
             ec += (cv - ref) * (cv - ref);
             rr += ref * ref;

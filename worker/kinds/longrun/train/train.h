@@ -66,7 +66,31 @@ typedef struct nvw_run {
     char err[512];
     int n_layers;
     char layers[NVW_MAX_PARAMS][16];
+    /* Device-driven training (driven.c): the first step check that failed
+     * (fail_class "" when none), counts, and per step the bits a resumed run
+     * must repeat (scale, dropout mask, loss and state). */
+    bool driven;
+    char fail_class[32];
+    int64_t fail_step;
+    char fail_why[480];
+    int64_t checked_steps, growths, backoffs;
+    uint64_t *scale_bits, *mask_hash, *state_hash; /* [steps] */
+    char ops[1024]; /* the first step's autocast read-back (JSON text) */
 } nvw_run;
+
+/* Where a device-driven run checkpoints and restores (driven.c): after `at`
+ * steps SAVE, open a fresh context of table (options), LOAD and continue. */
+typedef struct nvw_resume {
+    int64_t at;
+    const nv_backend *table;
+    const char *options;
+} nvw_resume;
+
+/* One seed trained by the device's own steps (nv_backend.train), each step
+ * checked against the host reference step from the same state. resume: NULL
+ * for an uninterrupted run. 0 or negative with run->err. */
+int nvw_train_driven(const nv_longrun_spec *s, const nvw_data *d, nvw_exec *ex, uint64_t seed,
+                     const nvw_resume *resume, nvw_run *run);
 
 /* Train one seed on ex (host or device); fills run. Returns 0 or negative with
  * run->err set. */

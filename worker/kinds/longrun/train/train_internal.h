@@ -37,6 +37,9 @@ typedef struct nvw_model {
     nvw_param p[NVW_MAX_PARAMS];
     int n_params;
     nv_dtype master; /* fp32 (device) or fp64 (host) */
+    /* Device-driven training: the dropout multiplier of this step after the
+     * MLP's activation ([batch, hidden], borrowed), NULL when none. */
+    const nv_tensor *mask;
 } nvw_model;
 
 /* Parameters initialized from the run seed (Philox stream per parameter). */
@@ -53,7 +56,16 @@ int nvw_model_loss(nvw_model *m, nvw_tape *tp, nv_tensor *x, nv_tensor *target);
  * into pt's p_* fields; and the eval loss of the weights on the device and by
  * the declared-precision reference. 0 or negative. */
 int nvw_shadow_grads(const nvw_model *m, const nvw_data *d, const nvw_exec *dev, uint64_t seed,
-                     int64_t t, double scale, nvw_point *pt);
+                     int64_t t, double scale, double clip, double *ret_norm64, nvw_point *pt);
+/* Device-driven step checks (driven_check.c): false with why set when the
+ * step fails them. */
+bool nvw_drive_autocast_ok(const nvw_amp *amp, const json_t *ops, char *why, size_t n);
+bool nvw_drive_update_ok(const nv_longrun_spec *s, const nvw_model *pre, nv_tensor *const *g,
+                         nv_tensor *const *w, nv_tensor *const *m1, nv_tensor *const *m2,
+                         double lr, int64_t t, char *why, size_t n);
+
+/* The eval loss of m's weights by the host fp64 reference (loop.c). */
+int nvw_eval_loss(nvw_model *m, const nvw_data *d, nvw_exec *ex, double *ret);
 int nvw_shadow_eval(const nvw_model *m, const nvw_data *d, nvw_exec *dev, double *ret_dev,
                     double *ret_decl);
 
