@@ -141,28 +141,34 @@ static const nv_op_def table[NVO_COUNT] = {
                 {"scale_b", 0, INFINITY, false}},
      .differentiable = true,
      .edges = nvo_edges_reduce},
-    /* Data movement (layout.c). Not differentiable yet: their backward (the
-     * inverse permutation; a scatter-add of the output gradient) is deferred
-     * (docs/MODEL.md). */
+    /* Data movement (layout.c). Their backward is the scatter-add of the
+     * output gradient into the element each output was moved from: the inverse
+     * permutation for transpose, split_heads and merge_heads; embedding's sums
+     * the gradient rows of repeated ids (core/ref/ref_layout_backward.c); ids
+     * get no gradient (an index input). */
     {.name = "transpose",
      .kind = NV_OPK_LAYOUT,
      .n_inputs = 1,
      .inputs = {LINE},
+     .differentiable = true,
      .edges = nvo_edges_generic},
     {.name = "embedding",
      .kind = NV_OPK_LAYOUT,
      .n_inputs = 2,
      .inputs = {{"weight", -INFINITY, INFINITY, false}, {"ids", 0, INFINITY, true}},
+     .differentiable = true,
      .edges = nvo_edges_generic},
     {.name = "split_heads",
      .kind = NV_OPK_LAYOUT,
      .n_inputs = 1,
      .inputs = {LINE},
+     .differentiable = true,
      .edges = nvo_edges_generic},
     {.name = "merge_heads",
      .kind = NV_OPK_LAYOUT,
      .n_inputs = 1,
      .inputs = {LINE},
+     .differentiable = true,
      .edges = nvo_edges_generic},
 };
 

@@ -116,6 +116,15 @@ int nv_op_infer(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_te
 int nv_op_layout_eval(const nv_op_def *op, const nv_op_attrs *a, int n_in,
                       const nv_tensor *const *in, double *out, char *err, size_t errlen);
 
+/* For a data-movement op (NV_OPK_LAYOUT) on inputs that infer: src[o] = the
+ * row-major index of the element of input 0 that output o holds (n_out
+ * outputs). Every op of the kind moves one input-0 value to each output, so
+ * its Jacobian is a 0/1 matrix with one 1 per output row and its VJP the
+ * scatter-add gx[src[o]] += gy[o] (layout.c). Returns NV_OK, NV_E_NOMEM or
+ * nv_op_layout_eval's error. */
+int nv_op_layout_sources(const nv_op_def *op, const nv_op_attrs *a, int n_in,
+                         const nv_tensor *const *in, int64_t n_out, int64_t *src);
+
 /* The reduction length n of the output's reduction (1 for elementwise, K for
  * matmul) for the bound metric. */
 int64_t nv_op_reduction_len(const nv_op_def *op, const nv_op_attrs *a, int n_in,

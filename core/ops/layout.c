@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops_internal.h"
@@ -127,4 +128,30 @@ int nv_op_layout_eval(const nv_op_def *op, const nv_op_attrs *a, int n_in,
             out[t * d + k] = x->data[nv_tensor_offset_linear(x, (int64_t)id * d + k)];
     }
     return NV_OK;
+}
+
+int nv_op_layout_sources(const nv_op_def *op, const nv_op_attrs *a, int n_in,
+                         const nv_tensor *const *in, int64_t n_out, int64_t *src)
+{
+    /* The op evaluated on input 0's element indices (exact in a double up to
+     * 2^53 elements): each output then holds the index it was moved from. */
+    const nv_tensor *x = in[0];
+    nv_tensor *idx = nv_tensor_new(x->dtype, x->ndim, x->shape);
+    double *v = malloc((size_t)(n_out > 0 ? n_out : 1) * sizeof *v);
+    int r = NV_E_NOMEM;
+    if (!idx || !v)
+        goto out;
+    for (int64_t e = 0; e < idx->numel; e++)
+        idx->data[e] = (double)e;
+    const nv_tensor *moved[NV_OP_MAX_INPUTS];
+    for (int i = 0; i < n_in && i < NV_OP_MAX_INPUTS; i++)
+        moved[i] = i == 0 ? idx : in[i];
+    char err[160];
+    r = nv_op_layout_eval(op, a, n_in, moved, v, err, sizeof err);
+    for (int64_t o = 0; r == NV_OK && o < n_out; o++)
+        src[o] = (int64_t)v[o];
+out:
+    nv_tensor_free(idx);
+    free(v);
+    return r;
 }

@@ -299,6 +299,8 @@ int nv_op_forward_f64(const nv_op_def *op, const nv_op_attrs *a, int n_in,
         forward_elementwise(id, op, a, in, out);
         return 0;
     }
+    if (op->kind == NV_OPK_LAYOUT)
+        return nvb_forward_layout(op, a, n_in, in, out);
     if (op->kind == NV_OPK_MATMUL)
         return nvb_forward_matmul(in, out);
     return nvb_forward_rows(id, a, in, out);
@@ -315,6 +317,8 @@ int nv_op_vjp(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tens
         vjp_elementwise(id, op, a, in, gy, gx, mag);
         return 0;
     }
+    if (op->kind == NV_OPK_LAYOUT)
+        return nvb_vjp_layout(op, a, n_in, in, gy, gx, mag);
     if (op->kind == NV_OPK_MATMUL)
         return nvb_vjp_matmul(in, gy, gx, mag);
     return nvb_vjp_rows(id, a, in, gy, gx, mag);
@@ -328,6 +332,8 @@ int64_t nv_op_vjp_reduction_len(const nv_op_def *op, const nv_op_attrs *a, int n
     if (id < 0 || n_in < 1 || elementwise(op))
         return 1;
     const nv_tensor *x = in[0];
+    if (op->kind == NV_OPK_LAYOUT)
+        return nvb_layout_sum_len(id, in, i);
     if (op->kind == NV_OPK_MATMUL) {
         int nd = x->ndim;
         /* dA = dC B^T sums over N; dB = A^T dC over M. */
