@@ -24,6 +24,11 @@ nv_jac_kind nv_op_jac_kind(const nv_op_def *op, const nv_op_attrs *a)
         return NV_JAC_DIAGONAL;
     if (op->kind == NV_OPK_MATMUL)
         return NV_JAC_BILINEAR;
+    /* max pooling moves one element per output too, but which one depends on
+     * the values (the argmax) and this structure may not: its windows and
+     * conv2d's patches overlap, so every output may depend on every input */
+    if (nvo_op_id(op) == NVO_MAX_POOL2D || op->kind == NV_OPK_CONV)
+        return NV_JAC_DENSE;
     if (op->kind == NV_OPK_LAYOUT)
         return NV_JAC_GATHER;
     if (nvo_op_id(op) == NVO_CROSS_ENTROPY && a->reduction_mean)

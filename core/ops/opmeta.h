@@ -57,6 +57,9 @@ typedef enum nvo_id {
     NVO_EMBEDDING,
     NVO_SPLIT_HEADS,
     NVO_MERGE_HEADS,
+    NVO_FLATTEN,
+    NVO_MAX_POOL2D,
+    NVO_CONV2D,
     NVO_COUNT
 } nvo_id;
 

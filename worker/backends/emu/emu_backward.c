@@ -38,7 +38,8 @@ static const char *saved_of(const nv_op_def *op)
     for (int i = 0; in_out[i]; i++)
         if (strcmp(op->name, in_out[i]) == 0)
             return "io";
-    if (op->kind == NV_OPK_LAYOUT) /* moved values: only the ids decide where */
+    /* moved values: only the ids, or the pooled input (its argmax), decide where */
+    if (op->kind == NV_OPK_LAYOUT && strcmp(op->name, "max_pool2d"))
         return strcmp(op->name, "embedding") == 0 ? "1" : "";
     if (strcmp(op->name, "neg") == 0 || strcmp(op->name, "add") == 0 ||
         strcmp(op->name, "sub") == 0 || strcmp(op->name, "sum") == 0 ||

@@ -53,6 +53,9 @@ enum {
     EMU_B_EMBEDDING,
     EMU_B_SPLIT_HEADS,
     EMU_B_MERGE_HEADS,
+    EMU_B_FLATTEN,
+    EMU_B_MAX_POOL2D,
+    EMU_B_CONV2D,
     EMU_B_COUNT
 };
 

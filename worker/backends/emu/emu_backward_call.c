@@ -44,7 +44,7 @@ static int op_id(const nv_op_def *op)
         "pow",        "maximum",  "minimum",       "cast",       "sum",     "mean",
         "max",        "var",      "norm2",         "logsumexp",  "softmax", "log_softmax",
         "layer_norm", "rms_norm", "cross_entropy", "matmul",     "bmm",     "transpose",
-        "embedding",  "split_heads", "merge_heads"};
+        "embedding",  "split_heads", "merge_heads", "flatten", "max_pool2d", "conv2d"};
     size_t n;
     const nv_op_def *all = nv_op_all(&n);
     long id = op - all;

@@ -266,15 +266,19 @@ int emu_bwd_matmul(emu_call *c, const emu_bwd_io *io)
 
 /* Data movement: the scatter-add of gy into the element each output was moved
  * from (core/ops/layout.c nv_op_layout_sources), in output order; repeated
- * embedding ids accumulate in the accumulate dtype, as an index_add kernel
- * does. Only the ids are saved: the weight's shape comes with the call. */
+ * embedding ids (and an element that is the maximum of several overlapping
+ * pooling windows) accumulate in the accumulate dtype, as an index_add kernel
+ * does. Only the ids are saved for embedding (the weight's shape comes with
+ * the call), the input for max_pool2d (its argmax). */
 int emu_bwd_layout(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, const emu_bwd_io *io,
                    char *err, size_t errlen)
 {
-    const nv_tensor *in[2] = {io->shape0, io->x[1]};
+    bool pool = strcmp(op->name, "max_pool2d") == 0;
+    const nv_tensor *in[2] = {pool ? io->x[0] : io->shape0, io->x[1]};
     int n_in = op->n_inputs;
-    if (n_in > 1 && !in[1]) {
-        snprintf(err, errlen, "backward of '%s' needs the saved ids (input:1)", op->name);
+    if ((n_in > 1 && !in[1]) || !in[0]) {
+        snprintf(err, errlen, "backward of '%s' needs the saved %s", op->name,
+                 pool ? "input (input:0)" : "ids (input:1)");
         return NV_E_INVALID;
     }
     int64_t n_out = io->gy->numel, n_x = io->shape0->numel;
