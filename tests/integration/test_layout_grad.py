@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Gradient jobs of the data-movement ops (docs/JOBS.md "Gradient jobs"):
-transpose, split_heads, merge_heads and embedding pass every check on emu
+transpose, split_heads, merge_heads, embedding, flatten and max_pool2d pass every check on emu
 (formula, device, second order, double backward) in fp32, bf16 and fp16; a
 device whose embedding backward stores each position's gradient row into
 its id's row instead of adding it (plugin_fault_embedgrad.c, the classic
@@ -70,6 +70,12 @@ def jobs(seed):
          "seed": seed, "order": 2},
         {"kind": "gradient", "op": "embedding", "dtypes": ["fp32"], "shapes": [[[8, 4], [32]]],
          "seed": seed, "mode": "fast"},
+        {"kind": "gradient", "op": "flatten", "dtypes": dts, "shapes": [[2, 3, 4, 5]],
+         "seed": seed, "order": 2},
+        {"kind": "gradient", "op": "max_pool2d", "dtypes": dts, "shapes": [[2, 3, 6, 6]],
+         "inputs": ["normal", "uniform"], "seed": seed, "order": 2},
+        {"kind": "gradient", "op": "max_pool2d", "attrs": {"kernel": 3, "stride": 2, "padding": 1},
+         "dtypes": dts, "shapes": [[1, 2, 7, 9]], "seed": seed, "order": 2},
     ]
 
 
