@@ -124,9 +124,9 @@ static void eval_heads(bool split, const nv_tensor *x, int64_t heads, double *ou
  * kernel elements at (oh s - p, ow s - p), padding ignored. Ties go to the
  * first maximum in the window's row-major order (a later element replaces
  * the running maximum only when strictly greater), and a NaN wins over every
- * number (the first NaN): PyTorch's CPU max_pool2d kernel keeps the index of
- * the first maximum and propagates NaN, and its backward routes the whole
- * gradient to that one index. */
+ * number (the first NaN). This is our reading of PyTorch's CPU max_pool2d
+ * (it keeps the index of the first maximum and propagates NaN; its backward
+ * routes the gradient to that index), not checked against torch here. */
 static void pool_sources(const nv_op_attrs *a, const nv_tensor *x, int64_t *src)
 {
     int64_t nc = x->shape[0] * x->shape[1], h = x->shape[2], w = x->shape[3];
