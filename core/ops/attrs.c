@@ -21,10 +21,15 @@ enum {
     K_SCALE = 1 << 7,
     K_REDUCTION = 1 << 8,
     K_HEADS = 1 << 9,
+    K_STRIDE = 1 << 10,
+    K_PADDING = 1 << 11,
+    K_DILATION = 1 << 12,
+    K_KERNEL = 1 << 13,
 };
 
 static const char *const key_names[] = {"axis", "approximate", "algorithm", "correction", "eps",
-                                        "to",   "acc",         "scale",     "reduction",  "heads"};
+                                        "to",   "acc",         "scale",     "reduction",  "heads",
+                                        "stride", "padding",   "dilation",  "kernel"};
 #define N_KEYS (sizeof key_names / sizeof key_names[0])
 
 static unsigned op_keys(int id)
@@ -54,6 +59,10 @@ static unsigned op_keys(int id)
         return K_ACC | K_SCALE;
     case NVO_SPLIT_HEADS:
         return K_HEADS;
+    case NVO_CONV2D:
+        return K_STRIDE | K_PADDING | K_DILATION;
+    case NVO_MAX_POOL2D:
+        return K_KERNEL | K_STRIDE | K_PADDING;
     default:
         return 0;
     }
@@ -70,6 +79,10 @@ static void attrs_default(nv_op_attrs *a)
     a->block = 32;
     a->tile_r = a->tile_c = 1;
     a->heads = 1;
+    a->stride = 1;
+    a->padding = 0;
+    a->dilation = 1;
+    a->kernel = 2;
 }
 
 static int fail(char **ret_msg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -188,6 +201,20 @@ static int parse_one(int key, const json_t *v, nv_op_attrs *a, char **ret_msg)
             return fail(ret_msg, "attribute 'heads' must be an integer in 1..65536");
         a->heads = (int)json_integer_value(v);
         return 0;
+    case K_STRIDE:
+    case K_DILATION:
+    case K_KERNEL:
+    case K_PADDING: {
+        long lo = (1 << key) == K_PADDING ? 0 : 1;
+        if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > 4096)
+            return fail(ret_msg, "attribute '%s' must be an integer in %ld..4096", name, lo);
+        int iv = (int)json_integer_value(v);
+        *((1 << key) == K_STRIDE     ? &a->stride
+          : (1 << key) == K_DILATION ? &a->dilation
+          : (1 << key) == K_KERNEL   ? &a->kernel
+                                     : &a->padding) = iv;
+        return 0;
+    }
     case K_TO:
         return parse_dtype_attr(name, v, false, &a->cast_to, ret_msg);
     case K_ACC:
@@ -242,6 +269,12 @@ int nv_op_parse_attrs(const nv_op_def *op, const json_t *obj, nv_op_attrs *ret, 
         if (r < 0)
             return r;
     }
+    /* pooling's stride defaults to its kernel (PyTorch's max_pool2d) */
+    if (id == NVO_MAX_POOL2D && !(obj && json_object_get(obj, "stride")))
+        a.stride = a.kernel;
+    if (id == NVO_MAX_POOL2D && 2 * a.padding > a.kernel)
+        return fail(ret_msg, "attribute 'padding' (%d) of op 'max_pool2d' must be at most half "
+                             "of 'kernel' (%d)", a.padding, a.kernel);
     if (id == NVO_CAST && !(obj && json_object_get(obj, "to")))
         return fail(ret_msg, "op 'cast' needs the attribute 'to' (the target dtype)");
     *ret = a;
@@ -295,6 +328,14 @@ json_t *nv_op_attrs_to_json(const nv_op_def *op, const nv_op_attrs *a)
         r |= json_object_set_new(o, "reduction", json_string(a->reduction_mean ? "mean" : "none"));
     if (keys & K_HEADS)
         r |= json_object_set_new(o, "heads", json_integer(a->heads));
+    if (keys & K_KERNEL)
+        r |= json_object_set_new(o, "kernel", json_integer(a->kernel));
+    if (keys & K_STRIDE)
+        r |= json_object_set_new(o, "stride", json_integer(a->stride));
+    if (keys & K_PADDING)
+        r |= json_object_set_new(o, "padding", json_integer(a->padding));
+    if (keys & K_DILATION)
+        r |= json_object_set_new(o, "dilation", json_integer(a->dilation));
     if (r) {
         json_decref(o);
         return NULL;

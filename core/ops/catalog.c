@@ -141,28 +141,34 @@ static const nv_op_def table[NVO_COUNT] = {
                 {"scale_b", 0, INFINITY, false}},
      .differentiable = true,
      .edges = nvo_edges_reduce},
-    /* Data movement (layout.c). Not differentiable yet: their backward (the
-     * inverse permutation; a scatter-add of the output gradient) is deferred
-     * (docs/MODEL.md). */
+    /* Data movement (layout.c). Their backward is the scatter-add of the
+     * output gradient into the element each output was moved from: the inverse
+     * permutation for transpose, split_heads and merge_heads; embedding's sums
+     * the gradient rows of repeated ids (core/ref/ref_layout_backward.c); ids
+     * get no gradient (an index input). */
     {.name = "transpose",
      .kind = NV_OPK_LAYOUT,
      .n_inputs = 1,
      .inputs = {LINE},
+     .differentiable = true,
      .edges = nvo_edges_generic},
     {.name = "embedding",
      .kind = NV_OPK_LAYOUT,
      .n_inputs = 2,
      .inputs = {{"weight", -INFINITY, INFINITY, false}, {"ids", 0, INFINITY, true}},
+     .differentiable = true,
      .edges = nvo_edges_generic},
     {.name = "split_heads",
      .kind = NV_OPK_LAYOUT,
      .n_inputs = 1,
      .inputs = {LINE},
+     .differentiable = true,
      .edges = nvo_edges_generic},
     {.name = "merge_heads",
      .kind = NV_OPK_LAYOUT,
      .n_inputs = 1,
      .inputs = {LINE},
+     .differentiable = true,
      .edges = nvo_edges_generic},
     /* The store of a KV-cache entry (docs/SERVING.md): the values unchanged,
      * in the cache's declared dtype (the output dtype). */
@@ -171,6 +177,26 @@ static const nv_op_def table[NVO_COUNT] = {
      .n_inputs = 1,
      .inputs = {LINE},
      .edges = nvo_edges_generic},
+    /* A CNN's flatten before its classifier, and max pooling: each output is
+     * one input element (the window's maximum), so they are data movement too. */
+    {.name = "flatten",
+     .kind = NV_OPK_LAYOUT,
+     .n_inputs = 1,
+     .inputs = {LINE},
+     .differentiable = true,
+     .edges = nvo_edges_generic},
+    {.name = "max_pool2d",
+     .kind = NV_OPK_LAYOUT,
+     .n_inputs = 1,
+     .inputs = {LINE},
+     .differentiable = true,
+     .edges = nvo_edges_generic},
+    {.name = "conv2d",
+     .kind = NV_OPK_CONV,
+     .n_inputs = 2,
+     .inputs = {{"x", -INFINITY, INFINITY, false}, {"weight", -INFINITY, INFINITY, false}},
+     .differentiable = false,
+     .edges = nvo_edges_reduce},
 };
 
 const nv_op_def *nv_op_find(const char *name)
@@ -231,7 +257,12 @@ bool nv_op_zero_sign_judged(const nv_op_def *op)
     /* Reductions and matmul start their accumulators from +0 where IEEE's sum
      * of -0 terms is -0, and the max reduction keeps whichever of -0 and +0 its
      * comparisons meet first: their zero's sign is not part of the contract. */
-    return op && op->kind != NV_OPK_REDUCE && op->kind != NV_OPK_MATMUL;
+    return op && !nv_op_accumulates(op);
+}
+
+bool nv_op_accumulates(const nv_op_def *op)
+{
+    return op && (op->kind == NV_OPK_REDUCE || op->kind == NV_OPK_MATMUL || op->kind == NV_OPK_CONV);
 }
 
 /* ---- dtype support ---- */
@@ -260,6 +291,8 @@ static unsigned dtype_mask(int id)
     case NVO_SPLIT_HEADS:
     case NVO_MERGE_HEADS:
     case NVO_CACHE_WRITE:
+    case NVO_FLATTEN:
+    case NVO_MAX_POOL2D:
         return F_STD | F_8 | F_MX;
     case NVO_ADD:
     case NVO_SUB:
@@ -468,6 +501,9 @@ int nv_op_infer(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_te
     case NV_OPK_LAYOUT:
         r = nvo_layout_infer(op, a, n_in, in, &nd, shape, err, errlen);
         break;
+    case NV_OPK_CONV:
+        r = nvo_conv_infer(op, a, n_in, in, &nd, shape, err, errlen);
+        break;
     default:
         r = nvo_matmul_infer(op, a, n_in, in, &nd, shape, err, errlen);
         break;
@@ -495,6 +531,11 @@ int64_t nv_op_reduction_len(const nv_op_def *op, const nv_op_attrs *a, int n_in,
             return 1;
         bool fp_scales = a->scale != NV_SCALE_NONE && a->scale != NV_SCALE_BLOCK;
         return x->shape[x->ndim - 1] + 1 + (fp_scales ? 2 : 0);
+    }
+    if (op->kind == NV_OPK_CONV) {
+        nv_conv_geom g;
+        /* K products summed and one more rounding, as matmul's */
+        return n_in > 1 && nv_conv_geom_of(a, x, in[1], &g) == 0 ? g.k + 1 : 1;
     }
     if (op->kind != NV_OPK_REDUCE)
         return 1;

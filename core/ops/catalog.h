@@ -25,7 +25,11 @@ typedef enum nv_op_kind {
     NV_OPK_LAYOUT,  /* data movement, exact: transpose (last two dims swapped), embedding
                        (weight [V, D], ids int32 [..] -> [.., D]), split_heads ([T, H*Dh] ->
                        [H, T, Dh], attrs.heads), merge_heads (its inverse), cache_write
-                       (the values unchanged: a KV-cache store) */
+                       (the values unchanged: a KV-cache store), flatten
+                       ([N, ..] -> [N, prod ..]), max_pool2d (x [N, C, H, W], the window
+                       maximum: a selection of input values) */
+    NV_OPK_CONV,    /* conv2d: x [N, C, H, W], weight [Co, C, kh, kw] -> [N, Co, OH, OW], a
+                       dot product of length C*kh*kw per output (conv.c) */
 } nv_op_kind;
 
 typedef enum nv_scale_granularity {
@@ -49,6 +53,9 @@ typedef struct nv_op_attrs {
     int tile_r, tile_c;   /* tile:RxC */
     bool reduction_mean;  /* cross_entropy "reduction": "none" (default) | "mean" */
     int heads;            /* split_heads "heads": default 1 */
+    int stride, padding;  /* conv2d, max_pool2d: same in H and W (stride of a pool: its kernel) */
+    int dilation;         /* conv2d: default 1 */
+    int kernel;           /* max_pool2d: square window, default 2 */
 } nv_op_attrs;
 
 /* Matmul operands by granularity: NONE: A [..,M,K], B [..,K,N]; TENSOR adds
@@ -116,6 +123,33 @@ int nv_op_infer(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_te
  * message naming it. */
 int nv_op_layout_eval(const nv_op_def *op, const nv_op_attrs *a, int n_in,
                       const nv_tensor *const *in, double *out, char *err, size_t errlen);
+
+/* For a data-movement op (NV_OPK_LAYOUT) on inputs that infer: src[o] = the
+ * row-major index of the element of input 0 that output o holds (n_out
+ * outputs). Every op of the kind moves one input-0 value to each output, so
+ * its Jacobian is a 0/1 matrix with one 1 per output row and its VJP the
+ * scatter-add gx[src[o]] += gy[o] (layout.c). Returns NV_OK, NV_E_NOMEM or
+ * nv_op_layout_eval's error. */
+int nv_op_layout_sources(const nv_op_def *op, const nv_op_attrs *a, int n_in,
+                         const nv_tensor *const *in, int64_t n_out, int64_t *src);
+
+/* conv2d's geometry (conv.c): x [n, c, h, w], weight [co, c, kh, kw], output
+ * [n, co, oh, ow]; k = c kh kw, the dot-product length. Patch position kk in
+ * [0, k) is (c, i, j) with kk = (c kh + i) kw + j, the row-major index into a
+ * weight row, so output (n, co, oh, ow) = sum_kk x[nv_conv_x_index(.., kk)]
+ * w[co k + kk]. nv_conv_geom_of returns 0, or -1 when the shapes do not infer. */
+typedef struct nv_conv_geom {
+    int64_t n, c, h, w, co, kh, kw, oh, ow, k;
+    int stride, padding, dilation;
+} nv_conv_geom;
+int nv_conv_geom_of(const nv_op_attrs *a, const nv_tensor *x, const nv_tensor *w, nv_conv_geom *g);
+/* The row-major index into x of patch position kk of output (n, oh, ow); -1
+ * where the patch reads the zero padding. */
+int64_t nv_conv_x_index(const nv_conv_geom *g, int64_t n, int64_t oh, int64_t ow, int64_t kk);
+
+/* Whether op accumulates (reductions, matmul, conv2d): its reference fills
+ * abs_sum with sum |terms| and the accumulator demand (reference.h). */
+bool nv_op_accumulates(const nv_op_def *op);
 
 /* The reduction length n of the output's reduction (1 for elementwise, K for
  * matmul) for the bound metric. */

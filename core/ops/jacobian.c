@@ -9,8 +9,8 @@
 
 const char *nv_jac_kind_name(nv_jac_kind k)
 {
-    static const char *const names[] = {"diagonal", "row_block", "bilinear", "dense"};
-    return (unsigned)k < 4 ? names[k] : "?";
+    static const char *const names[] = {"diagonal", "row_block", "bilinear", "dense", "gather"};
+    return (unsigned)k < 5 ? names[k] : "?";
 }
 
 static bool elementwise(const nv_op_def *op)
@@ -24,6 +24,13 @@ nv_jac_kind nv_op_jac_kind(const nv_op_def *op, const nv_op_attrs *a)
         return NV_JAC_DIAGONAL;
     if (op->kind == NV_OPK_MATMUL)
         return NV_JAC_BILINEAR;
+    /* max pooling moves one element per output too, but which one depends on
+     * the values (the argmax) and this structure may not: its windows and
+     * conv2d's patches overlap, so every output may depend on every input */
+    if (nvo_op_id(op) == NVO_MAX_POOL2D || op->kind == NV_OPK_CONV)
+        return NV_JAC_DENSE;
+    if (op->kind == NV_OPK_LAYOUT)
+        return NV_JAC_GATHER;
     if (nvo_op_id(op) == NVO_CROSS_ENTROPY && a->reduction_mean)
         return NV_JAC_DENSE;
     return NV_JAC_ROW_BLOCK;
@@ -152,7 +159,7 @@ int nv_jac_map_new(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv
         free(m);
         return -EINVAL;
     }
-    if (k == NV_JAC_DIAGONAL) {
+    if (k == NV_JAC_DIAGONAL || k == NV_JAC_GATHER) {
         m->n_groups = m->n_in;
         m->n_pos = 1;
     } else if (k == NV_JAC_DENSE) {
@@ -179,6 +186,14 @@ int nv_jac_map_new(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv
         for (int64_t e = 0; e < m->n_in; e++) {
             m->out_group[e] = e;
             map_set(m, e, e, 0);
+        }
+    } else if (k == NV_JAC_GATHER) {
+        /* group = the input element, the outputs moved from it its outputs */
+        for (int64_t e = 0; e < m->n_in; e++)
+            map_set(m, e, e, 0);
+        if (nv_op_layout_sources(op, a, n_in, in, m->n_out, m->out_group) != 0) {
+            nv_jac_map_free(m);
+            return -EINVAL;
         }
     } else if (k == NV_JAC_BILINEAR) {
         map_matmul(m, in[0], in[1], i);

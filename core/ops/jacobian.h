@@ -17,12 +17,16 @@
  *   (softmax, layer_norm, the reductions, cross_entropy per row); layer_norm and
  *   rms_norm's weight/bias act per column;
  * bilinear: matmul, C[m,n] depends on row m of A and column n of B;
- * dense: every output depends on every input (cross_entropy with "mean"). */
+ * dense: every output may depend on every input (cross_entropy with "mean";
+ *   max_pool2d and conv2d, whose windows overlap in general);
+ * gather: each output element is one input element moved (transpose,
+ *   split_heads, merge_heads: a permutation; embedding: weight[ids[t], k]). */
 typedef enum nv_jac_kind {
     NV_JAC_DIAGONAL,
     NV_JAC_ROW_BLOCK,
     NV_JAC_BILINEAR,
     NV_JAC_DENSE,
+    NV_JAC_GATHER,
 } nv_jac_kind;
 
 const char *nv_jac_kind_name(nv_jac_kind k);

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops_internal.h"
@@ -59,6 +60,32 @@ int nvo_layout_infer(const nv_op_def *op, const nv_op_attrs *a, int n_in,
         memcpy(ret_shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
         return 0;
     }
+    if (id == NVO_FLATTEN) {
+        if (x->ndim < 1)
+            return ERR(NV_E_SHAPE, "op 'flatten' needs at least 1 dim, got a scalar");
+        *ret_ndim = 2;
+        ret_shape[0] = x->shape[0];
+        ret_shape[1] = 1;
+        for (int d = 1; d < x->ndim; d++)
+            ret_shape[1] *= x->shape[d];
+        return 0;
+    }
+    if (id == NVO_MAX_POOL2D) {
+        int64_t span[2];
+        for (int d = 0; d < 2 && x->ndim == 4; d++)
+            span[d] = x->shape[2 + d] + 2 * (int64_t)a->padding - a->kernel;
+        if (x->ndim != 4 || span[0] < 0 || span[1] < 0)
+            return ERR(NV_E_SHAPE,
+                       "op 'max_pool2d': x must be [N, C, H, W] with H and W + 2 padding at least "
+                       "the kernel (%d, padding %d), got shape %s",
+                       a->kernel, a->padding, nvo_shape_str(x, s0, sizeof s0));
+        *ret_ndim = 4;
+        ret_shape[0] = x->shape[0];
+        ret_shape[1] = x->shape[1];
+        ret_shape[2] = span[0] / a->stride + 1;
+        ret_shape[3] = span[1] / a->stride + 1;
+        return 0;
+    }
     if (id == NVO_TRANSPOSE) {
         if (x->ndim < 2)
             return ERR(NV_E_SHAPE, "op 'transpose' needs at least 2 dims, got shape %s",
@@ -100,11 +127,70 @@ static void eval_heads(bool split, const nv_tensor *x, int64_t heads, double *ou
             }
 }
 
+/* Max pooling's source of every output: the maximum of the window of kernel x
+ * kernel elements at (oh s - p, ow s - p), padding ignored. Ties go to the
+ * first maximum in the window's row-major order (a later element replaces
+ * the running maximum only when strictly greater), and a NaN wins over every
+ * number (the first NaN). This is our reading of PyTorch's CPU max_pool2d
+ * (it keeps the index of the first maximum and propagates NaN; its backward
+ * routes the gradient to that index), not checked against torch here. */
+static void pool_sources(const nv_op_attrs *a, const nv_tensor *x, int64_t *src)
+{
+    int64_t nc = x->shape[0] * x->shape[1], h = x->shape[2], w = x->shape[3];
+    int64_t oh = (h + 2 * (int64_t)a->padding - a->kernel) / a->stride + 1;
+    int64_t ow = (w + 2 * (int64_t)a->padding - a->kernel) / a->stride + 1;
+    for (int64_t p = 0; p < nc; p++)
+        for (int64_t i = 0; i < oh; i++)
+            for (int64_t j = 0; j < ow; j++) {
+                int64_t best = -1;
+                double bv = 0;
+                for (int64_t u = 0; u < a->kernel; u++)
+                    for (int64_t v = 0; v < a->kernel; v++) {
+                        int64_t ih = i * a->stride - a->padding + u;
+                        int64_t iw = j * a->stride - a->padding + v;
+                        if (ih < 0 || ih >= h || iw < 0 || iw >= w)
+                            continue;
+                        int64_t e = (p * h + ih) * w + iw;
+                        double xv = x->data[nv_tensor_offset_linear(x, e)];
+                        if (best < 0 || (!isnan(bv) && (xv > bv || isnan(xv))))
+                            best = e, bv = xv;
+                    }
+                src[(p * oh + i) * ow + j] = best;
+            }
+}
+
+static int64_t numel_of(int nd, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int d = 0; d < nd; d++)
+        n *= shape[d];
+    return n;
+}
+
 int nv_op_layout_eval(const nv_op_def *op, const nv_op_attrs *a, int n_in,
                       const nv_tensor *const *in, double *out, char *err, size_t errlen)
 {
     const nv_tensor *x = in[0];
     int id = nvo_op_id(op);
+    if (id == NVO_FLATTEN) {
+        for (int64_t e = 0; e < x->numel; e++)
+            out[e] = x->data[nv_tensor_offset_linear(x, e)];
+        return NV_OK;
+    }
+    if (id == NVO_MAX_POOL2D) {
+        int nd;
+        int64_t shape[NV_MAX_DIMS];
+        int r = nvo_layout_infer(op, a, n_in, in, &nd, shape, err, errlen);
+        int64_t n_out = r == 0 ? numel_of(nd, shape) : 0;
+        int64_t *src = r == 0 ? malloc(sizeof(int64_t) * (size_t)(n_out + 1)) : NULL;
+        if (r != 0 || !src)
+            return r != 0 ? r : ERR(NV_E_NOMEM, "out of memory");
+        pool_sources(a, x, src);
+        for (int64_t o = 0; o < n_out; o++)
+            out[o] = x->data[nv_tensor_offset_linear(x, src[o])];
+        free(src);
+        return NV_OK;
+    }
     if (id == NVO_SPLIT_HEADS || id == NVO_MERGE_HEADS) {
         eval_heads(id == NVO_SPLIT_HEADS, x, id == NVO_SPLIT_HEADS ? a->heads : x->shape[0], out);
         return NV_OK;
@@ -139,4 +225,34 @@ int nv_op_layout_eval(const nv_op_def *op, const nv_op_attrs *a, int n_in,
             out[t * d + k] = x->data[nv_tensor_offset_linear(x, (int64_t)id * d + k)];
     }
     return NV_OK;
+}
+
+int nv_op_layout_sources(const nv_op_def *op, const nv_op_attrs *a, int n_in,
+                         const nv_tensor *const *in, int64_t n_out, int64_t *src)
+{
+    /* The op evaluated on input 0's element indices (exact in a double up to
+     * 2^53 elements): each output then holds the index it was moved from. */
+    const nv_tensor *x = in[0];
+    if (nvo_op_id(op) == NVO_MAX_POOL2D) {
+        pool_sources(a, x, src);
+        return NV_OK;
+    }
+    nv_tensor *idx = nv_tensor_new(x->dtype, x->ndim, x->shape);
+    double *v = malloc((size_t)(n_out > 0 ? n_out : 1) * sizeof *v);
+    int r = NV_E_NOMEM;
+    if (!idx || !v)
+        goto out;
+    for (int64_t e = 0; e < idx->numel; e++)
+        idx->data[e] = (double)e;
+    const nv_tensor *moved[NV_OP_MAX_INPUTS];
+    for (int i = 0; i < n_in && i < NV_OP_MAX_INPUTS; i++)
+        moved[i] = i == 0 ? idx : in[i];
+    char err[160];
+    r = nv_op_layout_eval(op, a, n_in, moved, v, err, sizeof err);
+    for (int64_t o = 0; r == NV_OK && o < n_out; o++)
+        src[o] = (int64_t)v[o];
+out:
+    nv_tensor_free(idx);
+    free(v);
+    return r;
 }

@@ -58,6 +58,9 @@ typedef enum nvo_id {
     NVO_SPLIT_HEADS,
     NVO_MERGE_HEADS,
     NVO_CACHE_WRITE,
+    NVO_FLATTEN,
+    NVO_MAX_POOL2D,
+    NVO_CONV2D,
     NVO_COUNT
 } nvo_id;
 

@@ -3,7 +3,7 @@
  *
  * Classes:
  * - exact: neg, abs, relu, maximum, minimum, max, transpose, embedding,
- *   split_heads, merge_heads, cache_write: the
+ *   split_heads, merge_heads, cache_write, flatten, max_pool2d: the
  *   result is an input value (or its negation / absolute value), representable
  *   in the dtype: 0 ulp.
  * - correctly rounded: add, sub, mul, div, sqrt, reciprocal, cast: IEEE 754-2019
@@ -20,7 +20,7 @@
  *   recommends correct rounding; faithful is what good vector libraries (glibc's
  *   fp32 functions, CUDA's accurate intrinsics for most functions) achieve, and a
  *   fast polynomial with several ulps of error fails it.
- * - sum, mean, var, norm2, matmul, bmm: Higham & Mary's probabilistic bound
+ * - sum, mean, var, norm2, matmul, bmm, conv2d (n = K = C kh kw + 1): Higham & Mary's probabilistic bound
  *   (SIAM J. Sci. Comput. 41(5), 2019, Thm. 3.1) |got - exact| <= gamma~_n(lambda)
  *   abs_sum + ulp/2, growth "probabilistic" with c = 1: lambda is set per case for
  *   a false-failure probability of at most 1e-9 under independent (or
@@ -65,6 +65,8 @@ static tol_class class_of(int id)
     case NVO_SPLIT_HEADS:
     case NVO_MERGE_HEADS:
     case NVO_CACHE_WRITE:
+    case NVO_FLATTEN:
+    case NVO_MAX_POOL2D:
         return TC_EXACT;
     case NVO_ADD:
     case NVO_SUB:
@@ -80,6 +82,7 @@ static tol_class class_of(int id)
     case NVO_MEAN:
     case NVO_VAR:
     case NVO_NORM2:
+    case NVO_CONV2D: /* a dot product of K = C kh kw terms per output, as matmul's */
         return TC_REDUCTION;
     case NVO_LOGSUMEXP:
     case NVO_SOFTMAX:

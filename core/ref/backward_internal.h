@@ -21,4 +21,14 @@ int nvb_vjp2_rows(int id, const nv_op_attrs *a, const nv_tensor *const *in, cons
 int nvb_vjp2_matmul(const nv_tensor *const *in, const double *gy, const double *const *v,
                     double *const *hx, double *const *mag);
 
+/* The data-movement ops (ref_layout_backward.c): forward, the scatter-add VJP
+ * (exact sums of repeated embedding ids), the zero second-order VJP, and the
+ * longest scatter sum of input i (nv_op_vjp_reduction_len). */
+int nvb_forward_layout(const nv_op_def *op, const nv_op_attrs *a, int n_in,
+                       const nv_tensor *const *in, double *out);
+int nvb_vjp_layout(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
+                   const double *gy, double *const *gx, double *const *mag);
+int nvb_vjp2_layout(const nv_tensor *const *in, double *const *hx, double *const *mag);
+int64_t nvb_layout_sum_len(int id, const nv_tensor *const *in, int i);
+
 #endif

@@ -32,7 +32,7 @@ static bool data_input(const nv_graph_node *n, int i)
 
 static bool needs_abs(const nv_graph_node *n)
 {
-    return n->op->kind == NV_OPK_REDUCE || n->op->kind == NV_OPK_MATMUL;
+    return nv_op_accumulates(n->op);
 }
 
 /* Views of the node's inputs for the reference: shallow copies of the graph

@@ -164,7 +164,7 @@ int nv_op_reference_ex(const nv_op_def *op, const nv_op_attrs *a, int n_in,
     for (int k = 0; k < 5; k++)
         if (outs[k] && !same_shape(outs[k], nd, shape))
             return NV_E_SHAPE;
-    bool accumulates = op->kind == NV_OPK_REDUCE || op->kind == NV_OPK_MATMUL;
+    bool accumulates = nv_op_accumulates(op);
     switch (op->kind) {
     case NV_OPK_REDUCE:
         r = nvo_ref_reduce(id, a, n_in, in, o);
@@ -174,6 +174,9 @@ int nv_op_reference_ex(const nv_op_def *op, const nv_op_attrs *a, int n_in,
         break;
     case NV_OPK_LAYOUT:
         r = ref_layout(op, a, n_in, in, o);
+        break;
+    case NV_OPK_CONV:
+        r = nvo_ref_conv(a, in, o);
         break;
     default:
         r = nvo_ref_elementwise(id, a, n_in, in, o->hi, o->lo, o->abs_sum);

@@ -169,6 +169,7 @@ int nv_gradspec_jacobian_entries(const nv_op_def *op, const nv_op_attrs *a, int 
     const nv_tensor *x = in[0];
     switch (nv_op_jac_kind(op, a)) {
     case NV_JAC_DIAGONAL:
+    case NV_JAC_GATHER:
         break;
     case NV_JAC_DENSE:
         n_pos = in[i]->numel;

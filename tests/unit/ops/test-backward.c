@@ -274,6 +274,41 @@ static void test_structure_and_domain(void)
     nv_tensor_free(b);
 }
 
+/* embedding's weight gradient sums the gy rows of repeated ids exactly: ids
+ * {1, 0, 1, 1} with gy rows 1e16, 5, 1, -1e16 give row 1 = 1e16 + 1 - 1e16 = 1
+ * (an fp64 left-to-right sum gives 0) and row 0 = 5; the permutations
+ * (transpose) route each gy to its source: gx = gy^T. */
+static void test_layout_vjp(void)
+{
+    const nv_op_def *emb = nv_op_find("embedding");
+    nv_op_attrs a;
+    nv_op_parse_attrs(emb, NULL, &a, NULL);
+    int64_t ws[2] = {3, 1}, is[1] = {4};
+    nv_tensor *w = nv_tensor_new(NV_DT_FP64, 2, ws), *ids = nv_tensor_new(NV_DT_INT32, 1, is);
+    double idv[4] = {1, 0, 1, 1}, gy[4] = {1e16, 5, 1, -1e16}, g[3] = {-7, -7, -7};
+    for (int e = 0; e < 4; e++)
+        ids->data[e] = idv[e];
+    const nv_tensor *in[2] = {w, ids};
+    double *gx[2] = {g, NULL};
+    int r = nv_op_vjp(emb, &a, 2, in, gy, gx, NULL);
+    tap_ok(r == 0 && g[0] == 5 && g[1] == 1 && g[2] == 0,
+           "embedding VJP: repeated ids summed exactly (got %g %g %g)", g[0], g[1], g[2]);
+    const nv_op_def *tr = nv_op_find("transpose");
+    int64_t ts[2] = {2, 3};
+    nv_tensor *x = nv_tensor_new(NV_DT_FP64, 2, ts);
+    double gt[6] = {1, 2, 3, 4, 5, 6}, gxt[6];
+    const nv_tensor *tin[1] = {x};
+    double *tgx[1] = {gxt};
+    r = nv_op_vjp(tr, &a, 1, tin, gt, tgx, NULL);
+    /* gy is [3, 2]: gx[i][j] = gy[j][i] */
+    tap_ok(r == 0 && gxt[0] == 1 && gxt[1] == 3 && gxt[2] == 5 && gxt[3] == 2 && gxt[4] == 4 &&
+               gxt[5] == 6,
+           "transpose VJP is the transpose of gy");
+    nv_tensor_free(w);
+    nv_tensor_free(ids);
+    nv_tensor_free(x);
+}
+
 /* Every differentiable op passes the fp64 formula check (full and fast) and
  * second order on random inputs in its domain. */
 static void test_checks(void)
@@ -292,11 +327,17 @@ static void test_checks(void)
         int n_in = ops[k].n_inputs;
         for (int i = 0; i < n_in; i++) {
             bool param = ops[k].kind == NV_OPK_REDUCE && i > 0;
+            /* merge_heads takes [H, T, Dh], max_pool2d [N, C, H, W]; embedding's
+             * ids index its 3 weight rows */
+            bool heads3 = !strcmp(ops[k].name, "merge_heads");
+            bool pool4 = !strcmp(ops[k].name, "max_pool2d");
+            int64_t n_cls = !strcmp(ops[k].name, "embedding") ? 3 : 4;
             in[i] = param          ? vec(1, ops[k].inputs[i].is_index ? &r : &c, NULL)
                     : mm && i == 1 ? vec(2, (int64_t[]){4, 5}, NULL)
-                                   : vec(2, s2, NULL);
+                    : pool4        ? vec(4, (int64_t[]){1, 2, 4, 4}, NULL)
+                                   : vec(heads3 ? 3 : 2, s2, NULL);
             for (int64_t e = 0; e < in[i]->numel; e++)
-                in[i]->data[e] = ops[k].inputs[i].is_index ? e % 4 : sin(3.1 * e + i) * 1.5;
+                in[i]->data[e] = ops[k].inputs[i].is_index ? e % n_cls : sin(3.1 * e + i) * 1.5;
             if (ops[k].inputs[i].is_index)
                 in[i]->dtype = NV_DT_INT32;
         }
@@ -396,6 +437,7 @@ int main(void)
     test_matmul();
     test_structure_and_domain();
     test_checks();
+    test_layout_vjp();
     test_spec();
     return tap_done();
 }

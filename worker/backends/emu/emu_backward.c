@@ -38,6 +38,9 @@ static const char *saved_of(const nv_op_def *op)
     for (int i = 0; in_out[i]; i++)
         if (strcmp(op->name, in_out[i]) == 0)
             return "io";
+    /* moved values: only the ids, or the pooled input (its argmax), decide where */
+    if (op->kind == NV_OPK_LAYOUT && strcmp(op->name, "max_pool2d"))
+        return strcmp(op->name, "embedding") == 0 ? "1" : "";
     if (strcmp(op->name, "neg") == 0 || strcmp(op->name, "add") == 0 ||
         strcmp(op->name, "sub") == 0 || strcmp(op->name, "sum") == 0 ||
         strcmp(op->name, "mean") == 0)
@@ -60,6 +63,8 @@ json_t *emu_saved_json(void)
             snprintf(name, sizeof name, "input:%d", i);
             json_array_append_new(l, json_string(name));
         }
+        if (l && strchr(sv, '1'))
+            json_array_append_new(l, json_string("input:1"));
         if (l && strchr(sv, 'o'))
             json_array_append_new(l, json_string("output:0"));
         json_object_set_new(s, ops[k].name, l);

@@ -49,6 +49,14 @@ enum {
     EMU_B_CROSS_ENTROPY,
     EMU_B_MATMUL,
     EMU_B_BMM,
+    EMU_B_TRANSPOSE,
+    EMU_B_EMBEDDING,
+    EMU_B_SPLIT_HEADS,
+    EMU_B_MERGE_HEADS,
+    EMU_B_CACHE_WRITE,
+    EMU_B_FLATTEN,
+    EMU_B_MAX_POOL2D,
+    EMU_B_CONV2D,
     EMU_B_COUNT
 };
 
@@ -76,6 +84,8 @@ int emu_bwd_elementwise(emu_call *c, int id, const nv_op_def *op, const nv_op_at
 int emu_bwd_rows(emu_call *c, int id, const nv_op_def *op, const nv_op_attrs *a,
                  const emu_bwd_io *io, char *err, size_t errlen);
 int emu_bwd_matmul(emu_call *c, const emu_bwd_io *io);
+int emu_bwd_layout(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, const emu_bwd_io *io,
+                   char *err, size_t errlen);
 
 /* The backend table's backward and double-backward entries (emu.c). */
 int emu_backward(void *ctx, nv_backward_call *call, char *err, size_t errlen);

@@ -263,3 +263,39 @@ int emu_bwd_matmul(emu_call *c, const emu_bwd_io *io)
     }
     return NV_OK;
 }
+
+/* Data movement: the scatter-add of gy into the element each output was moved
+ * from (core/ops/layout.c nv_op_layout_sources), in output order; repeated
+ * embedding ids (and an element that is the maximum of several overlapping
+ * pooling windows) accumulate in the accumulate dtype, as an index_add kernel
+ * does. Only the ids are saved for embedding (the weight's shape comes with
+ * the call), the input for max_pool2d (its argmax). */
+int emu_bwd_layout(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, const emu_bwd_io *io,
+                   char *err, size_t errlen)
+{
+    bool pool = strcmp(op->name, "max_pool2d") == 0;
+    const nv_tensor *in[2] = {pool ? io->x[0] : io->shape0, io->x[1]};
+    int n_in = op->n_inputs;
+    if ((n_in > 1 && !in[1]) || !in[0]) {
+        snprintf(err, errlen, "backward of '%s' needs the saved %s", op->name,
+                 pool ? "input (input:0)" : "ids (input:1)");
+        return NV_E_INVALID;
+    }
+    int64_t n_out = io->gy->numel, n_x = io->shape0->numel;
+    int64_t *src = malloc(sizeof(int64_t) * (size_t)(n_out + 1));
+    unsigned char *seen = calloc((size_t)(n_x + 1), 1);
+    int r = src && seen ? nv_op_layout_sources(op, a, n_in, in, n_out, src) : NV_E_NOMEM;
+    for (int64_t o = 0; r == NV_OK && o < n_out; o++) {
+        double g = emu_round(c, c->compute, io->gy->data[o]);
+        double *dst = &io->gx[0][src[o]];
+        *dst = seen[src[o]] ? emu_add(c, c->accum, *dst, g) : g;
+        seen[src[o]] = 1;
+    }
+    if (r == NV_E_NOMEM)
+        snprintf(err, errlen, "out of memory");
+    else if (r != NV_OK)
+        snprintf(err, errlen, "backward of '%s': ids outside the weight's rows", op->name);
+    free(src);
+    free(seen);
+    return r;
+}

@@ -349,7 +349,7 @@ static int local_reference(fcase *c, int k, nv_tensor **hi, nv_tensor **abs, nv_
     bool reads_nodes = false;
     for (int i = 0; i < n->n_in; i++)
         reads_nodes = reads_nodes || n->in[i] >= 0;
-    bool accumulates = n->op->kind == NV_OPK_REDUCE || n->op->kind == NV_OPK_MATMUL;
+    bool accumulates = nv_op_accumulates(n->op);
     *owned = reads_nodes || accumulates;
     *peak = NULL;
     if (!*owned) {

@@ -128,7 +128,11 @@ static int make_inputs(gcase *g)
             .cls = g->c.cls,
             .seed = g->s->seed,
             .case_index = (uint32_t)g->c.index,
-            .index_range = g->meta[0].ndim > 1 ? g->meta[0].shape[1] : 1,
+            /* embedding's ids pick rows of its weight [V, D]; cross_entropy's
+             * targets are classes of its logits [N, C] */
+            .index_range = op->kind == NV_OPK_LAYOUT && g->meta[0].ndim == 2 ? g->meta[0].shape[0]
+                           : g->meta[0].ndim > 1                             ? g->meta[0].shape[1]
+                                                                             : 1,
         };
         int r = nv_inputs_generate(&rq, g->in[i]->data, m->numel);
         if (r < 0)

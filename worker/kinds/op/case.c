@@ -444,7 +444,7 @@ static int compare_case(case_state *cs, bool deterministic)
     nvw_accumulator acc;
     nvw_case_accumulator(json_object_get(job->b.describe, "contract"), cs->s, cs->c.dtype,
                          cs->out_dt, &acc);
-    if (cs->s->op->kind == NV_OPK_REDUCE || cs->s->op->kind == NV_OPK_MATMUL) {
+    if (nv_op_accumulates(cs->s->op)) {
         ci.peak = cs->peak->data;
         ci.acc_dtype = acc.dtype;
         ci.acc_range = acc.range;

@@ -152,7 +152,7 @@ static int judge(const nvw_repro *rc, nv_tensor *const *in, const nv_tensor *got
         .zero_sign = nv_op_zero_sign_judged(op),
         .abs_exp = abs_exp->data,
     };
-    if (op->kind == NV_OPK_REDUCE || op->kind == NV_OPK_MATMUL) {
+    if (nv_op_accumulates(op)) {
         nvw_accumulator acc;
         nvw_case_accumulator(json_object_get(rc->manifest, "contract"), rc->js, rc->dtype,
                              rc->out_dt, &acc);
