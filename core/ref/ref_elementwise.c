@@ -183,6 +183,21 @@ int nvo_ref_elementwise(int id, const nv_op_attrs *a, int n_in, const nv_tensor 
     nv_dtype dt = out_hi->dtype;
     mpfr_t q;
     mpfr_init2(q, 160);
+    if (n_in == 1 && id != NVO_POW && fn_of(id, a, &fn) == 0 && nv_tensor_dense(in[0]) &&
+        nv_tensor_dense(out_hi) && out_lo && nv_tensor_dense(out_lo) &&
+        (!abs_sum || nv_tensor_dense(abs_sum))) {
+        /* eval()'s default branch over the whole tensor, one dispatch. */
+        double *hi = out_hi->data + out_hi->offset, *lo = out_lo->data + out_lo->offset;
+        nv_ref_eval_n(fn, in[0]->data + in[0]->offset, out_hi->numel, dt, hi, lo);
+        for (int64_t i = 0; i < out_hi->numel; i++) {
+            if (!isfinite(hi[i]) || !isfinite(lo[i]))
+                lo[i] = 0;
+            if (abs_sum)
+                abs_sum->data[abs_sum->offset + i] = fabs(hi[i]);
+        }
+        mpfr_clear(q);
+        return 0;
+    }
     bool din[3] = {false, false, false};
     for (int k = 0; k < n_in && k < 3; k++)
         din[k] = nv_tensor_dense(in[k]);
