@@ -5,6 +5,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -128,7 +129,11 @@ static double fit(const gen *g, double x)
         else
             x = hi - fabs(hi - x);
     }
-    double v = round_to(dt, x, NV_ROUND_NEAREST_EVEN);
+    /* fp32 inside its range: C's conversion is IEEE 754 §5.4.2 under round to
+     * nearest even (the FP environment's default, which emu_round relies on
+     * too), the value round_to gives, without its call. */
+    double v = dt == NV_DT_FP32 && fabs(x) <= FLT_MAX ? (double)(float)x
+                                                      : round_to(dt, x, NV_ROUND_NEAREST_EVEN);
     if (v < lo)
         v = round_to(dt, lo, NV_ROUND_UP);
     if (v > hi)

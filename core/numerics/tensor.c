@@ -3,6 +3,7 @@
 
 #include <assert.h>
 #include <stdlib.h>
+#include <string.h>
 
 nv_tensor *nv_tensor_new(nv_dtype dt, int ndim, const int64_t *shape)
 {
@@ -76,12 +77,28 @@ int64_t nv_tensor_offset_linear(const nv_tensor *t, int64_t i)
     return off;
 }
 
+bool nv_tensor_dense(const nv_tensor *t)
+{
+    int64_t st = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] != 1 && t->strides[d] != st)
+            return false;
+        st *= t->shape[d];
+    }
+    return true;
+}
+
 nv_tensor *nv_tensor_contiguous(const nv_tensor *t)
 {
     assert(t);
     nv_tensor *c = nv_tensor_new(t->dtype, t->ndim, t->shape);
     if (!c)
         return NULL;
+    if (nv_tensor_dense(t)) {
+        if (c->numel > 0)
+            memcpy(c->data, t->data + t->offset, (size_t)c->numel * sizeof(double));
+        return c;
+    }
     /* Walk the multi-index like an odometer: no division per element. */
     int64_t idx[NV_MAX_DIMS] = {0};
     int64_t off = t->offset;

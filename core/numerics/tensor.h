@@ -4,6 +4,7 @@
 #ifndef NUMVAL_TENSOR_H
 #define NUMVAL_TENSOR_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "dtype.h"
@@ -30,6 +31,14 @@ void nv_tensor_free(nv_tensor *t); /* NULL is a no-op */
 int64_t nv_tensor_offset(const nv_tensor *t, const int64_t *idx);
 /* Element offset in data of the i-th element in row-major logical order. */
 int64_t nv_tensor_offset_linear(const nv_tensor *t, int64_t i);
+/* Whether every element i lies at offset + i (row-major strides, extents of 1
+ * aside): loops over such a tensor index it directly. */
+bool nv_tensor_dense(const nv_tensor *t);
+/* nv_tensor_offset_linear, with dense = nv_tensor_dense(t) hoisted out of a loop. */
+static inline int64_t nv_tensor_offset_lin(const nv_tensor *t, bool dense, int64_t i)
+{
+    return dense ? t->offset + i : nv_tensor_offset_linear(t, i);
+}
 
 /* A contiguous copy (logical row-major order) of any view. NULL on ENOMEM. */
 nv_tensor *nv_tensor_contiguous(const nv_tensor *t);

@@ -183,17 +183,37 @@ int nvo_ref_elementwise(int id, const nv_op_attrs *a, int n_in, const nv_tensor 
     nv_dtype dt = out_hi->dtype;
     mpfr_t q;
     mpfr_init2(q, 160);
+    if (n_in == 1 && id != NVO_POW && fn_of(id, a, &fn) == 0 && nv_tensor_dense(in[0]) &&
+        nv_tensor_dense(out_hi) && out_lo && nv_tensor_dense(out_lo) &&
+        (!abs_sum || nv_tensor_dense(abs_sum))) {
+        /* eval()'s default branch over the whole tensor, one dispatch. */
+        double *hi = out_hi->data + out_hi->offset, *lo = out_lo->data + out_lo->offset;
+        nv_ref_eval_n(fn, in[0]->data + in[0]->offset, out_hi->numel, dt, hi, lo);
+        for (int64_t i = 0; i < out_hi->numel; i++) {
+            if (!isfinite(hi[i]) || !isfinite(lo[i]))
+                lo[i] = 0;
+            if (abs_sum)
+                abs_sum->data[abs_sum->offset + i] = fabs(hi[i]);
+        }
+        mpfr_clear(q);
+        return 0;
+    }
+    bool din[3] = {false, false, false};
+    for (int k = 0; k < n_in && k < 3; k++)
+        din[k] = nv_tensor_dense(in[k]);
+    bool dhi = nv_tensor_dense(out_hi), dlo = out_lo && nv_tensor_dense(out_lo);
+    bool dabs = abs_sum && nv_tensor_dense(abs_sum);
     for (int64_t i = 0; i < out_hi->numel; i++) {
         double v[3] = {0, 0, 0};
         for (int k = 0; k < n_in && k < 3; k++)
-            v[k] = in[k]->data[nv_tensor_offset_linear(in[k], i)];
+            v[k] = in[k]->data[nv_tensor_offset_lin(in[k], din[k], i)];
         double hi, lo;
         eval(id, fn, dt, q, v[0], v[1], v[2], &hi, &lo);
-        out_hi->data[nv_tensor_offset_linear(out_hi, i)] = hi;
+        out_hi->data[nv_tensor_offset_lin(out_hi, dhi, i)] = hi;
         if (out_lo)
-            out_lo->data[nv_tensor_offset_linear(out_lo, i)] = lo;
+            out_lo->data[nv_tensor_offset_lin(out_lo, dlo, i)] = lo;
         if (abs_sum)
-            abs_sum->data[nv_tensor_offset_linear(abs_sum, i)] = fabs(hi);
+            abs_sum->data[nv_tensor_offset_lin(abs_sum, dabs, i)] = fabs(hi);
     }
     mpfr_clear(q);
     return 0;

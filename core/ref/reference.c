@@ -18,15 +18,22 @@
  * 2^(emax+1), which overflows; fp8 e4m3fn ties to its even max 448, OFP8 §4).
  * hi = RN(v) and T is a double, so hi and the sign of lo decide. fp64: refmath
  * marks an overflowing value as DBL_MAX with lo >= 2^970 (T is not a double). */
-static bool overflows(nv_dtype dt, double hi, double lo)
+/* T of dt (0 where overflows does not use it), computed once per tensor. */
+static double overflow_threshold(nv_dtype dt, const nv_dtype_info *di)
 {
-    const nv_dtype_info *di = nv_dtype_get(dt);
+    if (!di || !di->is_float || dt == NV_DT_FP64)
+        return 0;
+    return di->max_finite + nv_dtype_ulp(dt, di->max_finite) / 2;
+}
+
+/* di = nv_dtype_get(dt), t = overflow_threshold(dt, di). */
+static bool overflows(nv_dtype dt, const nv_dtype_info *di, double t, double hi, double lo)
+{
     if (!di || !di->is_float || !isfinite(hi))
         return false;
     bool outward = lo != 0 && signbit(lo) == signbit(hi);
     if (dt == NV_DT_FP64)
         return fabs(hi) == DBL_MAX && outward && fabs(lo) >= 0x1p970;
-    double t = di->max_finite + nv_dtype_ulp(dt, di->max_finite) / 2;
     if (fabs(hi) != t)
         return fabs(hi) > t;
     if (lo != 0)
@@ -43,9 +50,12 @@ static bool overflows(nv_dtype dt, double hi, double lo)
  * the device for exactly that (infinities must match in sign). */
 static void overflow_to_dtype(nv_tensor *hi, nv_tensor *lo)
 {
+    bool dhi = nv_tensor_dense(hi), dlo = lo && nv_tensor_dense(lo);
+    const nv_dtype_info *di = nv_dtype_get(hi->dtype);
+    double thr = overflow_threshold(hi->dtype, di);
     for (int64_t i = 0; i < hi->numel; i++) {
-        int64_t o = nv_tensor_offset_linear(hi, i);
-        int64_t ol = lo ? nv_tensor_offset_linear(lo, i) : 0;
+        int64_t o = nv_tensor_offset_lin(hi, dhi, i);
+        int64_t ol = lo ? nv_tensor_offset_lin(lo, dlo, i) : 0;
         double h = hi->data[o], l = lo ? lo->data[ol] : 0;
         /* A low part of one fp64 subnormal ulp is only a sticky bit (the true
          * remainder of an fp64 subnormal result is below 2^-1075, which fp64
@@ -54,7 +64,6 @@ static void overflow_to_dtype(nv_tensor *hi, nv_tensor *lo)
          * in the reference, only there). */
         if (lo && fabs(l) <= 0x1p-1074)
             lo->data[ol] = l = 0;
-        const nv_dtype_info *di = nv_dtype_get(hi->dtype);
         bool unrepresentable =
             di && di->is_float && ((isinf(h) && !di->has_inf) || (isnan(h) && !di->has_nan));
         if (unrepresentable) { /* the dtype's own rule (dtype.h: OFP8 §4, MX §5.3) */
@@ -63,7 +72,7 @@ static void overflow_to_dtype(nv_tensor *hi, nv_tensor *lo)
                 lo->data[ol] = 0;
             continue;
         }
-        if (!overflows(hi->dtype, h, l))
+        if (!overflows(hi->dtype, di, thr, h, l))
             continue;
         hi->data[o] = hi->dtype == NV_DT_FP64
                           ? copysign(INFINITY, h)
@@ -180,11 +189,15 @@ int nv_op_reference_ex(const nv_op_def *op, const nv_op_attrs *a, int n_in,
         break;
     default:
         r = nvo_ref_elementwise(id, a, n_in, in, o->hi, o->lo, o->abs_sum);
-        for (int64_t i = 0; r == 0 && i < o->hi->numel; i++) {
-            if (o->abs_exp)
-                o->abs_exp->data[nv_tensor_offset_linear(o->abs_exp, i)] = 0;
-            if (o->peak)
-                o->peak->data[nv_tensor_offset_linear(o->peak, i)] = 0;
+        if (r == 0 && o->abs_exp) {
+            bool d = nv_tensor_dense(o->abs_exp);
+            for (int64_t i = 0; i < o->hi->numel; i++)
+                o->abs_exp->data[nv_tensor_offset_lin(o->abs_exp, d, i)] = 0;
+        }
+        if (r == 0 && o->peak) {
+            bool d = nv_tensor_dense(o->peak);
+            for (int64_t i = 0; i < o->hi->numel; i++)
+                o->peak->data[nv_tensor_offset_lin(o->peak, d, i)] = 0;
         }
         break;
     }

@@ -529,22 +529,19 @@ RM_INLINE fast_kind fast_try(nv_fn f, double x, const nv_dtype_info *in, bool ne
     return FAST_VALUE;
 }
 
-void nv_ref_eval(nv_fn f, double x, nv_dtype dt, double *ret_hi, double *ret_lo)
+/* One element of nv_ref_eval, the target's info (fast_target) hoisted. */
+RM_INLINE void eval_one(nv_fn f, double x, const nv_dtype_info *in, double *ret_hi,
+                        double *ret_lo)
 {
     double v, l;
-    if ((unsigned)f >= NV_FN_COUNT) {
-        *ret_hi = NAN;
-        *ret_lo = 0;
-        return;
-    }
-    if (rm_special(f, x, &v)) {
+    if (special_inl(f, x, &v)) {
         *ret_hi = v;
         *ret_lo = 0;
         return;
     }
     int64_t c;
     double h;
-    fast_kind k = fast_try(f, x, fast_target(dt), true, &v, &l, &c, &h);
+    fast_kind k = fast_try(f, x, in, true, &v, &l, &c, &h);
     if (k == FAST_VALUE || k == FAST_PAIR) {
         count_fast();
         nv_two_sum(v, l, ret_hi, ret_lo); /* a tail's a + l, normalised and exact */
@@ -552,6 +549,54 @@ void nv_ref_eval(nv_fn f, double x, nv_dtype dt, double *ret_hi, double *ret_lo)
     }
     atomic_fetch_add_explicit(&n_mpfr, 1, memory_order_relaxed);
     rm_mpfr_pair(f, x, 0, ret_hi, ret_lo);
+}
+
+void nv_ref_eval(nv_fn f, double x, nv_dtype dt, double *ret_hi, double *ret_lo)
+{
+    if ((unsigned)f >= NV_FN_COUNT) {
+        *ret_hi = NAN;
+        *ret_lo = 0;
+        return;
+    }
+    eval_one(f, x, fast_target(dt), ret_hi, ret_lo);
+}
+
+#define EVAL_N_CASE(F)                                                                             \
+    case F:                                                                                        \
+        for (int64_t i = 0; i < n; i++)                                                            \
+            eval_one(F, x[i], in, &hi[i], &lo[i]);                                                 \
+        break;
+
+void nv_ref_eval_n(nv_fn f, const double *x, int64_t n, nv_dtype dt, double *hi, double *lo)
+{
+    assert(n >= 0 && ((x && hi && lo) || n == 0));
+    const nv_dtype_info *in = fast_target(dt);
+    /* One loop per function, so that each inlines its own fast path. */
+    switch (f) {
+        EVAL_N_CASE(NV_FN_EXP)
+        EVAL_N_CASE(NV_FN_EXP2)
+        EVAL_N_CASE(NV_FN_EXPM1)
+        EVAL_N_CASE(NV_FN_LOG)
+        EVAL_N_CASE(NV_FN_LOG2)
+        EVAL_N_CASE(NV_FN_LOG1P)
+        EVAL_N_CASE(NV_FN_SIN)
+        EVAL_N_CASE(NV_FN_COS)
+        EVAL_N_CASE(NV_FN_TANH)
+        EVAL_N_CASE(NV_FN_SIGMOID)
+        EVAL_N_CASE(NV_FN_ERF)
+        EVAL_N_CASE(NV_FN_GELU_ERF)
+        EVAL_N_CASE(NV_FN_GELU_TANH)
+        EVAL_N_CASE(NV_FN_SILU)
+        EVAL_N_CASE(NV_FN_SQRT)
+        EVAL_N_CASE(NV_FN_RSQRT)
+        EVAL_N_CASE(NV_FN_RECIP)
+    default:
+        for (int64_t i = 0; i < n; i++) {
+            hi[i] = NAN;
+            lo[i] = 0;
+        }
+        break;
+    }
 }
 
 double nv_ref_round(nv_fn f, double x, nv_dtype dt, nv_rounding rounding)

@@ -32,6 +32,10 @@ const char *nv_fn_name(nv_fn f);
  * what rounding needs (refmath_mpfr.c): use nv_ref_round_pair to round it. */
 void nv_ref_eval(nv_fn f, double x, nv_dtype dt, double *ret_hi, double *ret_lo);
 
+/* nv_ref_eval over an array: (hi[i], lo[i]) as nv_ref_eval(f, x[i], dt) gives
+ * them, for i < n (no aliasing of x with hi or lo). One dispatch per call. */
+void nv_ref_eval_n(nv_fn f, const double *x, int64_t n, nv_dtype dt, double *hi, double *lo);
+
 /* Rounds a pair from nv_ref_eval / nv_ref_pow to dt under rounding (stochastic
  * reads as nearest-even): the correctly rounded result, except for dt == fp64
  * when |hi| < 2^-968 or hi is infinite (the pair is then fp64's nearest value

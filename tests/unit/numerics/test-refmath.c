@@ -423,8 +423,33 @@ static void test_threads(void)
     tap_ok(bad[0] + bad[1] + bad[2] == 0, "three threads evaluate MPFR paths consistently");
 }
 
+/* nv_ref_eval_n gives nv_ref_eval's pair bit for bit, for every function and
+ * a target decided by the fast path (fp32), by MPFR always (fp64), and inputs
+ * through specials, tails and the bulk. */
+static void test_eval_n(void)
+{
+    enum { N = 64 };
+    double x[N], hi[N], lo[N];
+    for (int i = 0; i < N; i++)
+        x[i] = (i - N / 2) * 0.8125 + (i % 3) * 0x1p-20;
+    x[0] = NAN, x[1] = INFINITY, x[2] = -INFINITY, x[3] = 0.0, x[4] = -0.0, x[5] = 50;
+    const nv_dtype dts[] = {NV_DT_FP32, NV_DT_FP64, NV_DT_BF16};
+    int bad = 0;
+    for (int f = 0; f <= NV_FN_COUNT; f++)
+        for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+            nv_ref_eval_n((nv_fn)f, x, N, dts[d], hi, lo);
+            for (int i = 0; i < N; i++) {
+                double h, l;
+                nv_ref_eval((nv_fn)f, x[i], dts[d], &h, &l);
+                bad += memcmp(&h, &hi[i], sizeof h) != 0 || memcmp(&l, &lo[i], sizeof l) != 0;
+            }
+        }
+    tap_ok(bad == 0, "nv_ref_eval_n: nv_ref_eval's pairs bit for bit (%d differ)", bad);
+}
+
 int main(void)
 {
+    test_eval_n();
     test_special();
     test_edges();
     test_tiny_composites();

@@ -84,9 +84,41 @@ static void test_views(void)
     nv_tensor_free(t);
 }
 
+/* nv_tensor_dense: what lets loops index offset + i, and nv_tensor_contiguous's
+ * copy of such a view. */
+static void test_dense(void)
+{
+    int64_t shape[3] = {2, 1, 3};
+    nv_tensor *t = nv_tensor_new(NV_DT_FP32, 3, shape);
+    tap_ok(t && nv_tensor_dense(t), "a new tensor is dense");
+    if (!t)
+        return;
+    for (int k = 0; k < 6; k++)
+        t->data[k] = k;
+    nv_tensor v = *t;
+    v.strides[1] = 7; /* an extent of 1: its stride never moves an element */
+    tap_ok(nv_tensor_dense(&v), "an extent-1 dimension's stride is ignored");
+    v.strides[0] = 4;
+    tap_ok(!nv_tensor_dense(&v), "a row stride past the row is not dense");
+    nv_tensor tr = *t; /* [3, 1, 2] with strides [1, 1, 3]: transposed */
+    tr.shape[0] = 3, tr.shape[2] = 2, tr.strides[0] = 1, tr.strides[2] = 3;
+    tap_ok(!nv_tensor_dense(&tr), "a transposed view is not dense");
+    nv_tensor tail = *t; /* the last row alone, as a view at offset 3 */
+    tail.shape[0] = 1, tail.numel = 3, tail.offset = 3;
+    nv_tensor *c = nv_tensor_contiguous(&tail);
+    int ok = c && nv_tensor_dense(&tail);
+    for (int64_t k = 0; c && k < 3; k++)
+        ok &= c->data[k] == 3 + k && nv_tensor_offset_lin(&tail, true, k) ==
+                                        nv_tensor_offset_linear(&tail, k);
+    tap_ok(ok, "a dense view at an offset: offset + i, and its contiguous copy");
+    nv_tensor_free(c);
+    nv_tensor_free(t);
+}
+
 int main(void)
 {
     test_new();
     test_views();
+    test_dense();
     return tap_done();
 }

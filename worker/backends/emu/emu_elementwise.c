@@ -154,6 +154,15 @@ static double binary(emu_call *c, elt e, double x, double y, nv_dtype dt)
     }
 }
 
+/* Whether unary() of e goes to emu_fn's exact, plain, non-stochastic path. */
+static bool batch_exact(const emu_call *c, elt e)
+{
+    if (e == E_NEG || e == E_ABS || e == E_RELU || e == E_SQRT || e == E_RECIP)
+        return false;
+    return c->m->transcendental == EMU_TR_EXACT && c->plain &&
+           c->rm.rounding != NV_ROUND_STOCHASTIC;
+}
+
 int emu_elementwise(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, int n_in,
                     const nv_tensor *const *in, double *out, char *err, size_t errlen)
 {
@@ -180,6 +189,13 @@ int emu_elementwise(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, int 
     nv_dtype dt = (n_in == 1 || e == E_POW) ? fn_target(c) : cd;
     if (e == E_GELU && a->gelu_tanh)
         fn = NV_FN_GELU_TANH;
+    if (n_in == 1 && !conv[0] && batch_exact(c, e)) {
+        /* emu_fn's exact path per element is nv_ref_round (plain: no FTZ or
+         * saturation after it), which is nv_ref_round_n of one element: one call
+         * over the array gives the same values. */
+        nv_ref_round_n(fn, in[0]->data, n, dt, c->rm.rounding, out);
+        return NV_OK;
+    }
     for (int64_t i = 0; i < n; i++) {
         double x = in[0]->data[i];
         if (conv[0])
