@@ -355,7 +355,7 @@ static double ulp_overflow_value(const nv_tolerance *tol, nv_dtype dt, double g,
     double s, t;
     nv_two_sum(v, -e, &s, &t);
     /* Beyond the tolerance it stays an inf_mismatch: the class names the symptom. */
-    return fabs(s + (t - lo)) / exact_ulp(dt, e, lo) <= tol->max_ulp ? v : g;
+    return fabs(s + (t - lo)) / exact_ulp(dt, di, e, lo) <= tol->max_ulp ? v : g;
 }
 
 /* What one comparison needs besides the arrays: the bound's constants (over the
