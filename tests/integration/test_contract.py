@@ -23,7 +23,6 @@ import copy
 import json
 import os
 import shutil
-import signal
 import struct
 import subprocess
 import sys
@@ -31,32 +30,15 @@ import tempfile
 
 import nvschema
 
+from nvtap import ok, finish, checks
+
 WORKER, LIAR, BF16ACC = sys.argv[1:4]
 SPEC = {"kind": "contract", "dtypes": ["fp32", "bf16"], "fp32_sweep": 256}
 VALIDATOR = nvschema.validator()
-n = 0
-failed = 0
-
-
-def _sigterm(signum, frame):
-    raise SystemExit(128 + signum)
-
-
-signal.signal(signal.SIGTERM, _sigterm)
-
-
-def ok(cond, what, diag=None):
-    global n, failed
-    n += 1
-    if not cond:
-        failed += 1
-        for line in str(diag or "").splitlines()[:30]:
-            print("# " + line)
-    print(("ok" if cond else "not ok") + " %d - %s" % (n, what), flush=True)
 
 
 def run(tmp, job, backend, want_rc):
-    path = os.path.join(tmp, "job-%d.json" % n)
+    path = os.path.join(tmp, "job-%d.json" % checks())
     with open(path, "w") as f:
         json.dump(job, f)
     p = subprocess.run([WORKER, "run", path, "--backend", backend, "--threads", "2"],
@@ -208,8 +190,7 @@ def main():
         ok("/dtypes/0" in err and "int8" in err, "a bad spec names its pointer: %s" % err.strip())
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("1..%d" % n)
-    return 1 if failed else 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -24,23 +24,14 @@ import tempfile
 
 import nvschema
 
+from nvtap import ok, finish, checks
+
 WORKER, LIAR = sys.argv[1:3]
 SPEC = {"kind": "contract", "dtypes": ["fp32", "bf16"],
         "probes": ["conversion", "arithmetic", "accumulation"]}
 N = 32
 VALIDATOR = nvschema.validator()
-n = failed = 0
 signal.signal(signal.SIGTERM, lambda s, f: sys.exit(128 + s))
-
-
-def ok(cond, what, diag=None):
-    global n, failed
-    n += 1
-    if not cond:
-        failed += 1
-        for line in str(diag or "").splitlines()[:30]:
-            print("# " + line)
-    print(("ok" if cond else "not ok") + " %d - %s" % (n, what), flush=True)
 
 
 # ---- expected trees: a node is a tuple of children, a leaf an int ----
@@ -133,7 +124,7 @@ def fan_in(t):
 
 
 def run(tmp, backend, want_rc):
-    path = os.path.join(tmp, "job-%d.json" % n)
+    path = os.path.join(tmp, "job-%d.json" % checks())
     with open(path, "w") as f:
         json.dump(SPEC, f)
     p = subprocess.run([WORKER, "run", path, "--backend", backend, "--threads", "2"],
@@ -240,8 +231,7 @@ def main():
            doc and json.dumps(doc.get("mismatches"))[:1500])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("1..%d" % n)
-    return 1 if failed else 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -11,19 +11,10 @@ import subprocess
 import sys
 import tempfile
 
+from nvtap import ok, finish
+
 WORKER, ROOT = sys.argv[1], sys.argv[2]
 TORCH_PY = "/usr/bin/python3"
-n = failed = 0
-
-
-def ok(cond, what, diag=None):
-    global n, failed
-    n += 1
-    if not cond:
-        failed += 1
-        for line in str(diag or "").splitlines()[:20]:
-            print("# " + line)
-    print(("ok" if cond else "not ok") + " %d - %s" % (n, what), flush=True)
 
 
 # A harness skeleton: answers hello, then does what BEHAVIOUR says on the first op.
@@ -131,8 +122,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="numval-exec-") as tmp:
         fake_harnesses(tmp)
         torch_harness(tmp)
-    print("1..%d" % n)
-    return 1 if failed else 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -27,20 +27,11 @@ import tempfile
 
 import nvschema
 
+from nvtap import ok, finish
+
 WORKER, GELU2, INFONLY, ABI_V1, BADGRAD = sys.argv[1:6]
-n = failed = 0
 WHOLE, CASE = nvschema.validator(), nvschema.validator("gradient_case")
 invalid = []  # (what, errors) of results the schema refused
-
-
-def ok(cond, what, diag=None):
-    global n, failed
-    n += 1
-    if not cond:
-        failed += 1
-        for line in str(diag or "").splitlines()[:20]:
-            print("# " + line)
-    print(("ok" if cond else "not ok") + " %d - %s" % (n, what), flush=True)
 
 
 def run(tmp, spec, backend):
@@ -197,8 +188,7 @@ def main():
         gradient_dtype(tmp)
     ok(not invalid, "every result validates against schema/result.schema.json",
        json.dumps(invalid)[:3000])
-    print("1..%d" % n)
-    return 1 if failed else 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -18,20 +18,10 @@ import subprocess
 import sys
 import tempfile
 
+from nvtap import ok, finish
+
 WORKER, FAULT = sys.argv[1:3]
 SEEDS = int(os.environ.get("NUMVAL_LAYOUT_GRAD_SEEDS", "5"))
-n = 0
-failed = 0
-
-
-def ok(cond, what, diag=None):
-    global n, failed
-    n += 1
-    if not cond:
-        failed += 1
-        for line in str(diag or "").splitlines()[:20]:
-            print("# " + line)
-    print(("ok" if cond else "not ok") + " %d - %s" % (n, what), flush=True)
 
 
 def run(tmp, jobs, backend):
@@ -130,8 +120,7 @@ def main():
         check_fault(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("1..%d" % n)
-    return 1 if failed else 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -18,33 +18,15 @@ import json
 import math
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 
+from nvtap import ok, finish
+
 WORKER, ROOT = sys.argv[1:3]
 SEEDS = int(os.environ.get("NUMVAL_MODEL_SEEDS", "10"))
-n = 0
-failed = 0
-
-
-def _sigterm(signum, frame):
-    raise SystemExit(128 + signum)
-
-
-signal.signal(signal.SIGTERM, _sigterm)
-
-
-def ok(cond, what, diag=None):
-    global n, failed
-    n += 1
-    if not cond:
-        failed += 1
-        for line in str(diag or "").splitlines()[:20]:
-            print("# " + line)
-    print(("ok" if cond else "not ok") + " %d - %s" % (n, what), flush=True)
 
 
 def suite_jobs():
@@ -366,8 +348,7 @@ def main():
         check_cnn_ops(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("1..%d" % n)
-    return 1 if failed else 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ import math
 import os
 import random
 import shutil
-import signal
 import struct
 import subprocess
 import sys
@@ -33,28 +32,11 @@ import tempfile
 
 import nvschema
 
+from nvtap import ok, finish
+
 WORKER, ROOT = sys.argv[1:3]
 RESULT = nvschema.validator("model_result")
 results = []  # every result JSON, validated against the schema at the end
-n = 0
-failed = 0
-
-
-def _sigterm(signum, frame):
-    raise SystemExit(128 + signum)
-
-
-signal.signal(signal.SIGTERM, _sigterm)
-
-
-def ok(cond, what, diag=None):
-    global n, failed
-    n += 1
-    if not cond:
-        failed += 1
-        for line in str(diag or "").splitlines()[:20]:
-            print("# " + line)
-    print(("ok" if cond else "not ok") + " %d - %s" % (n, what), flush=True)
 
 
 SIZES = {"F32": 4, "BF16": 2, "F16": 2, "F64": 8}
@@ -384,8 +366,7 @@ def main():
            "(the validation can fail)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("1..%d" % n)
-    return 1 if failed else 0
+    return finish()
 
 
 if __name__ == "__main__":

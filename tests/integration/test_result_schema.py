@@ -15,39 +15,21 @@ import copy
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 
 import nvschema
 
+from nvtap import ok, finish, checks
+
 WORKER, ROOT, MISBEHAVE, BADGRAD = sys.argv[1:5]
-n = 0
-failed = 0
-
-
-def _sigterm(signum, frame):
-    raise SystemExit(128 + signum)
-
-
-signal.signal(signal.SIGTERM, _sigterm)
-
-
-def ok(cond, what, diag=None):
-    global n, failed
-    n += 1
-    if not cond:
-        failed += 1
-        for line in (diag if isinstance(diag, list) else str(diag or "").splitlines())[:30]:
-            print("# " + str(line))
-    print(("ok" if cond else "not ok") + " %d - %s" % (n, what), flush=True)
 
 
 def run(tmp, job, backend, want_rc, *extra, timeout=600):
     """numval-worker run; the parsed result (None when it printed none)."""
     if isinstance(job, dict):
-        path = os.path.join(tmp, "job-%d.json" % n)
+        path = os.path.join(tmp, "job-%d.json" % checks())
         with open(path, "w") as f:
             json.dump(job, f)
     else:
@@ -212,8 +194,7 @@ def main():
         test(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("1..%d" % n)
-    sys.exit(1 if failed else 0)
+    sys.exit(finish())
 
 
 if __name__ == "__main__":

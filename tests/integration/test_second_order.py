@@ -18,12 +18,13 @@ import subprocess
 import sys
 import tempfile
 
+from nvtap import ok, finish
+
 ap = argparse.ArgumentParser()
 ap.add_argument("worker")
 ap.add_argument("--seeds", type=int, default=3)
 ap.add_argument("--all-ops", action="store_true")
 args = ap.parse_args()
-n = failed = 0
 
 LARGE = [("tanh", [16384]), ("layer_norm", [64, 64]), ("rms_norm", [256, 64]),
          ("matmul", [64, 64, 64])]
@@ -32,16 +33,6 @@ ELEMENTWISE = ["neg", "abs", "add", "sub", "mul", "div", "fma", "sqrt", "rsqrt",
                "erf", "gelu", "silu", "relu", "pow", "maximum", "minimum"]
 ROWS = ["sum", "mean", "max", "var", "norm2", "logsumexp", "softmax", "log_softmax",
         "layer_norm", "rms_norm", "cross_entropy"]
-
-
-def ok(cond, what, diag=None):
-    global n, failed
-    n += 1
-    if not cond:
-        failed += 1
-        for line in str(diag or "").splitlines()[:20]:
-            print("# " + line)
-    print(("ok" if cond else "not ok") + " %d - %s" % (n, what), flush=True)
 
 
 def jobs_for(seed):
@@ -109,8 +100,7 @@ def main():
     print("# %d cases over %d seeds, worst second-order ratio %.6f (%s), worst "
           "double-backward headroom %.6f (%s)" % (cases, args.seeds, worst, worst_at, dbl_worst,
                                                   dbl_at))
-    print("1..%d" % n)
-    return 1 if failed else 0
+    return finish()
 
 
 if __name__ == "__main__":

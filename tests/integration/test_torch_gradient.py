@@ -17,18 +17,9 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torchproto import TORCH_PY, torch_available  # noqa: E402
 
+from nvtap import ok, finish
+
 WORKER, ROOT = sys.argv[1], os.path.abspath(sys.argv[2])
-n = failed = 0
-
-
-def ok(cond, what, diag=None):
-    global n, failed
-    n += 1
-    if not cond:
-        failed += 1
-        for line in str(diag or "").splitlines()[:20]:
-            print("# " + line)
-    print(("ok" if cond else "not ok") + " %d - %s" % (n, what), flush=True)
 
 
 def job(op, dtypes=("fp32",), shape=(64,), order=2, **kw):
@@ -138,8 +129,7 @@ def main():
         ok(r[1].get("verdict") == "passed", "neg saves nothing: the same in-place change passes",
            json.dumps(r[1])[:1500])
         ok(rc == 2 or rc == 1, "inplace_saved suite is not a success (exit %d)" % rc, err)
-    print("1..%d" % n)
-    return 1 if failed else 0
+    return finish()
 
 
 if __name__ == "__main__":

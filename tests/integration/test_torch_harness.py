@@ -15,19 +15,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torchproto import Harness, torch_available  # noqa: E402
 
+from nvtap import ok, finish
+
 ROOT = sys.argv[1]
 DEVICE = sys.argv[3] if len(sys.argv) > 3 and sys.argv[2] == "--device" else "cpu"
-n = failed = 0
-
-
-def ok(cond, what, diag=None):
-    global n, failed
-    n += 1
-    if not cond:
-        failed += 1
-        for line in str(diag or "").splitlines()[:20]:
-            print("# " + line)
-    print(("ok" if cond else "not ok") + " %d - %s" % (n, what), flush=True)
 
 
 def close(a, b, rtol):
@@ -209,8 +200,7 @@ def main():
     finally:
         h.close()
     fallback_detection()
-    print("1..%d" % n)
-    return 1 if failed else 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -27,39 +27,21 @@ temp files live in a temp dir that is always removed."""
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 
 import nvschema
 
+from nvtap import ok, finish, checks
+
 WORKER, ROOT, BF16ACC = sys.argv[1:4]
 SEEDS = int(os.environ.get("NUMVAL_TRUTH_SEEDS", "3"))
-n = 0
-failed = 0
 VALIDATOR = nvschema.validator()
 
 
-def _sigterm(signum, frame):
-    raise SystemExit(128 + signum)
-
-
-signal.signal(signal.SIGTERM, _sigterm)
-
-
-def ok(cond, what, diag=None):
-    global n, failed
-    n += 1
-    if not cond:
-        failed += 1
-        for line in (diag if isinstance(diag, list) else str(diag or "").splitlines())[:30]:
-            print("# " + str(line))
-    print(("ok" if cond else "not ok") + " %d - %s" % (n, what), flush=True)
-
-
 def run(tmp, job, backend):
-    path = os.path.join(tmp, "job-%d.json" % n)
+    path = os.path.join(tmp, "job-%d.json" % checks())
     with open(path, "w") as f:
         json.dump(job, f)
     p = subprocess.run([WORKER, "run", path, "--backend", backend], capture_output=True,
@@ -202,8 +184,7 @@ def main():
             test_bf16_accumulation(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("1..%d" % n)
-    return 1 if failed else 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -13,27 +13,16 @@ import sys
 import tempfile
 import time
 
+from nvtap import ok, finish, checks
+
 WORKER, ROOT = sys.argv[1], sys.argv[2]
 PLUGIN = sys.argv[3] if len(sys.argv) > 3 else None
-n = 0
-failed = 0
-
-
-def ok(cond, what, diag=None):
-    global n, failed
-    n += 1
-    if not cond:
-        failed += 1
-        if diag:
-            for line in str(diag).splitlines()[:30]:
-                print("# " + line)
-    print(("ok" if cond else "not ok") + " %d - %s" % (n, what), flush=True)
 
 
 def run(tmp, job, backend, *extra, timeout=120):
     """Run a job (dict or path); returns (exit status, parsed stdout or None, stderr)."""
     if isinstance(job, dict):
-        path = os.path.join(tmp, "job-%d.json" % n)
+        path = os.path.join(tmp, "job-%d.json" % checks())
         with open(path, "w") as f:
             json.dump(job, f)
     else:
@@ -314,8 +303,7 @@ def main():
                 t(tmp)
             except Exception as e:  # a crash or timeout fails this test, not the rest
                 ok(False, "%s raised %r" % (t.__name__, e))
-    print("1..%d" % n)
-    return 1 if failed else 0
+    return finish()
 
 
 if __name__ == "__main__":
