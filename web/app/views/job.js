@@ -8,6 +8,7 @@ import {jobProgress, jobWhat, buildsOf} from './common.js';
 import {casesTable, scanUlps} from './cases-table.js';
 import {longrunSection} from './longrun.js';
 import {modelSection, suiteCaseOf} from './model.js';
+import {servingSection} from './serving.js';
 
 const ACTIVE = ['queued', 'leased', 'running'];
 const HIST_MAX = 5000;
@@ -101,15 +102,18 @@ export async function renderJob(ctx) {
     h1,
     section('Summary', sumBox, actions, specBox, asRun),
     lrBox);
-  // A model job: its first failed case (else its first) as the model view.
+  // A model or serving job: its first failed case (else its first) as the model
+  // or serving view.
   const modelBox = h('div');
   main.append(modelBox);
   async function model() {
-    if (job.kind !== 'model' || ACTIVE.includes(job.state) || modelBox.firstChild) return;
+    if (!['model', 'serving'].includes(job.kind) || ACTIVE.includes(job.state) || modelBox.firstChild) return;
     const all = (await getJson(`/jobs/${encodeURIComponent(id)}/cases?limit=200`)).cases || [];
     const c = all.find((x) => x.verdict === 'failed') || all[0];
     if (c && ctx.alive()) {
-      const sec = modelSection(c, {suiteCase: await suiteCaseOf(c), caseHref: `#/cases/${encodeURIComponent(c.id)}`});
+      const caseHref = `#/cases/${encodeURIComponent(c.id)}`;
+      const sec = job.kind === 'serving' ? servingSection(c, {caseHref})
+        : modelSection(c, {suiteCase: await suiteCaseOf(c), caseHref});
       if (sec) modelBox.append(sec);
     }
   }
