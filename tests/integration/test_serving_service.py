@@ -21,7 +21,9 @@ misbehaviours").
 usage: test_serving_service.py NUMVALD NUMVAL-WORKER NUMVALCTL SOURCE_ROOT"""
 import copy
 import json
+import math
 import os
+import subprocess
 import sys
 
 import nvschema
@@ -48,6 +50,21 @@ def shipped():
 
 def u(dt):
     return {"fp32": 2.0 ** -24, "bf16": 2.0 ** -8}[dt]
+
+
+def sampling_case():
+    """A repeated-sampling case as docs/SERVING.md "Stored results" names its
+    keys: 8 tokens, counts and expected counts of 800 samples (a fixture)."""
+    exp = [200.0, 150.0, 120.0, 100.0, 90.0, 70.0, 40.0, 30.0]
+    obs = [207, 141, 125, 97, 88, 74, 38, 30]
+    g = 2 * sum(o * math.log(o / e) for o, e in zip(obs, exp))
+    return {"index": 0, "op": "serving", "dtype": "fp32", "sample": 0, "seed": 1,
+            "check": "sampling", "accumulator": "fp32", "verdict": "passed",
+            "criteria": {"sampling": {
+                "histogram": [{"token": t, "observed": o, "expected": e}
+                              for t, (o, e) in enumerate(zip(obs, exp))],
+                "g": g, "df": 7, "p": 0.9, "alpha": 0.001, "samples": 800,
+                "reproducible": True, "passed": True}}}
 
 
 def submit(s, spec, device, name):
@@ -189,6 +206,37 @@ def test(bins):
         m = copy.deepcopy(c)
         m["check"] = "paged"
         check(nvschema.errors(v, m), "stored_serving_case rejects check 'paged' with batch criteria")
+        # numval-worker run's own result of the failing batch job validates as a
+        # suite run (the serving_result under job_result).
+        spec = os.path.join(s.tmp, "batch.json")
+        with open(spec, "w") as f:
+            json.dump(jobs["batch"], f)
+        out = os.path.join(s.tmp, "batch-out.json")
+        subprocess.run([bins["worker"], "run", spec, "--backend", FAULTY, "--output", out],
+                       capture_output=True, timeout=300)
+        with open(out) as f:
+            doc = json.load(f)
+        errs = nvschema.errors(nvschema.validator(), doc)
+        check(doc["kind"] == "serving" and doc["verdict"] == "failed" and not errs,
+              "numval-worker run's serving result validates (%s)" % errs)
+
+        # The repeated-sampling record under the documented key names (the
+        # check's producer is not in this tree yet): accepted, and its
+        # histogram entries and p checked.
+        smp = sampling_case()
+        errs = nvschema.errors(nvschema.validator("serving_case"), smp)
+        check(not errs, "a sampling case with histogram, g, df, p, alpha, samples, "
+              "reproducible validates: %s" % errs)
+        for what, fn in (("a histogram entry without 'expected'",
+                          lambda m: m["criteria"]["sampling"]["histogram"][0].pop("expected")),
+                         ("p of 1.5", lambda m: m["criteria"]["sampling"].update(p=1.5)),
+                         ("no 'reproducible'",
+                          lambda m: m["criteria"]["sampling"].pop("reproducible"))):
+            m = copy.deepcopy(smp)
+            fn(m)
+            check(nvschema.errors(nvschema.validator("serving_case"), m),
+                  "serving_case rejects a sampling record with %s" % what)
+
         bad = s.sanitizer_reports()
         check(not bad, "no sanitizer reports: %s" % bad[:3])
 
