@@ -24,6 +24,8 @@ import os from 'node:os';
 import {fileURLToPath} from 'node:url';
 import {startService, stopService, api, waitJob, prerequisites, visit, shown} from './service.mjs';
 import {num} from '../../web/app/util.js';
+import {criterionOf} from '../../web/app/views/serving.js';
+import {samplingBars, samplingOf} from '../../web/app/views/serving-sampling.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const SHOTS = path.join(HERE, 'screenshots');
@@ -263,6 +265,7 @@ test('repeated sampling: histogram vs reference from a stored case', {skip: SKIP
     `G = ${num(s.g)}, df ${num(s.df)}, p = ${num(s.p)} at alpha ${num(s.alpha)} (consistent with the reference distribution)`);
   assert.equal(await page.locator('#serving-samples').innerText(), num(s.samples));
   assert.equal(await page.locator('#serving-reproducible').innerText(), 'yes');
+  assert.equal(await page.locator('#serving-tolerance').innerText(), s.tolerance);
   const chart = page.locator('#serving-sampling-chart');
   assert.equal(await chart.locator('rect.bar').count(), s.histogram.length);
   assert.equal(await chart.locator('line.expected').count(), s.histogram.length);
@@ -287,4 +290,27 @@ test('repeated sampling: histogram vs reference from a stored case', {skip: SKIP
   const wide = await page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth + 1);
   assert.equal(wide, false, 'no horizontal page scroll at 390 px');
   await page.setViewportSize({width: 1280, height: 860});
+});
+
+// The pure pieces, without a browser.
+test('sampling bars: past 200 tokens, the 200 the reference expects most, in token order', () => {
+  const hist = Array.from({length: 300}, (_, t) => ({token: 299 - t, observed: t, expected: (t * 7919) % 300}));
+  const {bars, total} = samplingBars(hist);
+  assert.equal(total, 300);
+  assert.equal(bars.length, 200);
+  assert.deepEqual(bars.map((b) => b.token), [...bars.map((b) => b.token)].sort((a, b) => a - b));
+  // 7919 is prime to 300: the expected counts are 0..299 once each, the top 200 those >= 100.
+  assert.deepEqual(bars.map((b) => b.token), hist.filter((b) => b.expected >= 100).map((b) => b.token)
+    .sort((a, b) => a - b));
+  assert.equal(samplingBars(hist.slice(0, 5)).bars.length, 5);
+});
+
+test('the criterion the case names; sampling under criteria or on the case', () => {
+  const c = {op: 'serving', check: 'paged', criteria: {paged: {passed: true}}};
+  assert.deepEqual(criterionOf(c), {name: 'paged', crit: {passed: true}});
+  assert.equal(criterionOf({op: 'serving', check: 'batch'}), null);
+  const smp = {histogram: [{token: 0, observed: 1, expected: 1}]};
+  assert.equal(samplingOf({criteria: {sampling: smp}}), smp);
+  assert.equal(samplingOf({sampling: smp}), smp);
+  assert.equal(samplingOf({criteria: {sampling: {histogram: []}}}), null);
 });

@@ -182,6 +182,7 @@ export function servingSection(c, {caseHref = null} = {}) {
   if (!c || c.op !== 'serving') return null;
   const cr = criterionOf(c);
   const smp = samplingOf(c);
+  const rule = cr ? cr.crit : null;
   const crit = cr && cr.name !== 'sampling' ? cr.crit : null;
   return section('Serving', h('div', {id: 'serving', dataset: {case: String(c.id ?? ''), check: c.check || ''}},
     caseHref ? h('p', 'Case ', h('a', {id: 'serving-case-link', href: caseHref}, `${c.dtype}, sample ${c.sample}`),
@@ -191,8 +192,8 @@ export function servingSection(c, {caseHref = null} = {}) {
       ['Verdict', h('span', badge(c.verdict), c.failure_class ? [' ', h('strong.bad', {id: 'serving-class'}, c.failure_class)] : null)],
       ['What changed', c.error ? h('span.bad', {id: 'serving-cause'}, c.error) : undefined],
       ['Accumulator (declared)', c.accumulator],
-      ['Tolerance', crit ? h('span.rule-text', {id: 'serving-tolerance'}, crit.tolerance) : undefined],
-      ['Why', crit ? h('span.rule-text', crit.reason) : undefined],
+      ['Tolerance', rule && rule.tolerance ? h('span.rule-text', {id: 'serving-tolerance'}, rule.tolerance) : undefined],
+      ['Why', rule && rule.reason ? h('span.rule-text', rule.reason) : undefined],
     ]),
     crit && BODY[cr.name] ? BODY[cr.name](crit) : null,
     smp ? samplingBlock(smp) : null,
