@@ -165,6 +165,8 @@ test('prefill vs decode: per-position error and agreement plots, table, first po
   assert.match(t, /^Per position: distance between the cached decode and the prefill/);
   assert.match(await page.locator(`#${await svg.getAttribute('aria-describedby')}`).textContent(),
     new RegExp(`position from 0 to ${n - 1}`));
+  // No ULP histogram: a serving case has no ULP metrics.
+  assert.equal(await page.locator('#sec-per-case-maximum-ulp-error').count(), 0);
   await shot('40-serving-prefill-failed');
   // The case page shows the same view.
   await shown(page, `/cases/${c.id}`, () => page.locator('#serving-case-link').click());

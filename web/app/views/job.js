@@ -118,13 +118,15 @@ export async function renderJob(ctx) {
     }
   }
   await model().catch((e) => modelBox.replaceChildren(errorBox(e)));
-  // A long-run job has no cases: its result is the training record above.
+  // A long-run job has no cases: its result is the training record above. A
+  // serving case has no ULP metrics (its check's figures are the serving view).
   const cases = job.kind !== 'longrun';
+  const ulps = cases && job.kind !== 'serving';
   let histHead = null;
   if (cases) {
-    const histSec = section('Per-case maximum ULP error', histBox);
-    histHead = histSec.querySelector('h2');
-    main.append(section('Cases', table.el), histSec);
+    const histSec = ulps ? section('Per-case maximum ULP error', histBox) : null;
+    histHead = histSec && histSec.querySelector('h2');
+    main.append(...[section('Cases', table.el), histSec].filter(Boolean));
     await table.load();
   }
 
@@ -157,7 +159,7 @@ export async function renderJob(ctx) {
       histBox.replaceChildren(errorBox(e));
     }
   }
-  if (cases) hist();
+  if (ulps) hist();
 
   if (ACTIVE.includes(job.state)) {
     const stop = poll(`/jobs/${encodeURIComponent(id)}`, 1500, async (data) => {
@@ -168,7 +170,7 @@ export async function renderJob(ctx) {
         model().catch((e) => modelBox.replaceChildren(errorBox(e)));
         if (!cases) return;
         await table.load();
-        hist();
+        if (ulps) hist();
       }
     });
     ctx.onLeave(stop);
