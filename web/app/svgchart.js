@@ -10,7 +10,7 @@
 // links: [{x, y, href, label, failed}]: points drawn as dots that are links (a failed
 // one as a ring with a cross), each named by its label.
 // xTicks: [[x, text]...]: category labels on the x axis instead of numbers (the
-// data table's rows are named by them too).
+// data table's rows are named by them too). yRange: [lo, hi] the y axis covers at least.
 
 import {h, num} from './util.js';
 
@@ -175,6 +175,8 @@ function draw(svg, titleEl, descEl, series, o, w) {
   if (Number.isFinite(ext.x0)) {
     let {x0, x1, y0, y1} = ext;
     if (x1 === x0) x1 = x0 + 1;
+    // A fixed y range the data is drawn in (an agreement's 0..1), widened to fit any value outside it.
+    if (o.yRange) { y0 = Math.min(y0, o.yRange[0]); y1 = Math.max(y1, o.yRange[1]); }
     const ty = (y) => (o.logY ? (y > 0 ? Math.log10(y) : NaN) : y);
     let t0 = ty(y0), t1 = ty(y1);
     if (t1 === t0) { t0 -= o.logY ? 0.5 : Math.abs(t0) * 0.05 || 1; t1 += o.logY ? 0.5 : Math.abs(t1) * 0.05 || 1; }
@@ -223,13 +225,13 @@ function draw(svg, titleEl, descEl, series, o, w) {
 }
 
 // A figure with the SVG chart, its legend, caption and data table.
-export function svgLineChart({series, title, xLabel, yLabel, logY, height, xTicks}) {
+export function svgLineChart({series, title, xLabel, yLabel, logY, height, xTicks, yRange}) {
   const id = `svgc-${++uid}`;
   const titleEl = s('title', {id: `${id}-t`}, title);
   const descEl = s('desc', {id: `${id}-d`});
   const svg = s('svg', {role: 'img', 'aria-labelledby': `${id}-t`, 'aria-describedby': `${id}-d`,
     class: 'line-chart', preserveAspectRatio: 'xMinYMin meet'});
-  const o = {xLabel, yLabel, logY, height, xTicks};
+  const o = {xLabel, yLabel, logY, height, xTicks, yRange};
   let w = 720;
   draw(svg, titleEl, descEl, series, o, w);
   const fig = h('figure.chart.svg-chart', svg,

@@ -8,6 +8,7 @@ import {getJson, optional, apiUrl, getToken} from '../api.js';
 import {tolMetric, tolReason, listOf, fieldTitle} from './common.js';
 import {fusedSection} from './fused.js';
 import {modelSection, suiteCaseOf} from './model.js';
+import {servingSection} from './serving.js';
 import {bitsHex, bitFields} from '../bits.js';
 import {histogram, elementBins, trimBins} from '../charts.js';
 import {href} from '../router.js';
@@ -184,6 +185,7 @@ export async function renderCase(ctx) {
     ]))),
     fusedSection(c),
     modelSection(c, {suiteCase: await suiteCaseOf(c)}),
+    servingSection(c),
     section('Tolerance', t ? h('div', {id: 'tolerance'}, kv([
       ['Allowed', tolMetric(t)],
       ['Reason', tolReason(t)],

@@ -31,7 +31,7 @@ function countCell(j, n, bad) {
 export function jobWhat(j) {
   const spec = j.spec || {};
   const amp = spec.kind === 'longrun' && spec.amp && spec.amp.dtype ? ` · ${spec.amp.dtype} AMP` : '';
-  const what = j.op || spec.op || (spec.graph && spec.graph.name) || (typeof spec.model === 'string' ? spec.model : spec.name) || '';
+  const what = j.op || spec.op || (spec.graph && spec.graph.name) || (typeof spec.model === 'string' ? spec.model : spec.name) || spec.check || '';
   return `${j.kind || spec.kind || '?'}${what ? ' · ' + what : ''}${amp}`;
 }
 

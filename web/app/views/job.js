@@ -8,6 +8,7 @@ import {jobProgress, jobWhat, buildsOf} from './common.js';
 import {casesTable, scanUlps} from './cases-table.js';
 import {longrunSection} from './longrun.js';
 import {modelSection, suiteCaseOf} from './model.js';
+import {servingSection} from './serving.js';
 
 const ACTIVE = ['queued', 'leased', 'running'];
 const HIST_MAX = 5000;
@@ -101,26 +102,31 @@ export async function renderJob(ctx) {
     h1,
     section('Summary', sumBox, actions, specBox, asRun),
     lrBox);
-  // A model job: its first failed case (else its first) as the model view.
+  // A model or serving job: its first failed case (else its first) as the model
+  // or serving view.
   const modelBox = h('div');
   main.append(modelBox);
   async function model() {
-    if (job.kind !== 'model' || ACTIVE.includes(job.state) || modelBox.firstChild) return;
+    if (!['model', 'serving'].includes(job.kind) || ACTIVE.includes(job.state) || modelBox.firstChild) return;
     const all = (await getJson(`/jobs/${encodeURIComponent(id)}/cases?limit=200`)).cases || [];
     const c = all.find((x) => x.verdict === 'failed') || all[0];
     if (c && ctx.alive()) {
-      const sec = modelSection(c, {suiteCase: await suiteCaseOf(c), caseHref: `#/cases/${encodeURIComponent(c.id)}`});
+      const caseHref = `#/cases/${encodeURIComponent(c.id)}`;
+      const sec = job.kind === 'serving' ? servingSection(c, {caseHref})
+        : modelSection(c, {suiteCase: await suiteCaseOf(c), caseHref});
       if (sec) modelBox.append(sec);
     }
   }
   await model().catch((e) => modelBox.replaceChildren(errorBox(e)));
-  // A long-run job has no cases: its result is the training record above.
+  // A long-run job has no cases: its result is the training record above. A
+  // serving case has no ULP metrics (its check's figures are the serving view).
   const cases = job.kind !== 'longrun';
+  const ulps = cases && job.kind !== 'serving';
   let histHead = null;
   if (cases) {
-    const histSec = section('Per-case maximum ULP error', histBox);
-    histHead = histSec.querySelector('h2');
-    main.append(section('Cases', table.el), histSec);
+    const histSec = ulps ? section('Per-case maximum ULP error', histBox) : null;
+    histHead = histSec && histSec.querySelector('h2');
+    main.append(...[section('Cases', table.el), histSec].filter(Boolean));
     await table.load();
   }
 
@@ -153,7 +159,7 @@ export async function renderJob(ctx) {
       histBox.replaceChildren(errorBox(e));
     }
   }
-  if (cases) hist();
+  if (ulps) hist();
 
   if (ACTIVE.includes(job.state)) {
     const stop = poll(`/jobs/${encodeURIComponent(id)}`, 1500, async (data) => {
@@ -164,7 +170,7 @@ export async function renderJob(ctx) {
         model().catch((e) => modelBox.replaceChildren(errorBox(e)));
         if (!cases) return;
         await table.load();
-        hist();
+        if (ulps) hist();
       }
     });
     ctx.onLeave(stop);
