@@ -14,8 +14,10 @@
  *
  * avg_pool2d is the depthwise case with an all-ones k x k kernel (G = C = Co,
  * d = 1, the stride defaulting to k) divided by the window's divisor:
- * k^2 with "count_include_pad" true, PyTorch's default (torch.nn.AvgPool2d:
- * count_include_pad=True, ceil_mode=False, divisor_override=None), or the
+ * k^2 with "count_include_pad" true, PyTorch's default (torch.nn.AvgPool2d,
+ * https://pytorch.org/docs/stable/generated/torch.nn.AvgPool2d.html:
+ * count_include_pad=True, ceil_mode=False, divisor_override=None; "pad should
+ * be at most half of effective kernel size"), or the
  * number of window positions inside the input when false. With p <= k/2 and
  * floor rounding no window reaches past the padded border, so PyTorch's
  * (hend - hstart)(wend - wstart) is k^2 for every window (aten's

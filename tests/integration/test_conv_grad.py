@@ -3,7 +3,8 @@
 jobs", docs/MODEL.md "The CNN classifier"): the conv2d and avg_pool2d jobs of
 the shipped suites/gradient.json (plain, strided + padded + dilated, groups 2,
 depthwise, avg_pool2d with and without count_include_pad) pass every check on
-emu (formula, device, second order, double backward) for every seed; the long
+emu (formula, device, second order, double backward) for every seed, also
+with pairwise and random summation orders and fused multiply-adds; the long
 weight-gradient job fails its device check when emu accumulates in bf16; and a
 device with the classic conv2d backward bugs (plugin_fault_convgrad.c: the
 input gradient with the un-flipped kernel, the weight gradient without the
@@ -88,6 +89,16 @@ def check_suite(tmp):
             bad.append("seed %d: exit %d %s" % (seed, rc, err[-300:]))
     ok(not bad and count >= 20 * SEEDS, "the suite's conv2d and avg_pool2d gradient jobs: %d "
        "cases over %d seeds pass every check on emu" % (count, SEEDS), "\n".join(bad))
+    # other correct modes: every summation order is within the defaults
+    bad = []
+    for mode in ("emu:reduce=pairwise", "emu:reduce=random", "emu:fma=on"):
+        rc, doc, err = run(tmp, jobs, mode)
+        cs = list(cases(doc))
+        if rc != 0 or len(cs) < 20 or any(c["verdict"] != "passed" for _, c in cs):
+            bad.append("%s: exit %d, %s" % (mode, rc, [(j["op"], c["dtype"], c.get("failed_checks"))
+                                                      for j, c in cs if c["verdict"] != "passed"]))
+    ok(not bad, "the same jobs pass with pairwise and random summation orders and fused "
+       "multiply-adds", "\n".join(bad))
     long_job = [j for j in jobs if j.get("mode") == "fast"]
     rc, doc, err = run(tmp, long_job, "emu:accum=bf16")
     cs = list(cases(doc))

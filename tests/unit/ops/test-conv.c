@@ -175,6 +175,25 @@ static void test_pool(void)
            "avg_pool2d divisors: corner %g / %g, inner %g / %g, edge %g / %g (count_include_pad "
            "true / false)",
            y->data[0], z->data[0], y->data[5], z->data[5], y->data[1], z->data[1]);
+    /* kernel 3, stride 2, padding 1 on the same x: windows (0, 0) 1 2 4 5,
+     * (0, 1) 2 3 5 6, (1, 0) 4 5 7 8, (1, 1) 5 6 8 9, each with 5 padding
+     * zeros */
+    nv_op_attrs k3, k3x;
+    r = attrs("avg_pool2d", "{\"kernel\": 3, \"stride\": 2, \"padding\": 1}", &k3, &msg) |
+        attrs("avg_pool2d",
+              "{\"kernel\": 3, \"stride\": 2, \"padding\": 1, \"count_include_pad\": false}",
+              &k3x, &msg);
+    nv_tensor *y3 = nv_tensor_new(NV_DT_FP64, 4, (int64_t[]){1, 1, 2, 2});
+    nv_tensor *z3 = nv_tensor_new(NV_DT_FP64, 4, (int64_t[]){1, 1, 2, 2});
+    r |= nv_op_reference(op, &k3, 1, in, y3, NULL, NULL) |
+         nv_op_reference(op, &k3x, 1, in, z3, NULL, NULL);
+    tap_ok(r == 0 && y3->data[0] == 12.0 / 9 && y3->data[1] == 16.0 / 9 &&
+               y3->data[2] == 24.0 / 9 && y3->data[3] == 28.0 / 9 && z3->data[0] == 3 &&
+               z3->data[1] == 4 && z3->data[2] == 6 && z3->data[3] == 7,
+           "avg_pool2d 3x3 stride 2 padding 1 on 1..9: 12/9 16/9 24/9 28/9 with padding "
+           "counted, 3 4 6 7 without");
+    nv_tensor_free(y3);
+    nv_tensor_free(z3);
     /* VJP: gx[e] = sum over the windows containing e of gy / divisor; with
      * gy = 1 and padding counted, x[1, 1] (centre) is in 4 windows: 4/4 */
     double gy[16], gx[9], gz[9];
