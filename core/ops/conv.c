@@ -47,7 +47,8 @@ int nv_conv_geom_of(const nv_op_attrs *a, const nv_tensor *x, const nv_tensor *w
         return -1;
     g->cog = g->co / g->groups;
     g->stride = a->stride, g->padding = a->padding;
-    int64_t eh = (int64_t)g->dilation * (g->kh - 1) + 1, ew = (int64_t)g->dilation * (g->kw - 1) + 1;
+    int64_t eh = (int64_t)g->dilation * (g->kh - 1) + 1,
+            ew = (int64_t)g->dilation * (g->kw - 1) + 1;
     int64_t sh = g->h + 2 * (int64_t)a->padding - eh, sw = g->w + 2 * (int64_t)a->padding - ew;
     if (g->kh < 1 || g->kw < 1 || sh < 0 || sw < 0 || a->stride < 1)
         return -1;
@@ -78,8 +79,8 @@ int64_t nv_pool_divisor(const nv_conv_geom *g, const nv_op_attrs *a, int64_t oh,
     return cnt;
 }
 
-static int infer_pool(const nv_op_def *op, const nv_op_attrs *a, const nv_tensor *x,
-                      int *ret_ndim, int64_t *ret_shape, char *err, size_t errlen)
+static int infer_pool(const nv_op_def *op, const nv_op_attrs *a, const nv_tensor *x, int *ret_ndim,
+                      int64_t *ret_shape, char *err, size_t errlen)
 {
     char s0[96];
     nv_conv_geom g;

@@ -7,13 +7,12 @@
  * (the transposed convolution: gy dilated by the stride, correlated with the
  * spatially flipped kernel, each tap i meeting output row oh = (h + p - i d)
  * / s where that divides) and
- *   gw[co, c, i, j] = sum_{n, oh, ow} gy[n, co, oh, ow] x[n, q Cg + c, oh s - p + i d, ow s - p + j d]
- * (the correlation of the zero-padded x with gy), e.g. Dumoulin & Visin, "A
- * guide to convolution arithmetic for deep learning", 2016, §4. Each element
- * is gathered as one dot product and summed exactly, rounded once (nv_dd_dot,
- * ddsum.h), so the reference is the correctly rounded fp64 value; mag is the
- * same sum of |terms|. The second-order VJP of a bilinear map has only the
- * mixed blocks: hx = gx(gy, w := v_w), hw = gw(x := v_x, gy), as matmul's.
+ *   gw[co, c, i, j] = sum_{n, oh, ow} gy[n, co, oh, ow] x[n, q Cg + c, oh s - p + i d, ow s - p + j
+ * d] (the correlation of the zero-padded x with gy), e.g. Dumoulin & Visin, "A guide to convolution
+ * arithmetic for deep learning", 2016, §4. Each element is gathered as one dot product and summed
+ * exactly, rounded once (nv_dd_dot, ddsum.h), so the reference is the correctly rounded fp64 value;
+ * mag is the same sum of |terms|. The second-order VJP of a bilinear map has only the mixed blocks:
+ * hx = gx(gy, w := v_w), hw = gw(x := v_x, gy), as matmul's.
  *
  * avg_pool2d is linear: gx[e] = sum over the windows o containing e of gy[o]
  * / divisor(o), summed exactly (each term gy / divisor rounded once, a 2^-53
@@ -27,8 +26,7 @@
 
 static int geom(int id, const nv_op_attrs *a, const nv_tensor *const *in, nv_conv_geom *g)
 {
-    return nv_conv_geom_of(a, in[0], id == NVO_AVG_POOL2D ? NULL : in[1], g) < 0 ? NV_E_INVALID
-                                                                               : 0;
+    return nv_conv_geom_of(a, in[0], id == NVO_AVG_POOL2D ? NULL : in[1], g) < 0 ? NV_E_INVALID : 0;
 }
 
 /* The output row o in [0, n_out) a tap at offset off = i d reaches from
@@ -197,8 +195,8 @@ int nvb_vjp2_conv(int id, const nv_op_attrs *a, const nv_tensor *const *in, cons
         return 0;
     }
     /* hx = d/dx <gw(x, gy), v_w> = gx(gy, v_w); hw = gw(v_x, gy) */
-    return conv_vjp(&g, v[0], v[1], gy, hx ? hx[0] : NULL, mag ? mag[0] : NULL,
-                    hx ? hx[1] : NULL, mag ? mag[1] : NULL);
+    return conv_vjp(&g, v[0], v[1], gy, hx ? hx[0] : NULL, mag ? mag[0] : NULL, hx ? hx[1] : NULL,
+                    mag ? mag[1] : NULL);
 }
 
 /* The most taps i in [0, k) whose offsets i d share one residue mod s: the
@@ -222,8 +220,8 @@ int64_t nvb_conv_sum_len(int id, const nv_op_attrs *a, const nv_tensor *const *i
         return 1;
     if (i == 1) /* the weight: every output position of every image */
         return g.n * g.oh * g.ow;
-    int64_t taps = taps_per_row(g.kh, g.dilation, g.stride) * taps_per_row(g.kw, g.dilation,
-                                                                           g.stride);
+    int64_t taps =
+        taps_per_row(g.kh, g.dilation, g.stride) * taps_per_row(g.kw, g.dilation, g.stride);
     int64_t n = (id == NVO_AVG_POOL2D ? 1 : g.cog) * taps;
     return n > 0 ? n : 1;
 }

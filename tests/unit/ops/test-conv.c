@@ -60,8 +60,8 @@ static void oracle(const dims *D, const double *x, const double *w, const double
                                 int64_t iw = ow * D->s - D->p + j * D->d;
                                 if (ih < 0 || iw < 0 || ih >= D->h || iw >= D->w)
                                     continue;
-                                int64_t xe = ((n * D->c + (co / cog) * D->cg + c) * D->h + ih) *
-                                                 D->w + iw;
+                                int64_t xe =
+                                    ((n * D->c + (co / cog) * D->cg + c) * D->h + ih) * D->w + iw;
                                 int64_t we = ((co * D->cg + c) * D->kh + i) * D->kw + j;
                                 y[o] += x[xe] * w[we];
                                 gx[xe] += gy[o] * w[we];
@@ -95,8 +95,8 @@ static void check_conv(const char *json, int64_t n, int64_t c, int64_t h, int64_
     int64_t shape[NV_MAX_DIMS];
     char err[256];
     int r = nv_op_infer(op, &a, 2, in, &nd, shape, err, sizeof err);
-    dims D = {n, c, h, w, co, c / a.groups, kh, kw, shape[2], shape[3],
-              a.stride, a.padding, a.dilation, a.groups};
+    dims D = {n,  c,        h,        w,        co,        c / a.groups, kh,
+              kw, shape[2], shape[3], a.stride, a.padding, a.dilation,   a.groups};
     nv_tensor *yr = nv_tensor_new(NV_DT_FP64, 4, shape);
     nv_tensor *gy = ints(shape[0], shape[1], shape[2], shape[3], 13);
     int64_t ny = yr->numel;
@@ -123,8 +123,8 @@ static void check_conv(const char *json, int64_t n, int64_t c, int64_t h, int64_
         s1 += rx[e] * x->data[e];
     for (int64_t e = 0; e < wt->numel; e++)
         s2 += rw[e] * wt->data[e];
-    tap_ok(s0 == s1 && s0 == s2, "conv2d %s: <gy, y> = <gx, x> = <gw, w> (%g %g %g)", json, s0,
-           s1, s2);
+    tap_ok(s0 == s1 && s0 == s2, "conv2d %s: <gy, y> = <gx, x> = <gw, w> (%g %g %g)", json, s0, s1,
+           s2);
     /* second order: (H v)_x = gx(gy, v_w), (H v)_w = gw(v_x, gy) */
     double *hx = calloc((size_t)x->numel, 8), *hw = calloc((size_t)wt->numel, 8);
     double *h2[2] = {hx, hw};
@@ -166,8 +166,8 @@ static void test_pool(void)
     const nv_tensor *in[1] = {x};
     nv_tensor *y = nv_tensor_new(NV_DT_FP64, 4, (int64_t[]){1, 1, 4, 4});
     nv_tensor *z = nv_tensor_new(NV_DT_FP64, 4, (int64_t[]){1, 1, 4, 4});
-    r = nv_op_reference(op, &a, 1, in, y, NULL, NULL) | nv_op_reference(op, &b, 1, in, z, NULL,
-                                                                         NULL);
+    r = nv_op_reference(op, &a, 1, in, y, NULL, NULL) |
+        nv_op_reference(op, &b, 1, in, z, NULL, NULL);
     /* corner (0, 0) sees x[0, 0] = 1 and three padding zeros; (1, 1) sees
      * 1 2 4 5; edge (0, 1) sees 1 2 and two zeros */
     tap_ok(r == 0 && y->data[0] == 0.25 && z->data[0] == 1 && y->data[5] == 3 && z->data[5] == 3 &&
@@ -181,8 +181,8 @@ static void test_pool(void)
     nv_op_attrs k3, k3x;
     r = attrs("avg_pool2d", "{\"kernel\": 3, \"stride\": 2, \"padding\": 1}", &k3, &msg) |
         attrs("avg_pool2d",
-              "{\"kernel\": 3, \"stride\": 2, \"padding\": 1, \"count_include_pad\": false}",
-              &k3x, &msg);
+              "{\"kernel\": 3, \"stride\": 2, \"padding\": 1, \"count_include_pad\": false}", &k3x,
+              &msg);
     nv_tensor *y3 = nv_tensor_new(NV_DT_FP64, 4, (int64_t[]){1, 1, 2, 2});
     nv_tensor *z3 = nv_tensor_new(NV_DT_FP64, 4, (int64_t[]){1, 1, 2, 2});
     r |= nv_op_reference(op, &k3, 1, in, y3, NULL, NULL) |
@@ -214,12 +214,12 @@ static void test_pool(void)
     int64_t shape[NV_MAX_DIMS];
     char err[256];
     r |= nv_op_infer(op, &c3, 1, in2, &nd, shape, err, sizeof err);
-    nv_tensor *y2 = nv_tensor_new(NV_DT_FP64, 4, shape), *g2 = ints(shape[0], shape[1], shape[2],
-                                                                     shape[3], 9);
+    nv_tensor *y2 = nv_tensor_new(NV_DT_FP64, 4, shape),
+              *g2 = ints(shape[0], shape[1], shape[2], shape[3], 9);
     double *gx2 = calloc((size_t)x2->numel, 8), *f2 = calloc((size_t)y2->numel, 8);
     double *p2[1] = {gx2};
-    r |= nv_op_reference(op, &c3, 1, in2, y2, NULL, NULL) | nv_op_vjp(op, &c3, 1, in2, g2->data,
-                                                                      p2, NULL);
+    r |= nv_op_reference(op, &c3, 1, in2, y2, NULL, NULL) |
+         nv_op_vjp(op, &c3, 1, in2, g2->data, p2, NULL);
     r |= nv_op_forward_f64(op, &c3, 1, in2, f2);
     double s0 = 0, s1 = 0, fe = 0;
     for (int64_t e = 0; e < y2->numel; e++) {
@@ -276,8 +276,8 @@ static void test_lengths_errors(void)
     r = attrs("avg_pool2d", "{\"groups\": 2}", &a, &msg);
     tap_ok(r < 0 && msg && strstr(msg, "unknown attribute 'groups'"), "avg_pool2d takes no groups");
     free(msg);
-    json_t *j = nv_op_attrs_to_json(nv_op_find("avg_pool2d"), &(nv_op_attrs){.kernel = 3,
-                                                                            .stride = 3});
+    json_t *j =
+        nv_op_attrs_to_json(nv_op_find("avg_pool2d"), &(nv_op_attrs){.kernel = 3, .stride = 3});
     tap_ok(j && json_is_false(json_object_get(j, "count_include_pad")),
            "attrs_to_json names count_include_pad");
     json_decref(j);

@@ -62,8 +62,8 @@ static int conv_grads(emu_call *c, const nv_conv_geom *g, const emu_bwd_io *io, 
     return NV_OK;
 }
 
-static int pool_grad(emu_call *c, const nv_conv_geom *g, const nv_op_attrs *a,
-                     const emu_bwd_io *io, unsigned char *seen)
+static int pool_grad(emu_call *c, const nv_conv_geom *g, const nv_op_attrs *a, const emu_bwd_io *io,
+                     unsigned char *seen)
 {
     for (int64_t o = 0; o < io->gy->numel; o++) {
         int64_t ow = o % g->ow, oh = (o / g->ow) % g->oh, nc = o / (g->ow * g->oh);
