@@ -24,20 +24,11 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nvtap import ok, finish  # noqa: E402
+
 WORKER, FAULT, ROOT = sys.argv[1:4]
 SEEDS = int(os.environ.get("NUMVAL_CONV_GRAD_SEEDS", "3"))
-n = 0
-failed = 0
-
-
-def ok(cond, what, diag=None):
-    global n, failed
-    n += 1
-    if not cond:
-        failed += 1
-        for line in str(diag or "").splitlines()[:20]:
-            print("# " + line)
-    print(("ok" if cond else "not ok") + " %d - %s" % (n, what), flush=True)
 
 
 def run(tmp, jobs, backend):
@@ -206,8 +197,7 @@ def main():
         check_ops(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("1..%d" % n)
-    return 1 if failed else 0
+    return finish()
 
 
 if __name__ == "__main__":
