@@ -25,11 +25,14 @@ enum {
     K_PADDING = 1 << 11,
     K_DILATION = 1 << 12,
     K_KERNEL = 1 << 13,
+    K_GROUPS = 1 << 14,
+    K_COUNT_PAD = 1 << 15,
 };
 
 static const char *const key_names[] = {"axis", "approximate", "algorithm", "correction", "eps",
                                         "to",   "acc",         "scale",     "reduction",  "heads",
-                                        "stride", "padding",   "dilation",  "kernel"};
+                                        "stride", "padding",   "dilation",  "kernel",     "groups",
+                                        "count_include_pad"};
 #define N_KEYS (sizeof key_names / sizeof key_names[0])
 
 static unsigned op_keys(int id)
@@ -60,9 +63,11 @@ static unsigned op_keys(int id)
     case NVO_SPLIT_HEADS:
         return K_HEADS;
     case NVO_CONV2D:
-        return K_STRIDE | K_PADDING | K_DILATION;
+        return K_STRIDE | K_PADDING | K_DILATION | K_GROUPS;
     case NVO_MAX_POOL2D:
         return K_KERNEL | K_STRIDE | K_PADDING;
+    case NVO_AVG_POOL2D:
+        return K_KERNEL | K_STRIDE | K_PADDING | K_COUNT_PAD;
     default:
         return 0;
     }
@@ -83,6 +88,8 @@ static void attrs_default(nv_op_attrs *a)
     a->padding = 0;
     a->dilation = 1;
     a->kernel = 2;
+    a->groups = 1;
+    a->count_include_pad = true;
 }
 
 static int fail(char **ret_msg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -201,6 +208,17 @@ static int parse_one(int key, const json_t *v, nv_op_attrs *a, char **ret_msg)
             return fail(ret_msg, "attribute 'heads' must be an integer in 1..65536");
         a->heads = (int)json_integer_value(v);
         return 0;
+    case K_COUNT_PAD:
+        if (!json_is_boolean(v))
+            return fail(ret_msg, "attribute 'count_include_pad' must be true or false");
+        a->count_include_pad = json_is_true(v);
+        return 0;
+    case K_GROUPS:
+        if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 65536)
+            return fail(ret_msg, "attribute 'groups' must be an integer in 1..65536 (it must "
+                                 "divide the input and output channels)");
+        a->groups = (int)json_integer_value(v);
+        return 0;
     case K_STRIDE:
     case K_DILATION:
     case K_KERNEL:
@@ -269,12 +287,14 @@ int nv_op_parse_attrs(const nv_op_def *op, const json_t *obj, nv_op_attrs *ret, 
         if (r < 0)
             return r;
     }
-    /* pooling's stride defaults to its kernel (PyTorch's max_pool2d) */
-    if (id == NVO_MAX_POOL2D && !(obj && json_object_get(obj, "stride")))
+    /* pooling's stride defaults to its kernel, its padding is at most half of
+     * it (PyTorch's max_pool2d and avg_pool2d) */
+    bool pool = id == NVO_MAX_POOL2D || id == NVO_AVG_POOL2D;
+    if (pool && !(obj && json_object_get(obj, "stride")))
         a.stride = a.kernel;
-    if (id == NVO_MAX_POOL2D && 2 * a.padding > a.kernel)
-        return fail(ret_msg, "attribute 'padding' (%d) of op 'max_pool2d' must be at most half "
-                             "of 'kernel' (%d)", a.padding, a.kernel);
+    if (pool && 2 * a.padding > a.kernel)
+        return fail(ret_msg, "attribute 'padding' (%d) of op '%s' must be at most half "
+                             "of 'kernel' (%d)", a.padding, op->name, a.kernel);
     if (id == NVO_CAST && !(obj && json_object_get(obj, "to")))
         return fail(ret_msg, "op 'cast' needs the attribute 'to' (the target dtype)");
     *ret = a;
@@ -336,6 +356,10 @@ json_t *nv_op_attrs_to_json(const nv_op_def *op, const nv_op_attrs *a)
         r |= json_object_set_new(o, "padding", json_integer(a->padding));
     if (keys & K_DILATION)
         r |= json_object_set_new(o, "dilation", json_integer(a->dilation));
+    if (keys & K_GROUPS)
+        r |= json_object_set_new(o, "groups", json_integer(a->groups));
+    if (keys & K_COUNT_PAD)
+        r |= json_object_set_new(o, "count_include_pad", json_boolean(a->count_include_pad));
     if (r) {
         json_decref(o);
         return NULL;

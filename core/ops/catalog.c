@@ -191,11 +191,20 @@ static const nv_op_def table[NVO_COUNT] = {
      .inputs = {LINE},
      .differentiable = true,
      .edges = nvo_edges_generic},
+    /* Windowed linear ops (conv.c): conv2d's backward is the transposed
+     * convolution for x and the correlation of x with gy for the weight;
+     * avg_pool2d's scatters gy / divisor over each window. */
     {.name = "conv2d",
      .kind = NV_OPK_CONV,
      .n_inputs = 2,
      .inputs = {{"x", -INFINITY, INFINITY, false}, {"weight", -INFINITY, INFINITY, false}},
-     .differentiable = false,
+     .differentiable = true,
+     .edges = nvo_edges_reduce},
+    {.name = "avg_pool2d",
+     .kind = NV_OPK_CONV,
+     .n_inputs = 1,
+     .inputs = {LINE},
+     .differentiable = true,
      .edges = nvo_edges_reduce},
 };
 
@@ -534,8 +543,12 @@ int64_t nv_op_reduction_len(const nv_op_def *op, const nv_op_attrs *a, int n_in,
     }
     if (op->kind == NV_OPK_CONV) {
         nv_conv_geom g;
-        /* K products summed and one more rounding, as matmul's */
-        return n_in > 1 && nv_conv_geom_of(a, x, in[1], &g) == 0 ? g.k + 1 : 1;
+        /* K products (avg_pool2d: terms) summed and one more rounding (the
+         * division), as matmul's and mean's */
+        bool pool = id == NVO_AVG_POOL2D;
+        if (!pool && n_in < 2)
+            return 1;
+        return nv_conv_geom_of(a, x, pool ? NULL : in[1], &g) == 0 ? g.k + 1 : 1;
     }
     if (op->kind != NV_OPK_REDUCE)
         return 1;

@@ -28,8 +28,9 @@ typedef enum nv_op_kind {
                        (the values unchanged: a KV-cache store), flatten
                        ([N, ..] -> [N, prod ..]), max_pool2d (x [N, C, H, W], the window
                        maximum: a selection of input values) */
-    NV_OPK_CONV,    /* conv2d: x [N, C, H, W], weight [Co, C, kh, kw] -> [N, Co, OH, OW], a
-                       dot product of length C*kh*kw per output (conv.c) */
+    NV_OPK_CONV,    /* windowed linear ops over x [N, C, H, W] (conv.c): conv2d (weight
+                       [Co, C/groups, kh, kw] -> [N, Co, OH, OW], a dot product of length
+                       C/groups*kh*kw per output) and avg_pool2d (the window's mean) */
 } nv_op_kind;
 
 typedef enum nv_scale_granularity {
@@ -55,7 +56,10 @@ typedef struct nv_op_attrs {
     int heads;            /* split_heads "heads": default 1 */
     int stride, padding;  /* conv2d, max_pool2d: same in H and W (stride of a pool: its kernel) */
     int dilation;         /* conv2d: default 1 */
-    int kernel;           /* max_pool2d: square window, default 2 */
+    int kernel;           /* max_pool2d, avg_pool2d: square window, default 2 */
+    int groups;           /* conv2d: channel groups, default 1 (depthwise: groups = C) */
+    bool count_include_pad; /* avg_pool2d: divide by kernel^2 (default true, PyTorch's)
+                               or by the window's count of input elements (false) */
 } nv_op_attrs;
 
 /* Matmul operands by granularity: NONE: A [..,M,K], B [..,K,N]; TENSOR adds
@@ -133,19 +137,27 @@ int nv_op_layout_eval(const nv_op_def *op, const nv_op_attrs *a, int n_in,
 int nv_op_layout_sources(const nv_op_def *op, const nv_op_attrs *a, int n_in,
                          const nv_tensor *const *in, int64_t n_out, int64_t *src);
 
-/* conv2d's geometry (conv.c): x [n, c, h, w], weight [co, c, kh, kw], output
- * [n, co, oh, ow]; k = c kh kw, the dot-product length. Patch position kk in
- * [0, k) is (c, i, j) with kk = (c kh + i) kw + j, the row-major index into a
- * weight row, so output (n, co, oh, ow) = sum_kk x[nv_conv_x_index(.., kk)]
- * w[co k + kk]. nv_conv_geom_of returns 0, or -1 when the shapes do not infer. */
+/* The geometry of conv2d and avg_pool2d (conv.c): x [n, c, h, w], weight
+ * [co, cg, kh, kw] with cg = c / groups (avg_pool2d: weight NULL, an all-ones
+ * kernel x kernel window per channel, groups = co = c, cg = 1), output
+ * [n, co, oh, ow]; cog = co / groups output channels per group, k = cg kh kw
+ * the dot-product length. Patch position kk in [0, k) is (c, i, j) with
+ * kk = (c kh + i) kw + j, the row-major index into a weight row, so output
+ * (n, co, oh, ow) = sum_kk x[nv_conv_x_index(.., co / cog, .., kk)] w[co k + kk].
+ * nv_conv_geom_of returns 0, or -1 when the shapes do not infer. */
 typedef struct nv_conv_geom {
     int64_t n, c, h, w, co, kh, kw, oh, ow, k;
+    int64_t groups, cg, cog;
     int stride, padding, dilation;
 } nv_conv_geom;
 int nv_conv_geom_of(const nv_op_attrs *a, const nv_tensor *x, const nv_tensor *w, nv_conv_geom *g);
-/* The row-major index into x of patch position kk of output (n, oh, ow); -1
- * where the patch reads the zero padding. */
-int64_t nv_conv_x_index(const nv_conv_geom *g, int64_t n, int64_t oh, int64_t ow, int64_t kk);
+/* The row-major index into x of patch position kk of output (n, oh, ow) in
+ * group q; -1 where the patch reads the zero padding. */
+int64_t nv_conv_x_index(const nv_conv_geom *g, int64_t n, int64_t q, int64_t oh, int64_t ow,
+                        int64_t kk);
+/* avg_pool2d's divisor of output (oh, ow): kh kw with count_include_pad, else
+ * the number of window positions inside the input (conv.c). */
+int64_t nv_pool_divisor(const nv_conv_geom *g, const nv_op_attrs *a, int64_t oh, int64_t ow);
 
 /* Whether op accumulates (reductions, matmul, conv2d): its reference fills
  * abs_sum with sum |terms| and the accumulator demand (reference.h). */

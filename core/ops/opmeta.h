@@ -61,6 +61,7 @@ typedef enum nvo_id {
     NVO_FLATTEN,
     NVO_MAX_POOL2D,
     NVO_CONV2D,
+    NVO_AVG_POOL2D,
     NVO_COUNT
 } nvo_id;
 

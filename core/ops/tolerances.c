@@ -20,7 +20,9 @@
  *   recommends correct rounding; faithful is what good vector libraries (glibc's
  *   fp32 functions, CUDA's accurate intrinsics for most functions) achieve, and a
  *   fast polynomial with several ulps of error fails it.
- * - sum, mean, var, norm2, matmul, bmm, conv2d (n = K = C kh kw + 1): Higham & Mary's probabilistic bound
+ * - sum, mean, var, norm2, matmul, bmm, conv2d (n = K = C/groups kh kw + 1),
+ *   avg_pool2d (n = kernel^2 + 1, mean's: the window's sum and one division):
+ *   Higham & Mary's probabilistic bound
  *   (SIAM J. Sci. Comput. 41(5), 2019, Thm. 3.1) |got - exact| <= gamma~_n(lambda)
  *   abs_sum + ulp/2, growth "probabilistic" with c = 1: lambda is set per case for
  *   a false-failure probability of at most 1e-9 under independent (or
@@ -82,7 +84,8 @@ static tol_class class_of(int id)
     case NVO_MEAN:
     case NVO_VAR:
     case NVO_NORM2:
-    case NVO_CONV2D: /* a dot product of K = C kh kw terms per output, as matmul's */
+    case NVO_CONV2D:     /* a dot product of K = C/groups kh kw terms per output, as matmul's */
+    case NVO_AVG_POOL2D: /* a window's mean, as mean's */
         return TC_REDUCTION;
     case NVO_LOGSUMEXP:
     case NVO_SOFTMAX:

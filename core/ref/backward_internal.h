@@ -31,4 +31,14 @@ int nvb_vjp_layout(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv
 int nvb_vjp2_layout(const nv_tensor *const *in, double *const *hx, double *const *mag);
 int64_t nvb_layout_sum_len(int id, const nv_tensor *const *in, int i);
 
+/* conv2d and avg_pool2d (ref_conv_backward.c, id their nvo_id): the fp64
+ * forward, the VJP and second-order VJP (contracts of backward.h), and the
+ * longest sum of input i's VJP (nv_op_vjp_reduction_len). */
+int nvb_forward_conv(int id, const nv_op_attrs *a, const nv_tensor *const *in, double *out);
+int nvb_vjp_conv(int id, const nv_op_attrs *a, const nv_tensor *const *in, const double *gy,
+                 double *const *gx, double *const *mag);
+int nvb_vjp2_conv(int id, const nv_op_attrs *a, const nv_tensor *const *in, const double *gy,
+                  const double *const *v, double *const *hx, double *const *mag);
+int64_t nvb_conv_sum_len(int id, const nv_op_attrs *a, const nv_tensor *const *in, int i);
+
 #endif

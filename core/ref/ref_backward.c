@@ -303,6 +303,8 @@ int nv_op_forward_f64(const nv_op_def *op, const nv_op_attrs *a, int n_in,
         return nvb_forward_layout(op, a, n_in, in, out);
     if (op->kind == NV_OPK_MATMUL)
         return nvb_forward_matmul(in, out);
+    if (op->kind == NV_OPK_CONV)
+        return nvb_forward_conv(id, a, in, out);
     return nvb_forward_rows(id, a, in, out);
 }
 
@@ -321,6 +323,8 @@ int nv_op_vjp(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tens
         return nvb_vjp_layout(op, a, n_in, in, gy, gx, mag);
     if (op->kind == NV_OPK_MATMUL)
         return nvb_vjp_matmul(in, gy, gx, mag);
+    if (op->kind == NV_OPK_CONV)
+        return nvb_vjp_conv(id, a, in, gy, gx, mag);
     return nvb_vjp_rows(id, a, in, gy, gx, mag);
 }
 
@@ -334,6 +338,8 @@ int64_t nv_op_vjp_reduction_len(const nv_op_def *op, const nv_op_attrs *a, int n
     const nv_tensor *x = in[0];
     if (op->kind == NV_OPK_LAYOUT)
         return nvb_layout_sum_len(id, in, i);
+    if (op->kind == NV_OPK_CONV)
+        return nvb_conv_sum_len(id, a, in, i);
     if (op->kind == NV_OPK_MATMUL) {
         int nd = x->ndim;
         /* dA = dC B^T sums over N; dB = A^T dC over M. */

@@ -23,8 +23,8 @@ int nvo_ref_elementwise(int id, const nv_op_attrs *a, int n_in, const nv_tensor 
 int nvo_ref_reduce(int id, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
                    const nv_ref_out *o);
 int nvo_ref_matmul(const nv_op_attrs *a, int n_in, const nv_tensor *const *in, const nv_ref_out *o);
-/* conv2d (ref_conv.c), same contract. */
-int nvo_ref_conv(const nv_op_attrs *a, const nv_tensor *const *in, const nv_ref_out *o);
+/* conv2d and avg_pool2d (ref_conv.c, id their nvo_id), same contract. */
+int nvo_ref_conv(int id, const nv_op_attrs *a, const nv_tensor *const *in, const nv_ref_out *o);
 
 /* abs_sum (and abs_exp) at offset off of o's tensors, in the encoding of
  * nv_ref_out: the value itself while it fits fp64, else its mantissa with the

@@ -185,7 +185,7 @@ int nv_op_reference_ex(const nv_op_def *op, const nv_op_attrs *a, int n_in,
         r = ref_layout(op, a, n_in, in, o);
         break;
     case NV_OPK_CONV:
-        r = nvo_ref_conv(a, in, o);
+        r = nvo_ref_conv(id, a, in, o);
         break;
     default:
         r = nvo_ref_elementwise(id, a, n_in, in, o->hi, o->lo, o->abs_sum);

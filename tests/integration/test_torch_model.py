@@ -7,7 +7,8 @@ numval's references; the scripted run's case carries the TorchScript graph;
 a deliberately wrong module (--wrong-op) is localized to its op; autocast(bf16)
 on the fp32 model is caught at the first lowered matmul; a harness that does not
 list the request gets "not offered" naming it; compile/autocast are refused
-where they cannot apply.
+where they cannot apply. The cnn-classifier runs eager and scripted too, and a
+wrong conv2d module is localized to conv1.
 
 usage: test_torch_model.py NUMVAL_WORKER SOURCE_ROOT   (TAP; exit 77 without torch)
 Temp files live in a temp dir that is always removed."""
@@ -64,11 +65,44 @@ def brief(doc, err=""):
                        for c in doc.get("cases", [])])[:1500]
 
 
+def cnn_job(**extra):
+    with open(os.path.join(ROOT, "suites", "model.json")) as f:
+        job = next(j for j in json.load(f)["jobs"] if j["name"] == "cnn-classifier")
+    job = copy.deepcopy(job)
+    job.update({"samples": 1, "seed": 3, "execution": "graph"})
+    job.update(extra)
+    return job
+
+
+def check_cnn(tmp):
+    """The CNN classifier as torch modules (F.conv2d, F.max_pool2d, torch.flatten):
+    eager and scripted pass with every node in band; a wrong conv2d module is
+    localized to conv1."""
+    for compile_ in ("none", "script"):
+        rc, doc, err = run(tmp, cnn_job(dtypes=["fp32", "bf16"], compile=compile_), HARNESS)
+        cs = (doc or {}).get("cases", [])
+        ok(rc == 0 and doc["verdict"] == "passed" and len(cs) == 2 and
+           all(c.get("nodes") and all(nd["state"] == "in_band" for nd in c["nodes"]) for c in cs),
+           "torch modules (%s): cnn-classifier passes in fp32 and bf16, every node in band"
+           % compile_, brief(doc, err))
+        if compile_ == "script":
+            ir = (cs[0].get("compiled", {}) if cs else {}).get("ir", "")
+            ok("aten::conv2d" in ir and "aten::max_pool2d" in ir and "aten::flatten" in ir,
+               "the CNN's TorchScript graph holds aten::conv2d, aten::max_pool2d, aten::flatten",
+               ir[:1200])
+    rc, doc, err = run(tmp, cnn_job(dtypes=["fp32"]), HARNESS + " --wrong-op conv2d")
+    fd = ((doc or {}).get("cases", [{}])[0]).get("first_divergent") or {}
+    ok(doc and doc["verdict"] == "failed" and fd.get("op") == "conv2d" and
+       fd.get("layer") == "conv1", "--wrong-op conv2d: the CNN is localized to conv1's conv2d",
+       brief(doc, err))
+
+
 def all_in_band(c):
     return all(nd["state"] == "in_band" for nd in c.get("nodes", [])) and len(c.get("nodes", [])) == 65
 
 
 def main(tmp):
+    check_cnn(tmp)
     # eager module tree, fp32 and bf16 (fp32 accumulation)
     rc, doc, err = run(tmp, lm_job(dtypes=["fp32", "bf16"]), HARNESS)
     cs = (doc or {}).get("cases", [])

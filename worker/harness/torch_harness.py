@@ -159,6 +159,8 @@ def forward_op(op, a, xs, out_dtype):
         "cross_entropy": lambda: cross_entropy(xs, a),
         "matmul": lambda: matmul(xs, a),
         "bmm": lambda: matmul(xs, a),
+        "conv2d": lambda: conv2d(xs, a),
+        "avg_pool2d": lambda: avg_pool2d(xs[0], a),
         "max_unpool2d": lambda: max_unpool2d(xs[0]),
         "index_add": lambda: index_add(xs[0]),
     }
@@ -184,6 +186,26 @@ def matmul(xs, a):
     if xs[0].shape[-1] != xs[1].shape[-2]:
         raise HarnessError("shape", f"matmul: {list(xs[0].shape)} x {list(xs[1].shape)} do not fit")
     return torch.matmul(xs[0], xs[1])
+
+
+def conv2d(xs, a):
+    """NCHW, no bias; stride, padding, dilation the same in H and W, groups
+    (core/ops/conv.c: PyTorch's Conv2d)."""
+    if xs[0].dim() != 4 or xs[1].dim() != 4:
+        raise HarnessError("shape", f"conv2d needs x [N, C, H, W] and weight [Co, C/groups, kh, kw], "
+                                    f"got {list(xs[0].shape)} and {list(xs[1].shape)}")
+    return F.conv2d(xs[0], xs[1], stride=int(a.get("stride", 1)), padding=int(a.get("padding", 0)),
+                    dilation=int(a.get("dilation", 1)), groups=int(a.get("groups", 1)))
+
+
+def avg_pool2d(x, a):
+    """A square window, the stride defaulting to it, ceil_mode off; the divisor
+    convention is the attribute count_include_pad (default true, PyTorch's)."""
+    if x.dim() != 4:
+        raise HarnessError("shape", f"avg_pool2d needs [N, C, H, W], got {list(x.shape)}")
+    k = int(a.get("kernel", 2))
+    return F.avg_pool2d(x, k, stride=int(a.get("stride", k)), padding=int(a.get("padding", 0)),
+                        count_include_pad=bool(a.get("count_include_pad", True)))
 
 
 def max_unpool2d(x):

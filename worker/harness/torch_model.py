@@ -98,6 +98,17 @@ def expr(op, a, args):
         return f"{x[0]}.to({DTYPE_EXPR[a['to']]})"
     if op == "fma":
         return f"torch.addcmul({x[2]}, {x[0]}, {x[1]})"
+    if op == "conv2d":
+        return (f"F.conv2d({x[0]}, {x[1]}, None, {int(a.get('stride', 1))}, "
+                f"{int(a.get('padding', 0))}, {int(a.get('dilation', 1))}, {int(a.get('groups', 1))})")
+    if op in ("max_pool2d", "avg_pool2d"):
+        k = int(a.get("kernel", 2))
+        args = f"{x[0]}, {k}, {int(a.get('stride', k))}, {int(a.get('padding', 0))}"
+        if op == "max_pool2d":
+            return f"F.max_pool2d({args})"
+        return f"F.avg_pool2d({args}, False, {bool(a.get('count_include_pad', True))})"
+    if op == "flatten":
+        return f"torch.flatten({x[0]}, 1)"
     raise HarnessError("unsupported", f"op '{op}' has no module in this harness")
 
 

@@ -203,12 +203,16 @@ static void symmetry(void)
         bool mm = ops[k].kind == NV_OPK_MATMUL;
         int n_in = ops[k].n_inputs;
         int64_t s2[2] = {3, 5}, sa[2] = {3, 4}, sb[2] = {4, 5}, c = 5, r3 = 3;
+        /* conv2d and avg_pool2d: x [1, 2, 4, 4], conv2d's weight [3, 2, 3, 3] */
+        int64_t sx[4] = {1, 2, 4, 4}, sw[4] = {3, 2, 3, 3};
+        bool conv = ops[k].kind == NV_OPK_CONV;
         nv_tensor *in[3] = {0};
         for (int i = 0; i < n_in; i++) {
             bool param = ops[k].kind == NV_OPK_REDUCE && i > 0;
-            in[i] = param ? vec(1, ops[k].inputs[i].is_index ? &r3 : &c, fw)
-                    : mm  ? vec(2, i ? sb : sa, i ? fw : fx)
-                          : vec(2, s2, i ? fw : fx);
+            in[i] = param  ? vec(1, ops[k].inputs[i].is_index ? &r3 : &c, fw)
+                    : mm   ? vec(2, i ? sb : sa, i ? fw : fx)
+                    : conv ? vec(4, i ? sw : sx, i ? fw : fx)
+                           : vec(2, s2, i ? fw : fx);
             if (ops[k].inputs[i].is_index) {
                 in[i]->dtype = NV_DT_INT32;
                 for (int64_t e = 0; e < in[i]->numel; e++)

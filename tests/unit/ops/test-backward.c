@@ -327,15 +327,18 @@ static void test_checks(void)
         int n_in = ops[k].n_inputs;
         for (int i = 0; i < n_in; i++) {
             bool param = ops[k].kind == NV_OPK_REDUCE && i > 0;
-            /* merge_heads takes [H, T, Dh], max_pool2d [N, C, H, W]; embedding's
-             * ids index its 3 weight rows */
+            /* merge_heads takes [H, T, Dh], max_pool2d, avg_pool2d and conv2d
+             * [N, C, H, W] (conv2d's weight [Co, C, kh, kw]); embedding's ids
+             * index its 3 weight rows */
             bool heads3 = !strcmp(ops[k].name, "merge_heads");
-            bool pool4 = !strcmp(ops[k].name, "max_pool2d");
+            bool conv = ops[k].kind == NV_OPK_CONV;
+            bool pool4 = !strcmp(ops[k].name, "max_pool2d") || conv;
             int64_t n_cls = !strcmp(ops[k].name, "embedding") ? 3 : 4;
-            in[i] = param          ? vec(1, ops[k].inputs[i].is_index ? &r : &c, NULL)
-                    : mm && i == 1 ? vec(2, (int64_t[]){4, 5}, NULL)
-                    : pool4        ? vec(4, (int64_t[]){1, 2, 4, 4}, NULL)
-                                   : vec(heads3 ? 3 : 2, s2, NULL);
+            in[i] = param            ? vec(1, ops[k].inputs[i].is_index ? &r : &c, NULL)
+                    : mm && i == 1   ? vec(2, (int64_t[]){4, 5}, NULL)
+                    : conv && i == 1 ? vec(4, (int64_t[]){3, 2, 3, 3}, NULL)
+                    : pool4          ? vec(4, (int64_t[]){1, 2, 4, 4}, NULL)
+                                     : vec(heads3 ? 3 : 2, s2, NULL);
             for (int64_t e = 0; e < in[i]->numel; e++)
                 in[i]->data[e] = ops[k].inputs[i].is_index ? e % n_cls : sin(3.1 * e + i) * 1.5;
             if (ops[k].inputs[i].is_index)

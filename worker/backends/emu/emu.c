@@ -137,7 +137,7 @@ static int run_kernel(emu_call *ec, const nv_op_def *op, const nv_op_attrs *a, i
     case NV_OPK_LAYOUT: /* moved values: the storage rounding is encode_output's */
         return nv_op_layout_eval(op, a, n_in, in, out, err, errlen);
     case NV_OPK_CONV:
-        return emu_conv2d(ec, a, in, out, err, errlen);
+        return emu_conv2d(ec, op, a, in, out, err, errlen);
     }
     snprintf(err, errlen, "emu has no kernel for op '%s'", op->name);
     return NV_E_UNSUPPORTED;

@@ -57,6 +57,7 @@ enum {
     EMU_B_FLATTEN,
     EMU_B_MAX_POOL2D,
     EMU_B_CONV2D,
+    EMU_B_AVG_POOL2D,
     EMU_B_COUNT
 };
 
@@ -86,6 +87,9 @@ int emu_bwd_rows(emu_call *c, int id, const nv_op_def *op, const nv_op_attrs *a,
 int emu_bwd_matmul(emu_call *c, const emu_bwd_io *io);
 int emu_bwd_layout(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, const emu_bwd_io *io,
                    char *err, size_t errlen);
+/* conv2d and avg_pool2d (emu_backward_conv.c). */
+int emu_bwd_conv(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, const emu_bwd_io *io,
+                 char *err, size_t errlen);
 
 /* The backend table's backward and double-backward entries (emu.c). */
 int emu_backward(void *ctx, nv_backward_call *call, char *err, size_t errlen);

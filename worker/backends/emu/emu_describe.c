@@ -223,7 +223,8 @@ static json_t *nondeterministic_json(const emu_mode *m)
     size_t n;
     const nv_op_def *ops = nv_op_all(&n);
     for (size_t i = 0; i < n; i++) {
-        /* max is order-independent; every other reduction, matmul and conv2d is not. */
+        /* max is order-independent; every other reduction, matmul, conv2d and
+         * avg_pool2d is not. */
         if ((ops[i].kind == NV_OPK_REDUCE && strcmp(ops[i].name, "max")) ||
             ops[i].kind == NV_OPK_MATMUL || ops[i].kind == NV_OPK_CONV)
             json_array_append_new(a, json_string(ops[i].name));

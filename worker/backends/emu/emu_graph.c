@@ -178,7 +178,7 @@ static int run_node(gstate *s, int k, char *err, size_t errlen)
         r = nv_op_layout_eval(n->op, &n->attrs, n->n_in, in, out->data, err, errlen);
         break;
     case NV_OPK_CONV:
-        r = emu_conv2d(&ec, &n->attrs, in, out->data, err, errlen);
+        r = emu_conv2d(&ec, n->op, &n->attrs, in, out->data, err, errlen);
         break;
     default:
         r = emu_elementwise(&ec, n->op, &n->attrs, n->n_in, in, out->data, err, errlen);

@@ -201,9 +201,9 @@ int emu_reduce_op(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, int n_
                   const nv_tensor *const *in, double *out, char *err, size_t errlen);
 int emu_matmul(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, int n_in,
                const nv_tensor *const *in, double *out, char *err, size_t errlen);
-/* conv2d (emu_conv.c): in[] = x, weight, contiguous. */
-int emu_conv2d(emu_call *c, const nv_op_attrs *a, const nv_tensor *const *in, double *out,
-               char *err, size_t errlen);
+/* conv2d and avg_pool2d (emu_conv.c): in[] = x (, weight), contiguous. */
+int emu_conv2d(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, const nv_tensor *const *in,
+               double *out, char *err, size_t errlen);
 
 /* ---- emu_sum.c: ordered accumulation in dt ----
  * Sum of x[i*sx] (y NULL) or dot product of x[i*sx]*y[i*sy] over i < n, in the
