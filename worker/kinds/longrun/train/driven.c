@@ -236,9 +236,12 @@ static int check_step(drive *dv, nvw_model *m, const nvw_data *d, nvw_exec *ex, 
                  "config) and the device's step answers \"deterministic\": false");
     }
     if (s->ranks > 1) {
-        int64_t got = (int64_t)jnum(info, "ranks");
+        const json_t *rk = json_object_get(info, "ranks");
+        json_int_t got = json_is_integer(rk) ? json_integer_value(rk) : -1;
         if (got != s->ranks) {
-            snprintf(why, sizeof why, "the device's step ran on %lld ranks, the job asks %d",
+            snprintf(why, sizeof why,
+                     "the device's step answers info.ranks %lld where the job asks %d ranks (a "
+                     "backend without distributed steps refuses the config, \"not offered:\")",
                      (long long)got, s->ranks);
             fail(run, t, "allreduce_bound", why);
         } else if (!nvw_allreduce_ok(s, m, o->rg, o->red, run, why, sizeof why))
