@@ -284,6 +284,7 @@ static int parse_distributed(nv_spec_err *e, const json_t *d, nv_longrun_spec *s
 static int parse_driven(nv_spec_err *e, const json_t *j, nv_longrun_spec *s)
 {
     const json_t *d = json_object_get(j, "device_training");
+    s->ranks = 1, s->allreduce_dtype = NV_DT_FP32;
     if (!d)
         return 0;
     static const char *const keys[] = {"clip_grad_norm", "dropout", "checkpoint_at",
