@@ -14,7 +14,9 @@ the device all-reduces. Shown:
   declared) fails "allreduce_bound" naming gamma_{R-1} (ring) or
   gamma_{ceil log2 R} (tree) and Higham; the same bf16 reduction declared as
   bf16 passes (the bound follows the declaration); R that does not divide the
-  batch is refused naming the field;
+  batch is refused naming the field; a ring whose order follows the ranks'
+  arrival (allreduce=arrival) stays within the bound and fails the
+  deterministic repeat ("nondeterministic");
 - the deterministic flag reaches the device: a device that answers it did not
   honour a demanded determinism fails "deterministic_not_honoured"; not
   demanded, the same device passes;
@@ -107,6 +109,16 @@ def emu_checks(worker, tmp):
           "emu: the bf16 reduction declared bf16 passes, within gamma_4(2^-8) sum|g_r| "
           "(worst %.3g of it): %s" % (ar.get("worst_error_to_bound", -1),
                                       acc.get("reason", err)[:200]))
+    # rank-order dependence: the ring's order set by arrival changes the bits
+    # run to run; each sum stays within the bound, only the repeat sees it
+    arrival = job(4)
+    del arrival["device_training"]["checkpoint_at"]
+    rc, acc, err = run(worker, arrival, "emu:allreduce=arrival", tmp)
+    ar = (acc.get("device_steps") or {}).get("allreduce") or {}
+    check(rc == 1 and acc.get("failure_class") == "nondeterministic" and
+          ar.get("worst_error_to_bound", 9) <= 1,
+          "emu: allreduce=arrival within the bound (worst %.3g) but not bit-identical on "
+          "repeat: %s" % (ar.get("worst_error_to_bound", -1), acc.get("reason", err)[:200]))
     rc, acc, err = run(worker, job(3), "emu", tmp)
     check(rc == 2 and "/device_training/distributed/ranks" in err,
           "3 ranks for a batch of 16 refused naming the field: %s" % err.strip()[:200])

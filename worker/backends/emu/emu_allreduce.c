@@ -22,7 +22,8 @@ static double tree_sum(const double *v, int n, nv_dtype dt)
     return rnd(dt, tree_sum(v, h, dt) + tree_sum(v + h, n - h, dt));
 }
 
-void emu_allreduce(int R, int64_t n, double *const *g, bool tree, nv_dtype dt, double *out)
+void emu_allreduce(int R, int64_t n, double *const *g, bool tree, nv_dtype dt, int rotate,
+                   double *out)
 {
     double v[64];
     int64_t chunk = (n + R - 1) / R;
@@ -33,7 +34,7 @@ void emu_allreduce(int R, int64_t n, double *const *g, bool tree, nv_dtype dt, d
             out[k] = tree_sum(v, R, dt);
             continue;
         }
-        int first = (int)((k / (chunk > 0 ? chunk : 1) + 1) % R);
+        int first = (int)((k / (chunk > 0 ? chunk : 1) + 1 + rotate) % R);
         double acc = v[first];
         for (int i = 1; i < R; i++)
             acc = rnd(dt, acc + v[(first + i) % R]);

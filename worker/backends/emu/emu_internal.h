@@ -66,13 +66,16 @@ typedef struct emu_mode {
      * deterministic flag reported not honoured); "ckpt_drop=" scaler, rng or
      * weights (a checkpoint without that state); "allreduce=bf16" (the
      * distributed step's gradient all-reduce summed in bf16 whatever dtype the
-     * job declares; "declared", the default, sums in the declared dtype). */
+     * job declares; "declared", the default, sums in the declared dtype;
+     * "arrival": the ring starts at the rank that arrived first, taken from a
+     * process-wide count of reductions, so the order, and the bits, change
+     * from run to run while the step still reports itself deterministic). */
     int train_fault, ckpt_drop, allreduce;
 } emu_mode;
 
 enum { EMU_TF_NONE, EMU_TF_SKIP_UNSCALE, EMU_TF_UPDATE_SKIPPED, EMU_TF_IGNORE_DET };
 enum { EMU_CK_NONE, EMU_CK_SCALER, EMU_CK_RNG, EMU_CK_WEIGHTS };
-enum { EMU_AR_DECLARED, EMU_AR_BF16 };
+enum { EMU_AR_DECLARED, EMU_AR_BF16, EMU_AR_ARRIVAL };
 
 /* The most inputs an op takes (matmul: a, b and two scales), with room to spare. */
 #define EMU_MAX_INPUTS 8
@@ -107,9 +110,10 @@ void emu_train_free(struct emu_train *t);
 /* ---- emu_allreduce.c ---- */
 /* The all-reduce (sum) of R ranks' gradients of n elements (g[r][k]) into out,
  * by "ring" (each chunk summed rank after rank, starting one rank further per
- * chunk, as a ring reduce-scatter does) or "tree" (pairwise), every partial
- * sum rounded to dt. */
-void emu_allreduce(int R, int64_t n, double *const *g, bool tree, nv_dtype dt, double *out);
+ * chunk, as a ring reduce-scatter does; `rotate` ranks further still) or
+ * "tree" (pairwise), every partial sum rounded to dt. */
+void emu_allreduce(int R, int64_t n, double *const *g, bool tree, nv_dtype dt, int rotate,
+                   double *out);
 
 /* ---- emu_mode.c ---- */
 void emu_mode_default(emu_mode *m);

@@ -200,11 +200,11 @@ static const char *apply(emu_mode *m, const char *k, const char *v, bool *known)
         return "none, scaler, rng or weights";
     }
     if (!strcmp(k, "allreduce")) {
-        static const char *const n[] = {"declared", "bf16"};
-        for (int i = 0; i < 2; i++)
+        static const char *const n[] = {"declared", "bf16", "arrival"};
+        for (int i = 0; i < 3; i++)
             if (!strcmp(v, n[i]))
                 return m->allreduce = i, NULL;
-        return "declared or bf16";
+        return "declared, bf16 or arrival";
     }
     if (!strncmp(k, "fused_", 6)) /* fused graph knobs: emu_graph.c */
         return emu_graph_mode_apply(m, k, v, known);

@@ -15,6 +15,7 @@
  * the unscale, as DDP reduces in its backward hooks. */
 #include <errno.h>
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -372,11 +373,13 @@ static int reduce_ranks(const emu_ctx *ctx, const emu_train_t *t, step_buf *s, i
     for (int r = 0; r < R; r++)
         rows_grads(t, s, r * B / R, (r + 1) * B / R, s->rg[r]);
     nv_dtype dt = ctx->mode.allreduce == EMU_AR_BF16 ? NV_DT_BF16 : t->reduce_dt;
+    static atomic_int arrivals; /* every context's reductions: run-to-run order */
+    int rotate = ctx->mode.allreduce == EMU_AR_ARRIVAL ? atomic_fetch_add(&arrivals, 1) % R : 0;
     for (int i = 0; i < NP; i++) {
         double *col[64];
         for (int r = 0; r < R; r++)
             col[r] = s->rg[r][i];
-        emu_allreduce(R, t->n[i], col, t->tree, dt, s->g[i]);
+        emu_allreduce(R, t->n[i], col, t->tree, dt, rotate, s->g[i]);
         memcpy(s->red[i], s->g[i], (size_t)t->n[i] * sizeof(double));
     }
     return NV_OK;
