@@ -130,7 +130,7 @@ def emu_checks(worker, tmp):
     rc, acc, err = run(worker, job(deterministic=False), "emu:train_fault=ignore_deterministic",
                        tmp)
     det = (acc.get("device_steps") or {}).get("deterministic") or {}
-    check(rc == 0 and det == {"demanded": False, "honoured": True},
+    check(rc == 0 and det == {"demanded": False, "ran_deterministic": True},
           "not demanded, the flag reaches the device as false and the job passes: %s" % det)
 
     rc, acc, err = run(worker, job(deterministic=False), "emu", tmp)
@@ -155,7 +155,7 @@ def torch_checks(worker, root, tmp):
         ar = ds.get("allreduce") or {}
         check(rc == 0 and ar.get("elements", 0) > 0 and ar.get("worst_error_to_bound", 9) <= 1
               and ds.get("checkpoint", {}).get("bit_identical") is True and
-              ds.get("deterministic", {}).get("honoured") is True,
+              ds.get("deterministic", {}).get("ran_deterministic") is True,
               "torch: %d gloo processes on loopback pass: %d reduced elements, %d exactly "
               "rounded, worst error %.3g of gamma_%d sum|g_r|: %s"
               % (ranks, ar.get("elements", 0), ar.get("exactly_rounded", 0),

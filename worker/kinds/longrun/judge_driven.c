@@ -162,7 +162,7 @@ json_t *nvw_lr_driven(const nvw_lr_job *j, const char **ret_class, char *why, si
                        "elements", (json_int_t)ar_el, "exactly_rounded", (json_int_t)ar_exact,
                        "not_judged", (json_int_t)ar_skip, "worst_error_to_bound", num(ar_worst));
     }
-    json_t *det = json_pack("{s:b, s:o}", "demanded", s->deterministic, "honoured",
+    json_t *det = json_pack("{s:b, s:o}", "demanded", s->deterministic, "ran_deterministic",
                             honoured < 0 ? json_null() : json_boolean(honoured));
     json_t *out = json_pack("{s:s, s:I, s:I, s:I, s:I, s:o?, s:o, s:o}", "rule",
                      "every device step against the reference step from the same state: "

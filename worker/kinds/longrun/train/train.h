@@ -81,8 +81,9 @@ typedef struct nvw_run {
      * error / bound */
     int64_t ar_elements, ar_exact, ar_skipped;
     double ar_worst;
-    /* the job's deterministic flag as the device's steps answered it: -1 no
-     * step said, 0 some step ran without it honoured, 1 every step honoured */
+    /* the steps' info.deterministic (whether the device ran with
+     * deterministic algorithms): -1 no step said, 0 some step said false, 1
+     * every step said true */
     int det_honoured;
 } nvw_run;
 
