@@ -244,17 +244,55 @@ static int parse_scaler_acc(nv_spec_err *e, const json_t *j, nv_longrun_spec *s)
     return r;
 }
 
+/* "device_training.distributed": R ranks, each a shard of the batch, whose
+ * gradients the device all-reduces (docs/JOBS.md "Distributed gradient
+ * reduction"). */
+static int parse_distributed(nv_spec_err *e, const json_t *d, nv_longrun_spec *s)
+{
+    const json_t *o = json_object_get(d, "distributed");
+    s->ranks = 1, s->allreduce_dtype = NV_DT_FP32;
+    if (!o)
+        return 0;
+    static const char *const keys[] = {"ranks", "algorithm", "dtype", NULL};
+    const char *P = "/device_training/distributed";
+    if (!json_is_object(o) || check_keys(e, o, P, keys))
+        return nv_spec_fail_value(e, P, o, "must be an object with ranks, algorithm, dtype");
+    int64_t ranks = 0;
+    int r = nv_spec_int(e, o, P, "ranks", 2, 1, 64, &ranks);
+    if (!r && s->batch % ranks)
+        return nv_spec_fail(e, "/device_training/distributed/ranks",
+                            "'%lld' does not divide the batch (%d): every rank gets an equal "
+                            "shard",
+                            (long long)ranks, s->batch);
+    s->ranks = (int)ranks;
+    r = r ? r : nv_spec_choice(e, o, P, "algorithm", "ring", "tree", &s->allreduce_tree);
+    const json_t *dt = json_object_get(o, "dtype");
+    if (!r && dt) {
+        const char *name = json_string_value(dt);
+        nv_dtype v;
+        if (!name || nv_dtype_from_name(name, &v) < 0 ||
+            (v != NV_DT_FP32 && v != NV_DT_BF16 && v != NV_DT_FP16))
+            return nv_spec_fail_value(e, "/device_training/distributed/dtype", dt,
+                                      "must be \"fp32\", \"bf16\" or \"fp16\"");
+        s->allreduce_dtype = v;
+    }
+    return r;
+}
+
 /* "device_training": the device runs whole steps in its own framework
  * (docs/JOBS.md "Device-driven training"); the MLP only. */
 static int parse_driven(nv_spec_err *e, const json_t *j, nv_longrun_spec *s)
 {
     const json_t *d = json_object_get(j, "device_training");
+    s->ranks = 1, s->allreduce_dtype = NV_DT_FP32;
     if (!d)
         return 0;
-    static const char *const keys[] = {"clip_grad_norm", "dropout", "checkpoint_at", NULL};
+    static const char *const keys[] = {"clip_grad_norm", "dropout", "checkpoint_at",
+                                       "distributed", NULL};
     if (!json_is_object(d) || check_keys(e, d, "/device_training", keys))
-        return nv_spec_fail_value(e, "/device_training", d,
-                                  "must be an object with clip_grad_norm, dropout, checkpoint_at");
+        return nv_spec_fail_value(
+            e, "/device_training", d,
+            "must be an object with clip_grad_norm, dropout, checkpoint_at, distributed");
     if (s->model != NV_LR_MLP)
         return nv_spec_fail(e, "/device_training",
                             "device-driven training is offered for the \"mlp\" model only");
@@ -268,7 +306,7 @@ static int parse_driven(nv_spec_err *e, const json_t *j, nv_longrun_spec *s)
                             "'%lld' must be below steps (%lld): the run continues after it",
                             (long long)at, (long long)s->steps);
     s->checkpoint_at = at;
-    return r;
+    return r ? r : parse_distributed(e, d, s);
 }
 
 static int parse_all(const json_t *j, nv_longrun_spec *s, nv_spec_err *e)

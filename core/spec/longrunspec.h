@@ -51,6 +51,11 @@ typedef struct nv_longrun_spec {
     double clip;           /* clip_grad_norm max norm, 0: none */
     double dropout;        /* dropout probability after the activation */
     int64_t checkpoint_at; /* checkpoint after this many steps and resume (0: none) */
+    /* "device_training.distributed": the batch split across ranks (1: none),
+     * gradients all-reduced by the device in the declared algorithm and dtype */
+    int ranks;
+    bool allreduce_tree; /* "algorithm": "ring" (default) | "tree" */
+    nv_dtype allreduce_dtype;
 } nv_longrun_spec;
 
 /* Whether the JSON object is a long-run job ("kind": "longrun"). */

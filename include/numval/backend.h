@@ -160,12 +160,17 @@ typedef struct nv_train_call {
      * clipped; fp32), [P, 2P) the weights after the step, [2P, 3P) first moment
      * (AdamW exp_avg, SGD momentum buffer), [3P, 4P) AdamW exp_avg_sq (SGD:
      * zeros), [4P] the dropout multiplier (0 or 1/(1-p), fp32, [batch, hidden];
-     * shape [0] without dropout). SAVE: 1. INIT, LOAD: 0. Backend-allocated. */
+     * shape [0] without dropout); with the INIT config's "distributed" R ranks
+     * also [4P + 1 + r P + i) rank r's gradient of parameter i and
+     * [4P + 1 + R P, 4P + 1 + (R + 1) P) the all-reduced ones (fp32, scaled).
+     * SAVE: 1. INIT, LOAD: 0. Backend-allocated. */
     int32_t n_outputs;
     nv_tensor_view *outputs;
     char *info;      /* caller's buffer: the backend writes a JSON object (STEP: loss,
                       * scale, found_inf, skipped, next_scale, growth_tracker,
-                      * optimizer_steps, grad_norm, ops) */
+                      * optimizer_steps, grad_norm, ops, deterministic (whether
+                      * the config's "deterministic" was honoured), ranks,
+                      * allreduce) */
     size_t info_len; /* >= 65536 */
 } nv_train_call;
 

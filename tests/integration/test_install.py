@@ -98,6 +98,7 @@ def check_tree(dest, inst):
               "differ %s)" % (sub, missing[:5], differ[:5]))
     check(os.path.isfile(D(share + "/web/index.html")), "web/index.html installed")
     for f in ("harness/torch_harness.py", "harness/torch_autograd.py", "harness/torch_rng.py",
+              "harness/torch_dist.py",
               "schema/001_init.sql", "schema/005_token_devices.sql", "schema/result.schema.json",
               "suites/smoke.json", "nginx/numval.conf"):
         check(os.path.isfile(D(share + "/" + f)), "%s installed in %s" % (f, share))

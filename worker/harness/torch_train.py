@@ -24,6 +24,7 @@ FAULTS (--train-fault) are the misuses numval must catch:
   drop_rng        the checkpoint leaves out torch's RNG state
 """
 
+import atexit
 import io
 import math
 
@@ -31,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
+import torch_dist
 from torch_autograd import HarnessError
 
 FAULTS = ("none", "skip_unscale", "update_skipped", "drop_scaler", "drop_rng")
@@ -137,6 +139,23 @@ class Run:
         if self.amp and cfg["amp"]["dtype"] != "bf16":
             raise HarnessError("unsupported", "not offered: CPU autocast holds bf16 only")
         torch.manual_seed(int(cfg.get("seed", 0)))
+        # the job's deterministic flag, per job (the info of each step says
+        # whether torch ran with it)
+        torch.use_deterministic_algorithms(bool(cfg.get("deterministic", False)))
+        dist_cfg = cfg.get("distributed") or {}
+        self.ranks = int(dist_cfg.get("ranks", 1))
+        if self.ranks > 1 and (dist_cfg.get("algorithm", "ring") != "ring" or
+                               dist_cfg.get("dtype", "fp32") != "fp32"):
+            raise HarnessError("unsupported", "not offered: the harness all-reduces with "
+                                              "gloo's own algorithm in fp32 (declare ring, "
+                                              "fp32)")
+        if self.ranks > 1:
+            global GROUP
+            if GROUP is not None and GROUP.world != self.ranks:
+                GROUP.close()
+                GROUP = None
+            if GROUP is None:
+                GROUP = torch_dist.Group(self.ranks)
 
     def forward(self, x, y, ops):
         def rec(name, ins, fn):
@@ -166,16 +185,53 @@ class Run:
             loss = rec("cross_entropy", [z, y], lambda: F.cross_entropy(z, y.long()))
         return loss, mask
 
+    def dist_backward(self, x, y, ops):
+        """The step's forward and backward on the ranks: rank 0's shard here,
+        the others in GROUP; p.grad gets the all-reduced gradient."""
+        cfg = self.cfg
+        p = float(cfg.get("dropout", 0))
+        mask = None
+        if p > 0:  # the whole batch's mask from rank 0's generator
+            h = int(cfg["sizes"]["hidden"])
+            mask = torch.empty(x.shape[0], h, dtype=torch.float32).bernoulli_(1 - p) / (1 - p)
+        seen = []
+
+        def rec(name, ins, fn):
+            d = _Seen()
+            with d:
+                out = fn()
+            got = d.inputs if d.inputs is not None else [dname(t) for t in ins]
+            seen.append({"op": name, "inputs": got, "output": dname(out)})
+            return out
+
+        m = {"cmd": "step", "params": [q.detach().clone() for q in self.params], "x": x,
+             "y": y, "mask": mask, "amp": self.amp, "activation": cfg.get("activation"),
+             "loss_weight": float(cfg.get("loss_weight", 1.0)),
+             "scale": self.scaler.scale if self.scaler.enabled else torch.tensor(1.0),
+             "deterministic": bool(cfg.get("deterministic", False))}
+        loss, reduced, gathered = GROUP.step(m, rec)
+        ops.extend(seen)
+        with torch.no_grad():
+            for q, g in zip(self.params, reduced):
+                q.grad = g.clone()
+        # rank r, parameter i at r * 4 + i; then the reduced gradient (still scaled)
+        per_rank = [gathered[i][r] for r in range(self.ranks) for i in range(4)]
+        self.dist_out = per_rank + [g.clone() for g in reduced]
+        return torch.tensor(loss), mask
+
     def step(self, msg_cfg, x, y):
         lr = float(msg_cfg["lr"])
         for group in self.opt.param_groups:
             group["lr"] = lr
         ops = []
         self.opt.zero_grad(set_to_none=False)
-        loss, mask = self.forward(x, y, ops)
         lw = float(self.cfg.get("loss_weight", 1.0))
         scale_used = float(self.scaler.scale) if self.scaler.enabled else 1.0
-        self.scaler.scale_loss(loss.float() * lw).backward()
+        if self.ranks > 1:
+            loss, mask = self.dist_backward(x, y, ops)
+        else:
+            loss, mask = self.forward(x, y, ops)
+            self.scaler.scale_loss(loss.float() * lw).backward()
         if FAULT != "skip_unscale":
             self.scaler.unscale_(self.params)
         clip = float(self.cfg.get("clip_grad_norm", 0))
@@ -206,13 +262,21 @@ class Run:
         info = {"loss": finite(float(loss)), "scale": finite(scale_used), "found_inf": found_inf,
                 "skipped": not stepped, "next_scale": finite(float(self.scaler.scale)),
                 "growth_tracker": self.scaler.tracker, "optimizer_steps": steps,
-                "grad_norm": finite(norm), "ops": ops}
+                "grad_norm": finite(norm), "ops": ops,
+                "deterministic": torch.are_deterministic_algorithms_enabled(),
+                "ranks": self.ranks}
+        if self.ranks > 1:
+            info["allreduce"] = {"algorithm": "ring", "dtype": "fp32", "backend": "gloo"}
         if mask is None:
             mask = torch.zeros(0)
         outs = grads + [p.detach().clone() for p in self.params] + m1 + m2 + [mask]
         names = ([f"grad:{i}" for i in range(4)] + [f"weight:{i}" for i in range(4)] +
                  [f"moment1:{i}" for i in range(4)] + [f"moment2:{i}" for i in range(4)] +
                  ["dropout_mask"])
+        if self.ranks > 1:
+            outs += self.dist_out
+            names += ([f"rank_grad:{r}:{i}" for r in range(self.ranks) for i in range(4)] +
+                      [f"reduced_grad:{i}" for i in range(4)])
         return names, outs, info
 
     def save(self):
@@ -253,6 +317,13 @@ def finite(v):
 
 
 RUN = None
+GROUP = None  # torch_dist.Group: the ranks, kept across runs of the same size
+
+
+@atexit.register
+def _close_group():
+    if GROUP is not None:
+        GROUP.close()
 
 
 def handle(device, msg, tensors):

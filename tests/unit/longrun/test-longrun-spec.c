@@ -47,5 +47,32 @@ int main(void)
     refused("{\"kind\":\"longrun\",\"n_seeds\":3,\"acceptance\":{\"trim\":2}}", "/acceptance/trim",
             "'2'");
     refused("{\"kind\":\"longrun\",\"bogus\":1}", "", "'bogus'");
+    /* distributed device-driven steps */
+    refused("{\"kind\":\"longrun\",\"batch\":16,\"device_training\":{\"distributed\":"
+            "{\"ranks\":3}}}",
+            "/device_training/distributed/ranks", "does not divide the batch (16)");
+    refused("{\"kind\":\"longrun\",\"device_training\":{\"distributed\":{\"ranks\":65}}}",
+            "/device_training/distributed/ranks", "'65'");
+    refused("{\"kind\":\"longrun\",\"device_training\":{\"distributed\":"
+            "{\"algorithm\":\"bcube\"}}}",
+            "/device_training/distributed/algorithm", "'bcube'");
+    refused("{\"kind\":\"longrun\",\"device_training\":{\"distributed\":"
+            "{\"dtype\":\"fp8_e4m3\"}}}",
+            "/device_training/distributed/dtype", "fp8_e4m3");
+    refused("{\"kind\":\"longrun\",\"device_training\":{\"distributed\":{\"rank\":2}}}",
+            "/device_training/distributed", "unknown key 'rank'");
+    j = json_loads("{\"kind\":\"longrun\",\"device_training\":{\"distributed\":"
+                   "{\"algorithm\":\"tree\",\"dtype\":\"bf16\"}}}",
+                   0, NULL);
+    r = nv_longrun_parse(j, &s, NULL, NULL);
+    tap_ok(r == 0 && s->ranks == 2 && s->allreduce_tree && s->allreduce_dtype == NV_DT_BF16,
+           "distributed: ranks default 2, tree, bf16");
+    nv_longrun_free(s);
+    json_decref(j);
+    j = json_loads("{\"kind\":\"longrun\"}", 0, NULL);
+    r = nv_longrun_parse(j, &s, NULL, NULL);
+    tap_ok(r == 0 && s->ranks == 1 && !s->driven, "no device_training: one rank");
+    nv_longrun_free(s);
+    json_decref(j);
     return tap_done();
 }

@@ -62,13 +62,20 @@ typedef struct emu_mode {
     nv_dtype kv_cache;
     /* Device-driven training faults (emu_train.c): "train_fault=" skip_unscale
      * (clip the scaled gradients, unscale after) or update_skipped (step the
-     * optimizer on a non-finite step); "ckpt_drop=" scaler or rng (a checkpoint
-     * without that state). */
-    int train_fault, ckpt_drop;
+     * optimizer on a non-finite step) or ignore_deterministic (a job's
+     * deterministic flag reported not honoured); "ckpt_drop=" scaler, rng or
+     * weights (a checkpoint without that state); "allreduce=bf16" (the
+     * distributed step's gradient all-reduce summed in bf16 whatever dtype the
+     * job declares; "declared", the default, sums in the declared dtype;
+     * "arrival": the ring starts at the rank that arrived first, taken from a
+     * process-wide count of reductions, so the order, and the bits, change
+     * from run to run while the step still reports itself deterministic). */
+    int train_fault, ckpt_drop, allreduce;
 } emu_mode;
 
-enum { EMU_TF_NONE, EMU_TF_SKIP_UNSCALE, EMU_TF_UPDATE_SKIPPED };
-enum { EMU_CK_NONE, EMU_CK_SCALER, EMU_CK_RNG };
+enum { EMU_TF_NONE, EMU_TF_SKIP_UNSCALE, EMU_TF_UPDATE_SKIPPED, EMU_TF_IGNORE_DET };
+enum { EMU_CK_NONE, EMU_CK_SCALER, EMU_CK_RNG, EMU_CK_WEIGHTS };
+enum { EMU_AR_DECLARED, EMU_AR_BF16, EMU_AR_ARRIVAL };
 
 /* The most inputs an op takes (matmul: a, b and two scales), with room to spare. */
 #define EMU_MAX_INPUTS 8
@@ -100,6 +107,13 @@ typedef struct emu_call {
 /* ---- emu_train.c ---- */
 int emu_train_call(void *ctx, nv_train_call *call, char *err, size_t errlen);
 void emu_train_free(struct emu_train *t);
+/* ---- emu_allreduce.c ---- */
+/* The all-reduce (sum) of R ranks' gradients of n elements (g[r][k]) into out,
+ * by "ring" (each chunk summed rank after rank, starting one rank further per
+ * chunk, as a ring reduce-scatter does; `rotate` ranks further still) or
+ * "tree" (pairwise), every partial sum rounded to dt. */
+void emu_allreduce(int R, int64_t n, double *const *g, bool tree, nv_dtype dt, int rotate,
+                   double *out);
 
 /* ---- emu_mode.c ---- */
 void emu_mode_default(emu_mode *m);

@@ -185,18 +185,26 @@ static const char *apply(emu_mode *m, const char *k, const char *v, bool *known)
         return parse_float_dtype(v, &m->kv_cache) ? "a float dtype (fp32, bf16, ...)"
                                                   : (m->kv_cache_set = true, NULL);
     if (!strcmp(k, "train_fault")) {
-        static const char *const n[] = {"none", "skip_unscale", "update_skipped"};
-        for (int i = 0; i < 3; i++)
+        static const char *const n[] = {"none", "skip_unscale", "update_skipped",
+                                        "ignore_deterministic"};
+        for (int i = 0; i < 4; i++)
             if (!strcmp(v, n[i]))
                 return m->train_fault = i, NULL;
-        return "none, skip_unscale or update_skipped";
+        return "none, skip_unscale, update_skipped or ignore_deterministic";
     }
     if (!strcmp(k, "ckpt_drop")) {
-        static const char *const n[] = {"none", "scaler", "rng"};
-        for (int i = 0; i < 3; i++)
+        static const char *const n[] = {"none", "scaler", "rng", "weights"};
+        for (int i = 0; i < 4; i++)
             if (!strcmp(v, n[i]))
                 return m->ckpt_drop = i, NULL;
-        return "none, scaler or rng";
+        return "none, scaler, rng or weights";
+    }
+    if (!strcmp(k, "allreduce")) {
+        static const char *const n[] = {"declared", "bf16", "arrival"};
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(v, n[i]))
+                return m->allreduce = i, NULL;
+        return "declared, bf16 or arrival";
     }
     if (!strncmp(k, "fused_", 6)) /* fused graph knobs: emu_graph.c */
         return emu_graph_mode_apply(m, k, v, known);
@@ -231,7 +239,7 @@ int emu_mode_parse(const char *opts, emu_mode *m, char *err, size_t errlen)
                      "unknown emu mode key '%s' (value '%s'): expected storage, compute, accum, "
                      "reduce, accum_block, accum_align, fma, ftz, daz, rounding, saturate, "
                      "transcendental, scale, seed, inference_only, batch_splitk, kv_cache, "
-                     "train_fault, ckpt_drop or fused_*",
+                     "train_fault, ckpt_drop, allreduce or fused_*",
                      item, eq + 1);
             r = NV_E_INVALID;
             goto out;

@@ -10,9 +10,12 @@
  * grows to inf). Each op computes in fp64 and rounds once to its output dtype,
  * so the correct mode matches the declared-precision reference. The faults of
  * the mode (emu_internal.h train_fault, ckpt_drop) are what the worker's step
- * and checkpoint checks must catch. */
+ * and checkpoint checks must catch. With "distributed" ranks the batch is
+ * split into R shards whose gradients are all-reduced (emu_allreduce.c) before
+ * the unscale, as DDP reduces in its backward hooks. */
 #include <errno.h>
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -35,6 +38,11 @@ typedef struct emu_train {
     double *w[NP], *m[NP], *v[NP];
     double scale; /* fp32 value, as torch keeps it */
     int64_t tracker, opt_steps, rng_calls;
+    /* distributed: ranks > 1 split the batch and all-reduce their gradients */
+    int ranks;
+    bool tree;
+    nv_dtype reduce_dt;
+    bool deterministic; /* the job asks for it (emu is deterministic anyway) */
 } emu_train_t;
 
 void emu_train_free(emu_train_t *t)
@@ -113,6 +121,22 @@ static int configure(emu_train_t *t, const char *config, char *err, size_t errle
     t->backoff = num(c, "grad_scaler", "backoff_factor", 0.5);
     t->interval = (int64_t)num(c, "grad_scaler", "growth_interval", 2000);
     t->seed = (uint64_t)num(c, NULL, "seed", 0);
+    t->deterministic = json_is_true(json_object_get(c, "deterministic"));
+    const json_t *dist = json_object_get(c, "distributed");
+    const char *alg = json_string_value(json_object_get(dist, "algorithm"));
+    const char *rdt = json_string_value(json_object_get(dist, "dtype"));
+    t->ranks = dist ? (int)num(dist, NULL, "ranks", 1) : 1;
+    t->tree = alg && !strcmp(alg, "tree");
+    t->reduce_dt = NV_DT_FP32;
+    if (r == NV_OK && dist &&
+        (t->ranks < 1 || t->ranks > 64 || (alg && !t->tree && strcmp(alg, "ring")) ||
+         (rdt && nv_dtype_from_name(rdt, &t->reduce_dt) < 0))) {
+        snprintf(err, errlen,
+                 "not offered: distributed %d ranks, algorithm '%s', dtype '%s' (emu: 1 to 64 "
+                 "ranks, ring or tree, a float dtype)",
+                 t->ranks, alg ? alg : "ring", rdt ? rdt : "fp32");
+        r = NV_E_UNSUPPORTED;
+    }
     json_decref(c);
     if (r != NV_OK)
         return r;
@@ -195,14 +219,21 @@ static void mm(const emu_train_t *t, int64_t R, int64_t K, int64_t N, const doub
 
 typedef struct step_buf {
     double *x, *h, *a, *al, *z2, *p, *dz2, *da, *dh, *mask, *g[NP], *w1l, *w2l;
+    double *gl, *dhf; /* the bias adds' fp32 gradients per row, summed per rank */
+    double *red[NP];  /* distributed: the all-reduced gradient, before the unscale */
+    double *rg[64][NP]; /* distributed: each rank's (scaled) gradient */
 } step_buf;
 
 static void buf_free(step_buf *b)
 {
     free(b->x), free(b->h), free(b->a), free(b->al), free(b->z2), free(b->p), free(b->dz2);
     free(b->da), free(b->dh), free(b->mask), free(b->w1l), free(b->w2l);
-    for (int i = 0; i < NP; i++)
-        free(b->g[i]);
+    free(b->gl), free(b->dhf);
+    for (int i = 0; i < NP; i++) {
+        free(b->g[i]), free(b->red[i]);
+        for (int r = 0; r < 64; r++)
+            free(b->rg[r][i]);
+    }
 }
 
 static json_t *jreal(double x)
@@ -306,13 +337,66 @@ static void scaler_update(emu_train_t *t, bool found_inf)
     }
 }
 
+/* The weight gradients of the batch rows [b0, b1) (one rank's shard: the whole
+ * batch without ranks) from the per-row gradients of the backward. */
+static void rows_grads(const emu_train_t *t, const step_buf *s, int64_t b0, int64_t b1, double **g)
+{
+    int64_t I = t->in, H = t->hid, C = t->cls, nb = b1 - b0;
+    for (int64_t c = 0; c < C; c++) {
+        double acc = 0;
+        for (int64_t b = b0; b < b1; b++)
+            acc += s->gl[b * C + c];
+        g[3][c] = r32(acc);
+    }
+    mm(t, H, nb, C, s->al + b0 * H, true, s->dz2 + b0 * C, false, g[2]); /* dW2 = a^T dz2 */
+    for (int64_t j = 0; j < H; j++) {
+        double acc = 0;
+        for (int64_t b = b0; b < b1; b++)
+            acc += s->dhf[b * H + j];
+        g[1][j] = r32(acc);
+    }
+    mm(t, I, nb, H, s->x + b0 * I, true, s->dh + b0 * H, false, g[0]);
+}
+
+/* Distributed: each rank's gradient of its shard, all-reduced into s->g (and
+ * a copy in s->red, what the step returns). */
+static int reduce_ranks(const emu_ctx *ctx, const emu_train_t *t, step_buf *s, int64_t B)
+{
+    int R = t->ranks;
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < NP; i++)
+            if (!(s->rg[r][i] = malloc((size_t)t->n[i] * sizeof(double))))
+                return NV_E_NOMEM;
+    for (int i = 0; i < NP; i++)
+        if (!(s->red[i] = malloc((size_t)t->n[i] * sizeof(double))))
+            return NV_E_NOMEM;
+    for (int r = 0; r < R; r++)
+        rows_grads(t, s, r * B / R, (r + 1) * B / R, s->rg[r]);
+    nv_dtype dt = ctx->mode.allreduce == EMU_AR_BF16 ? NV_DT_BF16 : t->reduce_dt;
+    static atomic_int arrivals; /* every context's reductions: run-to-run order */
+    int rotate = ctx->mode.allreduce == EMU_AR_ARRIVAL ? atomic_fetch_add(&arrivals, 1) % R : 0;
+    for (int i = 0; i < NP; i++) {
+        double *col[64];
+        for (int r = 0; r < R; r++)
+            col[r] = s->rg[r][i];
+        emu_allreduce(R, t->n[i], col, t->tree, dt, rotate, s->g[i]);
+        memcpy(s->red[i], s->g[i], (size_t)t->n[i] * sizeof(double));
+    }
+    return NV_OK;
+}
+
 static int step(emu_ctx *ctx, emu_train_t *t, nv_train_call *call, char *err, size_t errlen)
 {
-    if (call->n_inputs != 2 || call->n_outputs != 4 * NP + 1 || call->inputs[0].ndim != 2)
+    int n_out = 4 * NP + 1 + (t->ranks > 1 ? (t->ranks + 1) * NP : 0);
+    if (call->n_inputs != 2 || call->n_outputs != n_out || call->inputs[0].ndim != 2)
         return snprintf(err, errlen, "train step: needs x [B, in], target [B] and %d outputs",
-                        4 * NP + 1),
+                        n_out),
                NV_E_INVALID;
     int64_t B = call->inputs[0].shape[0], I = t->in, H = t->hid, C = t->cls;
+    if (B % t->ranks)
+        return snprintf(err, errlen, "train step: batch %lld does not split into %d ranks",
+                        (long long)B, t->ranks),
+               NV_E_INVALID;
     int r = check_view(&call->inputs[0], NV_DT_FP32, B * I, "x", err, errlen);
     r = r ? r : check_view(&call->inputs[1], NV_DT_INT32, B, "target", err, errlen);
     if (r)
@@ -337,8 +421,9 @@ static int step(emu_ctx *ctx, emu_train_t *t, nv_train_call *call, char *err, si
     s.dz2 = malloc((size_t)(B * C) * d), s.da = malloc((size_t)(B * H) * d);
     s.dh = malloc((size_t)(B * H) * d), s.mask = malloc((size_t)(B * H) * d);
     s.w1l = malloc((size_t)(I * H) * d), s.w2l = malloc((size_t)(H * C) * d);
+    s.gl = malloc((size_t)(B * C) * d), s.dhf = malloc((size_t)(B * H) * d);
     bool ok = s.x && s.h && s.a && s.al && s.z2 && s.p && s.dz2 && s.da && s.dh && s.mask &&
-              s.w1l && s.w2l;
+              s.w1l && s.w2l && s.gl && s.dhf;
     for (int i = 0; i < NP; i++)
         ok &= (s.g[i] = malloc((size_t)t->n[i] * d)) != NULL;
     json_t *info = NULL;
@@ -385,27 +470,25 @@ static int step(emu_ctx *ctx, emu_train_t *t, nv_train_call *call, char *err, si
     }
     loss = r32(loss / (double)B);
     /* backward from seed = scale * loss_weight (the scaled loss) */
-    memset(s.g[3], 0, (size_t)C * d);
+    /* (each rank's loss is its rows' share of the batch mean: the ranks'
+     * gradients sum to the batch's, as DDP's averaging gives) */
     for (int64_t b = 0; b < B; b++)
         for (int64_t c = 0; c < C; c++) {
             double gl = r32((s.p[b * C + c] - (c == y[b])) * seed / (double)B);
-            s.g[3][c] += gl;
+            s.gl[b * C + c] = gl;
             s.dz2[b * C + c] = lp(t, gl); /* the add's gradient to its low input */
         }
-    for (int64_t c = 0; c < C; c++)
-        s.g[3][c] = r32(s.g[3][c]);
-    mm(t, H, B, C, s.al, true, s.dz2, false, s.g[2]); /* dW2 = a^T dz2, cast back */
-    mm(t, B, C, H, s.dz2, false, s.w2l, true, s.da);  /* da = dz2 W2^T */
-    memset(s.g[1], 0, (size_t)H * d);
+    mm(t, B, C, H, s.dz2, false, s.w2l, true, s.da); /* da = dz2 W2^T */
     for (int64_t k = 0; k < B * H; k++) {
         double dh = r32(r32(s.da[k] * s.mask[k]) *
                         (t->relu ? (s.h[k] > 0 ? 1.0 : 0.0) : gelu_d(s.h[k])));
-        s.g[1][k % H] += dh;
+        s.dhf[k] = dh;
         s.dh[k] = lp(t, dh);
     }
-    for (int64_t j = 0; j < H; j++)
-        s.g[1][j] = r32(s.g[1][j]);
-    mm(t, I, B, H, s.x, true, s.dh, false, s.g[0]);
+    if (t->ranks == 1)
+        rows_grads(t, &s, 0, B, s.g);
+    else if ((r = reduce_ranks(ctx, t, &s, B)) != NV_OK)
+        goto out;
     /* the scaler, clipping and the optimizer (torch's order: unscale_, clip, step, update) */
     bool found_inf = false;
     bool skip_unscale = ctx->mode.train_fault == EMU_TF_SKIP_UNSCALE;
@@ -434,14 +517,27 @@ static int step(emu_ctx *ctx, emu_train_t *t, nv_train_call *call, char *err, si
     if (r == NV_OK)
         r = t->dropout > 0 ? out_new(&call->outputs[4 * NP], NV_DT_FP32, 2, B, H, s.mask)
                            : out_new(&call->outputs[4 * NP], NV_DT_FP32, 1, 0, 0, NULL);
+    for (int k = 0; t->ranks > 1 && k < (t->ranks + 1) * NP && r == NV_OK; k++) {
+        int rank = k / NP, i = k % NP, nd = dims[i][1] ? 2 : 1;
+        const double *v = rank < t->ranks ? s.rg[rank][i] : s.red[i];
+        r = out_new(&call->outputs[4 * NP + 1 + k], NV_DT_FP32, nd, dims[i][0], dims[i][1], v);
+    }
     if (r != NV_OK)
         goto out;
     /* JSON has no inf or NaN: a non-finite number is null (docs/BACKEND_ABI.md) */
-    info = json_pack("{s:o, s:o, s:b, s:b, s:o, s:I, s:I, s:o, s:o}", "loss", jreal(loss),
-                     "scale", jreal(scale_used), "found_inf", found_inf, "skipped", skipped,
-                     "next_scale", jreal(t->scale), "growth_tracker", (json_int_t)t->tracker,
-                     "optimizer_steps", (json_int_t)t->opt_steps, "grad_norm", jreal(norm),
-                     "ops", ops_json(t));
+    /* emu is deterministic whatever the flag; the fault reports a demanded
+     * determinism not honoured */
+    bool det = !(t->deterministic && ctx->mode.train_fault == EMU_TF_IGNORE_DET);
+    info = json_pack("{s:o, s:o, s:b, s:b, s:o, s:I, s:I, s:o, s:o, s:b, s:i}", "loss",
+                     jreal(loss), "scale", jreal(scale_used), "found_inf", found_inf, "skipped",
+                     skipped, "next_scale", jreal(t->scale), "growth_tracker",
+                     (json_int_t)t->tracker, "optimizer_steps", (json_int_t)t->opt_steps,
+                     "grad_norm", jreal(norm), "ops", ops_json(t), "deterministic", det, "ranks",
+                     t->ranks);
+    if (info && t->ranks > 1)
+        json_object_set_new(info, "allreduce",
+                            json_pack("{s:s, s:s}", "algorithm", t->tree ? "tree" : "ring",
+                                      "dtype", nv_dtype_name(t->reduce_dt)));
     char *txt = info ? json_dumps(info, JSON_COMPACT) : NULL;
     if (!txt || strlen(txt) >= call->info_len)
         r = txt ? (snprintf(err, errlen, "info buffer too small"), NV_E_INVALID) : NV_E_NOMEM;
@@ -478,7 +574,11 @@ static int save(emu_ctx *ctx, emu_train_t *t, nv_train_call *call, char *err, si
     memcpy(&buf[7], &sc, sizeof sc);
     int64_t o = 8;
     for (int i = 0; i < NP; i++) {
-        memcpy(buf + o, t->w[i], (size_t)t->n[i] * sizeof(double)), o += t->n[i];
+        if (ctx->mode.ckpt_drop == EMU_CK_WEIGHTS) /* restored as zeros */
+            memset(buf + o, 0, (size_t)t->n[i] * sizeof(double));
+        else
+            memcpy(buf + o, t->w[i], (size_t)t->n[i] * sizeof(double));
+        o += t->n[i];
         memcpy(buf + o, t->m[i], (size_t)t->n[i] * sizeof(double)), o += t->n[i];
         memcpy(buf + o, t->v[i], (size_t)t->n[i] * sizeof(double)), o += t->n[i];
     }

@@ -20,6 +20,7 @@
 #include "worker/backends/views/views.h"
 
 #define NOUT (4 * 4 + 1) /* 4 parameters: grads, weights, two moments; the mask */
+#define NP 4
 #define INFO_LEN 65536
 
 typedef struct drive {
@@ -66,6 +67,13 @@ static char *config_json(const nv_longrun_spec *s, const nvw_exec *ex, uint64_t 
         "eps", s->eps, "weight_decay", s->weight_decay, "momentum", s->momentum, "grad_scaler",
         "enabled", s->scaler, "init_scale", s->init_scale, "growth_factor", s->growth,
         "backoff_factor", s->backoff, "growth_interval", s->growth_interval);
+    /* the per-job flag: the device says per step whether it honoured it */
+    json_object_set_new(c, "deterministic", json_boolean(s->deterministic));
+    if (c && s->ranks > 1)
+        json_object_set_new(c, "distributed",
+                            json_pack("{s:i, s:s, s:s}", "ranks", s->ranks, "algorithm",
+                                      s->allreduce_tree ? "tree" : "ring", "dtype",
+                                      nv_dtype_name(s->allreduce_dtype)));
     char *txt = c ? json_dumps(c, JSON_COMPACT) : NULL;
     json_decref(c);
     return txt;
@@ -179,6 +187,10 @@ static void scaler_update(drive *dv, bool found_inf)
 typedef struct step_out {
     nv_tensor *g[NVW_MAX_PARAMS], *w[NVW_MAX_PARAMS], *m1[NVW_MAX_PARAMS], *m2[NVW_MAX_PARAMS];
     nv_tensor *mask;
+    /* distributed: each rank's gradient (rank r, parameter i at r * NP + i)
+     * and the all-reduced one, both as the ranks' backward left them (scaled) */
+    nv_tensor **rg, *red[NVW_MAX_PARAMS];
+    int n_rg;
 } step_out;
 
 static void step_out_free(step_out *o)
@@ -187,6 +199,11 @@ static void step_out_free(step_out *o)
         nv_tensor_free(o->g[i]), nv_tensor_free(o->w[i]), nv_tensor_free(o->m1[i]),
             nv_tensor_free(o->m2[i]);
     nv_tensor_free(o->mask);
+    for (int i = 0; i < o->n_rg; i++)
+        nv_tensor_free(o->rg[i]);
+    free(o->rg);
+    for (int i = 0; i < NVW_MAX_PARAMS; i++)
+        nv_tensor_free(o->red[i]);
     memset(o, 0, sizeof *o);
 }
 
@@ -210,6 +227,26 @@ static int check_step(drive *dv, nvw_model *m, const nvw_data *d, nvw_exec *ex, 
     char why[400];
     if (!nvw_drive_autocast_ok(&ex->amp, json_object_get(info, "ops"), why, sizeof why))
         fail(run, t, "autocast_category", why);
+    const json_t *det = json_object_get(info, "deterministic");
+    if (json_is_boolean(det)) {
+        run->det_honoured = run->det_honoured != 0 && json_is_true(det) ? 1 : 0;
+        if (s->deterministic && !json_is_true(det))
+            fail(run, t, "deterministic_not_honoured",
+                 "the job demands determinism (\"deterministic\": true, sent in the train "
+                 "config) and the device's step answers \"deterministic\": false");
+    }
+    if (s->ranks > 1) {
+        const json_t *rk = json_object_get(info, "ranks");
+        json_int_t got = json_is_integer(rk) ? json_integer_value(rk) : -1;
+        if (got != s->ranks) {
+            snprintf(why, sizeof why,
+                     "the device's step answers info.ranks %lld where the job asks %d ranks (a "
+                     "backend without distributed steps refuses the config, \"not offered:\")",
+                     (long long)got, s->ranks);
+            fail(run, t, "allreduce_bound", why);
+        } else if (!nvw_allreduce_ok(s, m, o->rg, o->red, run, why, sizeof why))
+            fail(run, t, "allreduce_bound", why);
+    }
     double scale = jnum(info, "scale"), next = jnum(info, "next_scale");
     bool found_inf = json_is_true(json_object_get(info, "found_inf"));
     int64_t bad = 0;
@@ -307,7 +344,16 @@ static int device_step(drive *dv, const nvw_data *d, uint64_t seed, int64_t t, d
 {
     nv_tensor *x = NULL, *y = NULL;
     int r = nvw_data_batch(d, seed, t, NV_DT_FP32, &x, &y);
-    nv_tensor_view in[2] = {0}, out[NOUT];
+    int R = dv->s->ranks > 1 ? dv->s->ranks : 0, n_out = NOUT + (R ? (R + 1) * NP : 0);
+    nv_tensor_view in[2] = {0}, *out = calloc((size_t)n_out, sizeof *out);
+    if (!out) {
+        snprintf(dv->err, sizeof dv->err, "out of memory");
+        r = -ENOMEM;
+    }
+    o->rg = R ? calloc((size_t)(R * NP), sizeof *o->rg) : NULL;
+    o->n_rg = o->rg ? R * NP : 0;
+    if (R && !o->rg)
+        r = -ENOMEM;
     bool vx = false, vy = false;
     r = r < 0 ? r : nvw_view_from_tensor(x, &in[0]);
     vx = r == 0;
@@ -315,7 +361,7 @@ static int device_step(drive *dv, const nvw_data *d, uint64_t seed, int64_t t, d
     vy = r == 0;
     char cfg[96];
     snprintf(cfg, sizeof cfg, "{\"step\":%lld,\"lr\":%.17g}", (long long)t, lr);
-    r = r < 0 ? r : call(dv, NV_TRAIN_STEP, cfg, 2, in, NOUT, out);
+    r = r < 0 ? r : call(dv, NV_TRAIN_STEP, cfg, 2, in, n_out, out);
     if (r == 0) {
         for (int i = 0; i < 4; i++) {
             o->g[i] = nvw_tensor_from_view(&out[i], false);
@@ -326,14 +372,24 @@ static int device_step(drive *dv, const nvw_data *d, uint64_t seed, int64_t t, d
                 r = -EIO;
         }
         o->mask = out[16].ndim == 2 ? nvw_tensor_from_view(&out[16], false) : NULL;
+        for (int k = 0; k < (R ? (R + 1) * NP : 0) && r == 0; k++) {
+            nv_tensor *g = nvw_tensor_from_view(&out[NOUT + k], false);
+            if (!g || g->numel != o->w[k % NP]->numel)
+                r = -EIO;
+            if (k < R * NP)
+                o->rg[k] = g;
+            else
+                o->red[k - R * NP] = g;
+        }
         if (dv->s->dropout > 0 && (!o->mask || o->mask->numel != (int64_t)dv->s->batch *
                                                                    dv->s->hidden))
             r = -EIO;
         if (r < 0)
             snprintf(dv->err, sizeof dv->err,
                      "the device's step reply has a tensor that is not what the ABI lists "
-                     "(gradients, weights, moments, dropout mask)");
-        release(dv, NOUT, out);
+                     "(gradients, weights, moments, dropout mask%s)",
+                     R ? ", each rank's gradient, the reduced gradient" : "");
+        release(dv, n_out, out);
         json_error_t je;
         *ret_info = r == 0 ? json_loads(dv->info, 0, &je) : NULL;
         if (r == 0 && !json_is_object(*ret_info)) {
@@ -341,6 +397,7 @@ static int device_step(drive *dv, const nvw_data *d, uint64_t seed, int64_t t, d
             r = -EIO;
         }
     }
+    free(out);
     if (vx)
         nvw_view_free(&in[0]);
     if (vy)
@@ -389,7 +446,7 @@ int nvw_train_driven(const nv_longrun_spec *s, const nvw_data *d, nvw_exec *ex, 
                      const nvw_resume *resume, nvw_run *run)
 {
     memset(run, 0, sizeof *run);
-    run->seed = seed, run->driven = true;
+    run->seed = seed, run->driven = true, run->det_honoured = -1;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     drive *dv = calloc(1, sizeof *dv);

@@ -76,6 +76,15 @@ typedef struct nvw_run {
     int64_t checked_steps, growths, backoffs;
     uint64_t *scale_bits, *mask_hash, *state_hash; /* [steps] */
     char ops[1024]; /* the first step's autocast read-back (JSON text) */
+    /* distributed steps (allreduce.c): reduced elements judged, equal to the
+     * exact sum rounded once, not judged (a non-finite term), the largest
+     * error / bound */
+    int64_t ar_elements, ar_exact, ar_skipped;
+    double ar_worst;
+    /* the steps' info.deterministic (whether the device ran with
+     * deterministic algorithms): -1 no step said, 0 some step said false, 1
+     * every step said true */
+    int det_honoured;
 } nvw_run;
 
 /* Where a device-driven run checkpoints and restores (driven.c): after `at`
@@ -91,6 +100,12 @@ typedef struct nvw_resume {
  * for an uninterrupted run. 0 or negative with run->err. */
 int nvw_train_driven(const nv_longrun_spec *s, const nvw_data *d, nvw_exec *ex, uint64_t seed,
                      const nvw_resume *resume, nvw_run *run);
+
+/* Distributed steps (allreduce.c): k of the declared reduction's bound
+ * gamma_k sum |g_r| (docs/JOBS.md "Distributed gradient reduction") and the
+ * bound in words, with its source. */
+int nvw_allreduce_k(const nv_longrun_spec *s);
+void nvw_allreduce_bound_text(const nv_longrun_spec *s, char *out, size_t n);
 
 /* Train one seed on ex (host or device); fills run. Returns 0 or negative with
  * run->err set. */

@@ -64,6 +64,13 @@ bool nvw_drive_update_ok(const nv_longrun_spec *s, const nvw_model *pre, nv_tens
                          nv_tensor *const *w, nv_tensor *const *m1, nv_tensor *const *m2,
                          double lr, int64_t t, char *why, size_t n);
 
+/* Distributed steps (allreduce.c): the check of one step's reduced gradient
+ * (red[P]) against the exact sum of the ranks' gradients (rank_g[r * P + i]):
+ * false with why naming the bound at the first element beyond it; counts into
+ * run's ar_* fields. */
+bool nvw_allreduce_ok(const nv_longrun_spec *s, const nvw_model *m, nv_tensor *const *rank_g,
+                      nv_tensor *const *red, nvw_run *run, char *why, size_t n);
+
 /* The eval loss of m's weights by the host fp64 reference (loop.c). */
 int nvw_eval_loss(nvw_model *m, const nvw_data *d, nvw_exec *ex, double *ret);
 int nvw_shadow_eval(const nvw_model *m, const nvw_data *d, nvw_exec *dev, double *ret_dev,
