@@ -97,9 +97,11 @@ def check_tree(dest, inst):
         check(not missing and not differ, "every file of %s/ installed unchanged (missing %s, "
               "differ %s)" % (sub, missing[:5], differ[:5]))
     check(os.path.isfile(D(share + "/web/index.html")), "web/index.html installed")
-    for f in ("harness/torch_harness.py", "harness/torch_autograd.py", "harness/torch_rng.py",
-              "harness/torch_dist.py",
-              "schema/001_init.sql", "schema/005_token_devices.sql", "schema/result.schema.json",
+    # torch_harness.py imports its siblings: a module left out breaks the installed harness.
+    harness = sorted(f for f in os.listdir(os.path.join(SRC, "worker", "harness")) if f.endswith(".py"))
+    gone = [f for f in harness if not os.path.isfile(D(share + "/harness/" + f))]
+    check(len(harness) >= 6 and not gone, "every harness module installed (missing %s)" % gone)
+    for f in ("schema/001_init.sql", "schema/005_token_devices.sql", "schema/result.schema.json",
               "suites/smoke.json", "nginx/numval.conf"):
         check(os.path.isfile(D(share + "/" + f)), "%s installed in %s" % (f, share))
     return numvald, ini, share
