@@ -65,6 +65,13 @@ typedef struct emu_mode {
      * optimizer on a non-finite step); "ckpt_drop=" scaler or rng (a checkpoint
      * without that state). */
     int train_fault, ckpt_drop;
+    /* RNG misbehaviours (emu_rng.c, docs/JOBS.md "RNG jobs"): "rng_restore=reuse"
+     * (a restored state keeps the seed but drops the stream offset, so the
+     * generator replays numbers it already gave), "rng_streams=overlap" (every
+     * seed indexes one stream: seed s starts 256 words after seed s - 1),
+     * "rng_recompute=fresh" (a checkpointed forward's recomputation draws new
+     * numbers instead of replaying the forward's). */
+    bool rng_restore_reuse, rng_streams_overlap, rng_recompute_fresh;
 } emu_mode;
 
 enum { EMU_TF_NONE, EMU_TF_SKIP_UNSCALE, EMU_TF_UPDATE_SKIPPED };
@@ -82,6 +89,7 @@ typedef struct emu_ctx {
     double *scratch[EMU_MAX_INPUTS + 1];
     size_t scratch_cap[EMU_MAX_INPUTS + 1];
     struct emu_train *train; /* device-driven training state (emu_train.c) */
+    struct emu_rng *rng;     /* the generators of nv_backend.rng (emu_rng.c) */
 } emu_ctx;
 
 /* The dtypes and rounding one op call uses, resolved from the mode and the call. */
@@ -96,6 +104,9 @@ typedef struct emu_call {
     uint64_t sr_state;    /* stochastic rounding stream (deterministic per call) */
     uint64_t order_state; /* random order stream (fresh per call) */
 } emu_call;
+
+/* ---- emu_rng.c ---- */
+int emu_rng_call(void *ctx, nv_rng_call *call, char *err, size_t errlen);
 
 /* ---- emu_train.c ---- */
 int emu_train_call(void *ctx, nv_train_call *call, char *err, size_t errlen);
