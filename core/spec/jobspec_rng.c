@@ -62,8 +62,9 @@ static int parse_dropout(nv_spec_err *e, const json_t *spec, nv_rngspec *s)
     const char *k = nv_spec_unknown_key(d, dropout_keys);
     if (k)
         return nv_spec_fail(e, "/dropout", "unknown key '%s' in dropout", k);
-    /* 2^16 elements: the keep-rate test sees a deviation of 0.4% of the keep
-     * rate at p = 0.5 (below); 2^22 bounds a mask's memory at 16 MiB. */
+    /* 2^16 elements: at alpha 1e-6 the keep-rate test detects a keep rate off
+     * by 0.013 (p = 0.5) or 0.0077 (p = 0.1) with power 0.95 (docs/JOBS.md
+     * "RNG jobs"); 2^22 bounds a mask's memory at 16 MiB. */
     int r = nv_spec_int(e, d, "/dropout", "n", 65536, 1024, 1 << 22, &s->dropout_n);
     r = r ? r : nv_spec_int(e, d, "/dropout", "offset", 1000, 0, 1 << 24, &s->offset);
     /* alpha: the probability that a correct generator fails the keep-rate

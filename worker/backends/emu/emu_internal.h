@@ -70,8 +70,11 @@ typedef struct emu_mode {
      * generator replays numbers it already gave), "rng_streams=overlap" (every
      * seed indexes one stream: seed s starts 256 words after seed s - 1),
      * "rng_recompute=fresh" (a checkpointed forward's recomputation draws new
-     * numbers instead of replaying the forward's). */
-    bool rng_restore_reuse, rng_streams_overlap, rng_recompute_fresh;
+     * numbers instead of replaying the forward's), "rng_threshold=DTYPE" (dropout
+     * compares against 1 - p rounded to DTYPE: a keep rate off by that
+     * rounding). */
+    bool rng_restore_reuse, rng_streams_overlap, rng_recompute_fresh, rng_threshold_set;
+    nv_dtype rng_threshold;
 } emu_mode;
 
 enum { EMU_TF_NONE, EMU_TF_SKIP_UNSCALE, EMU_TF_UPDATE_SKIPPED };

@@ -214,6 +214,9 @@ static const char *apply(emu_mode *m, const char *k, const char *v, bool *known)
                       "independent or overlap");
     if (!strcmp(k, "rng_recompute"))
         return choice(v, "replay", "fresh", &m->rng_recompute_fresh, "replay or fresh");
+    if (!strcmp(k, "rng_threshold"))
+        return parse_float_dtype(v, &m->rng_threshold) ? "a float dtype (bf16, fp8_e4m3, ...)"
+                                                       : (m->rng_threshold_set = true, NULL);
     if (!strncmp(k, "fused_", 6)) /* fused graph knobs: emu_graph.c */
         return emu_graph_mode_apply(m, k, v, known);
     *known = false;
@@ -247,7 +250,7 @@ int emu_mode_parse(const char *opts, emu_mode *m, char *err, size_t errlen)
                      "unknown emu mode key '%s' (value '%s'): expected storage, compute, accum, "
                      "reduce, accum_block, accum_align, fma, ftz, daz, rounding, saturate, "
                      "transcendental, scale, seed, inference_only, batch_splitk, kv_cache, "
-                     "train_fault, ckpt_drop, rng_restore, rng_streams, rng_recompute or fused_*",
+                     "train_fault, ckpt_drop, rng_restore, rng_streams, rng_recompute, rng_threshold or fused_*",
                      item, eq + 1);
             r = NV_E_INVALID;
             goto out;

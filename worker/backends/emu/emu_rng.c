@@ -66,8 +66,10 @@ static int out_f32(nv_tensor_view *t, int64_t n, float **ret, char *err, size_t 
 static void dropout(const emu_mode *m, emu_gen *g, int64_t n, double p, float *o)
 {
     float keep = (float)(1.0 / (1.0 - p));
+    double q = m->rng_threshold_set ? nv_dtype_round(m->rng_threshold, 1.0 - p, &NV_ROUND_DEFAULT, 0)
+                                    : 1.0 - p;
     for (int64_t i = 0; i < n; i++)
-        o[i] = (double)uniform(m, g) < 1.0 - p ? keep : 0.0f;
+        o[i] = (double)uniform(m, g) < q ? keep : 0.0f;
 }
 
 static void put_u64(unsigned char *b, uint64_t v)

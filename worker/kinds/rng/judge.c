@@ -1,6 +1,5 @@
 /* Judgement helpers of the RNG kind (rng_internal.h): verdicts, the tests of a
  * case, bitwise comparison and the window test of the streams check. */
-#define _GNU_SOURCE /* qsort_r */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
