@@ -9,9 +9,8 @@
 #include "spec_internal.h"
 
 static const char *const check_names[NV_RNGC_COUNT] = {
-    [NV_RNGC_SEEDING] = "seeding",     [NV_RNGC_STATE] = "state",
-    [NV_RNGC_STREAMS] = "streams",     [NV_RNGC_DROPOUT] = "dropout",
-    [NV_RNGC_RECOMPUTE] = "recompute",
+    [NV_RNGC_SEEDING] = "seeding", [NV_RNGC_STATE] = "state",         [NV_RNGC_STREAMS] = "streams",
+    [NV_RNGC_DROPOUT] = "dropout", [NV_RNGC_RECOMPUTE] = "recompute",
 };
 
 const char *nv_rng_check_name(nv_rng_check c)
@@ -19,7 +18,7 @@ const char *nv_rng_check_name(nv_rng_check c)
     return c < NV_RNGC_COUNT ? check_names[c] : "?";
 }
 
-static const char *const top_keys[] = {"kind",   "name",    "description", "device", "priority",
+static const char *const top_keys[] = {"kind",   "name",    "description", "device",  "priority",
                                        "build",  "seed",    "n",           "streams", "window",
                                        "checks", "dropout", NULL};
 static const char *const dropout_keys[] = {"p", "n", "offset", "alpha", NULL};

@@ -10,8 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define NV_RNG_MAX_P 8                  /* dropout probabilities of one job */
-#define NV_RNG_MAX_WINDOWS (1 << 22)    /* streams x 2 x n: windows the overlap test sorts */
+#define NV_RNG_MAX_P 8               /* dropout probabilities of one job */
+#define NV_RNG_MAX_WINDOWS (1 << 22) /* streams x 2 x n: windows the overlap test sorts */
 
 typedef enum nv_rng_check {
     NV_RNGC_SEEDING,   /* same seed, same stream; different seeds, different streams */
@@ -24,9 +24,9 @@ typedef enum nv_rng_check {
 
 typedef struct nv_rngspec {
     uint64_t seed;
-    int64_t n;     /* uniforms per draw (seeding, state, streams) */
-    int streams;   /* parallel generators of the streams check */
-    int window;    /* consecutive values a shared window has */
+    int64_t n;   /* uniforms per draw (seeding, state, streams) */
+    int streams; /* parallel generators of the streams check */
+    int window;  /* consecutive values a shared window has */
     int n_p;
     double p[NV_RNG_MAX_P];
     int64_t dropout_n; /* elements of each dropout mask */

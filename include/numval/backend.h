@@ -199,8 +199,8 @@ typedef struct nv_rng_call {
     double p;       /* DROPOUT, RECOMPUTE: the drop probability, in [0, 1) */
     int32_t n_inputs;
     const nv_tensor_view *inputs;
-    int32_t n_outputs;        /* set by the caller: 1 (UNIFORM, DROPOUT, GET_STATE), 3, or 0 */
-    nv_tensor_view *outputs;  /* backend-allocated, released through release_tensor */
+    int32_t n_outputs;       /* set by the caller: 1 (UNIFORM, DROPOUT, GET_STATE), 3, or 0 */
+    nv_tensor_view *outputs; /* backend-allocated, released through release_tensor */
 } nv_rng_call;
 
 typedef struct nv_backend {

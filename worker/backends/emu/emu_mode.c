@@ -250,7 +250,8 @@ int emu_mode_parse(const char *opts, emu_mode *m, char *err, size_t errlen)
                      "unknown emu mode key '%s' (value '%s'): expected storage, compute, accum, "
                      "reduce, accum_block, accum_align, fma, ftz, daz, rounding, saturate, "
                      "transcendental, scale, seed, inference_only, batch_splitk, kv_cache, "
-                     "train_fault, ckpt_drop, rng_restore, rng_streams, rng_recompute, rng_threshold or fused_*",
+                     "train_fault, ckpt_drop, rng_restore, rng_streams, rng_recompute, "
+                     "rng_threshold or fused_*",
                      item, eq + 1);
             r = NV_E_INVALID;
             goto out;

@@ -15,7 +15,7 @@
 #include "core/numerics/rng.h"
 #include "emu_internal.h"
 
-#define RNG_TAG 0x524e4721u  /* counter word 2: these streams, apart from inputs' */
+#define RNG_TAG 0x524e4721u     /* counter word 2: these streams, apart from inputs' */
 #define STATE_MAGIC 0x31676e72u /* "rng1": the first word of a state */
 #define STATE_BYTES 20
 #define OVERLAP_STRIDE 256 /* rng_streams=overlap: words between adjacent seeds */
@@ -66,8 +66,9 @@ static int out_f32(nv_tensor_view *t, int64_t n, float **ret, char *err, size_t 
 static void dropout(const emu_mode *m, emu_gen *g, int64_t n, double p, float *o)
 {
     float keep = (float)(1.0 / (1.0 - p));
-    double q = m->rng_threshold_set ? nv_dtype_round(m->rng_threshold, 1.0 - p, &NV_ROUND_DEFAULT, 0)
-                                    : 1.0 - p;
+    double q = m->rng_threshold_set
+                   ? nv_dtype_round(m->rng_threshold, 1.0 - p, &NV_ROUND_DEFAULT, 0)
+                   : 1.0 - p;
     for (int64_t i = 0; i < n; i++)
         o[i] = (double)uniform(m, g) < q ? keep : 0.0f;
 }
@@ -114,8 +115,8 @@ static int set_state(const emu_mode *m, emu_gen *g, const nv_rng_call *call, cha
                         STATE_BYTES),
                NV_E_INVALID;
     const unsigned char *b = t->data;
-    uint32_t magic = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
-                     (uint32_t)b[3] << 24;
+    uint32_t magic =
+        (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
     if (magic != STATE_MAGIC)
         return snprintf(err, errlen, "rng set_state: not an emu generator state (bad magic)"),
                NV_E_INVALID;
@@ -174,9 +175,9 @@ int emu_rng_call(void *ctx, nv_rng_call *call, char *err, size_t errlen)
     if (!c->rng && !(c->rng = calloc(1, sizeof *c->rng)))
         return snprintf(err, errlen, "out of memory"), NV_E_NOMEM;
     const emu_mode *m = &c->mode;
-    emu_gen *g = &c->rng->g[call->action == NV_RNG_DROPOUT || call->action == NV_RNG_RECOMPUTE
-                                ? 0
-                                : call->gen];
+    emu_gen *g =
+        &c->rng->g[call->action == NV_RNG_DROPOUT || call->action == NV_RNG_RECOMPUTE ? 0
+                                                                                      : call->gen];
     float *o;
     int r;
     switch (call->action) {

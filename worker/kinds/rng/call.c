@@ -77,8 +77,7 @@ int rg_seed(rcase *c, int gen, uint64_t seed)
 static int draw(rcase *c, int action, int gen, int64_t n, double p, float **ret)
 {
     nv_tensor_view out = {0};
-    nv_rng_call k = {.action = action, .gen = gen, .n = n, .p = p, .n_outputs = 1,
-                     .outputs = &out};
+    nv_rng_call k = {.action = action, .gen = gen, .n = n, .p = p, .n_outputs = 1, .outputs = &out};
     int r = call(c, &k);
     if (r == 0)
         r = take_f32(c, &k, &out, n, action == NV_RNG_UNIFORM, ret);
@@ -137,8 +136,8 @@ int rg_get_state(rcase *c, int gen, int8_t **ret, int64_t *ret_len)
 
 int rg_set_state(rcase *c, int gen, const int8_t *state, int64_t len)
 {
-    nv_tensor_view in = {.dtype = NV_DT_INT8, .ndim = 1, .shape = {len}, .strides = {1},
-                         .data = (void *)state};
+    nv_tensor_view in = {
+        .dtype = NV_DT_INT8, .ndim = 1, .shape = {len}, .strides = {1}, .data = (void *)state};
     nv_rng_call k = {.action = NV_RNG_SET_STATE, .gen = gen, .n_inputs = 1, .inputs = &in};
     return call(c, &k);
 }

@@ -48,14 +48,14 @@ static int judge_mask(rcase *c, const float *m, int64_t n, double p)
     }
     static const char why[] = "a dropout of ones gives 0 or the scale 1/(1-p) in fp32 (rounded "
                               "once, or 1 / fp32(1-p)), and one scale for the whole mask";
-    int r = bad < 0 ? rg_test(c, "mask_values", true, "dropout_values", why,
-                              json_pack("{s:f}", "scale", (double)scale),
-                              "every element is 0 or %.9g", (double)scale)
-                    : rg_test(c, "mask_values", false, "dropout_values", why,
-                              json_pack("{s:I, s:f}", "at", (json_int_t)bad, "value",
-                                        (double)m[bad]),
-                              "element %lld is %.9g, neither 0 nor the scale", (long long)bad,
-                              (double)m[bad]);
+    int r = bad < 0
+                ? rg_test(c, "mask_values", true, "dropout_values", why,
+                          json_pack("{s:f}", "scale", (double)scale), "every element is 0 or %.9g",
+                          (double)scale)
+                : rg_test(c, "mask_values", false, "dropout_values", why,
+                          json_pack("{s:I, s:f}", "at", (json_int_t)bad, "value", (double)m[bad]),
+                          "element %lld is %.9g, neither 0 nor the scale", (long long)bad,
+                          (double)m[bad]);
     if (r < 0 || bad >= 0)
         return r;
     double q = 1 - p, mean = (double)n * q, sd = sqrt((double)n * q * p);
@@ -64,8 +64,8 @@ static int judge_mask(rcase *c, const float *m, int64_t n, double p)
     double pval = erfc(z / sqrt(2.0));
     double alpha = c->s->alpha;
     json_t *det = json_pack("{s:I, s:I, s:f, s:f, s:f, s:f, s:f}", "n", (json_int_t)n, "kept",
-                            (json_int_t)kept, "expected", mean, "keep_rate", (double)kept / n,
-                            "z", z, "p_value", pval, "alpha", alpha);
+                            (json_int_t)kept, "expected", mean, "keep_rate", (double)kept / n, "z",
+                            z, "p_value", pval, "alpha", alpha);
     return rg_test(c, "keep_rate", pval >= alpha, "keep_rate",
                    "each element is kept with probability 1 - p: the kept count is Binomial(n, "
                    "1 - p), tested two-sided at significance alpha (a correct generator fails "
@@ -105,8 +105,8 @@ int rg_check_dropout(rcase *c)
         r = rg_test(c, "mask_advances", d > 0, "dropout_not_advancing",
                     "the next mask from the same generator is a new draw, not the same mask",
                     json_pack("{s:I}", "differing", (json_int_t)d),
-                    "the next mask differs from the first in %lld of %lld elements",
-                    (long long)d, (long long)n);
+                    "the next mask differs from the first in %lld of %lld elements", (long long)d,
+                    (long long)n);
     }
     if (r == 0)
         r = judge_mask(c, m1, n, p);
@@ -142,8 +142,8 @@ int rg_check_recompute(rcase *c)
                     out[0], plain, n, "the checkpointed forward against a plain dropout");
     if (r == 0)
         r = bitwise(c, "layers_after", "recompute_mismatch",
-                    "the layers after the checkpointed one draw what they draw without it",
-                    out[2], u, n, "the uniforms after the checkpointed forward");
+                    "the layers after the checkpointed one draw what they draw without it", out[2],
+                    u, n, "the uniforms after the checkpointed forward");
     if (r == 0)
         r = bitwise(c, "generator_after_backward", "recompute_consumes",
                     "the recomputation replays numbers, it does not consume the stream: after "

@@ -81,8 +81,8 @@ static int win_cmp(const void *pa, const void *pb, void *penv)
     const win_env *e = penv;
     if (a->h != b->h)
         return a->h < b->h ? -1 : 1;
-    int m = memcmp(e->segs[a->seg] + a->pos, e->segs[b->seg] + b->pos,
-                   (size_t)e->w * sizeof(float));
+    int m =
+        memcmp(e->segs[a->seg] + a->pos, e->segs[b->seg] + b->pos, (size_t)e->w * sizeof(float));
     if (m)
         return m;
     if (a->seg != b->seg)
@@ -150,8 +150,8 @@ json_t *rg_overlap_json(const rg_overlap *o, const char *const *seg_names)
 {
     if (o->shared == 0)
         return json_pack("{s:I}", "shared_windows", (json_int_t)0);
-    return json_pack("{s:I, s:{s:s, s:I, s:s, s:I, s:I}}", "shared_windows",
-                     (json_int_t)o->shared, "first", "a", seg_names[o->seg_a], "at_a",
-                     (json_int_t)o->pos_a, "b", seg_names[o->seg_b], "at_b",
-                     (json_int_t)o->pos_b, "shift", (json_int_t)(o->pos_b - o->pos_a));
+    return json_pack("{s:I, s:{s:s, s:I, s:s, s:I, s:I}}", "shared_windows", (json_int_t)o->shared,
+                     "first", "a", seg_names[o->seg_a], "at_a", (json_int_t)o->pos_a, "b",
+                     seg_names[o->seg_b], "at_b", (json_int_t)o->pos_b, "shift",
+                     (json_int_t)(o->pos_b - o->pos_a));
 }
