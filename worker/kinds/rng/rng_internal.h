@@ -7,6 +7,7 @@
 
 #include "core/spec/rngspec.h"
 #include "rng.h"
+#include "windows.h"
 #include "worker/runner/job.h"
 
 typedef struct rjob {
@@ -51,18 +52,6 @@ int rg_test(rcase *c, const char *name, bool passed, const char *cls, const char
 /* Elements whose bits differ; *ret_first the first (or -1). */
 int64_t rg_diff(const float *a, const float *b, int64_t n, int64_t *ret_first);
 
-/* Windows of w consecutive values shared between distinct segments, each of n
- * values (bitwise, every pair of segments, any shift): `shared` windows that
- * occur in another segment, the first such pair. */
-typedef struct rg_overlap {
-    int64_t shared;
-    int seg_a, seg_b;
-    int64_t pos_a, pos_b;
-} rg_overlap;
-int rg_windows(const float *const *segs, int nseg, int64_t n, int w, rg_overlap *ret);
-/* The bound on a false alarm of rg_windows for independent values of `bits`
- * random bits: C(M, 2) 2^(-bits w), M = nseg (n - w + 1) windows. */
-double rg_false_alarm(int nseg, int64_t n, int w, int bits);
 /* The overlap as a detail object {"shared", "first": {...}} (new reference). */
 json_t *rg_overlap_json(const rg_overlap *o, const char *const *seg_names);
 
