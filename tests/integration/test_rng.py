@@ -13,15 +13,20 @@ rng_streams=overlap -> seeding "seeds_collide" and streams "streams_overlap"
 with the shift of the overlap named; rng_recompute=fresh -> recompute
 "recompute_mismatch"; rng_threshold=fp8_e4m3 -> the keep-rate test at
 p = 0.1 (0.9 rounds to 0.875). Bad specs are refused naming the field, and
-a backend built for ABI version 3 is refused naming the version.
+a backend built for ABI version 3 is refused naming the version. Results of
+both devices validate against schema/result.schema.json ("rng_result"), and
+mutated copies are rejected.
 torch: the same suite passes on the PyTorch harness (CPU); --rng-fault
 restore_reuse and no_preserve are caught by the state and recompute checks;
 a harness listing no optional request gets "not_offered" errors."""
+import copy
 import json
 import os
 import subprocess
 import sys
 import tempfile
+
+import nvschema
 
 n_fail = 0
 TESTS = {"seeding": ["same_seed", "same_seed_other_generator", "different_seeds"],
@@ -69,6 +74,27 @@ def all_pass(res, what):
           % (what, len(cases), bad(res)))
 
 
+def schema_ok(res, what):
+    v = nvschema.validator()
+    errs = nvschema.errors(v, res) if res else ["no result"]
+    check(not errs, "%s validates against the result schema %s" % (what, errs))
+    return v
+
+
+def schema_rejects(v, res):
+    c = res["cases"][0]
+    muts = [("a test without its reason", lambda r: r["cases"][0]["tests"][0].pop("why")),
+            ("a case of an unknown check", lambda r: r["cases"][0].__setitem__("check", "x")),
+            ("a failure class no check gives",
+             lambda r: r["cases"][0].__setitem__("failure_class", "restore_bad")),
+            ("a result without its dropout settings", lambda r: r.pop("dropout"))]
+    for what, mut in muts:
+        bad_res = copy.deepcopy(res)
+        mut(bad_res)
+        check(nvschema.errors(v, bad_res) != [], "the schema rejects %s" % what)
+    return c
+
+
 def suite_jobs(root):
     with open(os.path.join(root, "suites", "rng.json")) as f:
         return json.load(f)["jobs"]
@@ -85,7 +111,11 @@ def emu(worker, root, rngless, tmp):
     _, four, _ = run(worker, main, "emu", tmp, threads=4)
     check(one and four and one["cases"] == four["cases"], "the same cases for 1 and 4 threads")
 
+    v = schema_ok(one, "the emu result")
+    if one:
+        schema_rejects(v, one)
     rc, res, err = run(worker, main, "emu:rng_restore=reuse", tmp)
+    schema_ok(res, "the failed result of emu:rng_restore=reuse")
     got = bad(res)
     check(rc == 1 and got == {"state": "restore_reuses_stream",
                               "dropout@0.1": "dropout_not_reproducible",
@@ -146,6 +176,7 @@ def torch(worker, root, tmp):
         rc, res, err = run(worker, job, h, tmp)
         check(rc == 0, "%s on torch CPU: exit 0 (%s)" % (job["name"], err.strip()[-300:]))
         all_pass(res, job["name"] + " on torch CPU")
+        schema_ok(res, job["name"] + "'s torch result")
     rc, res, err = run(worker, main, h + " --rng-fault restore_reuse", tmp)
     got = bad(res)
     check(rc == 1 and got.get("state") == "restore_reuses_stream"
@@ -160,6 +191,7 @@ def torch(worker, root, tmp):
           "--rng-fault no_preserve (checkpoint without preserve_rng_state): only the "
           "recompute cases fail: %s" % got)
     rc, res, err = run(worker, dict(main, checks=["seeding"]), h + " --no-requests", tmp)
+    schema_ok(res, "the not-offered result")
     got = bad(res)
     check(rc == 2 and got == {"seeding": "not_offered"}
           and "does not list \"rng\"" in res["cases"][0]["error"],
