@@ -204,6 +204,7 @@ static const char *const kind_names[NV_SPEC_KIND_COUNT] = {
     [NV_SPEC_KIND_SUITE] = "suite",
     [NV_SPEC_KIND_CONTRACT] = "contract",
     [NV_SPEC_KIND_SERVING] = "serving",
+    [NV_SPEC_KIND_RNG] = "rng",
 };
 
 int nv_spec_kind_of(const json_t *spec)

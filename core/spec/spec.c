@@ -9,6 +9,7 @@
 #include "jobspec.h"
 #include "longrunspec.h"
 #include "modelspec.h"
+#include "rngspec.h"
 #include "servingspec.h"
 #include "spec_internal.h"
 
@@ -27,6 +28,8 @@ int nv_jobspec_validate(const json_t *spec, char **ret_pointer, char **ret_msg)
         return nv_modelspec_validate(spec, ret_pointer, ret_msg);
     case NV_SPEC_KIND_SERVING:
         return nv_servingspec_validate(spec, ret_pointer, ret_msg);
+    case NV_SPEC_KIND_RNG:
+        return nv_rngspec_validate(spec, ret_pointer, ret_msg);
     default: {
         /* op, and the refusal of everything else (not an object, no or an
          * unknown "kind", suite) worded by the op parser */

@@ -91,6 +91,7 @@ typedef enum nv_spec_kind {
     NV_SPEC_KIND_SUITE,
     NV_SPEC_KIND_CONTRACT,
     NV_SPEC_KIND_SERVING,
+    NV_SPEC_KIND_RNG,
     NV_SPEC_KIND_COUNT
 } nv_spec_kind;
 

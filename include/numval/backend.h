@@ -29,9 +29,10 @@ extern "C" {
 #endif
 
 /* Version 2 appended nv_backend.double_backward (and nv_double_backward_call);
- * version 3 appended nv_backend.train (nv_train_call); numval still loads
- * version-1 and -2 tables, which end before them. */
-#define NV_BACKEND_ABI_VERSION 3
+ * version 3 appended nv_backend.train (nv_train_call); version 4 appended
+ * nv_backend.rng (nv_rng_call); numval still loads version-1, -2 and -3
+ * tables, which end before them. */
+#define NV_BACKEND_ABI_VERSION 4
 #define NV_BACKEND_MAX_DIMS 8
 
 enum {
@@ -174,6 +175,39 @@ typedef struct nv_train_call {
     size_t info_len; /* >= 65536 */
 } nv_train_call;
 
+/* The device's random number generators (docs/BACKEND_ABI.md "Random number
+ * generators"): numval drives them one action at a time and judges the
+ * streams (docs/JOBS.md "RNG jobs"). The backend keeps generators 0 ..
+ * NV_RNG_MAX_GENS - 1 in its context; generator 0 is the framework's default
+ * one, the generator its dropout draws from. */
+#define NV_RNG_MAX_GENS 64
+
+enum nv_rng_action {
+    NV_RNG_SEED = 0,      /* generator gen seeded with seed (created if new) */
+    NV_RNG_UNIFORM = 1,   /* outputs[0]: n fp32 uniforms in [0, 1) from gen */
+    NV_RNG_DROPOUT = 2,   /* outputs[0]: dropout(ones(n), p) from generator 0, fp32 */
+    NV_RNG_GET_STATE = 3, /* outputs[0]: gen's state, int8 bytes in the device's format */
+    NV_RNG_SET_STATE = 4, /* inputs[0]: a GET_STATE state; gen continues from it */
+    /* Activation checkpointing on generator 0: y = dropout(x, p) of x = ones(n)
+     * run under the framework's checkpoint (the forward keeps no mask), then n
+     * uniforms drawn (the layers after it), then the backward of sum(y), which
+     * recomputes the forward. outputs[0] y, outputs[1] dL/dx (the recomputed
+     * forward's mask times 1/(1-p)), outputs[2] the n uniforms; all fp32 [n]. */
+    NV_RNG_RECOMPUTE = 5,
+};
+
+typedef struct nv_rng_call {
+    int32_t action; /* an NV_RNG_* code */
+    int32_t gen;    /* 0 .. NV_RNG_MAX_GENS - 1 (SEED, UNIFORM, GET/SET_STATE) */
+    uint64_t seed;  /* SEED */
+    int64_t n;      /* UNIFORM, DROPOUT, RECOMPUTE: elements */
+    double p;       /* DROPOUT, RECOMPUTE: the drop probability, in [0, 1) */
+    int32_t n_inputs;
+    const nv_tensor_view *inputs;
+    int32_t n_outputs;       /* set by the caller: 1 (UNIFORM, DROPOUT, GET_STATE), 3, or 0 */
+    nv_tensor_view *outputs; /* backend-allocated, released through release_tensor */
+} nv_rng_call;
+
 typedef struct nv_backend {
     uint32_t abi_version; /* NV_BACKEND_ABI_VERSION the backend was built against */
     uint32_t struct_size; /* sizeof(nv_backend) at build time */
@@ -213,12 +247,18 @@ typedef struct nv_backend {
     /* May be NULL (no device-driven training). NV_E_UNSUPPORTED for a config it
      * does not offer, with a message that starts "not offered:". */
     int (*train)(void *ctx, nv_train_call *call, char *err, size_t errlen);
+
+    /* ---- ABI version 4 ---- */
+    /* May be NULL (RNG jobs refused). NV_E_UNSUPPORTED for an action it does
+     * not offer, with a message that starts "not offered:". */
+    int (*rng)(void *ctx, nv_rng_call *call, char *err, size_t errlen);
 } nv_backend;
 
-/* The size of a version-1 table (everything before double_backward), and of a
- * version-2 one (before train). */
+/* The size of a version-1 table (everything before double_backward), of a
+ * version-2 one (before train) and of a version-3 one (before rng). */
 #define NV_BACKEND_V1_SIZE offsetof(nv_backend, double_backward)
 #define NV_BACKEND_V2_SIZE offsetof(nv_backend, train)
+#define NV_BACKEND_V3_SIZE offsetof(nv_backend, rng)
 
 /* The one symbol a plugin exports. */
 typedef const nv_backend *(*nv_backend_entry_fn)(void);

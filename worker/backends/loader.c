@@ -54,9 +54,9 @@ static const char *missing_function(const nv_backend *t)
     return NULL;
 }
 
-/* Versions 1 to 3 are loaded: version 2 only appended double_backward and 3
- * train, so an older table is a prefix of this one (NV_BACKEND_V1_SIZE,
- * NV_BACKEND_V2_SIZE). A
+/* Versions 1 to 4 are loaded: version 2 only appended double_backward, 3
+ * train and 4 rng, so an older table is a prefix of this one
+ * (NV_BACKEND_V1_SIZE, NV_BACKEND_V2_SIZE, NV_BACKEND_V3_SIZE). A
  * newer or unknown version may have changed what its fields mean: refused. */
 static int check_table(const nv_backend *t, const char *path, char *err, size_t errlen)
 {
@@ -64,16 +64,17 @@ static int check_table(const nv_backend *t, const char *path, char *err, size_t 
         snprintf(err, errlen, "plugin '%s': %s() returned NULL", path, NV_BACKEND_ENTRY_SYMBOL);
         return -EINVAL;
     }
-    if (t->abi_version != NV_BACKEND_ABI_VERSION && t->abi_version != 1 && t->abi_version != 2) {
+    if (t->abi_version < 1 || t->abi_version > NV_BACKEND_ABI_VERSION) {
         snprintf(err, errlen,
                  "plugin '%s' was built for backend ABI version %u, but this numval speaks "
-                 "version %d (and loads version 1 and version 2 tables): rebuild it against this numval's "
+                 "version %d (and loads version 1 to 3 tables): rebuild it against this numval's "
                  "include/numval/backend.h",
                  path, (unsigned)t->abi_version, NV_BACKEND_ABI_VERSION);
         return -EINVAL;
     }
     size_t need = t->abi_version == 1   ? NV_BACKEND_V1_SIZE
                   : t->abi_version == 2 ? NV_BACKEND_V2_SIZE
+                  : t->abi_version == 3 ? NV_BACKEND_V3_SIZE
                                         : sizeof(nv_backend);
     if (t->struct_size < need) {
         snprintf(err, errlen,
@@ -142,10 +143,12 @@ static int load_plugin(const char *rest, nvw_backend **ret, char *err, size_t er
         r = -ENOMEM;
         goto out;
     }
-    if (table->abi_version < 3) { /* read only the prefix it has */
+    if (table->abi_version < NV_BACKEND_ABI_VERSION) { /* read only the prefix it has */
         memset(&b->widened, 0, sizeof b->widened);
         memcpy(&b->widened, table,
-               table->abi_version == 1 ? NV_BACKEND_V1_SIZE : NV_BACKEND_V2_SIZE);
+               table->abi_version == 1   ? NV_BACKEND_V1_SIZE
+               : table->abi_version == 2 ? NV_BACKEND_V2_SIZE
+                                         : NV_BACKEND_V3_SIZE);
         b->table = &b->widened;
     }
     *ret = b;

@@ -34,7 +34,7 @@ AUTOGRAD = "builtin"  # set by --autograd
 WRONG_OP = None  # set by --wrong-op: that op's modules in a graph request are wrong
 # Optional requests (docs/EXEC_PROTOCOL.md "Optional requests"), listed in the hello;
 # --no-requests lists none (how a harness that predates them looks to the worker).
-REQUESTS = ["graph", "train"]
+REQUESTS = ["graph", "train", "rng"]
 AT_HELLO = None  # (user, sys) CPU seconds when the hello was sent, for benchmarks
 
 # Element encodings shared with the C ABI (docs/BACKEND_ABI.md). bf16 travels as
@@ -247,7 +247,8 @@ def describe(device):
                  "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
                  "float32_matmul_precision": torch.get_float32_matmul_precision(),
                  "autograd": AUTOGRAD,
-                 **({"wrong_op": WRONG_OP} if WRONG_OP else {})},
+                 **({"wrong_op": WRONG_OP} if WRONG_OP else {}),
+                 **({"rng_fault": torch_rng.FAULT} if torch_rng.FAULT != "none" else {})},
         "contract": {"dtypes": sorted(DTYPES), "autocast": {"lower_precision": autocast_lower,
                                                              "fp32": autocast_fp32}},
         "inference_only": False,
@@ -301,6 +302,12 @@ def handle(device, msg, tensors):
         return [f"grad_input:{i}" for i in range(len(outs))], outs, {"autograd": how}
     if kind == "graph" and "graph" in REQUESTS:
         return torch_model.run(msg, tensors, device, WRONG_OP)
+    if kind == "rng" and "action" in msg and "rng" in REQUESTS:
+        try:
+            names, outs = torch_rng.action(device, msg, tensors)
+        except torch_rng.RngError as e:
+            raise HarnessError(e.code, str(e))
+        return names, outs, {}
     if kind == "rng":
         got = torch_rng.streams(device, int(msg.get("seed", 0)), int(msg.get("n", 1024)),
                                 float(msg.get("p", 0.5)))
@@ -370,8 +377,11 @@ def main():
                     help="test flag: list no optional request in the hello")
     ap.add_argument("--train-fault", default="none", choices=torch_train.FAULTS,
                     help="a training-loop misuse for numval to catch (torch_train.py)")
+    ap.add_argument("--rng-fault", default="none", choices=torch_rng.FAULTS,
+                    help="an RNG misuse for numval's RNG jobs to catch (torch_rng.py)")
     args = ap.parse_args()
     torch_train.FAULT = args.train_fault
+    torch_rng.FAULT = args.rng_fault
     if os.environ.get("NUMVAL_HARNESS_RUSAGE"):
         atexit.register(report_rusage, os.environ["NUMVAL_HARNESS_RUSAGE"])
     global AUTOGRAD, WRONG_OP, REQUESTS

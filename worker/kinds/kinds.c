@@ -13,6 +13,7 @@
 #include "worker/kinds/longrun/longrun.h"
 #include "worker/kinds/model/model.h"
 #include "worker/kinds/op/op.h"
+#include "worker/kinds/rng/rng.h"
 #include "worker/kinds/serving/serving.h"
 
 static void artifact_failure_key(const json_t *manifest, char *key, size_t len);
@@ -52,6 +53,7 @@ static const nvw_kind kinds[] = {
     {.name = "suite", .run = nvw_run_suite},
     {.name = "contract", .run = nvw_run_contract},
     {.name = "serving", .run = nvw_run_serving},
+    {.name = "rng", .run = nvw_run_rng},
 };
 
 #define N_KINDS (sizeof kinds / sizeof kinds[0])

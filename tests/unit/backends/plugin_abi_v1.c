@@ -3,8 +3,10 @@
  * must load it, read nothing past that size, and treat it as offering no
  * double backward. Its double_backward slot holds a function that aborts, so
  * a loader that read the slot anyway (or a gradient job that called it) would
- * crash the test. Built with -DABI_FUTURE it declares version 3 instead, which
- * numval must refuse naming both versions. */
+ * crash the test. Built with -DABI_FUTURE it declares version 5 instead, which
+ * numval must refuse naming both versions. Built with -DABI_V3 it is a
+ * version-3 table (struct_size NV_BACKEND_V3_SIZE) whose rng slot aborts:
+ * numval must load it with no rng entry. */
 #include <stdlib.h>
 
 #include "numval/backend.h"
@@ -18,12 +20,26 @@ static int never(void *ctx, nv_double_backward_call *call, char *err, size_t err
     abort();
 }
 
+#ifdef ABI_V3
+static int never_rng(void *ctx, nv_rng_call *call, char *err, size_t errlen)
+{
+    (void)ctx, (void)call, (void)err, (void)errlen;
+    abort();
+}
+#endif
+
 const nv_backend *nv_backend_entry(void)
 {
     table = *nvw_emu_backend();
     table.name = "abi_v1";
-#ifdef ABI_FUTURE
-    table.abi_version = 4;
+#if defined ABI_FUTURE
+    table.abi_version = 5;
+#elif defined ABI_V3
+    table.name = "abi_v3";
+    table.abi_version = 3;
+    table.struct_size = (uint32_t)NV_BACKEND_V3_SIZE;
+    table.rng = never_rng;
+    return &table;
 #else
     table.abi_version = 1;
     table.struct_size = (uint32_t)NV_BACKEND_V1_SIZE;

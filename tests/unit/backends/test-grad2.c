@@ -317,9 +317,14 @@ static void loader_versions(void)
     nvw_backend_free(b);
     b = NULL;
     r = nvw_backend_load("plugin:" PLUGIN_V3, &b, err, sizeof err);
-    tap_ok(r == -EINVAL && !b && strstr(err, "version 4") && strstr(err, "version 3") &&
+    tap_ok(r == -EINVAL && !b && strstr(err, "version 5") && strstr(err, "version 4") &&
                strstr(err, PLUGIN_V3),
-           "a version-4 plugin is refused naming the file and both versions: %s", err);
+           "a version-5 plugin is refused naming the file and both versions: %s", err);
+    r = nvw_backend_load("plugin:" PLUGIN_RNGLESS, &b, err, sizeof err);
+    t = r == 0 ? nvw_backend_table(b) : NULL;
+    tap_ok(r == 0 && t && t->abi_version == 3 && !t->rng && t->train && t->double_backward,
+           "a version-3 plugin loads with train and double backward but no rng entry (%s)", err);
+    nvw_backend_free(b);
 }
 
 int main(void)

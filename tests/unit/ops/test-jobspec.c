@@ -49,7 +49,7 @@ static void test_fields(void)
     expect("dtypes", NULL, "/dtypes", "missing");
     expect("colour", "\"blue\"", "/colour", "unknown key 'colour'");
     expect("kind", "\"bogus\"", "/kind",
-           "unknown kind 'bogus'; known kinds: op, gradient, fused, longrun, model, suite, contract, serving");
+           "unknown kind 'bogus'; known kinds: op, gradient, fused, longrun, model, suite, contract, serving, rng");
     expect("kind", "\"suite\"", "/kind", "kind 'suite' is not supported by this build");
     expect("kind", "7", "/kind", "'7' must be a string such as \"op\"");
     expect("kind", NULL, "/kind", "missing \"kind\"");

@@ -49,6 +49,7 @@ static void emu_close(void *ctx)
         free(c->scratch[i]);
     free(c->describe);
     emu_train_free(c->train);
+    free(c->rng);
     free(c);
 }
 
@@ -358,6 +359,7 @@ static const nv_backend emu_table = {
     .release_tensor = emu_release,
     .double_backward = emu_double_backward, /* emu_backward_call.c */
     .train = emu_train_call,                /* emu_train.c */
+    .rng = emu_rng_call,                    /* emu_rng.c */
 };
 
 const nv_backend *nvw_emu_backend(void)

@@ -67,10 +67,20 @@ typedef struct emu_mode {
      * weights (a checkpoint without that state); "allreduce=bf16" (the
      * distributed step's gradient all-reduce summed in bf16 whatever dtype the
      * job declares; "declared", the default, sums in the declared dtype;
-     * "arrival": the ring starts at the rank that arrived first, taken from a
-     * process-wide count of reductions, so the order, and the bits, change
+     * "arrival": the ring starts at the rank that arrived first, drawn at
+     * random at each reduction, so the order, and the bits, change
      * from run to run while the step still reports itself deterministic). */
     int train_fault, ckpt_drop, allreduce;
+    /* RNG misbehaviours (emu_rng.c, docs/JOBS.md "RNG jobs"): "rng_restore=reuse"
+     * (a restored state keeps the seed but drops the stream offset, so the
+     * generator replays numbers it already gave), "rng_streams=overlap" (every
+     * seed indexes one stream: seed s starts 256 words after seed s - 1),
+     * "rng_recompute=fresh" (a checkpointed forward's recomputation draws new
+     * numbers instead of replaying the forward's), "rng_threshold=DTYPE" (dropout
+     * compares against 1 - p rounded to DTYPE: a keep rate off by that
+     * rounding). */
+    bool rng_restore_reuse, rng_streams_overlap, rng_recompute_fresh, rng_threshold_set;
+    nv_dtype rng_threshold;
 } emu_mode;
 
 enum { EMU_TF_NONE, EMU_TF_SKIP_UNSCALE, EMU_TF_UPDATE_SKIPPED, EMU_TF_IGNORE_DET };
@@ -89,6 +99,7 @@ typedef struct emu_ctx {
     double *scratch[EMU_MAX_INPUTS + 1];
     size_t scratch_cap[EMU_MAX_INPUTS + 1];
     struct emu_train *train; /* device-driven training state (emu_train.c) */
+    struct emu_rng *rng;     /* the generators of nv_backend.rng (emu_rng.c) */
 } emu_ctx;
 
 /* The dtypes and rounding one op call uses, resolved from the mode and the call. */
@@ -103,6 +114,9 @@ typedef struct emu_call {
     uint64_t sr_state;    /* stochastic rounding stream (deterministic per call) */
     uint64_t order_state; /* random order stream (fresh per call) */
 } emu_call;
+
+/* ---- emu_rng.c ---- */
+int emu_rng_call(void *ctx, nv_rng_call *call, char *err, size_t errlen);
 
 /* ---- emu_train.c ---- */
 int emu_train_call(void *ctx, nv_train_call *call, char *err, size_t errlen);

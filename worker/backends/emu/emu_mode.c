@@ -118,6 +118,15 @@ static int parse_name(const char *v, const char *const *names, int n, int *ret)
 }
 
 /* One key=value pair; returns the expectation text on a bad value, NULL if good. */
+/* v must be a or b: *ret says it is b; NULL, or `expect` (the words "A or B"). */
+static const char *choice(const char *v, const char *a, const char *b, bool *ret,
+                          const char *expect)
+{
+    if (!strcmp(v, a) || !strcmp(v, b))
+        return *ret = !strcmp(v, b), NULL;
+    return expect;
+}
+
 static const char *apply(emu_mode *m, const char *k, const char *v, bool *known)
 {
     int i;
@@ -206,6 +215,16 @@ static const char *apply(emu_mode *m, const char *k, const char *v, bool *known)
                 return m->allreduce = i, NULL;
         return "declared, bf16 or arrival";
     }
+    if (!strcmp(k, "rng_restore"))
+        return choice(v, "exact", "reuse", &m->rng_restore_reuse, "exact or reuse");
+    if (!strcmp(k, "rng_streams"))
+        return choice(v, "independent", "overlap", &m->rng_streams_overlap,
+                      "independent or overlap");
+    if (!strcmp(k, "rng_recompute"))
+        return choice(v, "replay", "fresh", &m->rng_recompute_fresh, "replay or fresh");
+    if (!strcmp(k, "rng_threshold"))
+        return parse_float_dtype(v, &m->rng_threshold) ? "a float dtype (bf16, fp8_e4m3, ...)"
+                                                       : (m->rng_threshold_set = true, NULL);
     if (!strncmp(k, "fused_", 6)) /* fused graph knobs: emu_graph.c */
         return emu_graph_mode_apply(m, k, v, known);
     *known = false;
@@ -239,7 +258,8 @@ int emu_mode_parse(const char *opts, emu_mode *m, char *err, size_t errlen)
                      "unknown emu mode key '%s' (value '%s'): expected storage, compute, accum, "
                      "reduce, accum_block, accum_align, fma, ftz, daz, rounding, saturate, "
                      "transcendental, scale, seed, inference_only, batch_splitk, kv_cache, "
-                     "train_fault, ckpt_drop, allreduce or fused_*",
+                     "train_fault, ckpt_drop, allreduce, rng_restore, rng_streams, "
+                     "rng_recompute, rng_threshold or fused_*",
                      item, eq + 1);
             r = NV_E_INVALID;
             goto out;

@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/random.h>
 
 #include "core/numerics/rng.h"
 #include "emu_internal.h"
@@ -358,6 +359,19 @@ static void rows_grads(const emu_train_t *t, const step_buf *s, int64_t b0, int6
     mm(t, I, nb, H, s->x + b0 * I, true, s->dh + b0 * H, false, g[0]);
 }
 
+/* The rank whose gradient arrives first: drawn from the kernel's generator at
+ * each reduction. A count of reductions would not do: a repeat run of K steps
+ * starts K reductions later, and with K a multiple of R it replays the first
+ * run's order bit for bit. */
+static int arrival_rank(int R)
+{
+    static atomic_uint arrivals; /* fallback if getrandom fails */
+    unsigned v;
+    if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v)
+        v = atomic_fetch_add(&arrivals, 1);
+    return (int)(v % (unsigned)R);
+}
+
 /* Distributed: each rank's gradient of its shard, all-reduced into s->g (and
  * a copy in s->red, what the step returns). */
 static int reduce_ranks(const emu_ctx *ctx, const emu_train_t *t, step_buf *s, int64_t B)
@@ -373,8 +387,7 @@ static int reduce_ranks(const emu_ctx *ctx, const emu_train_t *t, step_buf *s, i
     for (int r = 0; r < R; r++)
         rows_grads(t, s, r * B / R, (r + 1) * B / R, s->rg[r]);
     nv_dtype dt = ctx->mode.allreduce == EMU_AR_BF16 ? NV_DT_BF16 : t->reduce_dt;
-    static atomic_int arrivals; /* every context's reductions: run-to-run order */
-    int rotate = ctx->mode.allreduce == EMU_AR_ARRIVAL ? atomic_fetch_add(&arrivals, 1) % R : 0;
+    int rotate = ctx->mode.allreduce == EMU_AR_ARRIVAL ? arrival_rank(R) : 0;
     for (int i = 0; i < NP; i++) {
         double *col[64];
         for (int r = 0; r < R; r++)
