@@ -30,6 +30,10 @@ typedef enum nv_op_kind {
                        maximum: a selection of input values) */
     NV_OPK_CONV,    /* conv2d: x [N, C, H, W], weight [Co, C, kh, kw] -> [N, Co, OH, OW], a
                        dot product of length C*kh*kw per output (conv.c) */
+    NV_OPK_SELECT,  /* an index per row of the last axis, int32 output x [.., V] -> [..]:
+                       argmax; sample (a categorical draw from the temperature-scaled,
+                       top-k / top-p truncated softmax with a counter-based Philox stream,
+                       select.c, docs/TOLERANCES.md "Selections") */
 } nv_op_kind;
 
 typedef enum nv_scale_granularity {
@@ -56,6 +60,11 @@ typedef struct nv_op_attrs {
     int stride, padding;  /* conv2d, max_pool2d: same in H and W (stride of a pool: its kernel) */
     int dilation;         /* conv2d: default 1 */
     int kernel;           /* max_pool2d: square window, default 2 */
+    double temperature;   /* sample: > 0, default 1 */
+    int top_k;            /* sample: keep the k most likely tokens, 0 (default): all */
+    double top_p;         /* sample: nucleus mass in (0, 1], 1 (default): all */
+    uint64_t seed;        /* sample: the Philox key, default 0 */
+    uint64_t offset;      /* sample: counter of row 0 (row r draws at offset + r), default 0 */
 } nv_op_attrs;
 
 /* Matmul operands by granularity: NONE: A [..,M,K], B [..,K,N]; TENSOR adds
@@ -146,6 +155,15 @@ int nv_conv_geom_of(const nv_op_attrs *a, const nv_tensor *x, const nv_tensor *w
 /* The row-major index into x of patch position kk of output (n, oh, ow); -1
  * where the patch reads the zero padding. */
 int64_t nv_conv_x_index(const nv_conv_geom *g, int64_t n, int64_t oh, int64_t ow, int64_t kk);
+
+/* What the selections' exact reference and devices share (select.c, the
+ * definition in its header comment). nv_argmax_row: argmax's index of x[0..n)
+ * (ties: lowest index; the first NaN wins). nv_sample_order: sample's steps 1-2,
+ * the kept tokens in order into order[0..ret), ret = min(top_k, n) (all n for
+ * top_k 0); -1 for a row without a distribution (a NaN, a +Inf, or all -inf),
+ * -2 when out of memory. */
+int64_t nv_argmax_row(const double *x, int64_t n);
+int64_t nv_sample_order(const double *x, int64_t n, int top_k, int64_t *order);
 
 /* Whether op accumulates (reductions, matmul, conv2d): its reference fills
  * abs_sum with sum |terms| and the accumulator demand (reference.h). */

@@ -48,6 +48,12 @@ typedef struct nv_ref_out {
     nv_tensor *peak;
 } nv_ref_out;
 
+/* The sample op's exact distribution for one row x[0..V) under a's temperature,
+ * top_k and top_p (core/ops/select.c steps 1-4): p[i] the probability of token
+ * i, the nearest double (0 outside the kept tokens). Returns 0, -1 for a row
+ * without a distribution (p all 0) or NV_E_NOMEM. */
+int nv_ref_sample_probs(const double *x, int64_t V, const nv_op_attrs *a, double *p);
+
 /* nv_op_reference with the wide abs_sum and the accumulator demand (above). */
 int nv_op_reference_ex(const nv_op_def *op, const nv_op_attrs *a, int n_in,
                        const nv_tensor *const *in, const nv_ref_out *out);

@@ -60,6 +60,14 @@ typedef struct emu_mode {
     bool batch_splitk;
     bool kv_cache_set;
     nv_dtype kv_cache;
+    /* Sampling misbehaviours (emu_select.c, docs/SERVING.md): sample_stream
+     * "reuse" draws every row of a call at the call's offset (one uniform for a
+     * whole batch), "per_call" at a draw count the context keeps across calls
+     * (a generator whose state is never reset: the seed does not reproduce);
+     * sample_topp "before_temperature" cuts the nucleus on softmax(x), not on
+     * softmax(x / T). */
+    int sample_stream;
+    bool sample_topp_first;
     /* Device-driven training faults (emu_train.c): "train_fault=" skip_unscale
      * (clip the scaled gradients, unscale after) or update_skipped (step the
      * optimizer on a non-finite step); "ckpt_drop=" scaler or rng (a checkpoint
@@ -68,6 +76,7 @@ typedef struct emu_mode {
 } emu_mode;
 
 enum { EMU_TF_NONE, EMU_TF_SKIP_UNSCALE, EMU_TF_UPDATE_SKIPPED };
+enum { EMU_SS_COUNTER, EMU_SS_REUSE, EMU_SS_PER_CALL };
 enum { EMU_CK_NONE, EMU_CK_SCALER, EMU_CK_RNG };
 
 /* The most inputs an op takes (matmul: a, b and two scales), with room to spare. */
@@ -82,6 +91,7 @@ typedef struct emu_ctx {
     double *scratch[EMU_MAX_INPUTS + 1];
     size_t scratch_cap[EMU_MAX_INPUTS + 1];
     struct emu_train *train; /* device-driven training state (emu_train.c) */
+    uint64_t draws;          /* rows sampled so far (sample_stream=per_call) */
 } emu_ctx;
 
 /* The dtypes and rounding one op call uses, resolved from the mode and the call. */
@@ -204,6 +214,12 @@ int emu_matmul(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, int n_in,
 /* conv2d (emu_conv.c): in[] = x, weight, contiguous. */
 int emu_conv2d(emu_call *c, const nv_op_attrs *a, const nv_tensor *const *in, double *out,
                char *err, size_t errlen);
+
+/* argmax and sample (emu_select.c): in[0] = x [.., V] decoded, out one index per
+ * row; *draws is the context's draw count (sample_stream=per_call). */
+int emu_select(const emu_mode *m, const nv_op_def *op, const nv_op_attrs *a,
+               const nv_tensor *const *in, double *out, uint64_t *draws, char *err,
+               size_t errlen);
 
 /* ---- emu_sum.c: ordered accumulation in dt ----
  * Sum of x[i*sx] (y NULL) or dot product of x[i*sx]*y[i*sy] over i < n, in the
