@@ -82,6 +82,18 @@ static json_t *tokens_json(const int64_t *v, int64_t n)
     return a;
 }
 
+/* The logits sampled: with them a reader recomputes the expected counts. */
+static json_t *logits_json(const double *v, int64_t n)
+{
+    json_t *a = json_array();
+    for (int64_t i = 0; a && i < n; i++)
+        if (json_array_append_new(a, nvw_json_num(v[i]))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
 static json_t *report(const sstate *st, const tally *t, const nv_gtest *g, double alpha, double tv,
                       double power_target, double min_expected, double power, int64_t needed,
                       bool gen_judged)
@@ -117,7 +129,8 @@ static json_t *report(const sstate *st, const tally *t, const nv_gtest *g, doubl
         sv_set_num(o, "power_target", power_target) || sv_set_num(o, "tv_bias", tv) ||
         sv_set_num(o, "min_expected", min_expected) ||
         sv_set_num(o, "expected_distinct", t->expected_distinct) ||
-        sv_set_num(o, "temperature", s->temperature) || sv_set_num(o, "top_p", s->top_p)) {
+        sv_set_num(o, "temperature", s->temperature) || sv_set_num(o, "top_p", s->top_p) ||
+        json_object_set_new(o, "logits", logits_json(st->logits, s->vocab))) {
         json_decref(o);
         return NULL;
     }
