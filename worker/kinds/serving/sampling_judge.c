@@ -20,6 +20,8 @@ typedef struct tally {
     double expected_distinct; /* sum 1 - (1 - p)^N */
     int64_t worst_token;      /* the largest standardized residual (O - E) / sqrt(E) */
     double worst_resid;
+    int64_t repeats;          /* draws equal to the one before (independence) */
+    double expected_repeats;  /* (N - 1) sum p^2 for independent draws */
 } tally;
 
 static void count(const sstate *st, tally *t)
@@ -35,6 +37,7 @@ static void count(const sstate *st, tally *t)
             continue;
         }
         t->obs[tok]++;
+        t->repeats += k > 0 && st->draws[k - 1] == tok;
     }
     t->outside_token = -1;
     for (int64_t i = 0; i < V; i++) {
@@ -45,6 +48,7 @@ static void count(const sstate *st, tally *t)
             if (t->outside_token < 0 || t->obs[i] > t->obs[t->outside_token])
                 t->outside_token = i;
         }
+        t->expected_repeats += (double)(N - 1) * st->p[i] * st->p[i];
         double e = (double)N * st->p[i];
         double z = e > 0 ? ((double)t->obs[i] - e) / sqrt(e) : 0;
         if (e > 0 && fabs(z) > fabs(t->worst_resid))
@@ -107,12 +111,14 @@ static json_t *report(const sstate *st, const tally *t, const nv_gtest *g, doubl
                             "judged", gen_judged, "first_differing_step",
                             gen_same ? json_null() : json_integer(st->gen_diff));
     json_t *o = json_pack(
-        "{s:o, s:i, s:I, s:b, s:b, s:o, s:o, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:s}",
+        "{s:o, s:i, s:I, s:b, s:b, s:o, s:o, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, "
+        "s:s}",
         "histogram", histogram(st, t), "df", g->df, "samples", (json_int_t)s->draws,
         "reproducible", draws_same && (gen_same || !gen_judged), "draws_reproducible", draws_same,
         "first_differing_draw", draws_same ? json_null() : json_integer(st->draw_diff),
         "generation", gen, "categories", g->categories, "distinct_tokens", t->distinct,
         "samples_needed", (json_int_t)needed, "outside_support", (json_int_t)t->outside,
+        "adjacent_repeats", (json_int_t)t->repeats,
         "top_k", (json_int_t)s->top_k, "seed", (json_int_t)s->seed, "offset",
         (json_int_t)st->base_draws, "generation_offset", (json_int_t)st->base_gen, "test",
         "G-test with Williams' correction (Sokal & Rohlf 2012 §17.2), p = chi-square survival "
@@ -129,6 +135,7 @@ static json_t *report(const sstate *st, const tally *t, const nv_gtest *g, doubl
         sv_set_num(o, "power_target", power_target) || sv_set_num(o, "tv_bias", tv) ||
         sv_set_num(o, "min_expected", min_expected) ||
         sv_set_num(o, "expected_distinct", t->expected_distinct) ||
+        sv_set_num(o, "expected_adjacent_repeats", t->expected_repeats) ||
         sv_set_num(o, "temperature", s->temperature) || sv_set_num(o, "top_p", s->top_p) ||
         json_object_set_new(o, "logits", logits_json(st->logits, s->vocab))) {
         json_decref(o);
@@ -182,13 +189,14 @@ static int verdict(const sstate *st, const tally *t, const nv_gtest *g, double a
                           "to at least %lld",
                           s->draws, g->df, power, power_target, tv, alpha, (long long)needed);
     if (g->df > 0 && g->p < alpha) {
+        /* the draws of one batch are adjacent: a shared stream makes them equal */
         char hint[256] = "";
-        if (t->distinct < t->expected_distinct / 2)
+        if ((double)t->repeats > 2 * t->expected_repeats + 10)
             snprintf(hint, sizeof hint,
-                     "; the %d draws took only %d distinct tokens where the reference expects "
-                     "%.1f: the draws are not independent (as when requests share one random "
-                     "stream)",
-                     s->draws, t->distinct, t->expected_distinct);
+                     "; adjacent draws are equal %lld times where independent draws would be "
+                     "%.1f times: the draws are not independent (as when the requests of a "
+                     "batch share one random stream)",
+                     (long long)t->repeats, t->expected_repeats);
         return sv_verdict(c, "failed", "sampling_bias",
                           "the token frequencies differ from the reference distribution: G = "
                           "%.4g on %d degrees of freedom, p = %.3g < alpha = %g; the largest "
