@@ -209,3 +209,14 @@ int nvo_ref_select(int id, const nv_op_attrs *a, const nv_tensor *const *in, con
     free(buf);
     return r;
 }
+
+int64_t nv_select_justify(double *got, const double *hi, const double *lo, int64_t n)
+{
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (got[i] != hi[i] && got[i] == lo[i]) {
+            got[i] = hi[i];
+            k++;
+        }
+    return k;
+}

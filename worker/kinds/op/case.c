@@ -433,13 +433,10 @@ static int compare_case(case_state *cs, bool deterministic)
      * (core/ref/ref_select.c: sample's CDF boundaries within delta); such an
      * output is judged as hi and counted. */
     bool select = cs->s->op->kind == NV_OPK_SELECT;
-    int64_t justified = 0;
-    for (int64_t i = 0; select && i < cs->got->numel; i++)
-        if (cs->got->data[i] != cs->hi->data[i] && cs->got->data[i] == cs->lo->data[i]) {
-            cs->got->data[i] = cs->hi->data[i];
-            justified++;
-        }
-    if (select && json_object_set_new(cs->cj, "justified", json_integer(justified)))
+    if (select &&
+        json_object_set_new(cs->cj, "justified",
+                            json_integer(nv_select_justify(cs->got->data, cs->hi->data,
+                                                           cs->lo->data, cs->got->numel))))
         return -ENOMEM;
     nv_compare_input ci = {
         .dtype = cs->out_dt,
