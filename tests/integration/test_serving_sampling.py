@@ -214,15 +214,22 @@ def main():
                 "emu:sample_topp=before_temperature", "failed"),
                ({"op": "sample", "shapes": [[64, 50]], "inputs": ["normal"], "repeat": 2,
                  "deterministic": True}, "emu:sample_stream=per_call", "failed")]
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import nvschema
+        op_case = nvschema.validator("op_case")
         for patch, be, want in ops:
             spec = dict({"kind": "op", "dtypes": ["fp32", "bf16", "fp64"],
                          "inputs": ["normal", "specials", "large"], "seed": 1}, **patch)
             rc, doc, err = run(tmp, spec, be)
             got = [(c["dtype"], c["input"], c["verdict"], c.get("failure_class"))
                    for c in (doc or {}).get("cases", [])]
-            ok(got and (all(g[2] == want for g in got) if want == "passed"
-                        else any(g[2] == want for g in got)),
-               "op %s on %s: %s" % (patch["op"], be, want), (err, got))
+            errs = [e for c in (doc or {}).get("cases", []) for e in nvschema.errors(op_case, c)]
+            ok(got and not errs and all(c["out_dtype"] == "int32" and "justified" in c
+                                        for c in doc["cases"]) and
+               (all(g[2] == want for g in got) if want == "passed"
+                else any(g[2] == want for g in got)),
+               "op %s on %s: %s; int32 outputs, the cases valid against the op case schema" %
+               (patch["op"], be, want), (err, got, errs))
 
         bad = [({"draws": 10}, "/draws"), ({"top_p": 0}, "/top_p"),
                ({"temperature": 0}, "/temperature"), ({"top_k": -1}, "/top_k")]
