@@ -126,7 +126,7 @@ static int prompt_logits(sstate *st, sv_exec *x)
     return rc;
 }
 
-static int first_diff(const int64_t *a, const int64_t *b, int64_t n, int64_t *ret_count)
+static int64_t first_diff(const int64_t *a, const int64_t *b, int64_t n, int64_t *ret_count)
 {
     int64_t first = -1, count = 0;
     for (int64_t i = 0; i < n; i++)
@@ -135,7 +135,7 @@ static int first_diff(const int64_t *a, const int64_t *b, int64_t n, int64_t *re
             count++;
         }
     *ret_count = count;
-    return (int)(first < 0 ? -1 : first);
+    return first;
 }
 
 static int run_all(sstate *st)
