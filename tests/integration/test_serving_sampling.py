@@ -12,7 +12,9 @@ fails the part that is about it, naming what changed:
 - emu:sample_stream=per_call (a stream that advances across calls):
   sampling_not_reproducible, naming draw 0;
 - emu:sample_topp=before_temperature: sampling_support, naming a token whose
-  reference probability (recomputed here) is 0.
+  reference probability (recomputed here) is 0;
+- emu:sample_draw=untempered (the nucleus right, the draw from softmax(x)):
+  sampling_bias with every draw inside the support, reproducible.
 Op jobs of argmax and sample pass on emu and sample's fail under those modes;
 too few draws is an error naming the draws needed; bad specs are refused with
 their JSON pointer.
@@ -196,6 +198,17 @@ def main():
            "sample_topp=before_temperature: a draw outside the support, the token named has "
            "probability 0 here too", c.get("error"))
 
+        rc, doc, err = run(tmp, job, "emu:sample_draw=untempered")
+        c = (doc or {}).get("cases", [{}])[0]
+        s = c.get("sampling", {})
+        tv = 0.5 * sum(abs(h["observed"] - h["expected"]) for h in s.get("histogram", [])) / \
+            s.get("samples", 1)
+        ok(rc != 0 and c.get("failure_class") == "sampling_bias" and s["outside_support"] == 0 and
+           s["reproducible"] and "adjacent draws" not in c.get("error", "") and tv > 0.05 and
+           s["p"] < 1e-5,
+           "sample_draw=untempered: a bias inside the support (observed TV %.3f) fails the "
+           "G-test, the draws reproducible and independent" % tv, c.get("error"))
+
         rc, doc, err = run(tmp, dict(job, draws=300), "emu")
         c = (doc or {}).get("cases", [{}])[0]
         ok(c.get("verdict") == "error" and c.get("failure_class") == "underpowered" and
@@ -212,6 +225,9 @@ def main():
                ({"op": "sample", "shapes": [[256, 50]], "inputs": ["normal"],
                  "attrs": {"temperature": 0.7, "top_k": 20, "top_p": 0.9, "seed": 5}},
                 "emu:sample_topp=before_temperature", "failed"),
+               ({"op": "sample", "shapes": [[256, 50]], "inputs": ["normal"],
+                 "attrs": {"temperature": 0.7, "top_k": 20, "top_p": 0.9, "seed": 5}},
+                "emu:sample_draw=untempered", "failed"),
                ({"op": "sample", "shapes": [[64, 50]], "inputs": ["normal"], "repeat": 2,
                  "deterministic": True}, "emu:sample_stream=per_call", "failed")]
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

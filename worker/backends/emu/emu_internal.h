@@ -65,9 +65,12 @@ typedef struct emu_mode {
      * whole batch), "per_call" at a draw count the context keeps across calls
      * (a generator whose state is never reset: the seed does not reproduce);
      * sample_topp "before_temperature" cuts the nucleus on softmax(x), not on
-     * softmax(x / T). */
+     * softmax(x / T); sample_draw "untempered" cuts top-k and top-p right but
+     * draws from softmax(x) over the nucleus (the temperature left out of the
+     * draw: a bias inside the support, for the G-test). */
     int sample_stream;
     bool sample_topp_first;
+    bool sample_untempered;
     /* Device-driven training faults (emu_train.c): "train_fault=" skip_unscale
      * (clip the scaled gradients, unscale after) or update_skipped (step the
      * optimizer on a non-finite step); "ckpt_drop=" scaler or rng (a checkpoint

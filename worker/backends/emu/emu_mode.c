@@ -196,6 +196,11 @@ static const char *apply(emu_mode *m, const char *k, const char *v, bool *known)
             return m->sample_topp_first = v[0] == 'b', NULL;
         return "after_temperature or before_temperature";
     }
+    if (!strcmp(k, "sample_draw")) {
+        if (!strcmp(v, "tempered") || !strcmp(v, "untempered"))
+            return m->sample_untempered = v[0] == 'u', NULL;
+        return "tempered or untempered";
+    }
     if (!strcmp(k, "train_fault")) {
         static const char *const n[] = {"none", "skip_unscale", "update_skipped"};
         for (int i = 0; i < 3; i++)
@@ -243,7 +248,7 @@ int emu_mode_parse(const char *opts, emu_mode *m, char *err, size_t errlen)
                      "unknown emu mode key '%s' (value '%s'): expected storage, compute, accum, "
                      "reduce, accum_block, accum_align, fma, ftz, daz, rounding, saturate, "
                      "transcendental, scale, seed, inference_only, batch_splitk, kv_cache, "
-                     "sample_stream, sample_topp, train_fault, ckpt_drop or fused_*",
+                     "sample_stream, sample_topp, sample_draw, train_fault, ckpt_drop or fused_*",
                      item, eq + 1);
             r = NV_E_INVALID;
             goto out;

@@ -10,7 +10,8 @@
  * (a batch sharing one generator), per_call at a count of draws the context
  * keeps (a generator state that is never reset from the seed), and
  * sample_topp=before_temperature cuts the nucleus on softmax(x) while drawing
- * from softmax(x / T). */
+ * from softmax(x / T), and sample_draw=untempered cuts it right but draws from
+ * softmax(x). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -43,9 +44,10 @@ static int64_t sample_row(const emu_mode *m, const nv_op_attrs *a, const double 
         pre1[j] = s1;
     }
     int64_t n = nucleus(m->sample_topp_first ? pre1 : pre, k, a->top_p);
-    double t = u * pre[n - 1];
+    const double *cdf = m->sample_untempered ? pre1 : pre;
+    double t = u * cdf[n - 1];
     int64_t j = 0;
-    while (j + 1 < n && t >= pre[j])
+    while (j + 1 < n && t >= cdf[j])
         j++;
     return order[j];
 }
