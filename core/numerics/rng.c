@@ -129,6 +129,14 @@ double nv_rng_uniform(nv_rng *r)
     return (double)(nv_rng_u64(r) >> 11) * 0x1p-53;
 }
 
+double nv_sample_uniform(uint64_t seed, uint64_t n)
+{
+    uint32_t ctr[4] = {(uint32_t)n, (uint32_t)(n >> 32), NV_SAMPLE_STREAM_TAG, 0};
+    uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)}, out[4];
+    nv_philox4x32_10(ctr, key, out);
+    return (double)((((uint64_t)out[0] << 32) | out[1]) >> 11) * 0x1p-53;
+}
+
 double nv_rng_normal(nv_rng *r)
 {
     /* Box-Muller (1958): u1 in (0, 1] keeps the log finite. One of the pair is

@@ -38,4 +38,13 @@ uint64_t nv_rng_u64(nv_rng *r);
 double nv_rng_uniform(nv_rng *r);  /* [0, 1) with 53 random bits */
 double nv_rng_normal(nv_rng *r);   /* standard normal (Box-Muller on two uniforms) */
 
+/* The sample op's uniform for a draw at counter n under seed (docs/TOLERANCES.md
+ * "Selections"): one block out = Philox4x32-10(ctr = {lo32(n), hi32(n),
+ * 0x706d6173, 0}, key = {lo32(seed), hi32(seed)}), u = ((out[0] << 32 | out[1])
+ * >> 11) 2^-53, in [0, 1) on a grid of 2^-53, as nv_rng_uniform draws from a
+ * stream. The constant word ("samp" in ASCII, little-endian) keeps these
+ * counters apart from the input streams' (case, tensor) words. */
+#define NV_SAMPLE_STREAM_TAG 0x706d6173u
+double nv_sample_uniform(uint64_t seed, uint64_t n);
+
 #endif

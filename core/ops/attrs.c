@@ -27,12 +27,18 @@ enum {
     K_KERNEL = 1 << 13,
     K_GROUPS = 1 << 14,
     K_COUNT_PAD = 1 << 15,
+    K_TEMPERATURE = 1 << 16,
+    K_TOP_K = 1 << 17,
+    K_TOP_P = 1 << 18,
+    K_SEED = 1 << 19,
+    K_OFFSET = 1 << 20,
 };
 
 static const char *const key_names[] = {"axis", "approximate", "algorithm", "correction", "eps",
                                         "to",   "acc",         "scale",     "reduction",  "heads",
                                         "stride", "padding",   "dilation",  "kernel",     "groups",
-                                        "count_include_pad"};
+                                        "count_include_pad", "temperature", "top_k", "top_p", "seed",
+                                        "offset"};
 #define N_KEYS (sizeof key_names / sizeof key_names[0])
 
 static unsigned op_keys(int id)
@@ -68,6 +74,8 @@ static unsigned op_keys(int id)
         return K_KERNEL | K_STRIDE | K_PADDING;
     case NVO_AVG_POOL2D:
         return K_KERNEL | K_STRIDE | K_PADDING | K_COUNT_PAD;
+    case NVO_SAMPLE:
+        return K_TEMPERATURE | K_TOP_K | K_TOP_P | K_SEED | K_OFFSET;
     default:
         return 0;
     }
@@ -90,6 +98,8 @@ static void attrs_default(nv_op_attrs *a)
     a->kernel = 2;
     a->groups = 1;
     a->count_include_pad = true;
+    a->temperature = 1;
+    a->top_p = 1;
 }
 
 static int fail(char **ret_msg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -233,6 +243,32 @@ static int parse_one(int key, const json_t *v, nv_op_attrs *a, char **ret_msg)
                                      : &a->padding) = iv;
         return 0;
     }
+    case K_TEMPERATURE:
+        /* below 2^-126 x / T overflows fp32 for logits of order 1: greedy
+         * decoding is argmax's, not a temperature of 0 */
+        if (!json_is_number(v) || !(json_number_value(v) >= 0x1p-20) ||
+            !(json_number_value(v) <= 1e6))
+            return fail(ret_msg, "attribute 'temperature' must be a number in [2^-20, 1e6] "
+                                 "(greedy decoding is op 'argmax')");
+        a->temperature = json_number_value(v);
+        return 0;
+    case K_TOP_K:
+        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+            json_integer_value(v) > INT32_MAX)
+            return fail(ret_msg, "attribute 'top_k' must be an integer >= 0 (0: no top-k)");
+        a->top_k = (int)json_integer_value(v);
+        return 0;
+    case K_TOP_P:
+        if (!json_is_number(v) || !(json_number_value(v) > 0) || !(json_number_value(v) <= 1))
+            return fail(ret_msg, "attribute 'top_p' must be a number in (0, 1] (1: no top-p)");
+        a->top_p = json_number_value(v);
+        return 0;
+    case K_SEED:
+    case K_OFFSET:
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
+            return fail(ret_msg, "attribute '%s' must be an integer >= 0", name);
+        *((1 << key) == K_SEED ? &a->seed : &a->offset) = (uint64_t)json_integer_value(v);
+        return 0;
     case K_TO:
         return parse_dtype_attr(name, v, false, &a->cast_to, ret_msg);
     case K_ACC:
@@ -360,6 +396,16 @@ json_t *nv_op_attrs_to_json(const nv_op_def *op, const nv_op_attrs *a)
         r |= json_object_set_new(o, "groups", json_integer(a->groups));
     if (keys & K_COUNT_PAD)
         r |= json_object_set_new(o, "count_include_pad", json_boolean(a->count_include_pad));
+    if (keys & K_TEMPERATURE)
+        r |= json_object_set_new(o, "temperature", json_real(a->temperature));
+    if (keys & K_TOP_K)
+        r |= json_object_set_new(o, "top_k", json_integer(a->top_k));
+    if (keys & K_TOP_P)
+        r |= json_object_set_new(o, "top_p", json_real(a->top_p));
+    if (keys & K_SEED)
+        r |= json_object_set_new(o, "seed", json_integer((json_int_t)a->seed));
+    if (keys & K_OFFSET)
+        r |= json_object_set_new(o, "offset", json_integer((json_int_t)a->offset));
     if (r) {
         json_decref(o);
         return NULL;

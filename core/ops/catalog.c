@@ -206,6 +206,20 @@ static const nv_op_def table[NVO_COUNT] = {
      .inputs = {LINE},
      .differentiable = true,
      .edges = nvo_edges_reduce},
+    /* Selections (select.c): an int32 index per row of the last axis, not
+     * differentiable (piecewise constant). argmax's ties go to the lowest index
+     * and a NaN counts above every number; sample's draw is defined in
+     * docs/TOLERANCES.md "Selections" so that another device can reproduce it. */
+    {.name = "argmax",
+     .kind = NV_OPK_SELECT,
+     .n_inputs = 1,
+     .inputs = {LINE},
+     .edges = nvo_edges_generic},
+    {.name = "sample",
+     .kind = NV_OPK_SELECT,
+     .n_inputs = 1,
+     .inputs = {{"logits", -INFINITY, INFINITY, false}},
+     .edges = nvo_edges_generic},
 };
 
 const nv_op_def *nv_op_find(const char *name)
@@ -512,6 +526,9 @@ int nv_op_infer(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_te
         break;
     case NV_OPK_CONV:
         r = nvo_conv_infer(op, a, n_in, in, &nd, shape, err, errlen);
+        break;
+    case NV_OPK_SELECT:
+        r = nvo_select_infer(op, n_in, in, &nd, shape, err, errlen);
         break;
     default:
         r = nvo_matmul_infer(op, a, n_in, in, &nd, shape, err, errlen);

@@ -31,6 +31,10 @@ typedef enum nv_op_kind {
     NV_OPK_CONV,    /* windowed linear ops over x [N, C, H, W] (conv.c): conv2d (weight
                        [Co, C/groups, kh, kw] -> [N, Co, OH, OW], a dot product of length
                        C/groups*kh*kw per output) and avg_pool2d (the window's mean) */
+    NV_OPK_SELECT,  /* an index per row of the last axis, int32 output x [.., V] -> [..]:
+                       argmax; sample (a categorical draw from the temperature-scaled,
+                       top-k / top-p truncated softmax with a counter-based Philox stream,
+                       select.c, docs/TOLERANCES.md "Selections") */
 } nv_op_kind;
 
 typedef enum nv_scale_granularity {
@@ -60,6 +64,11 @@ typedef struct nv_op_attrs {
     int groups;           /* conv2d: channel groups, default 1 (depthwise: groups = C) */
     bool count_include_pad; /* avg_pool2d: divide by kernel^2 (default true, PyTorch's)
                                or by the window's count of input elements (false) */
+    double temperature;   /* sample: > 0, default 1 */
+    int top_k;            /* sample: keep the k most likely tokens, 0 (default): all */
+    double top_p;         /* sample: nucleus mass in (0, 1], 1 (default): all */
+    uint64_t seed;        /* sample: the Philox key, default 0 */
+    uint64_t offset;      /* sample: counter of row 0 (row r draws at offset + r), default 0 */
 } nv_op_attrs;
 
 /* Matmul operands by granularity: NONE: A [..,M,K], B [..,K,N]; TENSOR adds
@@ -158,6 +167,15 @@ int64_t nv_conv_x_index(const nv_conv_geom *g, int64_t n, int64_t q, int64_t oh,
 /* avg_pool2d's divisor of output (oh, ow): kh kw with count_include_pad, else
  * the number of window positions inside the input (conv.c). */
 int64_t nv_pool_divisor(const nv_conv_geom *g, const nv_op_attrs *a, int64_t oh, int64_t ow);
+
+/* What the selections' exact reference and devices share (select.c, the
+ * definition in its header comment). nv_argmax_row: argmax's index of x[0..n)
+ * (ties: lowest index; the first NaN wins). nv_sample_order: sample's steps 1-2,
+ * the kept tokens in order into order[0..ret), ret = min(top_k, n) (all n for
+ * top_k 0); -1 for a row without a distribution (a NaN, a +Inf, or all -inf),
+ * -2 when out of memory. */
+int64_t nv_argmax_row(const double *x, int64_t n);
+int64_t nv_sample_order(const double *x, int64_t n, int top_k, int64_t *order);
 
 /* Whether op accumulates (reductions, matmul, conv2d): its reference fills
  * abs_sum with sum |terms| and the accumulator demand (reference.h). */

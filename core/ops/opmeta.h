@@ -62,6 +62,10 @@ typedef enum nvo_id {
     NVO_MAX_POOL2D,
     NVO_CONV2D,
     NVO_AVG_POOL2D,
+    /* Selections (NV_OPK_SELECT): kept at the end of the table, after every op
+     * with a backward (emu's EMU_B_* ids stop before them). */
+    NVO_ARGMAX,
+    NVO_SAMPLE,
     NVO_COUNT
 } nvo_id;
 

@@ -20,6 +20,10 @@ int nvo_layout_infer(const nv_op_def *op, const nv_op_attrs *a, int n_in,
 int nvo_conv_infer(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
                    int *ret_ndim, int64_t *ret_shape, char *err, size_t errlen);
 
+/* Selection shape rules (select.c): x [.., V], V >= 1, a float dtype -> [..]. */
+int nvo_select_infer(const nv_op_def *op, int n_in, const nv_tensor *const *in, int *ret_ndim,
+                     int64_t *ret_shape, char *err, size_t errlen);
+
 /* Edge functions (edges.c). */
 int nvo_edges_exp(nv_dtype dt, double *out, int max);
 int nvo_edges_exp2(nv_dtype dt, double *out, int max);

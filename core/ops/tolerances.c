@@ -51,6 +51,7 @@ typedef enum tol_class {
     TC_REDUCTION,
     TC_COMPOSED,
     TC_MATMUL,
+    TC_SELECT,
 } tol_class;
 
 static tol_class class_of(int id)
@@ -97,6 +98,9 @@ static tol_class class_of(int id)
     case NVO_MATMUL:
     case NVO_BMM:
         return TC_MATMUL;
+    case NVO_ARGMAX:
+    case NVO_SAMPLE:
+        return TC_SELECT;
     default:
         return TC_TRANSCENDENTAL;
     }
@@ -155,7 +159,8 @@ int nv_op_default_tolerance(const nv_op_def *op, const nv_op_attrs *a, nv_dtype 
     int id = nvo_op_id(op);
     if (id < 0 || !a || !ret)
         return NV_E_INVALID;
-    if (!nvo_dtype_supported(op, dt))
+    /* a selection's output is int32 whatever its input's float dtype */
+    if (op->kind == NV_OPK_SELECT ? dt != NV_DT_INT32 : !nvo_dtype_supported(op, dt))
         return NV_E_DTYPE;
     nv_tolerance t;
     memset(&t, 0, sizeof t);
@@ -196,6 +201,23 @@ int nv_op_default_tolerance(const nv_op_def *op, const nv_op_attrs *a, nv_dtype 
                    "faithful rounding (IEEE 754-2019 §9.2 recommends but does not require "
                    "correct rounding), the bound of good vendor libraries",
                    op->name, dn);
+        break;
+    case TC_SELECT:
+        t.max_ulp = 0;
+        if (id == NVO_ARGMAX)
+            set_reason(&t, NV_REASON_DTYPE_PRECISION,
+                       "%s returns the index of an input value (ties: the lowest index; the "
+                       "first NaN): a comparison of exact inputs, no rounding, so the index "
+                       "must be the exact one%s",
+                       op->name, "");
+        else
+            set_reason(&t, NV_REASON_APPROXIMATION_ERROR,
+                       "%s's token is a function of u = Philox(seed, offset + row) and the exact "
+                       "CDF: it must be the exact token, or the reference's alternative where u "
+                       "(or top_p) lies within delta = 2 (V + 3 + 2 max|x/T|) u_c of a CDF "
+                       "boundary (the first-order error of a CDF computed in %s, Higham §3.1, "
+                       "§4.2, doubled): docs/TOLERANCES.md \"Selections\"",
+                       op->name, "fp32 (fp64 for fp64 logits)");
         break;
     default:
         fill_bound(&t, op, a, dt, tc);

@@ -26,6 +26,11 @@ int nvo_ref_matmul(const nv_op_attrs *a, int n_in, const nv_tensor *const *in, c
 /* conv2d and avg_pool2d (ref_conv.c, id their nvo_id), same contract. */
 int nvo_ref_conv(int id, const nv_op_attrs *a, const nv_tensor *const *in, const nv_ref_out *o);
 
+/* argmax and sample (ref_select.c): hi the exact index per row, lo the index a
+ * correct device may return instead (sample's boundary rule; hi for argmax),
+ * abs_sum |hi|, abs_exp and peak 0. */
+int nvo_ref_select(int id, const nv_op_attrs *a, const nv_tensor *const *in, const nv_ref_out *o);
+
 /* abs_sum (and abs_exp) at offset off of o's tensors, in the encoding of
  * nv_ref_out: the value itself while it fits fp64, else its mantissa with the
  * exponent in abs_exp (+Inf when there is no abs_exp tensor). No-op without

@@ -187,6 +187,8 @@ int nv_op_reference_ex(const nv_op_def *op, const nv_op_attrs *a, int n_in,
     case NV_OPK_CONV:
         r = nvo_ref_conv(id, a, in, o);
         break;
+    case NV_OPK_SELECT: /* int32 indices: nothing to round, nothing accumulated */
+        return nvo_ref_select(id, a, in, o);
     default:
         r = nvo_ref_elementwise(id, a, n_in, in, o->hi, o->lo, o->abs_sum);
         if (r == 0 && o->abs_exp) {

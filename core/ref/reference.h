@@ -48,6 +48,20 @@ typedef struct nv_ref_out {
     nv_tensor *peak;
 } nv_ref_out;
 
+/* The sample op's exact distribution for one row x[0..V) under a's temperature,
+ * top_k and top_p (core/ops/select.c steps 1-4): p[i] the probability of token
+ * i, the nearest double (0 outside the kept tokens). Returns 0, -1 for a row
+ * without a distribution (p all 0) or NV_E_NOMEM. */
+int nv_ref_sample_probs(const double *x, int64_t V, const nv_op_attrs *a, double *p);
+
+/* A selection's tolerance rule (docs/TOLERANCES.md "Selections"): nv_op_reference's
+ * lo of argmax and sample is the index a correct device may return instead of hi
+ * (sample's CDF boundaries within delta; hi itself elsewhere). Every got[i] that
+ * differs from hi[i] and equals lo[i] is set to hi[i], so the 0-ulp comparison
+ * that follows (with no exact_lo) judges it as the exact index. Returns how many
+ * were set. */
+int64_t nv_select_justify(double *got, const double *hi, const double *lo, int64_t n);
+
 /* nv_op_reference with the wide abs_sum and the accumulator demand (above). */
 int nv_op_reference_ex(const nv_op_def *op, const nv_op_attrs *a, int n_in,
                        const nv_tensor *const *in, const nv_ref_out *out);

@@ -11,6 +11,8 @@ nv_dtype nv_jobspec_out_dtype(const nv_jobspec *s, nv_dtype dt)
         return s->out_dtype;
     if (s->op->kind == NV_OPK_CAST)
         return s->attrs.cast_to;
+    if (s->op->kind == NV_OPK_SELECT) /* indices */
+        return NV_DT_INT32;
     const nv_dtype_info *di = nv_dtype_get(dt);
     /* Low-precision matmul (OCP MX v1.0 §6: fp8/fp6/fp4 element products are
      * accumulated and returned in a wider format): the result is the accumulator. */

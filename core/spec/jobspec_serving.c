@@ -13,7 +13,8 @@
 static const char *const job_keys[] = {"kind",        "decoder",  "check",  "prompt", "context",
                                        "every",       "steps",    "others", "dtypes", "samples",
                                        "seed",        "build",    "name",   "device", "priority",
-                                       "description", "requests", "page",   "pages",  NULL};
+                                       "description", "requests", "page",   "pages",  "temperature",
+                                       "top_k",       "top_p",    "draws",  NULL};
 static const char *const decoder_keys[] = {"vocab", "width",     "heads", "layers",
                                            "ffn",   "rope_base", NULL};
 static const char *const check_names[NV_SERVE_CHECK_COUNT] = {
@@ -22,6 +23,7 @@ static const char *const check_names[NV_SERVE_CHECK_COUNT] = {
     [NV_SERVE_BATCH] = "batch",
     [NV_SERVE_SUSTAINED] = "sustained",
     [NV_SERVE_PAGED] = "paged",
+    [NV_SERVE_SAMPLING] = "sampling",
 };
 
 const char *nv_serving_check_name(nv_serving_check c)
@@ -110,7 +112,7 @@ static int parse_check(const json_t *spec, nv_servingspec *s, nv_spec_err *e)
     if (!c || k == NV_SERVE_CHECK_COUNT)
         return nv_spec_fail_value(e, "/check", json_object_get(spec, "check"),
                                   "must be \"prefill_decode\", \"long_context\", \"batch\", "
-                                  "\"sustained\" or \"paged\"");
+                                  "\"sustained\", \"paged\" or \"sampling\"");
     s->check = (nv_serving_check)k;
     int r = int_field(e, spec, "", "prompt", 16, 1, 4096, &s->prompt);
     r = r ? r : int_field(e, spec, "", "context", 1024, 2, NV_SERVING_MAX_CONTEXT, &s->context);
@@ -120,6 +122,12 @@ static int parse_check(const json_t *spec, nv_servingspec *s, nv_spec_err *e)
     r = r ? r : int_field(e, spec, "", "page", 4, 1, 4096, &s->page);
     r = r ? r : int_field(e, spec, "", "pages", 6, 1, 1 << 20, &s->pages);
     r = r ? r : parse_others(spec, s, e);
+    /* the sampling defaults: a temperature below 1, a top-k and a top-p that
+     * both cut (docs/SERVING.md "Repeated sampling") */
+    r = r ? r : nv_spec_number(e, spec, "", "temperature", 0.7, 0x1p-20, 1e6, &s->temperature);
+    r = r ? r : nv_spec_number(e, spec, "", "top_p", 0.9, 0x1p-20, 1, &s->top_p);
+    r = r ? r : int_field(e, spec, "", "top_k", 40, 0, 4096, &s->top_k);
+    r = r ? r : int_field(e, spec, "", "draws", 20000, 100, NV_SERVING_MAX_DRAWS, &s->draws);
     if (r < 0)
         return r;
     int64_t need = (s->prompt + s->steps + s->page - 1) / s->page;

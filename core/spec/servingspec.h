@@ -18,6 +18,7 @@
 #define NV_SERVING_MAX_CONTEXT 16384    /* long_context positions */
 #define NV_SERVING_MAX_CACHE (1 << 23)  /* layers x context x width: KV-cache values per side */
 #define NV_SERVING_MAX_SCORES (1 << 24) /* heads x prompt^2: a prefill's attention scores */
+#define NV_SERVING_MAX_DRAWS 1000000    /* sampling: draws of the distribution test */
 
 typedef enum nv_serving_check {
     NV_SERVE_PREFILL_DECODE, /* one prefill vs token by token through the KV cache */
@@ -25,6 +26,7 @@ typedef enum nv_serving_check {
     NV_SERVE_BATCH,          /* a request alone vs inside batches (padded, packed) */
     NV_SERVE_SUSTAINED,      /* continuous batching over a seeded arrival schedule */
     NV_SERVE_PAGED,          /* a paged KV cache under a page budget: eviction, recomputation */
+    NV_SERVE_SAMPLING,       /* repeated seeded sampling: reproducible, and the reference's law */
     NV_SERVE_CHECK_COUNT
 } nv_serving_check;
 
@@ -40,6 +42,9 @@ typedef struct nv_servingspec {
     int page, pages; /* paged: positions per page, the page budget */
     int n_others;
     int others[NV_SERVING_MAX_OTHERS]; /* batch: the other requests' prompt lengths */
+    double temperature, top_p;         /* sampling: the sample op's attributes */
+    int top_k;
+    int draws;                         /* sampling: draws of the distribution test */
     int n_dtypes;
     nv_dtype dtypes[NV_DT_COUNT];
     int samples;

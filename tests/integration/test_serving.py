@@ -102,8 +102,8 @@ def main():
     try:
         jobs = suite_jobs()
         ok({j["check"] for j in jobs} == {"prefill_decode", "long_context", "batch", "sustained",
-                                         "paged"},
-           "suites/serving.json holds the five checks")
+                                         "paged", "sampling"},
+           "suites/serving.json holds the six checks (sampling: test_serving_sampling.py)")
         for seed in range(1, SEEDS + 1):
             rc, doc, err = run(tmp, jobs, "emu", seed)
             verdicts = [(j.get("name"), c["dtype"], c["verdict"], c.get("error"))

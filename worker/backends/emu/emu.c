@@ -114,6 +114,12 @@ static int check_out_dtype(const nv_op_def *op, const nv_op_attrs *a, int32_t ou
         snprintf(err, errlen, "output dtype '%d' is not a numval dtype", (int)out);
         return NV_E_DTYPE;
     }
+    if (op->kind == NV_OPK_SELECT) {
+        if (dt == NV_DT_INT32)
+            return *ret = dt, NV_OK;
+        snprintf(err, errlen, "op '%s' returns int32 indices, not dtype '%s'", op->name, info->name);
+        return NV_E_DTYPE;
+    }
     if (op->kind != NV_OPK_CAST && (!info->is_float || dt == NV_DT_E8M0)) {
         snprintf(err, errlen, "op '%s' cannot produce dtype '%s' on emu", op->name, info->name);
         return NV_E_DTYPE;
@@ -139,6 +145,8 @@ static int run_kernel(emu_call *ec, const nv_op_def *op, const nv_op_attrs *a, i
         return nv_op_layout_eval(op, a, n_in, in, out, err, errlen);
     case NV_OPK_CONV:
         return emu_conv2d(ec, op, a, in, out, err, errlen);
+    case NV_OPK_SELECT: /* emu_forward calls emu_select with the context's draw count */
+        break;
     }
     snprintf(err, errlen, "emu has no kernel for op '%s'", op->name);
     return NV_E_UNSUPPORTED;
@@ -335,10 +343,15 @@ static int emu_forward(void *vctx, nv_op_call *call, char *err, size_t errlen)
     }
     emu_call ec;
     call_init(&ec, ctx, op, &a, out_dt, numel);
-    r = run_kernel(&ec, op, &a, s.n_in, s.inp, vals, err, errlen);
+    if (op->kind == NV_OPK_SELECT)
+        r = emu_select(&ctx->mode, op, &a, s.inp, vals, &ctx->draws, err, errlen);
+    else
+        r = run_kernel(&ec, op, &a, s.n_in, s.inp, vals, err, errlen);
     if (r < 0)
         goto out;
-    r = encode_output(&ec, op->kind == NV_OPK_CAST, ndim, shape, vals, numel, &call->outputs[0]);
+    /* indices (select) are encoded as they are, like a cast's converted values */
+    r = encode_output(&ec, op->kind == NV_OPK_CAST || op->kind == NV_OPK_SELECT, ndim, shape, vals,
+                      numel, &call->outputs[0]);
     if (r < 0)
         snprintf(err, errlen, "out of memory");
 out:

@@ -247,6 +247,16 @@ char *emu_describe_json(const emu_mode *m)
         json_object_set_new(json_object_get(d, "mode"), "serving",
                             json_pack("{s:b, s:s}", "batch_splitk", m->batch_splitk, "kv_cache",
                                       m->kv_cache_set ? nv_dtype_name(m->kv_cache) : "output"));
+    if (m->sample_stream != EMU_SS_COUNTER || m->sample_topp_first || m->sample_untempered) {
+        static const char *const ss[] = {"counter", "reuse", "per_call"};
+        json_object_set_new(json_object_get(d, "mode"), "sampling",
+                            json_pack("{s:s, s:s, s:s}", "sample_stream",
+                                      ss[m->sample_stream], "sample_topp",
+                                      m->sample_topp_first ? "before_temperature"
+                                                           : "after_temperature",
+                                      "sample_draw",
+                                      m->sample_untempered ? "untempered" : "tempered"));
+    }
     char *s = json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(d);
     return s;

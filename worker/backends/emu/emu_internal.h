@@ -60,6 +60,17 @@ typedef struct emu_mode {
     bool batch_splitk;
     bool kv_cache_set;
     nv_dtype kv_cache;
+    /* Sampling misbehaviours (emu_select.c, docs/SERVING.md): sample_stream
+     * "reuse" draws every row of a call at the call's offset (one uniform for a
+     * whole batch), "per_call" at a draw count the context keeps across calls
+     * (a generator whose state is never reset: the seed does not reproduce);
+     * sample_topp "before_temperature" cuts the nucleus on softmax(x), not on
+     * softmax(x / T); sample_draw "untempered" cuts top-k and top-p right but
+     * draws from softmax(x) over the nucleus (the temperature left out of the
+     * draw: a bias inside the support, for the G-test). */
+    int sample_stream;
+    bool sample_topp_first;
+    bool sample_untempered;
     /* Device-driven training faults (emu_train.c): "train_fault=" skip_unscale
      * (clip the scaled gradients, unscale after) or update_skipped (step the
      * optimizer on a non-finite step) or ignore_deterministic (a job's
@@ -84,6 +95,7 @@ typedef struct emu_mode {
 } emu_mode;
 
 enum { EMU_TF_NONE, EMU_TF_SKIP_UNSCALE, EMU_TF_UPDATE_SKIPPED, EMU_TF_IGNORE_DET };
+enum { EMU_SS_COUNTER, EMU_SS_REUSE, EMU_SS_PER_CALL };
 enum { EMU_CK_NONE, EMU_CK_SCALER, EMU_CK_RNG, EMU_CK_WEIGHTS };
 enum { EMU_AR_DECLARED, EMU_AR_BF16, EMU_AR_ARRIVAL };
 
@@ -100,6 +112,7 @@ typedef struct emu_ctx {
     size_t scratch_cap[EMU_MAX_INPUTS + 1];
     struct emu_train *train; /* device-driven training state (emu_train.c) */
     struct emu_rng *rng;     /* the generators of nv_backend.rng (emu_rng.c) */
+    uint64_t draws;          /* rows sampled so far (sample_stream=per_call) */
 } emu_ctx;
 
 /* The dtypes and rounding one op call uses, resolved from the mode and the call. */
@@ -232,6 +245,12 @@ int emu_matmul(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, int n_in,
 /* conv2d and avg_pool2d (emu_conv.c): in[] = x (, weight), contiguous. */
 int emu_conv2d(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, const nv_tensor *const *in,
                double *out, char *err, size_t errlen);
+
+/* argmax and sample (emu_select.c): in[0] = x [.., V] decoded, out one index per
+ * row; *draws is the context's draw count (sample_stream=per_call). */
+int emu_select(const emu_mode *m, const nv_op_def *op, const nv_op_attrs *a,
+               const nv_tensor *const *in, double *out, uint64_t *draws, char *err,
+               size_t errlen);
 
 /* ---- emu_sum.c: ordered accumulation in dt ----
  * Sum of x[i*sx] (y NULL) or dot product of x[i*sx]*y[i*sy] over i < n, in the

@@ -193,6 +193,23 @@ static const char *apply(emu_mode *m, const char *k, const char *v, bool *known)
     if (!strcmp(k, "kv_cache"))
         return parse_float_dtype(v, &m->kv_cache) ? "a float dtype (fp32, bf16, ...)"
                                                   : (m->kv_cache_set = true, NULL);
+    if (!strcmp(k, "sample_stream")) {
+        static const char *const n[] = {"counter", "reuse", "per_call"};
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(v, n[i]))
+                return m->sample_stream = i, NULL;
+        return "counter, reuse or per_call";
+    }
+    if (!strcmp(k, "sample_topp")) {
+        if (!strcmp(v, "after_temperature") || !strcmp(v, "before_temperature"))
+            return m->sample_topp_first = v[0] == 'b', NULL;
+        return "after_temperature or before_temperature";
+    }
+    if (!strcmp(k, "sample_draw")) {
+        if (!strcmp(v, "tempered") || !strcmp(v, "untempered"))
+            return m->sample_untempered = v[0] == 'u', NULL;
+        return "tempered or untempered";
+    }
     if (!strcmp(k, "train_fault")) {
         static const char *const n[] = {"none", "skip_unscale", "update_skipped",
                                         "ignore_deterministic"};
@@ -258,8 +275,9 @@ int emu_mode_parse(const char *opts, emu_mode *m, char *err, size_t errlen)
                      "unknown emu mode key '%s' (value '%s'): expected storage, compute, accum, "
                      "reduce, accum_block, accum_align, fma, ftz, daz, rounding, saturate, "
                      "transcendental, scale, seed, inference_only, batch_splitk, kv_cache, "
-                     "train_fault, ckpt_drop, allreduce, rng_restore, rng_streams, "
-                     "rng_recompute, rng_threshold or fused_*",
+                     "sample_stream, sample_topp, sample_draw, train_fault, ckpt_drop, "
+                     "allreduce, rng_restore, rng_streams, rng_recompute, rng_threshold or "
+                     "fused_*",
                      item, eq + 1);
             r = NV_E_INVALID;
             goto out;

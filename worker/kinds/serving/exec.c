@@ -1,6 +1,7 @@
 /* One op on one side (serving_internal.h): the device through nv_backend's op
  * entry (every backend has one: emu, plugins, exec harnesses), or the exact
- * reference (core/ref) computed from the side's own upstream values. */
+ * reference (core/ref) computed from the side's own upstream values. A
+ * selection (argmax, sample) returns int32 indices on every side. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +21,8 @@ static int fail(sv_exec *x, int rc, const char *op, const char *fmt, const char 
 }
 
 static int run_device(sv_exec *x, const char *op, const char *attrs, int n,
-                      const nv_tensor *const *in, int nd, const int64_t *shape, nv_tensor **ret)
+                      const nv_tensor *const *in, int nd, const int64_t *shape, nv_dtype odt,
+                      nv_tensor **ret)
 {
     nv_tensor_view iv[NV_OP_MAX_INPUTS], out = {0};
     int k = 0, r = 0;
@@ -33,7 +35,7 @@ static int run_device(sv_exec *x, const char *op, const char *attrs, int n,
     }
     nv_op_call call = {.op = op,
                        .attrs_json = attrs ? attrs : "{}",
-                       .out_dtype = (int32_t)x->dt,
+                       .out_dtype = (int32_t)odt,
                        .n_inputs = n,
                        .inputs = iv,
                        .n_outputs = 1,
@@ -42,7 +44,7 @@ static int run_device(sv_exec *x, const char *op, const char *attrs, int n,
     int br = x->table->forward(x->ctx, &call, err, sizeof err);
     for (int i = 0; i < n; i++)
         nvw_view_free(&iv[i]);
-    bool fits = br == NV_OK && out.data && out.dtype == (int32_t)x->dt && out.ndim == nd;
+    bool fits = br == NV_OK && out.data && out.dtype == (int32_t)odt && out.ndim == nd;
     for (int d = 0; fits && d < nd; d++)
         fits = out.shape[d] == shape[d];
     nv_tensor *t = fits ? nvw_tensor_from_view(&out, false) : NULL;
@@ -73,7 +75,8 @@ static int run_reference(sv_exec *x, const nv_op_def *def, const nv_op_attrs *a,
             v[i].dtype = wide;
         vp[i] = &v[i];
     }
-    nv_tensor *hi = nv_tensor_new(wide, nd, shape);
+    bool select = def->kind == NV_OPK_SELECT; /* int32 indices: nothing to round */
+    nv_tensor *hi = nv_tensor_new(select ? NV_DT_INT32 : wide, nd, shape);
     if (!hi)
         return fail(x, -ENOMEM, def->name, "out of memory%s", NULL);
     int r = nv_op_reference(def, a, n, vp, hi, NULL, NULL);
@@ -83,10 +86,11 @@ static int run_reference(sv_exec *x, const nv_op_def *def, const nv_op_attrs *a,
         snprintf(x->err, sizeof x->err, "op '%s': the reference failed (code %d)", def->name, r);
         return -1;
     }
-    if (x->side == SV_RDT)
+    if (x->side == SV_RDT && !select)
         for (int64_t q = 0; q < hi->numel; q++)
             hi->data[q] = nv_dtype_round(x->dt, hi->data[q], &NV_ROUND_DEFAULT, 0);
-    hi->dtype = x->dt;
+    if (!select)
+        hi->dtype = x->dt;
     *ret = hi;
     return 0;
 }
@@ -114,6 +118,7 @@ int sv_op(sv_exec *x, const char *op, const char *attrs, int n, const nv_tensor 
     if (nv_op_infer(def, &a, n, in, &nd, shape, err, sizeof err) < 0)
         return fail(x, NV_E_SHAPE, op, "%s", err);
     if (x->side == SV_DEV)
-        return run_device(x, op, attrs, n, in, nd, shape, ret);
+        return run_device(x, op, attrs, n, in, nd, shape,
+                          def->kind == NV_OPK_SELECT ? NV_DT_INT32 : x->dt, ret);
     return run_reference(x, def, &a, n, in, nd, shape, ret);
 }

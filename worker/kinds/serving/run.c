@@ -71,6 +71,9 @@ static json_t *s_case(void *job, void *ctx, int64_t i)
         case NV_SERVE_SUSTAINED:
             r = sv_check_sustained(&c);
             break;
+        case NV_SERVE_SAMPLING:
+            r = sv_check_sampling(&c);
+            break;
         default:
             r = sv_check_paged(&c);
             break;

@@ -32,7 +32,8 @@ typedef struct sv_exec {
 } sv_exec;
 
 /* Op `op` with attrs (JSON text, NULL: {}) on in[0..n): *ret a new tensor
- * (case dtype; values of R64 not rounded). 0, or -1 with x->rc and x->err. */
+ * (case dtype, int32 for a selection; values of R64 not rounded). 0, or -1
+ * with x->rc and x->err. */
 int sv_op(sv_exec *x, const char *op, const char *attrs, int n, const nv_tensor *const *in,
           nv_tensor **ret);
 
@@ -93,6 +94,7 @@ int sv_check_long_context(scase *c);
 int sv_check_batch(scase *c);
 int sv_check_sustained(scase *c);
 int sv_check_paged(scase *c);
+int sv_check_sampling(scase *c);
 
 /* Logits of a whole sequence ids[0..n) on side x (n[0] tokens per step,
  * step == 0: one prefill of all n), rows into out [n * V] (check_prefill.c).
