@@ -62,9 +62,6 @@ int model_device(mcase *c, nv_tensor *const *in, nv_tensor **dev);
  * its verdict) or -ENOMEM. */
 int model_decode(mcase *c, json_t *crit, const char **fail);
 
-/* The spec's graph inferred for dt into g (nodes malloc'd, attrs_json
- * borrowed from the spec's graph): 0 or a negative errno (case.c). */
-int model_case_graph(const nv_modelspec *s, nv_dtype dt, nv_graph *g);
 /* Graph input i of g (inferred for the case dtype) from the seed for sample
  * (docs/MODEL.md "Deterministic init") into *ret: 0 or -ENOMEM (case.c). */
 int model_seeded_input(const nv_modelspec *s, const nv_graph *g, int i, int sample,
