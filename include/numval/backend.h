@@ -29,9 +29,10 @@ extern "C" {
 #endif
 
 /* Version 2 appended nv_backend.double_backward (and nv_double_backward_call);
- * version 3 appended nv_backend.train (nv_train_call); numval still loads
- * version-1 and -2 tables, which end before them. */
-#define NV_BACKEND_ABI_VERSION 3
+ * version 3 appended nv_backend.train (nv_train_call); version 4 appended
+ * nv_op_call.node (the table is version 3's); numval still loads version-1, -2
+ * and -3 tables (a plugin of version 3 or older never reads nv_op_call.node). */
+#define NV_BACKEND_ABI_VERSION 4
 #define NV_BACKEND_MAX_DIMS 8
 
 enum {
@@ -90,6 +91,11 @@ typedef struct nv_op_call {
     /* Set by the backend: 1 when the op ran on a host (CPU) fallback instead of the
      * device; numval reports it per case. The caller zeroes it before the call. */
     int32_t fell_back;
+    /* Version 4: the name of the graph node this call runs, when the caller
+     * runs a graph node by node (model and fused jobs' eager execution), else
+     * NULL (op jobs). Information only: a backend computes the op the same
+     * whatever it says (emu's accum_node= fault keys on it). */
+    const char *node;
 } nv_op_call;
 
 /* Backward (vector-Jacobian product) of one op: given the forward inputs, the

@@ -64,10 +64,10 @@ static int check_table(const nv_backend *t, const char *path, char *err, size_t 
         snprintf(err, errlen, "plugin '%s': %s() returned NULL", path, NV_BACKEND_ENTRY_SYMBOL);
         return -EINVAL;
     }
-    if (t->abi_version != NV_BACKEND_ABI_VERSION && t->abi_version != 1 && t->abi_version != 2) {
+    if (t->abi_version != NV_BACKEND_ABI_VERSION && (t->abi_version < 1 || t->abi_version > 3)) {
         snprintf(err, errlen,
                  "plugin '%s' was built for backend ABI version %u, but this numval speaks "
-                 "version %d (and loads version 1 and version 2 tables): rebuild it against this numval's "
+                 "version %d (and loads version 1 to 3 tables): rebuild it against this numval's "
                  "include/numval/backend.h",
                  path, (unsigned)t->abi_version, NV_BACKEND_ABI_VERSION);
         return -EINVAL;

@@ -50,7 +50,8 @@ int nvw_graph_eager(const nv_backend *t, void *ctx, const nv_graph *g, const nv_
                            .n_inputs = n->n_in,
                            .inputs = ins,
                            .n_outputs = 1,
-                           .outputs = &outs[k]};
+                           .outputs = &outs[k],
+                           .node = n->name};
         fail->err[0] = 0;
         int br = t->forward(ctx, &call, fail->err, sizeof fail->err);
         if (br != NV_OK || !nvw_view_fits(&outs[k], n->dtype, n)) {

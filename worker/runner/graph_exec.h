@@ -37,7 +37,7 @@ typedef struct nvw_eager_fail {
 /* Graph g on context ctx of backend t, node by node through t->forward, each
  * node fed the graph inputs inv[] and the device's own outputs of the nodes it
  * reads (every intermediate held in the node's dtype by the device, as op jobs
- * run it); node k's output into out[k] (new tensors; the caller frees them on
+ * run it), each call naming its node (nv_op_call.node); node k's output into out[k] (new tensors; the caller frees them on
  * every return). 0; 1 with *fail saying where and why it stopped; -ENOMEM. */
 int nvw_graph_eager(const nv_backend *t, void *ctx, const nv_graph *g, const nv_tensor_view *inv,
                     nv_tensor **out, nvw_eager_fail *fail);

@@ -3,8 +3,8 @@
  * must load it, read nothing past that size, and treat it as offering no
  * double backward. Its double_backward slot holds a function that aborts, so
  * a loader that read the slot anyway (or a gradient job that called it) would
- * crash the test. Built with -DABI_FUTURE it declares version 3 instead, which
- * numval must refuse naming both versions. */
+ * crash the test. Built with -DABI_FUTURE it declares the version after
+ * numval's instead, which numval must refuse naming both versions. */
 #include <stdlib.h>
 
 #include "numval/backend.h"
@@ -23,7 +23,7 @@ const nv_backend *nv_backend_entry(void)
     table = *nvw_emu_backend();
     table.name = "abi_v1";
 #ifdef ABI_FUTURE
-    table.abi_version = 4;
+    table.abi_version = NV_BACKEND_ABI_VERSION + 1;
 #else
     table.abi_version = 1;
     table.struct_size = (uint32_t)NV_BACKEND_V1_SIZE;

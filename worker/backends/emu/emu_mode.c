@@ -198,6 +198,18 @@ static const char *apply(emu_mode *m, const char *k, const char *v, bool *known)
                 return m->ckpt_drop = i, NULL;
         return "none, scaler or rng";
     }
+    if (!strcmp(k, "accum_node")) {
+        /* the fused_accum_node parser on a scratch mode: both take the same text */
+        emu_mode tmp;
+        bool kn;
+        const char *bad = emu_graph_mode_apply(&tmp, "fused_accum_node", v, &kn);
+        if (bad)
+            return bad;
+        memcpy(m->accum_node, tmp.fused.accum_node, sizeof m->accum_node);
+        m->accum_node_dtype = tmp.fused.accum_node_dtype;
+        m->accum_node_set = true;
+        return NULL;
+    }
     if (!strncmp(k, "fused_", 6)) /* fused graph knobs: emu_graph.c */
         return emu_graph_mode_apply(m, k, v, known);
     *known = false;
