@@ -20,14 +20,12 @@ one on the correct emu.
 - A suite job replays it: it fails on the faulty mode and passes on emu.
 
 usage: test_model_fused_promote.py NUMVALD NUMVAL-WORKER NUMVALCTL SOURCE_ROOT"""
-import hashlib
 import json
 import os
 import sys
-import urllib.request
 
 import nvschema
-from nvartifact import MAGIC, parse, signature_id, unzstd
+from nvartifact import signature_id
 from nvservice import Service, check, main
 
 ROOT = sys.argv.pop(4) if len(sys.argv) > 4 else ""
@@ -42,23 +40,6 @@ def shipped_lm():
     return job
 
 
-def artifact(s, sha):
-    with urllib.request.urlopen(s.url + "/api/v1/artifacts/" + sha, timeout=30) as r:
-        blob = r.read()
-    check(hashlib.sha256(blob).hexdigest() == sha, "artifact %s.. hash-verified" % sha[:12])
-    raw = unzstd(blob=blob, timeout=60)
-    check(raw[:8] == MAGIC, "artifact magic NVARTF01")
-    return parse(raw)
-
-
-def submit(s, spec, device, build):
-    st, body = s.api("POST", "/api/v1/jobs", dict(spec, device=device,
-                                                  build={"name": build, "version": build}),
-                     scope="submit")
-    check(st == 201, "submitted %s on %s" % (spec.get("name", spec["kind"]), device))
-    return body["job"]["id"]
-
-
 def test(bins):
     lm = shipped_lm()
     with Service(bins, lease_ms=4000) as s:
@@ -66,7 +47,7 @@ def test(bins):
         s.start_worker("faulty", FAULTY)
         s.start_worker("emu", "emu")
 
-        j1 = submit(s, lm, "faulty", "f1")
+        j1 = s.submit_build(lm, "faulty", "f1")
         check(s.wait_jobs([j1], 120)[j1]["state"] == "failed", "the LM fails on %s" % FAULTY)
         cs = [c for c in s.cases(j1) if c["verdict"] == "failed"]
         check(len(cs) == 1, "one failed case (%d)" % len(cs))
@@ -82,7 +63,7 @@ def test(bins):
               "the case says its reproducer is a fused case and names it (%s)"
               % c.get("localized"))
 
-        man, records = artifact(s, c["artifact"])
+        man, records = s.artifact(c["artifact"])
         nodes = [n["name"] for n in man["spec"]["graph"]["nodes"]]
         ins = [i["name"] for i in man["spec"]["graph"]["inputs"]]
         names = [r[0] for r in records]
@@ -108,7 +89,7 @@ def test(bins):
               % sig.get("failure_class"))
         check(c.get("flaky") is False and len(c.get("minimized_artifact", "")) == 64,
               "the case carries its minimized artifact")
-        mman, _ = artifact(s, c["minimized_artifact"])
+        mman, _ = s.artifact(c["minimized_artifact"])
         mnodes = [n["name"] for n in mman["spec"]["graph"]["nodes"]]
         check(mman["spec"]["kind"] == "fused" and "decoder.0.scores" in mnodes and
               len(mnodes) < len(nodes) and mman.get("minimized_from") == c["artifact"],
@@ -123,9 +104,9 @@ def test(bins):
               "suite case: kind fused, bmm fp32, the minimized artifact, origin job (%s)"
               % {k: sc.get(k) for k in ("kind", "op", "dtype", "origin_job")})
 
-        sj_bad = submit(s, {"kind": "suite"}, "faulty", "f2")
+        sj_bad = s.submit_build({"kind": "suite"}, "faulty", "f2")
         done = s.wait_jobs([sj_bad], 120)
-        sj_ok = submit(s, {"kind": "suite"}, "emu", "f3")
+        sj_ok = s.submit_build({"kind": "suite"}, "emu", "f3")
         done.update(s.wait_jobs([sj_ok], 120))
         bad = [(x.get("kind"), x["verdict"]) for x in s.cases(sj_bad)]
         good = [(x.get("kind"), x["verdict"]) for x in s.cases(sj_ok)]

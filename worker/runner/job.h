@@ -87,6 +87,15 @@ json_t *nvw_result_open(const nvw_job_base *base, const char *kind, const char *
  * r, or NULL on ENOMEM (r freed). */
 json_t *nvw_result_close(const nvw_job_base *base, json_t *r);
 
+/* Hand a failed case to base->opts->on_failure (serially, under base->lock):
+ * the failure record of case case_index (case_json, manifest, the n tensors
+ * and their names). When it stored an artifact, its id is set as
+ * case_json's "artifact" and 1 is returned; 0 when nothing was stored (no
+ * on_failure, or it failed); -ENOMEM. */
+int nvw_store_failure(nvw_job_base *base, json_t *case_json, int case_index,
+                      const json_t *manifest, int n, const char *const *names,
+                      const nv_tensor *const *tensors);
+
 /* A double as JSON: a number when finite, else "nan", "inf" or "-inf" (JSON has
  * no non-finite numbers). */
 json_t *nvw_json_num(double x);

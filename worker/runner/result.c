@@ -1,4 +1,7 @@
-/* The head and tail of a graph kind's result (job.h). */
+/* The head and tail of a graph kind's result, and a failed case handed to
+ * on_failure (job.h). */
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "job.h"
@@ -61,4 +64,27 @@ json_t *nvw_result_close(const nvw_job_base *b, json_t *r)
         return NULL;
     }
     return r;
+}
+
+int nvw_store_failure(nvw_job_base *b, json_t *cj, int case_index, const json_t *manifest, int n,
+                      const char *const *names, const nv_tensor *const *tensors)
+{
+    const nvw_run_opts *o = b->opts;
+    if (!o || !o->on_failure)
+        return 0;
+    nvw_failure f = {.case_index = case_index,
+                     .case_json = cj,
+                     .manifest = manifest,
+                     .n_tensors = n,
+                     .names = names,
+                     .tensors = tensors};
+    char *id = NULL;
+    pthread_mutex_lock(&b->lock);
+    int r = o->on_failure(o->ud, &f, &id);
+    pthread_mutex_unlock(&b->lock);
+    int stored = r >= 0 && id;
+    if (stored && json_object_set_new(cj, "artifact", json_string(id)))
+        stored = -ENOMEM;
+    free(id);
+    return stored;
 }

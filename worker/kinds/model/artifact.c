@@ -228,25 +228,11 @@ int model_report_failure(mcase *c, int k)
     }
     names[n->n_in] = "output:0";
     ts[n->n_in] = c->dev[k];
-    nvw_failure f = {.case_index = (int)c->index,
-                     .case_json = c->cj,
-                     .manifest = m,
-                     .n_tensors = n->n_in + 1,
-                     .names = names,
-                     .tensors = ts};
-    char *id = NULL;
-    pthread_mutex_lock(&c->j->b.lock);
-    r = o->on_failure(o->ud, &f, &id);
-    pthread_mutex_unlock(&c->j->b.lock);
+    r = nvw_store_failure(&c->j->b, c->cj, (int)c->index, m, n->n_in + 1, names, ts);
     json_decref(m);
-    if (r >= 0 && id) {
-        r = json_object_set_new(c->cj, "artifact", json_string(id)) ? -ENOMEM : 0;
-        r = r ? r
-              : model_localized(c, "op_case",
-                          "the first divergent op alone, on its inputs as the "
-                          "device saw them, fails its default tolerance");
-    } else
-        r = 0;
-    free(id);
+    if (r > 0)
+        r = model_localized(c, "op_case",
+                            "the first divergent op alone, on its inputs as the "
+                            "device saw them, fails its default tolerance");
     return r;
 }

@@ -178,7 +178,6 @@ static json_t *fused_manifest(mcase *c, int k, const lsub *ls, const char *cls, 
 
 int model_graph_artifact(mcase *c, int k, const char *cls)
 {
-    const nvw_run_opts *o = c->j->b.opts;
     const nv_graph *g = &c->g;
     lsub *ls = malloc(sizeof *ls);
     if (!ls)
@@ -216,26 +215,12 @@ int model_graph_artifact(mcase *c, int k, const char *cls)
         }
     for (int i = 0; i < n; i++)
         names[i] = buf[i];
-    nvw_failure f = {.case_index = (int)c->index,
-                     .case_json = c->cj,
-                     .manifest = m,
-                     .n_tensors = n,
-                     .names = names,
-                     .tensors = ts};
-    char *id = NULL;
-    pthread_mutex_lock(&c->j->b.lock);
-    r = o->on_failure(o->ud, &f, &id);
-    pthread_mutex_unlock(&c->j->b.lock);
-    r = 0;
-    if (id) {
-        r = json_object_set_new(c->cj, "artifact", json_string(id)) ? -ENOMEM : 0;
-        r = r ? r
-              : model_localized(c, "fused_case",
-                                "graph execution: the layer of the first divergent node as a "
-                                "fused case, its inputs as the device held them; the op alone "
-                                "fails its default tolerance on the values the backend held");
-    }
-    free(id);
+    r = nvw_store_failure(&c->j->b, c->cj, (int)c->index, m, n, names, ts);
+    if (r > 0)
+        r = model_localized(c, "fused_case",
+                            "graph execution: the layer of the first divergent node as a "
+                            "fused case, its inputs as the device held them; the op alone "
+                            "fails its default tolerance on the values the backend held");
 out:
     for (int q = 0; owned && q < g->n_nodes; q++)
         nv_tensor_free(owned[q]);
