@@ -22,9 +22,15 @@ torch's time for the same forward, no transfers). Torch runs with --threads 1
 (the harness default: the worker runs cases in parallel); emu with one case
 thread.
 
-usage: bench/model_torch_bench.py [BUILD_DIR] [TOKENS]   (prints a markdown table;
-TOKENS default 512: every case also computes the fp64 and the bf16 reference,
-minutes at 512 tokens)"""
+usage: bench/model_torch_bench.py [BUILD_DIR] [TOKENS] [--forward-only]
+(prints a markdown table; TOKENS default 512: every case also computes the fp64
+and the bf16 reference, minutes at 512 tokens).
+
+--forward-only: the forward alone, no model job and no references, through
+bench/model_forward_bench (the model kind's eager loop and graph call, the
+same seeded weights), 3 forwards per row, the fastest reported; the torch rows
+go through the same harness graph request, and their "torch forward s" is
+torch's own forward (NUMVAL_HARNESS_FORWARD_TIMES)."""
 import copy
 import json
 import os
@@ -34,10 +40,12 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BUILD = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build")
-WORKER = os.path.join(BUILD, "worker", "numval-worker")
 HARNESS = "exec:/usr/bin/python3 %s --device cpu" % os.path.join(ROOT, "worker/harness/torch_harness.py")
-T = int(sys.argv[2]) if len(sys.argv) > 2 else 512
+FORWARD_ONLY = "--forward-only" in sys.argv
+ARGS = [a for a in sys.argv[1:] if a != "--forward-only"]
+BUILD = ARGS[0] if ARGS else os.path.join(ROOT, "build")
+WORKER = os.path.join(BUILD, "worker", "numval-worker")
+T = int(ARGS[1]) if len(ARGS) > 1 else 512
 D, H, V, F, L = 256, 4, 512, 1024, 4
 
 
@@ -83,8 +91,49 @@ def run(tmp, spec, backend, env=None):
     return c["verdict"], s["device"] / s["device_forwards"], wall
 
 
+def forward_only(base):
+    """One model_forward_bench process per row: 3 forwards, the fastest."""
+    bench = os.path.join(BUILD, "bench", "model_forward_bench")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="nv-model-fwd-") as tmp:
+        path = os.path.join(tmp, "job.json")
+        with open(path, "w") as f:
+            json.dump(base, f)
+        for name, backend, how in (("emu eager (op by op, every node kept)", "emu", "eager"),
+                                   ("emu graph (one call, capture)", "emu", "graph"),
+                                   ("torch eager modules (harness)", HARNESS, "graph"),
+                                   ("torch script (harness)", HARNESS, "graph:script")):
+            times = os.path.join(tmp, "fwd.txt")
+            if os.path.exists(times):
+                os.unlink(times)
+            p = subprocess.run([bench, path, backend, how, "3"], capture_output=True, text=True,
+                               env=dict(os.environ, NUMVAL_HARNESS_FORWARD_TIMES=times))
+            if p.returncode != 0:
+                sys.exit("%s: %s" % (name, p.stderr.strip()))
+            dev = min(json.loads(p.stdout)["seconds"])
+            fwd = None
+            if os.path.exists(times):
+                with open(times) as f:
+                    fwd = min(float(line.split()[2]) for line in f if line.strip())
+            rows.append((name, dev, fwd))
+            print("# %s: %.3f s/forward (best of 3)%s" % (
+                name, dev, ", torch's own %.3f s" % fwd if fwd is not None else ""), flush=True)
+    emu = rows[0][1]
+    print("| execution | s/forward (best of 3) | torch forward s | emu eager / this |")
+    print("|---|---|---|---|")
+    for name, dev, fwd in rows:
+        print("| %s | %.3f | %s | %.1f |" % (name, dev, "%.3f" % fwd if fwd is not None else "-",
+                                            emu / (fwd if fwd else dev)))
+    print("# load average at the end: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
+
+
 def main():
     base = job()
+    if FORWARD_ONLY:
+        print("# forward only (no references); %d decoder blocks, d=%d, %d heads, %d tokens, "
+              "vocabulary %d, SwiGLU %d; bf16; load average %s" % (
+                  L, D, H, T, V, F, " ".join(open("/proc/loadavg").read().split()[:3])), flush=True)
+        return forward_only(base)
     rows = []
     print("# %d decoder blocks, d=%d, %d heads, %d tokens, vocabulary %d, SwiGLU %d; bf16; "
           "load average %s" % (L, D, H, T, V, F, open("/proc/loadavg").read().split()[0]), flush=True)

@@ -159,7 +159,7 @@ static int finish_model(nv_modelspec *s, const mexp *x, nv_spec_err *e)
  * "execution": "graph". */
 static int parse_framework(const json_t *spec, nv_modelspec *s, nv_spec_err *e)
 {
-    static const char *const compiles[] = {"none", "script", NULL};
+    static const char *const compiles[] = {"none", "script", "trace", NULL};
     static const char *const autocasts[] = {"none", "bf16", "fp16", NULL};
     const char *const *lists[2] = {compiles, autocasts};
     const char *keys[2] = {"compile", "autocast"};

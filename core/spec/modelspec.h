@@ -80,7 +80,7 @@ typedef struct nv_modelspec {
     uint64_t seed;
     bool graph_exec; /* "execution": "graph": the backend's graph entry, else "eager" */
     /* A framework harness's graph request (docs/EXEC_PROTOCOL.md "Optional
-     * requests"): "none" or "script"; "none", "bf16" or "fp16" (static strings). */
+     * requests"): "none", "script" or "trace"; "none", "bf16" or "fp16" (static strings). */
     const char *compile, *autocast;
     int64_t n_cases;
     nv_model_weights weights;

@@ -30,8 +30,9 @@ extern "C" {
 
 /* Version 2 appended nv_backend.double_backward (and nv_double_backward_call);
  * version 3 appended nv_backend.train (nv_train_call); version 4 appended
- * nv_backend.rng (nv_rng_call); numval still loads version-1, -2 and -3
- * tables, which end before them. */
+ * nv_backend.rng (nv_rng_call) and nv_op_call.node; numval still loads
+ * version-1, -2 and -3 tables, which end before rng (a plugin of version 3 or
+ * older never reads nv_op_call.node). */
 #define NV_BACKEND_ABI_VERSION 4
 #define NV_BACKEND_MAX_DIMS 8
 
@@ -91,6 +92,11 @@ typedef struct nv_op_call {
     /* Set by the backend: 1 when the op ran on a host (CPU) fallback instead of the
      * device; numval reports it per case. The caller zeroes it before the call. */
     int32_t fell_back;
+    /* Version 4: the name of the graph node this call runs, when the caller
+     * runs a graph node by node (model and fused jobs' eager execution), else
+     * NULL (op jobs). Information only: a backend computes the op the same
+     * whatever it says (emu's accum_node= fault keys on it). */
+    const char *node;
 } nv_op_call;
 
 /* Backward (vector-Jacobian product) of one op: given the forward inputs, the

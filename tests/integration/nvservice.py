@@ -212,6 +212,29 @@ class Service:
             raise Fail("GET job %s: %s %s" % (job_id, st, body))
         return body["job"]
 
+    def artifact_bytes(self, sha):
+        """The stored artifact sha's bytes, hash-verified (check)."""
+        import hashlib
+        with urllib.request.urlopen(self.url + "/api/v1/artifacts/" + sha, timeout=30) as r:
+            blob = r.read()
+        check(hashlib.sha256(blob).hexdigest() == sha, "artifact %s.. hash-verified" % sha[:12])
+        return blob
+
+    def artifact(self, sha):
+        """The stored artifact sha decoded: (manifest, tensor records) (nvartifact.parse)."""
+        from nvartifact import MAGIC, parse, unzstd
+        raw = unzstd(blob=self.artifact_bytes(sha), timeout=60)
+        check(raw[:8] == MAGIC, "artifact magic NVARTF01")
+        return parse(raw)
+
+    def submit_build(self, spec, device, build):
+        """Submit spec on device with build {name, version} = build: the job id (check 201)."""
+        st, body = self.api("POST", "/api/v1/jobs", dict(spec, device=device,
+                                                         build={"name": build, "version": build}),
+                            scope="submit")
+        check(st == 201, "submitted %s on %s" % (spec.get("name", spec["kind"]), device))
+        return body["job"]["id"]
+
     def cases(self, job_id):
         out, cursor = [], None
         while True:

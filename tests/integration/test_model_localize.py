@@ -3,11 +3,12 @@
 accuracy figures (docs/MODEL.md "Measured").
 
 - emu with bf16 accumulation only in the first block's attention score matmul
-  (emu:fused_accum_node=decoder.0.scores:bf16, graph execution: the op entry has
-  no node names) fails the shipped LM in fp32 at layer decoder.0, op bmm, node
+  (emu:fused_accum_node=decoder.0.scores:bf16 in graph execution;
+  emu:accum_node=... in eager execution, where each op call names its node,
+  nv_op_call.node) fails the shipped LM in fp32 at layer decoder.0, op bmm, node
   decoder.0.scores, whose own (local) check fails while every node before it
   is within its band; the same knob on decoder.1.scores moves the localization
-  there, and plain emu passes the same job.
+  there (eager: also decoder.1.q, a matmul), and plain emu passes the same job.
 - Greedy decode of 32 tokens (the shipped LM with its T = 16 positions widened
   to 36: prompt 4 + 32) on emu bf16 and fp32 vs fp64, seeds 1..N: every case
   passes, and the reported first divergent position and agreement equal what
@@ -58,46 +59,58 @@ def run(tmp, job, backend):
 
 
 def check_localized(tmp):
-    lm = shipped("decoder-lm")
-    lm.update(execution="graph", dtypes=["fp32"], samples=3)
-    rc, doc, err = run(tmp, lm, "emu")
-    ok(rc == 0 and all(c["verdict"] == "passed" for c in doc.get("cases", [])),
-       "the LM in graph execution passes on emu (fp32, 3 samples)", err[-500:])
-    for node in ("decoder.0.scores", "decoder.1.scores"):
-        backend = "emu:fused_accum_node=%s:bf16" % node
-        rc, doc, err = run(tmp, lm, backend)
-        an = (doc.get("mode") or {}).get("fused", {}).get("accum_node")
-        ok(an == {"node": node, "accum": "bf16"},
-           "describe's mode names the faulty node (%s)" % an)
-        bad = []
-        for c in doc.get("cases", []):
-            fd = c.get("first_divergent") or {}
-            names = [x["name"] for x in c["nodes"]]
-            k = names.index(node)
-            before = [x["name"] for x in c["nodes"][:k] if x["state"] != "in_band"]
-            if (c["verdict"] != "failed" or fd.get("node") != node or fd.get("op") != "bmm" or
-                    fd.get("layer") != node.rsplit(".", 1)[0] or
-                    (fd.get("local") or {}).get("verdict") != "outside_tolerance" or before):
-                bad.append("sample %s: %s, %s, out of band before it: %s"
-                           % (c.get("sample"), c["verdict"], json.dumps(fd)[:300], before))
-            else:
-                print("# %s sample %d: e_dev %.3g, band %.3g, local max ULP %.3g"
-                      % (node, c["sample"], fd["e_dev"], fd["band"], fd["local"]["max_ulp"]))
-        ok(rc == 1 and len(doc.get("cases", [])) == 3 and not bad,
-           "bf16 accumulation only in %s: localized to that bmm (layer %s), nothing out of "
-           "band before it" % (node, node.rsplit(".", 1)[0]), "\n".join(bad) + err[-300:])
+    """A fault in one node, in graph execution (the graph entry's
+    fused_accum_node) and in eager execution (the op entry's accum_node, keyed
+    by the node name each call carries: nv_op_call.node, backend ABI 4)."""
+    for execution, key, targets in (
+            ("graph", "fused_accum_node", (("decoder.0.scores", "bmm"),
+                                           ("decoder.1.scores", "bmm"))),
+            ("eager", "accum_node", (("decoder.0.scores", "bmm"), ("decoder.1.scores", "bmm"),
+                                     ("decoder.1.q", "matmul")))):
+        lm = shipped("decoder-lm")
+        lm.update(execution=execution, dtypes=["fp32"], samples=3)
+        rc, doc, err = run(tmp, lm, "emu")
+        ok(rc == 0 and all(c["verdict"] == "passed" for c in doc.get("cases", [])),
+           "the LM in %s execution passes on emu (fp32, 3 samples)" % execution, err[-500:])
+        for node, op in targets:
+            backend = "emu:%s=%s:bf16" % (key, node)
+            rc, doc, err = run(tmp, lm, backend)
+            mode = (doc.get("mode") or {})
+            an = (mode.get("fused", {}) if execution == "graph" else mode).get("accum_node")
+            ok(an == {"node": node, "accum": "bf16"},
+               "describe's mode names the faulty node (%s: %s)" % (key, an))
+            bad = []
+            for c in doc.get("cases", []):
+                fd = c.get("first_divergent") or {}
+                names = [x["name"] for x in c["nodes"]]
+                k = names.index(node)
+                before = [x["name"] for x in c["nodes"][:k] if x["state"] != "in_band"]
+                if (c["verdict"] != "failed" or fd.get("node") != node or fd.get("op") != op or
+                        fd.get("layer") != node.rsplit(".", 1)[0] or
+                        (fd.get("local") or {}).get("verdict") != "outside_tolerance" or before):
+                    bad.append("sample %s: %s, %s, out of band before it: %s"
+                               % (c.get("sample"), c["verdict"], json.dumps(fd)[:300], before))
+                else:
+                    print("# %s %s sample %d: e_dev %.3g, band %.3g, local max ULP %.3g"
+                          % (execution, node, c["sample"], fd["e_dev"], fd["band"],
+                             fd["local"]["max_ulp"]))
+            ok(rc == 1 and len(doc.get("cases", [])) == 3 and not bad,
+               "%s: bf16 accumulation only in %s: localized to that %s (layer %s), nothing "
+               "out of band before it" % (execution, node, op, node.rsplit(".", 1)[0]),
+               "\n".join(bad) + err[-300:])
 
 
 def check_bad_knob(tmp):
     lm = shipped("decoder-lm")
     lm.update(execution="graph", dtypes=["fp32"], samples=1)
     bad = []
-    for v in ("nocolon", "x:int8", ":bf16", "n" * 64 + ":bf16"):
-        rc, doc, err = run(tmp, lm, "emu:fused_accum_node=" + v)
-        if rc != 2 or ("bad value '%s' for emu mode key 'fused_accum_node'" % v) not in err:
-            bad.append("%s: exit %d, %s" % (v, rc, err[-200:]))
-    ok(not bad, "a bad fused_accum_node value is refused naming the key and the value",
-       "\n".join(bad))
+    for key in ("fused_accum_node", "accum_node"):
+        for v in ("nocolon", "x:int8", ":bf16", "n" * 64 + ":bf16"):
+            rc, doc, err = run(tmp, lm, "emu:%s=%s" % (key, v))
+            if rc != 2 or ("bad value '%s' for emu mode key '%s'" % (v, key)) not in err:
+                bad.append("%s=%s: exit %d, %s" % (key, v, rc, err[-200:]))
+    ok(not bad, "a bad fused_accum_node or accum_node value is refused naming the key and "
+       "the value", "\n".join(bad))
 
 
 def widened_lm(positions, decode):

@@ -19,14 +19,12 @@ e5m2 (emu:storage=fp8_e5m2) and one on the correct emu.
   (schema/result.schema.json), and a mutated case is rejected.
 
 usage: test_model_promote.py NUMVALD NUMVAL-WORKER NUMVALCTL SOURCE_ROOT"""
-import hashlib
 import json
 import os
 import sys
-import urllib.request
 
 import nvschema
-from nvartifact import MAGIC, parse, signature_id, unzstd
+from nvartifact import signature_id
 from nvservice import Service, check, main
 
 ROOT = sys.argv.pop(4) if len(sys.argv) > 4 else ""
@@ -40,23 +38,6 @@ def shipped(name):
     job["dtypes"] = ["fp32"]
     job["samples"] = 1
     return job
-
-
-def artifact(s, sha):
-    with urllib.request.urlopen(s.url + "/api/v1/artifacts/" + sha, timeout=30) as r:
-        blob = r.read()
-    check(hashlib.sha256(blob).hexdigest() == sha, "artifact %s.. hash-verified" % sha[:12])
-    raw = unzstd(blob=blob, timeout=60)
-    check(raw[:8] == MAGIC, "artifact magic NVARTF01")
-    return parse(raw)
-
-
-def submit(s, spec, device, build):
-    st, body = s.api("POST", "/api/v1/jobs", dict(spec, device=device,
-                                                  build={"name": build, "version": build}),
-                     scope="submit")
-    check(st == 201, "submitted %s on %s" % (spec.get("name", spec["kind"]), device))
-    return body["job"]["id"]
 
 
 def failed_case(s, job_id):
@@ -109,12 +90,12 @@ def check_localized(s, job_id, name, layer, node, op):
           % (op, sig.get("failure_class")))
     check(c.get("flaky") is False and len(c.get("minimized_artifact", "")) == 64,
           "the case carries its minimized artifact")
-    man, records = artifact(s, c["minimized_artifact"])
+    man, records = s.artifact(c["minimized_artifact"])
     check(man["spec"]["kind"] == "op" and man["spec"]["op"] == op and
           man.get("minimized_from") == c["artifact"],
           "the minimized artifact is an op job of %s alone, minimized from the model's (%s)"
           % (op, json.dumps(man["spec"])[:200]))
-    orig, orig_records = artifact(s, c["artifact"])
+    orig, orig_records = s.artifact(c["artifact"])
     check(orig.get("model", {}).get("node") == node and
           orig["model"].get("layer") == layer and orig["model"].get("job") == name,
           "the model's artifact records the node it came from (%s)" % orig.get("model"))
@@ -132,7 +113,7 @@ def test(bins):
         s.start_worker("faulty", FAULTY)
         s.start_worker("emu", "emu")
 
-        j1 = submit(s, lm, "faulty", "f1")
+        j1 = s.submit_build(lm, "faulty", "f1")
         check(s.wait_jobs([j1], 120)[j1]["state"] == "failed", "the LM fails on %s" % FAULTY)
         c1, sig1 = check_localized(s, j1, "decoder-lm", "embed", "embed.x", "embedding")
 
@@ -145,7 +126,7 @@ def test(bins):
               "suite case: kind op, embedding fp32, the minimized artifact, origin job (%s)"
               % {k: sc.get(k) for k in ("kind", "op", "dtype", "origin_job")})
 
-        j2 = submit(s, mlp, "faulty", "f1")
+        j2 = s.submit_build(mlp, "faulty", "f1")
         check(s.wait_jobs([j2], 120)[j2]["state"] == "failed", "the MLP fails on %s" % FAULTY)
         c2, sig2 = check_localized(s, j2, "mlp-classifier", "fc_in", "fc_in.h", "matmul")
         st, suite = s.api("GET", "/api/v1/suite", scope="read")
@@ -153,9 +134,9 @@ def test(bins):
         check(ops == [("op", "embedding", "fp32"), ("op", "matmul", "fp32")],
               "two suite cases, one per localized op: %s" % ops)
 
-        sj_bad = submit(s, {"kind": "suite"}, "faulty", "f2")
+        sj_bad = s.submit_build({"kind": "suite"}, "faulty", "f2")
         done = s.wait_jobs([sj_bad], 120)
-        sj_ok = submit(s, {"kind": "suite"}, "emu", "f3")
+        sj_ok = s.submit_build({"kind": "suite"}, "emu", "f3")
         done.update(s.wait_jobs([sj_ok], 120))
         bad = sorted((c.get("op"), c["verdict"]) for c in s.cases(sj_bad))
         ok = sorted((c.get("op"), c["verdict"]) for c in s.cases(sj_ok))

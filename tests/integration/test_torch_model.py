@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Model jobs through the PyTorch harness's graph request (docs/EXEC_PROTOCOL.md
 "Optional requests", docs/MODEL.md "The PyTorch harness"): the shipped
-decoder-lm built as a torch module tree and run eager and TorchScript-scripted
+decoder-lm built as a torch module tree and run eager, TorchScript-scripted and traced
 (fp32 and bf16), every node captured through forward hooks and judged against
 numval's references; the scripted run's case carries the TorchScript graph;
 a deliberately wrong module (--wrong-op) is localized to its op; autocast(bf16)
@@ -133,8 +133,34 @@ def main(tmp):
        "the TorchScript graph holds aten::linear, aten::embedding, aten::softmax and the 65 "
        "hook captures", ir[:1200])
 
-    # a deliberately wrong module, eager and scripted: localized to its op
-    for op, node, compile_ in (("silu", "decoder.0.act", "none"), ("softmax", "decoder.0.p", "script")):
+    # torch.jit.trace: the hooks' writes are not recorded by a trace, so the
+    # harness traces the model returning its outputs and every capture
+    rc, doc, err = run(tmp, lm_job(dtypes=["fp32", "bf16"], compile="trace"), HARNESS)
+    cs = (doc or {}).get("cases", [])
+    ok(rc == 0 and doc["verdict"] == "passed" and doc.get("compile") == "trace" and
+       len(cs) == 2 and all(map(all_in_band, cs)),
+       "traced torch modules: decoder-lm passes in fp32 and bf16, all 65 nodes in band",
+       brief(doc, err))
+    comp = cs[0].get("compiled", {}) if cs else {}
+    ir = comp.get("ir", "")
+    # the graph returns one tuple: the logits and the 65 captures
+    lines = ir.strip().splitlines()
+    ret = lines[-1].strip() if lines else ""
+    tup = lines[-2] if len(lines) > 1 else ""
+    n_ret = tup.split("prim::TupleConstruct(")[-1].count("%") if "prim::TupleConstruct(" in tup else 0
+    ok(comp.get("compiler", "").startswith("torchscript") and "torch.jit.trace" in
+       comp.get("what", "") and ir.startswith("graph(") and not comp.get("truncated") and
+       comp.get("ir_bytes") == len(ir) and "aten::linear" in ir and "aten::embedding" in ir and
+       "aten::softmax" in ir and 'prim::SetAttr[name="captured"]' not in ir and
+       ret.startswith("return (") and n_ret == 66,
+       "the traced case carries the trace's graph (%d bytes): aten::linear, aten::embedding, "
+       "aten::softmax, no hook writes, a tuple of the logits and 65 captures returned (%d)"
+       % (len(ir), n_ret),
+       json.dumps({k: v for k, v in comp.items() if k != "ir"}) + " " + ret[:200])
+
+    # a deliberately wrong module, eager, scripted and traced: localized to its op
+    for op, node, compile_ in (("silu", "decoder.0.act", "none"), ("softmax", "decoder.0.p", "script"),
+                               ("rms_norm", "decoder.0.n1", "trace")):
         rc, doc, err = run(tmp, lm_job(dtypes=["fp32"], compile=compile_),
                            HARNESS + " --wrong-op " + op)
         c = (doc or {}).get("cases", [{}])[0]

@@ -14,6 +14,7 @@ or as a TorchScript-scripted module. Every node module carries a forward hook
 (scriptable, so it survives scripting) that keeps its output: the captures.
 """
 
+import contextlib
 import importlib.util
 import linecache
 import os
@@ -312,6 +313,27 @@ def natural_dtypes(plan, tensors):
     return dt
 
 
+class WithCaptures(torch.nn.Module):
+    """The model returning its outputs, then every node's capture (topological
+    order of the layers' nodes), for torch.jit.trace."""
+
+    def __init__(self, model, captures):
+        super().__init__()
+        self.model = model
+        self.nodes = captures  # the same node modules, whose hooks set .captured
+
+    def forward(self, *data):
+        outs = self.model(*data)
+        return tuple(outs) + tuple(m.captured for m in self.nodes)
+
+
+class Held:
+    """A capture the traced module returned (what a hooked module holds)."""
+
+    def __init__(self, t):
+        self.captured = t
+
+
 AUTOCAST = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -323,8 +345,9 @@ def run(msg, tensors, device, wrong_op):
     if len(tensors) != len(graph["inputs"]):
         raise HarnessError("invalid", f"{len(tensors)} tensors for {len(graph['inputs'])} graph inputs")
     compile_, cast = opts.get("compile", "none"), opts.get("autocast", "none")
-    if compile_ not in ("none", "script"):
-        raise HarnessError("unsupported", f"compile '{compile_}': this harness offers none, script")
+    if compile_ not in ("none", "script", "trace"):
+        raise HarnessError("unsupported",
+                           f"compile '{compile_}': this harness offers none, script, trace")
     if cast not in AUTOCAST:
         raise HarnessError("unsupported", f"autocast '{cast}': this harness offers none, bf16, fp16")
     t0 = time.perf_counter()
@@ -332,21 +355,30 @@ def run(msg, tensors, device, wrong_op):
     model, captures = build(plan, tensors)
     model.eval()
     t1 = time.perf_counter()
-    runnable = torch.jit.script(model) if compile_ == "script" else model
-    t2 = time.perf_counter()
-    # after scripting, a node module's hook writes the scripted submodule's attribute
-    if compile_ == "script":
-        captures = [getattr(getattr(runnable, f"layer{li}"), ident(n["name"]))
-                    for li, (_, ns) in enumerate(plan.layers) for n in ns]
-    order = {n["name"]: k for k, n in enumerate(n for _, ns in plan.layers for n in ns)}
     data = [t for name, t in zip(plan.inputs, tensors) if name in plan.data]
-    with torch.no_grad():
-        if AUTOCAST[cast] is not None:
-            with torch.autocast(device_type=torch.device(device).type, dtype=AUTOCAST[cast]):
-                outs = runnable(*data)
+    autocast = (torch.autocast(device_type=torch.device(device).type, dtype=AUTOCAST[cast])
+                if AUTOCAST[cast] is not None else contextlib.nullcontext())
+    n_out = len(plan.outputs)
+    with torch.no_grad(), autocast:
+        if compile_ == "trace":
+            # A trace records tensor operations, not the hooks' writes to
+            # m.captured; returned as outputs of the traced function, the
+            # captures are values of the trace's graph like the logits.
+            runnable = torch.jit.trace(WithCaptures(model, captures), tuple(data),
+                                       check_trace=False)
         else:
-            outs = runnable(*data)
+            runnable = torch.jit.script(model) if compile_ == "script" else model
+        t2 = time.perf_counter()
+        # after scripting, a node module's hook writes the scripted submodule's attribute
+        if compile_ == "script":
+            captures = [getattr(getattr(runnable, f"layer{li}"), ident(n["name"]))
+                        for li, (_, ns) in enumerate(plan.layers) for n in ns]
+        outs = runnable(*data)
+        if compile_ == "trace":
+            outs, held = outs[:n_out], outs[n_out:]
+            captures = [Held(t) for t in held]
     t3 = time.perf_counter()
+    order = {n["name"]: k for k, n in enumerate(n for _, ns in plan.layers for n in ns)}
     if os.environ.get("NUMVAL_HARNESS_FORWARD_TIMES"):
         # benchmarks (bench/model_torch_bench.py): build, script, forward seconds
         with open(os.environ["NUMVAL_HARNESS_FORWARD_TIMES"], "a") as f:
@@ -361,10 +393,12 @@ def run(msg, tensors, device, wrong_op):
     extra = {"modules": {"layers": len(plan.layers), "nodes": len(plan.nodes),
                          "parameters": sum(p.numel() for p in model.parameters()),
                          "compile": compile_, "autocast": cast}}
-    if compile_ == "script":
+    if compile_ in ("script", "trace"):
         ir = str(runnable.inlined_graph)
-        extra["compiled"] = {"compiler": f"torchscript {torch.__version__}",
-                             "what": "torch.jit.script(model).inlined_graph",
+        what = ("torch.jit.script(model).inlined_graph" if compile_ == "script" else
+                "torch.jit.trace(model returning its outputs and every node's capture)"
+                ".inlined_graph")
+        extra["compiled"] = {"compiler": f"torchscript {torch.__version__}", "what": what,
                              "ir": ir[:IR_MAX], "ir_bytes": len(ir),
                              "truncated": len(ir) > IR_MAX}
     return names, result, extra

@@ -73,6 +73,29 @@ int nvw_runner_run(const nvw_runner *k, nvw_job_base *base, void *job, const jso
 int nvw_read_describe(const nv_backend *table, const char *options, const char *who, json_t **ret,
                       char **ret_err);
 
+/* The head of a graph kind's result (fused, model), its keys in this order:
+ * "verdict" (failed when a case failed, else error when one erred or has no
+ * verdict, else passed; over base->cases), "kind" and "op" (both kind),
+ * "graph_hash", "backend", describe()'s "device", "mode", "contract" and
+ * "build" (as "backend_build"), "build" (the spec's, else describe()'s) and
+ * "seed". The kind adds its own keys, then nvw_result_close. New reference,
+ * NULL on ENOMEM. */
+json_t *nvw_result_open(const nvw_job_base *base, const char *kind, const char *graph_hash,
+                        uint64_t seed);
+/* Append "summary" ({cases, passed, failed, errors}), "cases" (base->cases,
+ * each a new reference) and the spec's "name" where it has one to r (stolen):
+ * r, or NULL on ENOMEM (r freed). */
+json_t *nvw_result_close(const nvw_job_base *base, json_t *r);
+
+/* Hand a failed case to base->opts->on_failure (serially, under base->lock):
+ * the failure record of case case_index (case_json, manifest, the n tensors
+ * and their names). When it stored an artifact, its id is set as
+ * case_json's "artifact" and 1 is returned; 0 when nothing was stored (no
+ * on_failure, or it failed); -ENOMEM. */
+int nvw_store_failure(nvw_job_base *base, json_t *case_json, int case_index,
+                      const json_t *manifest, int n, const char *const *names,
+                      const nv_tensor *const *tensors);
+
 /* A double as JSON: a number when finite, else "nan", "inf" or "-inf" (JSON has
  * no non-finite numbers). */
 json_t *nvw_json_num(double x);

@@ -3,8 +3,8 @@
  * must load it, read nothing past that size, and treat it as offering no
  * double backward. Its double_backward slot holds a function that aborts, so
  * a loader that read the slot anyway (or a gradient job that called it) would
- * crash the test. Built with -DABI_FUTURE it declares version 5 instead, which
- * numval must refuse naming both versions. Built with -DABI_V3 it is a
+ * crash the test. Built with -DABI_FUTURE it declares the version after
+ * numval's instead, which numval must refuse naming both versions. Built with -DABI_V3 it is a
  * version-3 table (struct_size NV_BACKEND_V3_SIZE) whose rng slot aborts:
  * numval must load it with no rng entry. */
 #include <stdlib.h>
@@ -33,7 +33,7 @@ const nv_backend *nv_backend_entry(void)
     table = *nvw_emu_backend();
     table.name = "abi_v1";
 #if defined ABI_FUTURE
-    table.abi_version = 5;
+    table.abi_version = NV_BACKEND_ABI_VERSION + 1;
 #elif defined ABI_V3
     table.name = "abi_v3";
     table.abi_version = 3;

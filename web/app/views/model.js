@@ -69,7 +69,8 @@ function divergence(c, suiteCase) {
           num(local.mismatches), ' mismatching elements')
         : local.error || undefined],
       ['Reproducer', loc ? h('span', {id: 'model-localized', dataset: {state: loc.state}},
-        loc.state === 'op_case' ? `an op case of ${fd.op} alone` : 'none', ': ', h('span.muted', loc.reason)) : undefined],
+        loc.state === 'op_case' ? `an op case of ${fd.op} alone`
+          : loc.state === 'fused_case' ? `a fused case of layer ${fd.layer}` : 'none', ': ', h('span.muted', loc.reason)) : undefined],
       ['Signature', c.signature ? h('code', {title: c.signature.id}, String(c.signature.id).slice(0, 16)) : undefined],
       ['Gate', c.repro_rate ? `${num(c.repro_rate.failed)} of ${num(c.repro_rate.runs)} runs failed, ` +
         `${num(c.repro_rate.bit_identical)} bit-identical` : undefined],

@@ -77,7 +77,7 @@ static uint64_t fnv1a(const char *s)
 
 /* Resolve the call's dtypes (DESIGN.md "Devices and backends"; docs/BACKEND_ABI.md). */
 static void call_init(emu_call *ec, emu_ctx *ctx, const nv_op_def *op, const nv_op_attrs *a,
-                      nv_dtype out, int64_t numel)
+                      nv_dtype out, int64_t numel, const char *node)
 {
     const emu_mode *m = &ctx->mode;
     memset(ec, 0, sizeof(*ec));
@@ -94,6 +94,8 @@ static void call_init(emu_call *ec, emu_ctx *ctx, const nv_op_def *op, const nv_
         ec->accum = a->acc_dtype;
     else
         ec->accum = ec->compute == NV_DT_FP64 ? NV_DT_FP64 : NV_DT_FP32;
+    if (m->accum_node_set && node && !strcmp(node, m->accum_node))
+        ec->accum = m->accum_node_dtype;
     ec->rm.rounding = m->rounding;
     ec->rm.saturate = m->saturate;
     ec->rm.ftz = m->ftz;
@@ -342,7 +344,7 @@ static int emu_forward(void *vctx, nv_op_call *call, char *err, size_t errlen)
         goto out;
     }
     emu_call ec;
-    call_init(&ec, ctx, op, &a, out_dt, numel);
+    call_init(&ec, ctx, op, &a, out_dt, numel, call->node);
     if (op->kind == NV_OPK_SELECT)
         r = emu_select(&ctx->mode, op, &a, s.inp, vals, &ctx->draws, err, errlen);
     else

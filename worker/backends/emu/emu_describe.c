@@ -257,6 +257,10 @@ char *emu_describe_json(const emu_mode *m)
                                       "sample_draw",
                                       m->sample_untempered ? "untempered" : "tempered"));
     }
+    if (m->accum_node_set) /* only when set, as above */
+        json_object_set_new(json_object_get(d, "mode"), "accum_node",
+                            json_pack("{s:s, s:s}", "node", m->accum_node, "accum",
+                                      nv_dtype_name(m->accum_node_dtype)));
     char *s = json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(d);
     return s;

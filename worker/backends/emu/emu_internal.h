@@ -92,6 +92,13 @@ typedef struct emu_mode {
      * rounding). */
     bool rng_restore_reuse, rng_streams_overlap, rng_recompute_fresh, rng_threshold_set;
     nv_dtype rng_threshold;
+    /* "accum_node=NODE:DT": the op entry accumulates in DT in the calls that
+     * name graph node NODE (nv_op_call.node, ABI version 4): one kernel
+     * launch built with a narrower accumulator, the op-entry twin of
+     * fused_accum_node. */
+    bool accum_node_set;
+    nv_dtype accum_node_dtype;
+    char accum_node[64]; /* NV_GRAPH_MAX_NAME */
 } emu_mode;
 
 enum { EMU_TF_NONE, EMU_TF_SKIP_UNSCALE, EMU_TF_UPDATE_SKIPPED, EMU_TF_IGNORE_DET };

@@ -242,6 +242,18 @@ static const char *apply(emu_mode *m, const char *k, const char *v, bool *known)
     if (!strcmp(k, "rng_threshold"))
         return parse_float_dtype(v, &m->rng_threshold) ? "a float dtype (bf16, fp8_e4m3, ...)"
                                                        : (m->rng_threshold_set = true, NULL);
+    if (!strcmp(k, "accum_node")) {
+        /* the fused_accum_node parser on a scratch mode: both take the same text */
+        emu_mode tmp;
+        bool kn;
+        const char *bad = emu_graph_mode_apply(&tmp, "fused_accum_node", v, &kn);
+        if (bad)
+            return bad;
+        memcpy(m->accum_node, tmp.fused.accum_node, sizeof m->accum_node);
+        m->accum_node_dtype = tmp.fused.accum_node_dtype;
+        m->accum_node_set = true;
+        return NULL;
+    }
     if (!strncmp(k, "fused_", 6)) /* fused graph knobs: emu_graph.c */
         return emu_graph_mode_apply(m, k, v, known);
     *known = false;
@@ -276,8 +288,8 @@ int emu_mode_parse(const char *opts, emu_mode *m, char *err, size_t errlen)
                      "reduce, accum_block, accum_align, fma, ftz, daz, rounding, saturate, "
                      "transcendental, scale, seed, inference_only, batch_splitk, kv_cache, "
                      "sample_stream, sample_topp, sample_draw, train_fault, ckpt_drop, "
-                     "allreduce, rng_restore, rng_streams, rng_recompute, rng_threshold or "
-                     "fused_*",
+                     "allreduce, rng_restore, rng_streams, rng_recompute, rng_threshold, "
+                     "accum_node or fused_*",
                      item, eq + 1);
             r = NV_E_INVALID;
             goto out;

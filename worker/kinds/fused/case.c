@@ -9,6 +9,7 @@
 
 #include "core/ref/reference.h"
 #include "fused_internal.h"
+#include "worker/runner/graph_exec.h"
 
 static double now_ms(void)
 {
@@ -103,16 +104,6 @@ static int make_inputs(fcase *c)
     return 0;
 }
 
-static bool view_fits(const nv_tensor_view *v, nv_dtype dt, const nv_graph_node *n)
-{
-    if (!v->data || v->dtype != (int32_t)dt || v->ndim != n->ndim)
-        return false;
-    for (int d = 0; d < n->ndim; d++)
-        if (v->shape[d] != n->shape[d])
-            return false;
-    return true;
-}
-
 static void release(fcase *c, nv_tensor_view *v)
 {
     if (v->data && c->j->b.table->release_tensor)
@@ -124,48 +115,16 @@ static void release(fcase *c, nv_tensor_view *v)
  * by the device, exactly as op jobs run it. */
 static int run_unfused(fcase *c)
 {
-    const nv_graph *g = &c->g;
-    nv_tensor_view *outs = calloc((size_t)g->n_nodes, sizeof *outs);
-    if (!outs)
-        return -ENOMEM;
-    int r = 0;
-    for (int k = 0; k < g->n_nodes && r == 0; k++) {
-        const nv_graph_node *n = &g->nodes[k];
-        nv_tensor_view ins[NV_GRAPH_NODE_INPUTS];
-        for (int i = 0; i < n->n_in; i++)
-            ins[i] = n->in[i] < 0 ? c->inv[-1 - n->in[i]] : outs[n->in[i]];
-        nv_op_call call = {.op = n->op->name,
-                           .attrs_json = n->attrs_json,
-                           .out_dtype = (int32_t)n->dtype,
-                           .n_inputs = n->n_in,
-                           .inputs = ins,
-                           .n_outputs = 1,
-                           .outputs = &outs[k]};
-        char err[FUSED_ERRLEN] = "";
-        int br = c->j->b.table->forward(c->ctx, &call, err, sizeof err);
-        if (br != NV_OK) {
-            r = fused_verdict(c, "error", "backend_error",
-                              "unfused node '%s' (op '%s'): the backend returned %d: '%s'", n->name,
-                              n->op->name, br, err);
-            r = r < 0 ? r : 1;
-            break;
-        }
-        if (!view_fits(&outs[k], n->dtype, n)) {
-            r = fused_verdict(c, "failed", "bad_output",
-                              "unfused node '%s' (op '%s'): output dtype or shape differs from "
-                              "the graph's ('%s')",
-                              n->name, n->op->name, nv_dtype_name(n->dtype));
-            r = r < 0 ? r : 1;
-            break;
-        }
-        c->unf[k] = nvw_tensor_from_view(&outs[k], false);
-        if (!c->unf[k])
-            r = -ENOMEM;
-    }
-    for (int k = 0; k < g->n_nodes; k++)
-        release(c, &outs[k]);
-    free(outs);
-    return r;
+    nvw_eager_fail f;
+    int r = nvw_graph_eager(c->j->b.table, c->ctx, &c->g, c->inv, c->unf, &f);
+    if (r != 1)
+        return r;
+    const char *v, *cls;
+    char msg[1024];
+    nvw_eager_verdict(&c->g, &f, "unfused", "output dtype or shape differs from the graph's", &v,
+                      &cls, msg, sizeof msg);
+    r = fused_verdict(c, v, cls, "%s", msg);
+    return r < 0 ? r : 1;
 }
 
 /* The graph entry with capture: outputs, then every node's held value. */
@@ -193,7 +152,7 @@ static int run_fused(fcase *c)
         int k = i < g->n_outputs ? g->outputs[i] : i - g->n_outputs;
         const nv_graph_node *n = &g->nodes[k];
         nv_dtype want = i < g->n_outputs ? n->dtype : (nv_dtype)v[i].dtype;
-        if (!nv_dtype_get(want) || !view_fits(&v[i], want, n)) {
+        if (!nv_dtype_get(want) || !nvw_view_fits(&v[i], want, n)) {
             r = fused_verdict(c, "failed", "bad_output",
                               "fused %s of node '%s': no data, or dtype or shape differs from the "
                               "graph's",
@@ -217,23 +176,6 @@ static int run_fused(fcase *c)
     return r;
 }
 
-/* The graph of this case: the spec's graph with the case dtype inferred (the
- * spec's graph is shared by the threads; node attrs_json stay borrowed). */
-static int case_graph(fcase *c)
-{
-    const nv_graph *sg = c->j->s->graph;
-    c->g = *sg;
-    c->g.nodes = malloc((size_t)sg->n_nodes * sizeof *c->g.nodes);
-    if (!c->g.nodes)
-        return -ENOMEM;
-    memcpy(c->g.nodes, sg->nodes, (size_t)sg->n_nodes * sizeof *c->g.nodes);
-    char *ptr = NULL, *msg = NULL;
-    int r = nv_graph_infer(&c->g, c->dt, "/graph", &ptr, &msg);
-    free(ptr);
-    free(msg);
-    return r;
-}
-
 static int alloc_arrays(fcase *c)
 {
     size_t n = (size_t)c->g.n_nodes;
@@ -248,7 +190,7 @@ static int alloc_arrays(fcase *c)
 
 static int run_body(fcase *c)
 {
-    int r = case_graph(c);
+    int r = nvw_case_graph(c->j->s->graph, c->dt, &c->g);
     if (r == 0 && c->j->s->n_dtypes == 0 &&
         json_object_set_new(c->cj, "dtype",
                             json_string(nv_dtype_name(c->g.nodes[c->g.outputs[0]].dtype))))

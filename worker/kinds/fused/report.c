@@ -316,19 +316,7 @@ static int report_failure(fcase *c)
         json_object_get(c->cj, "first_mismatches"));
     if (!m)
         goto out;
-    nvw_failure f = {.case_index = (int)c->index,
-                     .case_json = c->cj,
-                     .manifest = m,
-                     .n_tensors = n,
-                     .names = names,
-                     .tensors = ts};
-    char *id = NULL;
-    pthread_mutex_lock(&j->b.lock);
-    r = j->b.opts->on_failure(j->b.opts->ud, &f, &id);
-    pthread_mutex_unlock(&j->b.lock);
-    if (r >= 0 && id)
-        json_object_set_new(c->cj, "artifact", json_string(id));
-    free(id);
+    nvw_store_failure(&j->b, c->cj, (int)c->index, m, n, names, ts);
     r = 0;
 out:
     json_decref(m);

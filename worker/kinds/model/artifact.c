@@ -58,8 +58,8 @@ static json_t *op_spec(const mcase *c, int k, nv_tensor *const *in, nv_dtype *re
  * probe judges it, worker/kinds/op/repro_probe.c): the shipped default
  * tolerance in the output dtype, the declared accumulator for a reduction or
  * matmul. *ret_cls "" when within the tolerance. 0, NV_E_* or -ENOMEM. */
-static int judge_op(const mcase *c, int k, nv_tensor *const *in, nv_dtype dt, nv_tolerance *tol,
-                    nv_compare_result *cmp, char cls[48])
+int model_judge_op(const mcase *c, int k, nv_tensor *const *in, nv_dtype dt, nv_tolerance *tol,
+                   nv_compare_result *cmp, char cls[48])
 {
     const nv_graph_node *n = &c->g.nodes[k];
     const nv_tensor *got = c->dev[k];
@@ -113,7 +113,7 @@ static int judge_op(const mcase *c, int k, nv_tensor *const *in, nv_dtype dt, nv
     return r;
 }
 
-static json_t *tolerance_json(const nv_tolerance *tol)
+json_t *model_tolerance_json(const nv_tolerance *tol)
 {
     json_t *t = nv_tolerance_to_json(tol);
     if (t && (json_object_set_new(t, "version", json_integer(tol->version)) ||
@@ -131,7 +131,7 @@ static json_t *manifest(const mcase *c, int k, json_t *spec, nv_dtype dt, const 
 {
     const nv_graph_node *n = &c->g.nodes[k];
     const json_t *d = c->j->b.describe;
-    json_t *tj = tolerance_json(tol), *shape = json_array();
+    json_t *tj = model_tolerance_json(tol), *shape = json_array();
     for (int i = 0; shape && i < n->ndim; i++)
         json_array_append_new(shape, json_integer(n->shape[i]));
     json_t *cs =
@@ -175,8 +175,7 @@ static json_t *manifest(const mcase *c, int k, json_t *spec, nv_dtype dt, const 
     return m;
 }
 
-/* "localized": what became of the op case, on the case JSON. */
-static int localized(mcase *c, const char *state, const char *why)
+int model_localized(mcase *c, const char *state, const char *why)
 {
     json_t *o = json_pack("{s:s, s:s}", "state", state, "reason", why);
     return !o || json_object_set_new(c->cj, "localized", o) ? -ENOMEM : 0;
@@ -187,11 +186,6 @@ int model_report_failure(mcase *c, int k)
     const nvw_run_opts *o = c->j->b.opts;
     if (!o || !o->on_failure)
         return 0;
-    if (c->j->s->graph_exec)
-        return localized(c, "none",
-                         "graph execution: a node's captured value is what the backend held "
-                         "inside its region, which an op case through the op entry does not "
-                         "replay (a fused artifact of the node's layer is deferred)");
     const nv_graph_node *n = &c->g.nodes[k];
     nv_tensor *in[NV_GRAPH_NODE_INPUTS];
     for (int i = 0; i < n->n_in; i++)
@@ -203,15 +197,22 @@ int model_report_failure(mcase *c, int k)
     nv_tolerance tol;
     nv_compare_result cmp;
     char cls[48];
-    int r = judge_op(c, k, in, dt, &tol, &cmp, cls);
+    int r = model_judge_op(c, k, in, dt, &tol, &cmp, cls);
     if (r < 0 || !cls[0]) {
         json_decref(spec);
         if (r == -ENOMEM || r == NV_E_NOMEM)
             return -ENOMEM;
-        return localized(c, "none",
-                         r < 0 ? "the op has no default tolerance or reference for these inputs"
-                               : "the op is within its default tolerance on the inputs the "
-                                 "device gave it: the error is inherited, not the op's own");
+        return model_localized(
+            c, "none",
+            r < 0 ? "the op has no default tolerance or reference for these inputs"
+                  : "the op is within its default tolerance on the inputs the device gave it: "
+                    "the error is inherited or comes from the composition, which neither an op "
+                    "case nor a fused case of its layer (the fused kind judges each node on its "
+                    "own inputs) reproduces");
+    }
+    if (c->j->s->graph_exec) {
+        json_decref(spec);
+        return model_graph_artifact(c, k, cls);
     }
     json_t *m = manifest(c, k, spec, dt, &tol, &cmp, cls);
     json_decref(spec);
@@ -227,25 +228,11 @@ int model_report_failure(mcase *c, int k)
     }
     names[n->n_in] = "output:0";
     ts[n->n_in] = c->dev[k];
-    nvw_failure f = {.case_index = (int)c->index,
-                     .case_json = c->cj,
-                     .manifest = m,
-                     .n_tensors = n->n_in + 1,
-                     .names = names,
-                     .tensors = ts};
-    char *id = NULL;
-    pthread_mutex_lock(&c->j->b.lock);
-    r = o->on_failure(o->ud, &f, &id);
-    pthread_mutex_unlock(&c->j->b.lock);
+    r = nvw_store_failure(&c->j->b, c->cj, (int)c->index, m, n->n_in + 1, names, ts);
     json_decref(m);
-    if (r >= 0 && id) {
-        r = json_object_set_new(c->cj, "artifact", json_string(id)) ? -ENOMEM : 0;
-        r = r ? r
-              : localized(c, "op_case",
-                          "the first divergent op alone, on its inputs as the "
-                          "device saw them, fails its default tolerance");
-    } else
-        r = 0;
-    free(id);
+    if (r > 0)
+        r = model_localized(c, "op_case",
+                            "the first divergent op alone, on its inputs as the "
+                            "device saw them, fails its default tolerance");
     return r;
 }

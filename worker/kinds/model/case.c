@@ -12,6 +12,7 @@
 #include "common/sha256.h"
 #include "core/ref/reference.h"
 #include "model_internal.h"
+#include "worker/runner/graph_exec.h"
 #include "worker/runner/params.h"
 
 int model_verdict(mcase *c, const char *v, const char *cls, const char *fmt, ...)
@@ -110,23 +111,6 @@ int model_reference(mcase *c, nv_tensor *const *in, nv_tensor **out, bool round_
     return 0;
 }
 
-/* The spec's graph with the case dtype inferred (the spec's graph is shared by
- * the threads; node attrs_json stay borrowed). */
-int model_case_graph(const nv_modelspec *s, nv_dtype dt, nv_graph *g)
-{
-    const nv_graph *sg = s->graph;
-    *g = *sg;
-    g->nodes = malloc((size_t)sg->n_nodes * sizeof *g->nodes);
-    if (!g->nodes)
-        return -ENOMEM;
-    memcpy(g->nodes, sg->nodes, (size_t)sg->n_nodes * sizeof *g->nodes);
-    char *ptr = NULL, *msg = NULL;
-    int r = nv_graph_infer(g, dt, "/graph", &ptr, &msg);
-    free(ptr);
-    free(msg);
-    return r;
-}
-
 /* The declared accumulator for the case dtype (describe()'s contract entry,
  * else fp32; docs/MODEL.md "The band"). */
 static void accumulator(mcase *c)
@@ -144,7 +128,7 @@ static void accumulator(mcase *c)
 
 static int run_body(mcase *c)
 {
-    int r = model_case_graph(c->j->s, c->dt, &c->g);
+    int r = nvw_case_graph(c->j->s->graph, c->dt, &c->g);
     if (r < 0)
         return r == -ENOMEM ? r
                             : model_verdict(c, "error", "inputs", "the model does not infer for "

@@ -10,57 +10,22 @@
 #include "model_internal.h"
 #include "worker/backends/exec.h"
 #include "worker/backends/views/views.h"
-
-static bool view_fits(const nv_tensor_view *v, const nv_graph_node *n)
-{
-    if (!v->data || v->dtype != (int32_t)n->dtype || v->ndim != n->ndim)
-        return false;
-    for (int d = 0; d < n->ndim; d++)
-        if (v->shape[d] != n->shape[d])
-            return false;
-    return true;
-}
+#include "worker/runner/graph_exec.h"
 
 /* Eager: node by node through forward, every node's output captured (the
  * model run eagerly, as a framework runs it without a compiler). */
 static int run_eager(mcase *c, const nv_tensor_view *inv, nv_tensor **dev)
 {
-    const nv_graph *g = &c->g;
-    nv_tensor_view *outs = calloc((size_t)g->n_nodes, sizeof *outs);
-    int r = outs ? 0 : -ENOMEM;
-    for (int k = 0; k < g->n_nodes && r == 0; k++) {
-        const nv_graph_node *n = &g->nodes[k];
-        nv_tensor_view ins[NV_GRAPH_NODE_INPUTS];
-        for (int i = 0; i < n->n_in; i++)
-            ins[i] = n->in[i] < 0 ? inv[-1 - n->in[i]] : outs[n->in[i]];
-        nv_op_call call = {.op = n->op->name,
-                           .attrs_json = n->attrs_json,
-                           .out_dtype = (int32_t)n->dtype,
-                           .n_inputs = n->n_in,
-                           .inputs = ins,
-                           .n_outputs = 1,
-                           .outputs = &outs[k]};
-        char err[MODEL_ERRLEN] = "";
-        int br = c->j->b.table->forward(c->ctx, &call, err, sizeof err);
-        if (br != NV_OK) {
-            r = model_verdict(c, "error", "backend_error",
-                              "node '%s' (op '%s'): the backend returned %d: '%s'", n->name,
-                              n->op->name, br, err);
-            r = r < 0 ? r : 1;
-        } else if (!view_fits(&outs[k], n)) {
-            r = model_verdict(c, "failed", "bad_output",
-                              "node '%s' (op '%s'): the output's dtype or shape differs from the "
-                              "model's ('%s')",
-                              n->name, n->op->name, nv_dtype_name(n->dtype));
-            r = r < 0 ? r : 1;
-        } else if (!(dev[k] = nvw_tensor_from_view(&outs[k], false)))
-            r = -ENOMEM;
-    }
-    for (int k = 0; outs && k < g->n_nodes; k++)
-        if (outs[k].data && c->j->b.table->release_tensor)
-            c->j->b.table->release_tensor(c->ctx, &outs[k]);
-    free(outs);
-    return r;
+    nvw_eager_fail f;
+    int r = nvw_graph_eager(c->j->b.table, c->ctx, &c->g, inv, dev, &f);
+    if (r != 1)
+        return r;
+    const char *v, *cls;
+    char msg[1024];
+    nvw_eager_verdict(&c->g, &f, "", "the output's dtype or shape differs from the model's", &v,
+                      &cls, msg, sizeof msg);
+    r = model_verdict(c, v, cls, "%s", msg);
+    return r < 0 ? r : 1;
 }
 
 /* An exec harness's graph request (docs/EXEC_PROTOCOL.md "Optional requests"):
@@ -128,7 +93,7 @@ static int run_graph(mcase *c, const nv_tensor_view *inv, nv_tensor **dev)
         const nv_graph_node *n = &g->nodes[k];
         const nv_dtype_info *di = nv_dtype_get((nv_dtype)v[i].dtype);
         bool fits = v[i].data && v[i].ndim == n->ndim &&
-                    (output ? view_fits(&v[i], n) : di && di->is_float);
+                    (output ? nvw_view_fits(&v[i], n->dtype, n) : di && di->is_float);
         for (int d = 0; fits && d < n->ndim; d++)
             fits = v[i].shape[d] == n->shape[d];
         if (!fits) {

@@ -13,6 +13,7 @@
 #include "common/safetensors.h"
 #include "common/sha256.h"
 #include "model_internal.h"
+#include "worker/runner/graph_exec.h"
 
 #define EXIT_ERROR 2
 
@@ -92,7 +93,7 @@ static int export(const nv_modelspec *s, nv_dtype dt, int sample, const char *ou
 {
     nv_graph g;
     memset(&g, 0, sizeof g);
-    if (model_case_graph(s, dt, &g) < 0) {
+    if (nvw_case_graph(s->graph, dt, &g) < 0) {
         free(g.nodes);
         fprintf(stderr, "numval-worker export-weights: the model does not infer for dtype '%s'\n",
                 nv_dtype_name(dt));

@@ -2,6 +2,7 @@
 #ifndef NUMVAL_WORKER_MODEL_INTERNAL_H
 #define NUMVAL_WORKER_MODEL_INTERNAL_H
 
+#include "core/numerics/compare.h"
 #include "core/numerics/tensor.h"
 #include "core/spec/modelspec.h"
 #include "model.h"
@@ -62,9 +63,6 @@ int model_device(mcase *c, nv_tensor *const *in, nv_tensor **dev);
  * its verdict) or -ENOMEM. */
 int model_decode(mcase *c, json_t *crit, const char **fail);
 
-/* The spec's graph inferred for dt into g (nodes malloc'd, attrs_json
- * borrowed from the spec's graph): 0 or a negative errno (case.c). */
-int model_case_graph(const nv_modelspec *s, nv_dtype dt, nv_graph *g);
 /* Graph input i of g (inferred for the case dtype) from the seed for sample
  * (docs/MODEL.md "Deterministic init") into *ret: 0 or -ENOMEM (case.c). */
 int model_seeded_input(const nv_modelspec *s, const nv_graph *g, int i, int sample,
@@ -104,6 +102,23 @@ int model_judge(mcase *c);
  * id as the case's "artifact"; "localized" on the case says what was left and
  * why. 0 or -ENOMEM. */
 int model_report_failure(mcase *c, int k);
+
+/* The op kind's judgement of node k's device output on inputs in[] (the
+ * shipped default tolerance in the node dtype, the declared accumulator for a
+ * reduction or matmul): *tol, *cmp, and cls the failure class, "" when within
+ * the tolerance. 0, NV_E_* or -ENOMEM (artifact.c). */
+int model_judge_op(const mcase *c, int k, nv_tensor *const *in, nv_dtype dt, nv_tolerance *tol,
+                   nv_compare_result *cmp, char cls[48]);
+/* A tolerance as an artifact's manifest holds it; NULL on ENOMEM (artifact.c). */
+json_t *model_tolerance_json(const nv_tolerance *tol);
+/* "localized" {state, reason} on the case JSON. 0 or -ENOMEM (artifact.c). */
+int model_localized(mcase *c, const char *state, const char *why);
+/* The fused artifact of a graph-execution failure at node k, whose op alone
+ * fails its tolerance (class cls) on the values the backend held: the
+ * subgraph of k's layer, its inputs the graph inputs and the upstream nodes'
+ * device values, every node's capture as its fused value (artifact_graph.c).
+ * 0 or -ENOMEM. */
+int model_graph_artifact(mcase *c, int k, const char *cls);
 
 /* The band factor F of docs/MODEL.md "The band". */
 #define MODEL_BAND_FACTOR 4.0

@@ -67,34 +67,12 @@ static json_t *model_json(const mjob *j)
 static json_t *m_result(void *job)
 {
     const mjob *j = job;
-    int64_t n = j->s->n_cases, passed = 0, failed = 0, errors = 0;
-    json_t *cases = json_array();
-    for (int64_t i = 0; cases && i < n; i++) {
-        const char *v = json_string_value(json_object_get(j->b.cases[i], "verdict"));
-        passed += v && !strcmp(v, "passed");
-        failed += v && !strcmp(v, "failed");
-        errors += !v || !strcmp(v, "error");
-        json_array_append(cases, j->b.cases[i]);
+    json_t *r = nvw_result_open(&j->b, "model", j->graph_hash, j->s->seed);
+    if (r && json_object_set_new(r, "model", model_json(j))) {
+        json_decref(r);
+        r = NULL;
     }
-    json_t *build = json_object_get(j->b.spec_json, "build");
-    json_t *r = json_pack(
-        "{s:s, s:s, s:s, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:O?, s:I, s:o, s:{s:I, s:I, s:I, s:I}, "
-        "s:o}",
-        "verdict",
-        failed   ? "failed"
-        : errors ? "error"
-                 : "passed",
-        "kind", "model", "op", "model", "graph_hash", j->graph_hash, "backend", j->b.backend_spec,
-        "device", json_object_get(j->b.describe, "device"), "mode",
-        json_object_get(j->b.describe, "mode"), "contract",
-        json_object_get(j->b.describe, "contract"), "backend_build",
-        json_object_get(j->b.describe, "build"), "build",
-        build ? build : json_object_get(j->b.describe, "build"), "seed", (json_int_t)j->s->seed,
-        "model", model_json(j), "summary", "cases", (json_int_t)n, "passed", (json_int_t)passed,
-        "failed", (json_int_t)failed, "errors", (json_int_t)errors, "cases", cases);
-    const char *name = json_string_value(json_object_get(j->b.spec_json, "name"));
-    if (r && name)
-        json_object_set_new(r, "name", json_string(name));
+    r = nvw_result_close(&j->b, r);
     if (r)
         json_object_set_new(r, "execution", json_string(j->s->graph_exec ? "graph" : "eager"));
     if (r && j->weights_json)
