@@ -160,6 +160,13 @@ def forward_op(op, a, xs, out_dtype):
         "cross_entropy": lambda: cross_entropy(xs, a),
         "matmul": lambda: matmul(xs, a),
         "bmm": lambda: matmul(xs, a),
+        # data movement, so the serving kind's op-by-op decoder runs here too
+        # (a harness without the serve request): values unchanged
+        "embedding": lambda: F.embedding(xs[1].long(), xs[0]),
+        "transpose": lambda: xs[0].transpose(-2, -1),
+        "split_heads": lambda: xs[0].reshape(xs[0].shape[0], int(a["heads"]), -1).transpose(0, 1),
+        "merge_heads": lambda: xs[0].transpose(0, 1).reshape(xs[0].shape[1], -1),
+        "cache_write": lambda: xs[0].clone(),
         "max_unpool2d": lambda: max_unpool2d(xs[0]),
         "index_add": lambda: index_add(xs[0]),
     }
