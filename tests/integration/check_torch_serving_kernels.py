@@ -7,7 +7,10 @@ serving checks' verdicts on the harness. Seeded draws (torch.manual_seed(0)),
   against the same row unpadded (a decode step's row);
 - bmm: the last query row of an M-row call against the same row alone;
 - a weight matmul's first row inside M rows against it alone, torch.matmul(x, W)
-  and nn.Linear's F.linear(x, W^T), at the serving suite's [M, 32] x [32, 64].
+  and nn.Linear's F.linear(x, W^T), at the serving suite's [M, 32] x [32, 64];
+- rsqrt of a [32, 1] column (rms_norm's scale of 32 rows, a prefill) against
+  each element alone (a decode step's one row), and the composed rms_norm's
+  rows of a [32, 32] call against each row alone.
 Prints the counts. Not a test (torch is not a build dependency); run it by
 hand: /usr/bin/python3 THIS_FILE."""
 import math
@@ -49,3 +52,14 @@ for dt in (torch.float32, torch.bfloat16):
         lin += not torch.equal(F.linear(x, wt)[:1], F.linear(x[:1], wt))
     print("%s weight matmul, row 0 of M rows vs alone: torch.matmul %d, F.linear %d of %d differ"
           % (name, mm, lin, N))
+    dif = rows = 0
+    for _ in range(N // 20):
+        x = torch.randn(32, 32).to(dt)
+        a = x.pow(2).mean(dim=-1, keepdim=True) + 1e-5
+        col = torch.rsqrt(a)
+        dif += sum(int(not torch.equal(col[i:i + 1], torch.rsqrt(a[i:i + 1]))) for i in range(32))
+        full = x * col
+        rows += sum(int(not torch.equal(full[i:i + 1], x[i:i + 1] * torch.rsqrt(a[i:i + 1])))
+                    for i in range(32))
+    print("%s rsqrt of a [32, 1] column vs each element alone: %d of %d differ; rms_norm rows "
+          "of [32, 32] vs alone: %d of %d differ" % (name, dif, 32 * (N // 20), rows, 32 * (N // 20)))
