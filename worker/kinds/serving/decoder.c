@@ -55,7 +55,8 @@ int sv_model_init(sv_model *m, const nv_servingspec *s, nv_dtype dt, int sample,
     m->w_unembed = param(m, "w_unembed", 2, D, V, NORMAL(fd), sample);
     m->layer = calloc((size_t)s->layers, sizeof *m->layer);
     m->served = sv_steps_new();
-    if (!m->served || !m->wte || !m->cos || !m->sin || !m->rot || !m->g_final || !m->w_unembed || !m->layer)
+    if (!m->served || !m->wte || !m->cos || !m->sin || !m->rot || !m->g_final || !m->w_unembed ||
+        !m->layer)
         return -ENOMEM;
     for (int l = 0; l < s->layers; l++) {
         sv_layer *y = &m->layer[l];

@@ -54,12 +54,12 @@ static json_t *s_case(void *job, void *ctx, int64_t i)
         return NULL;
     declared(&c);
     c.steps = sv_steps_offered(&c);
-    int r = json_object_set_new(c.cj, "check", json_string(nv_serving_check_name(j->s->check))) ||
-                    json_object_set_new(c.cj, "accumulator", json_string(c.acc_name)) ||
-                    json_object_set_new(c.cj, "device_steps",
-                                        json_string(c.steps ? "harness" : "ops"))
-                ? -ENOMEM
-                : 0;
+    int r =
+        json_object_set_new(c.cj, "check", json_string(nv_serving_check_name(j->s->check))) ||
+                json_object_set_new(c.cj, "accumulator", json_string(c.acc_name)) ||
+                json_object_set_new(c.cj, "device_steps", json_string(c.steps ? "harness" : "ops"))
+            ? -ENOMEM
+            : 0;
     if (r == 0) {
         switch (j->s->check) {
         case NV_SERVE_PREFILL_DECODE:

@@ -63,7 +63,7 @@ void sv_model_done(sv_model *m);
  * as the device's cache_write returned them), len positions filled. */
 typedef struct sv_cache {
     int64_t len, cap;
-    int64_t id; /* the harness's name for it where the harness runs the steps (steps.c) */
+    int64_t id;      /* the harness's name for it where the harness runs the steps (steps.c) */
     double **k, **v; /* per layer */
 } sv_cache;
 

@@ -21,10 +21,10 @@
 #include "worker/backends/views/views.h"
 
 struct sv_served {
-    int64_t id;          /* the harness's name for the model, 0 until loaded */
+    int64_t id; /* the harness's name for the model, 0 until loaded */
     const nv_backend *table;
-    void *ctx;           /* the exec context it was loaded into */
-    json_t *drop;        /* cache ids freed here, not yet dropped there */
+    void *ctx;    /* the exec context it was loaded into */
+    json_t *drop; /* cache ids freed here, not yet dropped there */
 };
 
 /* Model and cache ids: unique in the process, so a pooled harness never
@@ -93,8 +93,7 @@ static int load(sv_exec *x, const sv_model *m)
     static const char *const per[] = {"g_attn", "wq",     "wk",   "wv",    "wo",
                                       "g_mlp",  "w_gate", "w_up", "w_down"};
     const nv_tensor *top[] = {m->wte, m->cos, m->sin, m->g_final, m->w_unembed};
-    static const char *const top_names[] = {"wte", "rope_cos", "rope_sin", "g_final",
-                                            "w_unembed"};
+    static const char *const top_names[] = {"wte", "rope_cos", "rope_sin", "g_final", "w_unembed"};
     for (int i = 0; r == 0 && i < 5; i++, k++) {
         t[k] = top[i];
         r = json_array_append_new(names, json_string(top_names[i])) ? -ENOMEM : 0;
@@ -114,13 +113,12 @@ static int load(sv_exec *x, const sv_model *m)
     for (; r == 0 && made < n; made++)
         r = nvw_view_from_tensor(t[made], &v[made]) < 0 ? -ENOMEM : 0;
     int64_t id = (int64_t)atomic_fetch_add(&next_id, 1);
-    json_t *req =
-        r ? NULL
-          : json_pack("{s:s, s:I, s:{s:i, s:i, s:i, s:i, s:i, s:s, s:f, s:i}, s:O}", "action",
-                      "load", "model", (json_int_t)id, "config", "vocab", s->vocab, "width",
-                      s->width, "heads", s->heads, "layers", s->layers, "ffn", s->ffn, "dtype",
-                      nv_dtype_name(m->dt), "eps", 1e-5, "page", s->page > 0 ? s->page : 16,
-                      "names", names);
+    json_t *req = r ? NULL
+                    : json_pack("{s:s, s:I, s:{s:i, s:i, s:i, s:i, s:i, s:s, s:f, s:i}, s:O}",
+                                "action", "load", "model", (json_int_t)id, "config", "vocab",
+                                s->vocab, "width", s->width, "heads", s->heads, "layers", s->layers,
+                                "ffn", s->ffn, "dtype", nv_dtype_name(m->dt), "eps", 1e-5, "page",
+                                s->page > 0 ? s->page : 16, "names", names);
     char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
     char err[SV_ERRLEN / 2] = "";
     int br = text ? nvw_exec_serve(x->ctx, text, v, n, NULL, 0, err, sizeof err) : NV_E_NOMEM;
@@ -155,10 +153,9 @@ int sv_steps_forward(sv_exec *x, const sv_model *m, int nb, const int64_t *n,
     json_t *reqs = json_array();
     for (int r = 0; reqs && r < nb; r++) {
         N += n[r];
-        if (json_array_append_new(reqs, json_pack("{s:I, s:I, s:I}", "cache",
-                                                  (json_int_t)cache[r]->id, "start",
-                                                  (json_int_t)cache[r]->len, "n",
-                                                  (json_int_t)n[r]))) {
+        if (json_array_append_new(
+                reqs, json_pack("{s:I, s:I, s:I}", "cache", (json_int_t)cache[r]->id, "start",
+                                (json_int_t)cache[r]->len, "n", (json_int_t)n[r]))) {
             json_decref(reqs);
             reqs = NULL;
         }
@@ -170,12 +167,11 @@ int sv_steps_forward(sv_exec *x, const sv_model *m, int nb, const int64_t *n,
     nv_tensor_view iv = {0}, out = {0};
     int vr = idt ? nvw_view_from_tensor(idt, &iv) : -ENOMEM;
     nv_tensor_free(idt);
-    json_t *req = reqs && vr == 0
-                      ? json_pack("{s:s, s:I, s:s, s:o, s:O}", "action", "step", "model",
-                                  (json_int_t)m->served->id, "layout",
-                                  layout == SV_PADDED ? "padded" : "packed", "requests", reqs,
-                                  "drop", m->served->drop)
-                      : NULL;
+    json_t *req = reqs && vr == 0 ? json_pack("{s:s, s:I, s:s, s:o, s:O}", "action", "step",
+                                              "model", (json_int_t)m->served->id, "layout",
+                                              layout == SV_PADDED ? "padded" : "packed", "requests",
+                                              reqs, "drop", m->served->drop)
+                                  : NULL;
     char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
     json_decref(req);
     if (!req)
