@@ -72,7 +72,7 @@ int sv_model_init(sv_model *m, const nv_servingspec *s, nv_dtype dt, int sample,
             return -ENOMEM;
 #undef P
     }
-    return 0;
+    return s->weights[0] ? sv_weights_fill(m) : 0;
 }
 
 void sv_model_done(sv_model *m)

@@ -16,10 +16,9 @@ static int s_parse(void *job, char **ret_ptr, char **ret_msg)
 
 static int s_setup(void *job, char **ret_err)
 {
-    (void)ret_err;
     sjob *j = job;
     j->b.n_cases = j->s->n_cases;
-    return 0;
+    return j->s->weights[0] ? sv_weights_check(j->s, ret_err) : 0;
 }
 
 /* The declared accumulator and reduction order for the case dtype

@@ -107,6 +107,12 @@ void sv_steps_release(sv_model *m);
 int64_t sv_steps_cache_id(void);
 void sv_steps_forget(const sv_model *m, const sv_cache *c);
 
+/* Weights from the job's safetensors checkpoint (weights.c): the job's setup
+ * checks the file (0, or -EINVAL / -ENOMEM with *ret_err naming the file and
+ * the tensor); sv_model_init fills a model from it (0, -ENOMEM or -EIO). */
+int sv_weights_check(const nv_servingspec *s, char **ret_err);
+int sv_weights_fill(sv_model *m);
+
 int sv_check_prefill_decode(scase *c);
 int sv_check_long_context(scase *c);
 int sv_check_batch(scase *c);
