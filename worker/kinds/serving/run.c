@@ -18,7 +18,13 @@ static int s_setup(void *job, char **ret_err)
 {
     sjob *j = job;
     j->b.n_cases = j->s->n_cases;
-    return j->s->weights[0] ? sv_weights_check(j->s, ret_err) : 0;
+    if (!j->s->weights[0])
+        return 0;
+    char sha[65];
+    int r = sv_weights_check(j->s, sha, ret_err);
+    if (r == 0) /* what every case then reads (weights.c) */
+        memcpy(j->s->weights_sha256, sha, sizeof sha);
+    return r;
 }
 
 /* The declared accumulator and reduction order for the case dtype
@@ -80,6 +86,12 @@ static json_t *s_case(void *job, void *ctx, int64_t i)
     }
     if (r == 0 && !json_object_get(c.cj, "verdict"))
         r = sv_verdict(&c, "error", "internal", "the case ended without a verdict");
+    /* the checks report a model they could not make as out of memory; a
+     * checkpoint that changed since the setup checked it is the other cause */
+    char *werr = NULL, sha[65];
+    if (r < 0 && j->s->weights[0] && sv_weights_check(j->s, sha, &werr) == -EINVAL)
+        r = sv_verdict(&c, "error", "inputs", "%s (changed during the job)", werr);
+    free(werr);
     if (r < 0 && sv_verdict(&c, "error", "out_of_memory", "out of memory") < 0) {
         json_decref(c.cj);
         return NULL;

@@ -108,9 +108,10 @@ int64_t sv_steps_cache_id(void);
 void sv_steps_forget(const sv_model *m, const sv_cache *c);
 
 /* Weights from the job's safetensors checkpoint (weights.c): the job's setup
- * checks the file (0, or -EINVAL / -ENOMEM with *ret_err naming the file and
- * the tensor); sv_model_init fills a model from it (0, -ENOMEM or -EIO). */
-int sv_weights_check(const nv_servingspec *s, char **ret_err);
+ * checks the file (0 and its SHA-256 in sha, or -EINVAL / -ENOMEM with
+ * *ret_err naming the file and the tensor); sv_model_init fills a model from
+ * it when its SHA-256 is s->weights_sha256 (0, -ENOMEM or -EIO). */
+int sv_weights_check(const nv_servingspec *s, char sha[65], char **ret_err);
 int sv_weights_fill(sv_model *m);
 
 int sv_check_prefill_decode(scase *c);

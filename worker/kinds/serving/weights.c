@@ -3,8 +3,9 @@
  * (what numval-worker export-weights writes for the model job of the same
  * sizes), each with the decoder's shape and stored in every case dtype: a
  * checkpoint is never cast (docs/MODEL.md "Checkpoints"). The job's setup
- * checks the file once (its SHA-256 when the job gives one, every tensor);
- * each case's model reads its values from it. The rotary tables and the
+ * checks the file once (its SHA-256 when the job gives one, every tensor) and
+ * records its SHA-256; each case's model reads its values from it, the same
+ * bytes or none. The rotary tables and the
  * rotate-half matrix are the decoder's fixed tables, never weights. */
 #include <errno.h>
 #include <stdio.h>
@@ -64,7 +65,7 @@ static int st_of(nv_dtype dt, nv_st_dtype *ret)
     return -1;
 }
 
-int sv_weights_check(const nv_servingspec *s, char **ret_err)
+int sv_weights_check(const nv_servingspec *s, char sha[65], char **ret_err)
 {
     nv_st_file *f = NULL;
     char *err = NULL;
@@ -75,11 +76,11 @@ int sv_weights_check(const nv_servingspec *s, char **ret_err)
         free(err);
         return rr;
     }
-    char sha[65];
     nv_sha256_hex(f->buf, f->len, sha);
     if (s->weights_sha256[0] && strcmp(sha, s->weights_sha256))
         r = nvw_set_err(ret_err, -EINVAL,
-                        "checkpoint '%s': its SHA-256 is %s, the job's \"weights.sha256\" says %s",
+                        "checkpoint '%s': its SHA-256 is %s, the job's \"weights.sha256\" (or "
+                        "the file's at the job's setup) says %s",
                         s->weights, sha, s->weights_sha256);
     for (int k = 0; r == 0 && k < 3 + 9 * s->layers; k++) {
         char name[64];
@@ -125,6 +126,11 @@ int sv_weights_fill(sv_model *m)
     free(err);
     if (r < 0)
         return r == -ENOMEM ? -ENOMEM : -EIO;
+    /* the setup recorded the file's SHA-256: a file changed since is not read */
+    char sha[65];
+    nv_sha256_hex(f->buf, f->len, sha);
+    if (strcmp(sha, s->weights_sha256))
+        r = -EIO;
     for (int k = 0; r == 0 && k < 3 + 9 * s->layers; k++) {
         char name[64];
         int64_t shape[2];
