@@ -3,6 +3,7 @@
  * with the limits that bound a case's memory. */
 #include "servingspec.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +15,7 @@ static const char *const job_keys[] = {"kind",        "decoder",  "check",  "pro
                                        "every",       "steps",    "others", "dtypes", "samples",
                                        "seed",        "build",    "name",   "device", "priority",
                                        "description", "requests", "page",   "pages",  "temperature",
-                                       "top_k",       "top_p",    "draws",  NULL};
+                                       "top_k",       "top_p",    "draws",  "weights", NULL};
 static const char *const decoder_keys[] = {"vocab", "width",     "heads", "layers",
                                            "ffn",   "rope_base", NULL};
 static const char *const check_names[NV_SERVE_CHECK_COUNT] = {
@@ -51,6 +52,38 @@ static int int_field(nv_spec_err *e, const json_t *o, const char *base, const ch
     if (r == 0)
         *ret = (int)v;
     return r;
+}
+
+/* "weights": {"safetensors": PATH, "sha256": HEX?}; the file is read on the
+ * worker host (worker/kinds/serving/weights.c), never here. */
+static int parse_weights(const json_t *spec, nv_servingspec *s, nv_spec_err *e)
+{
+    static const char *const keys[] = {"safetensors", "sha256", NULL};
+    const json_t *w = json_object_get(spec, "weights");
+    if (!w)
+        return 0;
+    if (!json_is_object(w))
+        return nv_spec_fail_value(e, "/weights", w,
+                                  "must be an object {\"safetensors\": PATH, \"sha256\": HEX?}");
+    int r = unknown(e, w, keys, "/weights", "\"weights\" (safetensors, sha256)");
+    const json_t *p = json_object_get(w, "safetensors");
+    const char *path = json_string_value(p);
+    if (r == 0 && (!path || !*path || strlen(path) >= NV_SERVING_MAX_PATH))
+        return nv_spec_fail_value(e, "/weights/safetensors", p,
+                                  "must be the path of a .safetensors file on the worker host");
+    if (r)
+        return r;
+    snprintf(s->weights, sizeof s->weights, "%s", path);
+    const json_t *h = json_object_get(w, "sha256");
+    const char *x = json_string_value(h);
+    bool ok = !h || (x && strlen(x) == 64);
+    for (int i = 0; ok && x && i < 64; i++)
+        ok = isxdigit((unsigned char)x[i]);
+    if (!ok)
+        return nv_spec_fail_value(e, "/weights/sha256", h, "must be 64 hex digits (SHA-256)");
+    for (int i = 0; x && i < 64; i++)
+        s->weights_sha256[i] = (char)tolower((unsigned char)x[i]);
+    return 0;
 }
 
 static int parse_decoder(const json_t *spec, nv_servingspec *s, nv_spec_err *e)
@@ -169,6 +202,7 @@ static int parse_all(const json_t *spec, nv_servingspec *s, nv_spec_err *e)
         return nv_spec_fail(e, "", "a job spec must be a JSON object");
     int r = unknown(e, spec, job_keys, "", "a serving job");
     r = r ? r : parse_decoder(spec, s, e);
+    r = r ? r : parse_weights(spec, s, e);
     r = r ? r : parse_check(spec, s, e);
     r = r ? r : nv_spec_float_dtypes(e, spec, s->dtypes, &s->n_dtypes);
     int64_t samples = 1, seed = 0;

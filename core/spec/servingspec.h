@@ -30,6 +30,8 @@ typedef enum nv_serving_check {
     NV_SERVE_CHECK_COUNT
 } nv_serving_check;
 
+#define NV_SERVING_MAX_PATH 1024 /* bytes of a checkpoint path, its NUL included */
+
 typedef struct nv_servingspec {
     int vocab, width, heads, layers, ffn;
     double rope_base;
@@ -50,6 +52,10 @@ typedef struct nv_servingspec {
     int samples;
     uint64_t seed;
     int64_t n_cases;
+    /* "weights": a safetensors checkpoint under the model kind's parameter
+     * names (docs/SERVING.md "Weights"); "" for the seeded init */
+    char weights[NV_SERVING_MAX_PATH];
+    char weights_sha256[65]; /* "weights.sha256" in lowercase, "" when not given */
 } nv_servingspec;
 
 /* The check's name in specs and results ("prefill_decode", ...). */

@@ -6,6 +6,7 @@
 #ifndef NUMVAL_WORKER_EXEC_H
 #define NUMVAL_WORKER_EXEC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +30,20 @@ const nv_backend *nvw_exec_table(void);
  * graph entry (fused jobs are not sent it). */
 int nvw_exec_graph(void *ctx, nv_graph_call *call, const char *options_json, char **ret_compiled,
                    char *err, size_t errlen);
+
+/* Whether the harness of exec context ctx lists request in its hello's
+ * describe "requests" (starting the harness if none runs; false when it cannot
+ * start). */
+bool nvw_exec_offers(void *ctx, const char *request);
+
+/* The serve request (docs/EXEC_PROTOCOL.md "Optional requests"): request_json
+ * is the request's header object without "type", "id" and "tensors" (added
+ * here); ins[0..n_ins) its tensors, outs[0..n_outs) (n_outs 0 or 1, zeroed)
+ * the reply's, malloc'd (release them through the table's release_tensor).
+ * NV_E_UNSUPPORTED with err "not offered: ..." when the harness does not list
+ * "serve". The serving kind calls it (worker/kinds/serving/steps.c). */
+int nvw_exec_serve(void *ctx, const char *request_json, const nv_tensor_view *ins, int n_ins,
+                   nv_tensor_view *outs, int n_outs, char *err, size_t errlen);
 
 /* Read one reply frame to request id (header line + payloads, docs/EXEC_PROTOCOL.md)
  * from fd exactly as the backend reads a harness's stdout, for tests and the

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 import torch_autograd
 import torch_model
 import torch_rng
+import torch_serve
 import torch_train
 from torch_autograd import HarnessError
 
@@ -34,7 +35,7 @@ AUTOGRAD = "builtin"  # set by --autograd
 WRONG_OP = None  # set by --wrong-op: that op's modules in a graph request are wrong
 # Optional requests (docs/EXEC_PROTOCOL.md "Optional requests"), listed in the hello;
 # --no-requests lists none (how a harness that predates them looks to the worker).
-REQUESTS = ["graph", "train", "rng"]
+REQUESTS = ["graph", "train", "rng", "serve"]
 AT_HELLO = None  # (user, sys) CPU seconds when the hello was sent, for benchmarks
 
 # Element encodings shared with the C ABI (docs/BACKEND_ABI.md). bf16 travels as
@@ -161,6 +162,13 @@ def forward_op(op, a, xs, out_dtype):
         "bmm": lambda: matmul(xs, a),
         "conv2d": lambda: conv2d(xs, a),
         "avg_pool2d": lambda: avg_pool2d(xs[0], a),
+        # data movement, so the serving kind's op-by-op decoder runs here too
+        # (a harness without the serve request): values unchanged
+        "embedding": lambda: F.embedding(xs[1].long(), xs[0]),
+        "transpose": lambda: xs[0].transpose(-2, -1),
+        "split_heads": lambda: xs[0].reshape(xs[0].shape[0], int(a["heads"]), -1).transpose(0, 1),
+        "merge_heads": lambda: xs[0].transpose(0, 1).reshape(xs[0].shape[1], -1),
+        "cache_write": lambda: xs[0].clone(),
         "max_unpool2d": lambda: max_unpool2d(xs[0]),
         "index_add": lambda: index_add(xs[0]),
     }
@@ -248,7 +256,8 @@ def describe(device):
                  "float32_matmul_precision": torch.get_float32_matmul_precision(),
                  "autograd": AUTOGRAD,
                  **({"wrong_op": WRONG_OP} if WRONG_OP else {}),
-                 **({"rng_fault": torch_rng.FAULT} if torch_rng.FAULT != "none" else {})},
+                 **({"rng_fault": torch_rng.FAULT} if torch_rng.FAULT != "none" else {}),
+                 "serve": torch_serve.mode()},
         "contract": {"dtypes": sorted(DTYPES), "autocast": {"lower_precision": autocast_lower,
                                                              "fp32": autocast_fp32}},
         "inference_only": False,
@@ -314,6 +323,8 @@ def handle(device, msg, tensors):
         return list(got), list(got.values()), {}
     if kind == "train":
         return torch_train.handle(device, msg, tensors)
+    if kind == "serve" and "serve" in REQUESTS:
+        return torch_serve.handle(device, msg, tensors)
     raise HarnessError("invalid", f"unknown message type '{kind}'")
 
 
@@ -379,9 +390,18 @@ def main():
                     help="a training-loop misuse for numval to catch (torch_train.py)")
     ap.add_argument("--rng-fault", default="none", choices=torch_rng.FAULTS,
                     help="an RNG misuse for numval's RNG jobs to catch (torch_rng.py)")
+    ap.add_argument("--serve-fault", default="none", choices=torch_serve.FAULTS,
+                    help="test flag: a deliberately wrong server in serve requests (kv_bf16, "
+                         "kv_fp16: the KV cache held narrower than the declared dtype; "
+                         "batch_splitk: weight matmuls split-k by the batch's row count)")
+    ap.add_argument("--serve-attention", default="batched", choices=torch_serve.ATTENTIONS,
+                    help="serve requests' attention: one call per request (batched) or per "
+                         "query row (rowwise, the shapes of a decode step)")
     args = ap.parse_args()
     torch_train.FAULT = args.train_fault
     torch_rng.FAULT = args.rng_fault
+    torch_serve.FAULT = args.serve_fault
+    torch_serve.ATTENTION = args.serve_attention
     if os.environ.get("NUMVAL_HARNESS_RUSAGE"):
         atexit.register(report_rusage, os.environ["NUMVAL_HARNESS_RUSAGE"])
     global AUTOGRAD, WRONG_OP, REQUESTS

@@ -13,7 +13,11 @@
 
 sv_exec sv_exec_of(const scase *c, sv_side s)
 {
-    sv_exec x = {.side = s, .table = c->j->b.table, .ctx = c->ctx, .dt = c->dt};
+    sv_exec x = {.side = s,
+                 .table = c->j->b.table,
+                 .ctx = c->ctx,
+                 .dt = c->dt,
+                 .steps = s == SV_DEV && c->steps};
     return x;
 }
 

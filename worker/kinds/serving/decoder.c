@@ -54,7 +54,9 @@ int sv_model_init(sv_model *m, const nv_servingspec *s, nv_dtype dt, int sample,
     m->g_final = param(m, "g_final", 1, D, 1, ONES, sample);
     m->w_unembed = param(m, "w_unembed", 2, D, V, NORMAL(fd), sample);
     m->layer = calloc((size_t)s->layers, sizeof *m->layer);
-    if (!m->wte || !m->cos || !m->sin || !m->rot || !m->g_final || !m->w_unembed || !m->layer)
+    m->served = sv_steps_new();
+    if (!m->served || !m->wte || !m->cos || !m->sin || !m->rot || !m->g_final || !m->w_unembed ||
+        !m->layer)
         return -ENOMEM;
     for (int l = 0; l < s->layers; l++) {
         sv_layer *y = &m->layer[l];
@@ -70,7 +72,7 @@ int sv_model_init(sv_model *m, const nv_servingspec *s, nv_dtype dt, int sample,
             return -ENOMEM;
 #undef P
     }
-    return 0;
+    return s->weights[0] ? sv_weights_fill(m) : 0;
 }
 
 void sv_model_done(sv_model *m)
@@ -86,12 +88,14 @@ void sv_model_done(sv_model *m)
             nv_tensor_free(u[i]);
     }
     free(m->layer);
+    sv_steps_release(m);
 }
 
 int sv_cache_init(sv_cache *c, const sv_model *m, int64_t cap)
 {
     memset(c, 0, sizeof *c);
     c->cap = cap;
+    c->id = sv_steps_cache_id();
     int L = m->s->layers;
     c->k = calloc((size_t)L, sizeof *c->k);
     c->v = calloc((size_t)L, sizeof *c->v);
@@ -106,6 +110,7 @@ int sv_cache_init(sv_cache *c, const sv_model *m, int64_t cap)
 
 void sv_cache_done(sv_cache *c, const sv_model *m)
 {
+    sv_steps_forget(m, c);
     for (int l = 0; l < m->s->layers; l++) {
         if (c->k)
             free(c->k[l]);
@@ -317,6 +322,8 @@ int sv_forward(sv_exec *x, const sv_model *m, int nb, const int64_t *n, const in
             return x->rc = NV_E_INVALID, -1;
         }
     }
+    if (x->steps)
+        return sv_steps_forward(x, m, nb, n, ids, cache, layout, logits);
     nv_tensor *idt = tnew(NV_DT_INT32, 1, f.N, 1, 1);
     for (int r = 0; idt && r < nb; r++)
         for (int64_t i = 0; i < n[r]; i++)

@@ -16,10 +16,15 @@ static int s_parse(void *job, char **ret_ptr, char **ret_msg)
 
 static int s_setup(void *job, char **ret_err)
 {
-    (void)ret_err;
     sjob *j = job;
     j->b.n_cases = j->s->n_cases;
-    return 0;
+    if (!j->s->weights[0])
+        return 0;
+    char sha[65];
+    int r = sv_weights_check(j->s, sha, ret_err);
+    if (r == 0) /* what every case then reads (weights.c) */
+        memcpy(j->s->weights_sha256, sha, sizeof sha);
+    return r;
 }
 
 /* The declared accumulator and reduction order for the case dtype
@@ -53,10 +58,13 @@ static json_t *s_case(void *job, void *ctx, int64_t i)
     if (!c.cj)
         return NULL;
     declared(&c);
-    int r = json_object_set_new(c.cj, "check", json_string(nv_serving_check_name(j->s->check))) ||
-                    json_object_set_new(c.cj, "accumulator", json_string(c.acc_name))
-                ? -ENOMEM
-                : 0;
+    c.steps = sv_steps_offered(&c);
+    int r =
+        json_object_set_new(c.cj, "check", json_string(nv_serving_check_name(j->s->check))) ||
+                json_object_set_new(c.cj, "accumulator", json_string(c.acc_name)) ||
+                json_object_set_new(c.cj, "device_steps", json_string(c.steps ? "harness" : "ops"))
+            ? -ENOMEM
+            : 0;
     if (r == 0) {
         switch (j->s->check) {
         case NV_SERVE_PREFILL_DECODE:
@@ -81,6 +89,12 @@ static json_t *s_case(void *job, void *ctx, int64_t i)
     }
     if (r == 0 && !json_object_get(c.cj, "verdict"))
         r = sv_verdict(&c, "error", "internal", "the case ended without a verdict");
+    /* the checks report a model they could not make as out of memory; a
+     * checkpoint that changed since the setup checked it is the other cause */
+    char *werr = NULL, sha[65];
+    if (r < 0 && j->s->weights[0] && sv_weights_check(j->s, sha, &werr) == -EINVAL)
+        r = sv_verdict(&c, "error", "inputs", "%s (changed during the job)", werr);
+    free(werr);
     if (r < 0 && sv_verdict(&c, "error", "out_of_memory", "out of memory") < 0) {
         json_decref(c.cj);
         return NULL;

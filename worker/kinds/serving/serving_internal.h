@@ -27,6 +27,7 @@ typedef struct sv_exec {
     const nv_backend *table; /* SV_DEV */
     void *ctx;               /* SV_DEV */
     nv_dtype dt;             /* the case dtype */
+    bool steps;              /* SV_DEV: the harness runs whole steps (steps.c) */
     int rc;                  /* after a failure: 1 backend error or bad output, -ENOMEM, NV_E_* */
     char err[SV_ERRLEN];     /* names the op after a failure */
 } sv_exec;
@@ -43,8 +44,11 @@ typedef struct sv_layer {
     nv_tensor *g_attn, *wq, *wk, *wv, *wo, *g_mlp, *w_gate, *w_up, *w_down;
 } sv_layer;
 
+struct sv_served; /* the model on a harness that runs the steps (steps.c) */
+
 typedef struct sv_model {
     const nv_servingspec *s;
+    struct sv_served *served;
     nv_dtype dt;
     int64_t hd;      /* head width */
     int64_t max_pos; /* rows of the rotary tables */
@@ -60,6 +64,7 @@ void sv_model_done(sv_model *m);
  * as the device's cache_write returned them), len positions filled. */
 typedef struct sv_cache {
     int64_t len, cap;
+    int64_t id;      /* the harness's name for it where the harness runs the steps (steps.c) */
     double **k, **v; /* per layer */
 } sv_cache;
 
@@ -87,7 +92,28 @@ typedef struct scase {
     const char *acc_name;
     bool sequential;    /* the declared reduction order of the case dtype is sequential */
     bool deterministic; /* describe() lists no nondeterministic op */
+    bool steps;         /* the device's harness runs whole steps (serve request, steps.c) */
 } scase;
+
+/* Steps on an exec harness that offers the "serve" request (steps.c,
+ * docs/SERVING.md "Steps on the harness"): sv_forward's device side when
+ * x->steps, with sv_forward's contract. The rest keep a model's and a cache's
+ * harness state (decoder.c calls them). */
+int sv_steps_forward(sv_exec *x, const sv_model *m, int nb, const int64_t *n,
+                     const int64_t *const *ids, sv_cache *const *cache, sv_layout layout,
+                     nv_tensor **logits);
+bool sv_steps_offered(const scase *c);
+struct sv_served *sv_steps_new(void);
+void sv_steps_release(sv_model *m);
+int64_t sv_steps_cache_id(void);
+void sv_steps_forget(const sv_model *m, const sv_cache *c);
+
+/* Weights from the job's safetensors checkpoint (weights.c): the job's setup
+ * checks the file (0 and its SHA-256 in sha, or -EINVAL / -ENOMEM with
+ * *ret_err naming the file and the tensor); sv_model_init fills a model from
+ * it when its SHA-256 is s->weights_sha256 (0, -ENOMEM or -EIO). */
+int sv_weights_check(const nv_servingspec *s, char sha[65], char **ret_err);
+int sv_weights_fill(sv_model *m);
 
 int sv_check_prefill_decode(scase *c);
 int sv_check_long_context(scase *c);
