@@ -53,7 +53,16 @@ static void overflow_to_dtype(nv_tensor *hi, nv_tensor *lo)
     bool dhi = nv_tensor_dense(hi), dlo = lo && nv_tensor_dense(lo);
     const nv_dtype_info *di = nv_dtype_get(hi->dtype);
     double thr = overflow_threshold(hi->dtype, di);
+    /* Dense fp32-like outputs: skip, without the per-element steps below, the
+     * elements they leave as they are: a finite hi below the threshold (no
+     * overflow, nothing unrepresentable) whose lo is +0 or above the sticky
+     * bit's 2^-1074 (a -0 lo becomes +0 below). */
+    bool scan = dhi && (!lo || dlo) && thr > 0;
+    const double *hd = hi->data + hi->offset, *ld = lo ? lo->data + lo->offset : NULL;
     for (int64_t i = 0; i < hi->numel; i++) {
+        if (scan && fabs(hd[i]) < thr &&
+            (!ld || !(fabs(ld[i]) <= 0x1p-1074) || (ld[i] == 0 && !signbit(ld[i]))))
+            continue; /* NaN fails fabs(h) < thr */
         int64_t o = nv_tensor_offset_lin(hi, dhi, i);
         int64_t ol = lo ? nv_tensor_offset_lin(lo, dlo, i) : 0;
         double h = hi->data[o], l = lo ? lo->data[ol] : 0;
