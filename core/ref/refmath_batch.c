@@ -40,6 +40,7 @@ int rm_decide_n(const rm_batch *b, const double *x, const double *v, int n, doub
     const v4l zl = {0, 0, 0, 0};
     const v4l emin = zl + b->emin;
     int decided = 0, k = 0;
+    v4l nd = zl;
     for (; k + 4 <= n; k += 4) {
         v4d xv, vv, ov;
         memcpy(&xv, x + k, sizeof xv);
@@ -74,13 +75,18 @@ int rm_decide_n(const rm_batch *b, const double *x, const double *v, int n, doub
         }
         v4d w = SELD(ok, res, ov); /* undecided lanes keep out (it may alias x) */
         memcpy(out + k, &w, sizeof w);
-        for (int j = 0; j < 4; j++) {
-            undecided[k + j] = ok[j] == 0;
-            decided += ok[j] != 0;
-            if (lo_out && ok[j])
-                lo_out[k + j] = 0;
+        if (lo_out) {
+            v4d lv;
+            memcpy(&lv, lo_out + k, sizeof lv);
+            lv = SELD(ok, z, lv);
+            memcpy(lo_out + k, &lv, sizeof lv);
         }
+        nd -= ok; /* ok is -1 where decided */
+        for (int j = 0; j < 4; j++)
+            undecided[k + j] = (uint8_t)(1 + ok[j]);
     }
+    for (int j = 0; j < 4; j++)
+        decided += (int)nd[j];
     for (; k < n; k++)
         undecided[k] = 1;
     return decided;
