@@ -570,43 +570,6 @@ void nv_ref_eval(nv_fn f, double x, nv_dtype dt, double *ret_hi, double *ret_lo)
     eval_one(f, x, fast_target(dt), ret_hi, ret_lo);
 }
 
-/* Batching (refmath_batch.c): the functions whose fast path is fast_eval
- * alone (no tail), with its eps, and the domain where special_inl passes. */
-static bool batch_setup(nv_fn f, const nv_dtype_info *in, bool round, rm_batch *b)
-{
-    if (!in || in->mant_bits > 28) /* the cell index must fit 32 bits */
-        return false;
-    *b = (rm_batch){.eps = 0x1p-48, .max_finite = in->max_finite, .emin = in->emin,
-                    .mant_bits = in->mant_bits, .domain = RM_DOMAIN_ALL, .round = round};
-    switch (f) {
-    case NV_FN_EXP:
-    case NV_FN_EXP2:
-    case NV_FN_SIN:
-    case NV_FN_COS:
-        return true;
-    case NV_FN_RECIP:
-        b->eps = 0x1p-52;
-        return true;
-    case NV_FN_LOG:
-    case NV_FN_LOG2:
-        b->domain = RM_DOMAIN_POSITIVE;
-        return true;
-    case NV_FN_SQRT:
-        b->eps = 0x1p-52;
-        b->domain = RM_DOMAIN_POSITIVE;
-        return true;
-    case NV_FN_RSQRT:
-        b->eps = 0x1p-51;
-        b->domain = RM_DOMAIN_POSITIVE;
-        return true;
-    case NV_FN_LOG1P:
-        b->domain = RM_DOMAIN_ABOVE_M1;
-        return true;
-    default:
-        return false;
-    }
-}
-
 RM_INLINE bool batch_special(const rm_batch *b, double x)
 {
     if (!isfinite(x) || x == 0)
@@ -648,7 +611,7 @@ void nv_ref_eval_n(nv_fn f, const double *x, int64_t n, nv_dtype dt, double *hi,
     assert(n >= 0 && ((x && hi && lo) || n == 0));
     const nv_dtype_info *in = fast_target(dt);
     rm_batch bt;
-    bool batch = batch_setup(f, in, false, &bt);
+    bool batch = rm_batch_setup(f, in, false, &bt);
     double v[BATCH_N];
     uint8_t und[BATCH_N];
     /* One loop per function, so that each inlines its own fast path. */
@@ -733,7 +696,7 @@ void nv_ref_round_n(nv_fn f, const double *x, int64_t n, nv_dtype dt, nv_roundin
                        false};
     const nv_dtype_info *in = fast_target(dt);
     rm_batch bt;
-    bool batch = m.rounding == NV_ROUND_NEAREST_EVEN && batch_setup(f, in, true, &bt);
+    bool batch = m.rounding == NV_ROUND_NEAREST_EVEN && rm_batch_setup(f, in, true, &bt);
     double v[BATCH_N];
     uint8_t und[BATCH_N];
     /* One loop per function, so that each inlines its own fast path. */

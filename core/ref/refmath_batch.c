@@ -30,6 +30,43 @@ typedef int32_t v4i __attribute__((vector_size(16)));
 #define SELL(m, a, b) (((a) & (m)) | ((b) & ~(m)))
 #define ABSD(a) ((v4d)((v4l)(a)&INT64_C(0x7fffffffffffffff)))
 
+/* Batching (refmath_batch.c): the functions whose fast path is fast_eval
+ * alone (no tail), with its eps, and the domain where special_inl passes. */
+bool rm_batch_setup(nv_fn f, const nv_dtype_info *in, bool round, rm_batch *b)
+{
+    if (!in || in->mant_bits > 28) /* the cell index must fit 32 bits */
+        return false;
+    *b = (rm_batch){.eps = 0x1p-48, .max_finite = in->max_finite, .emin = in->emin,
+                    .mant_bits = in->mant_bits, .domain = RM_DOMAIN_ALL, .round = round};
+    switch (f) {
+    case NV_FN_EXP:
+    case NV_FN_EXP2:
+    case NV_FN_SIN:
+    case NV_FN_COS:
+        return true;
+    case NV_FN_RECIP:
+        b->eps = 0x1p-52;
+        return true;
+    case NV_FN_LOG:
+    case NV_FN_LOG2:
+        b->domain = RM_DOMAIN_POSITIVE;
+        return true;
+    case NV_FN_SQRT:
+        b->eps = 0x1p-52;
+        b->domain = RM_DOMAIN_POSITIVE;
+        return true;
+    case NV_FN_RSQRT:
+        b->eps = 0x1p-51;
+        b->domain = RM_DOMAIN_POSITIVE;
+        return true;
+    case NV_FN_LOG1P:
+        b->domain = RM_DOMAIN_ABOVE_M1;
+        return true;
+    default:
+        return false;
+    }
+}
+
 NV_CLONES
 int rm_decide_n(const rm_batch *b, const double *x, const double *v, int n, double *out,
                 double *lo_out, uint8_t *undecided)

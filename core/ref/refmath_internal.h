@@ -41,6 +41,10 @@ typedef struct rm_batch {
     bool round; /* nv_ref_round_n under nearest even; else nv_ref_eval_n's pair */
 } rm_batch;
 
+/* Whether f batches (a function whose fast path is fast_eval alone, no tail)
+ * into the target in (fast_target's), and its batch parameters into *b. */
+bool rm_batch_setup(nv_fn f, const nv_dtype_info *in, bool round, rm_batch *b);
+
 /* For k < n (x[k], v[k] = fast_eval's value): where the fast path decides,
  * out[k] = the rounded value (round) or v[k] with lo_out[k] = 0 (the pair),
  * undecided[k] = 0; elsewhere undecided[k] = 1 and out[k] is left as it was.
