@@ -9,7 +9,11 @@ JSON byte for byte and the artifacts by sha256. Not a test (minutes of CPU):
 a check for changes that must not move a result.
 
 Usage: bench/result_identity.py BEFORE_WORKER AFTER_WORKER [WORKDIR] [--quick]
-(--quick: the smoke suite only)
+       bench/result_identity.py --save DIR WORKER [--quick]
+       bench/result_identity.py --check DIR WORKER [--quick]
+(--quick: the smoke suite only; --save writes one worker's stripped results to
+DIR, --check compares another worker's against them, so that a series of
+changes runs the baseline once)
 """
 import hashlib, json, os, subprocess, sys, tempfile
 
@@ -40,17 +44,47 @@ def run(worker, job, backend, threads, art=None):
     return p.returncode, out, arts
 
 
-def main():
-    quick = "--quick" in sys.argv
-    args = [a for a in sys.argv[1:] if a != "--quick"]
-    before, after = args[0], args[1]
-    work = args[2] if len(args) > 2 else tempfile.mkdtemp(prefix="nv-identity-")
+def runs_of(quick):
     extra = os.path.join(ROOT, "bench", "identity_jobs.json")
     runs = [(os.path.join(ROOT, "suites", s + ".json"), "emu", False)
             for s in ("smoke", "gradient", "fused")]
     runs += [(extra, "emu", False), (extra, "emu:transcendental=fast", True)]
-    if quick:
-        runs = runs[:1]
+    return runs[:1] if quick else runs
+
+
+def snapshot(mode, where, worker, quick):
+    """--save: results into where; --check: against them."""
+    bad = 0
+    work = tempfile.mkdtemp(prefix="nv-identity-")
+    for job, backend, with_art in runs_of(quick):
+        for t in (1, 2):
+            key = "%s-%s-t%d" % (os.path.basename(job), backend.replace(":", "_"), t)
+            art = os.path.join(work, key) if with_art else None
+            got = json.dumps(run(worker, job, backend, t, art))
+            path = os.path.join(where, key + ".json")
+            if mode == "--save":
+                os.makedirs(where, exist_ok=True)
+                open(path, "w").write(got)
+                print("saved: %s" % key)
+                continue
+            same = os.path.exists(path) and open(path).read() == got
+            bad += not same
+            print("%s: %s" % ("same" if same else "DIFFERENT", key))
+            if not same:
+                open(os.path.join(where, key + ".got.json"), "w").write(got)
+    if mode == "--check":
+        print("%d difference(s)" % bad)
+    return 1 if bad else 0
+
+
+def main():
+    quick = "--quick" in sys.argv
+    args = [a for a in sys.argv[1:] if a != "--quick"]
+    if args and args[0] in ("--save", "--check"):
+        return snapshot(args[0], args[1], args[2], quick)
+    before, after = args[0], args[1]
+    work = args[2] if len(args) > 2 else tempfile.mkdtemp(prefix="nv-identity-")
+    runs = runs_of(quick)
     bad = 0
     for job, backend, with_art in runs:
         name = os.path.basename(job)

@@ -363,19 +363,14 @@ static int compare_setup(const nv_compare_input *in, int64_t n_total, const nv_t
     return 0;
 }
 
-/* Elements [0, in->n) of in, which are elements base.. of the comparison, into
- * p: in index order, exactly as one pass over the whole comparison would. */
-static void compare_range(const nv_compare_input *in, int64_t base, const nv_tolerance *tol,
-                          const setup *su, nv_compare_part *p)
+/* Element k of in, element base + k of the comparison, into p. */
+static inline void compare_one(const nv_compare_input *in, int64_t base, int64_t k,
+                               const nv_tolerance *tol, const setup *su, const nv_dtype_info *di,
+                               nv_compare_part *p)
 {
     nv_compare_result *r = &p->r;
     const bound_k *bk = &su->bk;
-    if (tol->metric == NV_TOL_BOUND) { /* of the whole comparison's size: every part's */
-        r->lambda = bk->lambda;
-        r->p_fail = bk->p_fail;
-    }
-    const nv_dtype_info *di = nv_dtype_get(in->dtype); /* compare_setup checked it */
-    for (int64_t k = 0; k < in->n; k++) {
+    {
         int64_t i = base + k;
         double g_out = in->got[k], e = in->exact[k], lo = in->exact_lo ? in->exact_lo[k] : 0;
         double g = nvc_ulp_overflow_value(tol, in->dtype, g_out, e, lo);
@@ -386,7 +381,7 @@ static void compare_range(const nv_compare_input *in, int64_t base, const nv_tol
                 add_overflow(r, in, k, i, g, e, INFINITY, INFINITY, 0);
             else if (sc != NV_FAIL_NONE)
                 count_special(r, i, g, e, sc);
-            continue;
+            return;
         }
         double s, t;
         nv_two_sum(g, -e, &s, &t); /* s + t == got - hi exactly */
@@ -411,7 +406,7 @@ static void compare_range(const nv_compare_input *in, int64_t base, const nv_tol
         bool pass = tol->metric == NV_TOL_ULP ? ue <= tol->max_ulp : err <= allowed;
         if (!pass && ovf_excused(&su->ovf, in, k)) {
             add_overflow(r, in, k, i, g_out, ex, ue, err, allowed);
-            continue;
+            return;
         }
         double head = allowed > 0 ? err / allowed : (err == 0 ? 0 : INFINITY);
         if (tol->metric == NV_TOL_BOUND)
@@ -441,6 +436,63 @@ static void compare_range(const nv_compare_input *in, int64_t base, const nv_tol
             nvc_add_first(r, i, g, ex, ue, err, allowed, NV_FAIL_SIGNED_ZERO);
         }
     }
+}
+
+/* Elements [0, in->n) of in, which are elements base.. of the comparison, into
+ * p: in index order, exactly as one pass over the whole comparison would.
+ * Chunks of ordinary passing pairs of a float format up to fp32 go through
+ * the vector kernel (compare_vec.c: the same values per element), the rest
+ * element by element. */
+static void compare_range(const nv_compare_input *in, int64_t base, const nv_tolerance *tol,
+                          const setup *su, nv_compare_part *p)
+{
+    nv_compare_result *r = &p->r;
+    if (tol->metric == NV_TOL_BOUND) { /* of the whole comparison's size: every part's */
+        r->lambda = su->bk.lambda;
+        r->p_fail = su->bk.p_fail;
+    }
+    const nv_dtype_info *di = nv_dtype_get(in->dtype); /* compare_setup checked it */
+    int64_t k = 0;
+    if ((tol->metric == NV_TOL_ULP || tol->metric == NV_TOL_ALLCLOSE) && di->is_float &&
+        di->mant_bits <= 23) {
+        nvc_vec_args va = {.got = in->got,
+                           .hi = in->exact,
+                           .lo = in->exact_lo,
+                           .max_finite = di->max_finite,
+                           .atol = tol->atol,
+                           .rtol = tol->rtol,
+                           .max_ulp = tol->max_ulp,
+                           .emin = di->emin,
+                           .mant_bits = di->mant_bits,
+                           .allclose = tol->metric == NV_TOL_ALLCLOSE};
+        static _Thread_local nvc_vec_out vo;
+        for (; k + NVC_VEC_CHUNK <= in->n; k += NVC_VEC_CHUNK) {
+            if (!nvc_chunk_vec(&va, k, NVC_VEC_CHUNK, &vo)) {
+                for (int j = 0; j < NVC_VEC_CHUNK; j++)
+                    compare_one(in, base, k + j, tol, su, di, p);
+                continue;
+            }
+            r->max_ulp = max_of(r->max_ulp, vo.max[0]);
+            r->max_abs = max_of(r->max_abs, vo.max[1]);
+            r->max_rel = max_of(r->max_rel, vo.max[2]);
+            r->max_allowed = max_of(r->max_allowed, vo.max[3]);
+            r->headroom = max_of(r->headroom, vo.max[4]);
+            if (p->ue) {
+                memcpy(p->ue + p->n_ue, vo.ue, sizeof vo.ue);
+                p->n_ue += NVC_VEC_CHUNK;
+            } else {
+                for (int j = 0; j < NVC_VEC_CHUNK; j++)
+                    p->sum_ulp += vo.ue[j];
+            }
+            p->finite += NVC_VEC_CHUNK;
+            for (int j = 0; j < NVC_VEC_CHUNK; j++) {
+                p->p99_hist[vo.bin[j]]++;
+                r->ulp_hist[vo.bkt[j]]++;
+            }
+        }
+    }
+    for (; k < in->n; k++)
+        compare_one(in, base, k, tol, su, di, p);
 }
 
 void nv_compare_part_init(nv_compare_part *p, double *ue)

@@ -50,4 +50,27 @@ bool nvc_special_pair(nv_compare_result *r, int64_t i, double g, double e);
 double nvc_ulp_overflow_value(const nv_tolerance *tol, nv_dtype dt, double g, double e,
                               double lo);
 
+/* ---- the vector kernel of the per-element rules (compare_vec.c) ---- */
+#define NVC_VEC_CHUNK 256
+
+typedef struct nvc_vec_args {
+    const double *got, *hi, *lo; /* lo may be NULL */
+    double max_finite, atol, rtol, max_ulp;
+    int64_t emin, mant_bits; /* of the output dtype, a float of at most 23 fraction bits */
+    bool allclose;           /* else the ulp metric */
+} nvc_vec_args;
+
+typedef struct nvc_vec_out {
+    double ue[NVC_VEC_CHUNK];
+    uint32_t bin[NVC_VEC_CHUNK]; /* hist_bin((float)ue) */
+    uint8_t bkt[NVC_VEC_CHUNK];  /* compare.c's ulp_bucket(ue) */
+    double max[5];               /* of ue, err, rel, allowed, headroom */
+} nvc_vec_out;
+
+/* Elements [k0, k0 + n) (n a multiple of 4, at most NVC_VEC_CHUNK) by the
+ * scalar rules' arithmetic: true with *o filled when every one is a finite,
+ * nonzero, passing pair whose ulp is a normal double; false otherwise (*o is
+ * then garbage: the caller applies the scalar rules to the chunk). */
+bool nvc_chunk_vec(const nvc_vec_args *a, int64_t k0, int n, nvc_vec_out *o);
+
 #endif

@@ -160,6 +160,42 @@ static double gen_normal(gen *g)
     return fit(g, v);
 }
 
+/* gen_normal for count values, with the same draws: each value is one Philox
+ * block's four words (nv_rng_normal's two nv_rng_u64), so whole batches of
+ * NV_RNG_BATCH blocks are read straight from nv_rng_refill's buffer, and fp32
+ * without bounds (fit's only step there is the conversion) converts in place. */
+static void gen_normal_n(gen *g, double *out, int64_t count)
+{
+    nv_rng *r = &g->rng;
+    int64_t k = 0;
+    if (r->avail % 4 != 0) { /* not at a block's start: one by one (never so here) */
+        for (; k < count; k++)
+            out[k] = gen_normal(g);
+        return;
+    }
+    bool plain32 = g->rq.dtype == NV_DT_FP32 && g->lo == -INFINITY && g->hi == INFINITY;
+    double scale = g->di->is_float ? 1 : 16;
+    for (; k < count && r->avail > 0; k++)
+        out[k] = gen_normal(g);
+    for (; count - k >= NV_RNG_BATCH; k += NV_RNG_BATCH) {
+        nv_rng_refill(r);
+        r->avail = 0;
+        for (int j = 0; j < NV_RNG_BATCH; j++) {
+            const uint32_t *w = r->buf + 4 * j;
+            uint64_t a = (uint64_t)w[0] << 32 | w[1], b = (uint64_t)w[2] << 32 | w[3];
+            /* nv_rng_normal's expression, term for term. */
+            double u1 = 1.0 - (double)(a >> 11) * 0x1p-53;
+            double u2 = (double)(b >> 11) * 0x1p-53;
+            double v = sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+            if (scale != 1)
+                v *= scale;
+            out[k + j] = plain32 && fabs(v) <= FLT_MAX ? (double)(float)v : fit(g, v);
+        }
+    }
+    for (; k < count; k++)
+        out[k] = gen_normal(g);
+}
+
 static double gen_uniform(gen *g)
 {
     double a = fmax(g->lo, -4), b = fmin(g->hi, 4);
@@ -555,8 +591,7 @@ static int gen_next(gen *g, double *out, int64_t count)
     } else {
         switch (rq->cls) {
         case NV_IN_NORMAL:
-            for (int64_t k = 0; k < count; k++)
-                out[k] = gen_normal(g);
+            gen_normal_n(g, out, count);
             break;
         case NV_IN_UNIFORM:
             for (int64_t k = 0; k < count; k++)

@@ -88,6 +88,15 @@ static inline void count_fast(void)
     }
 }
 
+static inline void count_fast_n(int n)
+{
+    fast_pending += (unsigned)n;
+    while (fast_pending >= FAST_BATCH) {
+        atomic_fetch_add_explicit(&n_fast, FAST_BATCH, memory_order_relaxed);
+        fast_pending -= FAST_BATCH;
+    }
+}
+
 /* 2^k for -1022 <= k <= 1023, from its bits. */
 static inline double pow2i(int k)
 {
@@ -561,8 +570,38 @@ void nv_ref_eval(nv_fn f, double x, nv_dtype dt, double *ret_hi, double *ret_lo)
     eval_one(f, x, fast_target(dt), ret_hi, ret_lo);
 }
 
+RM_INLINE bool batch_special(const rm_batch *b, double x)
+{
+    if (!isfinite(x) || x == 0)
+        return true;
+    return b->domain == RM_DOMAIN_POSITIVE ? !(x > 0)
+           : b->domain == RM_DOMAIN_ABOVE_M1 ? !(x > -1)
+                                             : false;
+}
+
+#define BATCH_N 256
+
+/* v = fast_eval(f, x) over a chunk (none for a special x: its value is unused). */
+RM_INLINE void batch_values(nv_fn f, const rm_batch *b, const double *x, int len, double *v)
+{
+    double eps;
+    for (int j = 0; j < len; j++)
+        v[j] = batch_special(b, x[j]) ? 0 : fast_eval(f, x[j], &eps);
+}
+
 #define EVAL_N_CASE(F)                                                                             \
     case F:                                                                                        \
+        if (batch) {                                                                               \
+            for (int64_t i0 = 0; i0 < n; i0 += BATCH_N) {                                          \
+                int len = n - i0 < BATCH_N ? (int)(n - i0) : BATCH_N;                              \
+                batch_values(F, &bt, x + i0, len, v);                                              \
+                count_fast_n(rm_decide_n(&bt, x + i0, v, len, hi + i0, lo + i0, und));             \
+                for (int j = 0; j < len; j++)                                                      \
+                    if (und[j])                                                                    \
+                        eval_one(F, x[i0 + j], in, &hi[i0 + j], &lo[i0 + j]);                      \
+            }                                                                                      \
+            break;                                                                                 \
+        }                                                                                          \
         for (int64_t i = 0; i < n; i++)                                                            \
             eval_one(F, x[i], in, &hi[i], &lo[i]);                                                 \
         break;
@@ -571,6 +610,10 @@ void nv_ref_eval_n(nv_fn f, const double *x, int64_t n, nv_dtype dt, double *hi,
 {
     assert(n >= 0 && ((x && hi && lo) || n == 0));
     const nv_dtype_info *in = fast_target(dt);
+    rm_batch bt;
+    bool batch = rm_batch_setup(f, in, false, &bt);
+    double v[BATCH_N];
+    uint8_t und[BATCH_N];
     /* One loop per function, so that each inlines its own fast path. */
     switch (f) {
         EVAL_N_CASE(NV_FN_EXP)
@@ -629,6 +672,17 @@ RM_INLINE double round_one(nv_fn f, double x, nv_dtype dt, const nv_dtype_info *
 
 #define ROUND_N_CASE(F)                                                                            \
     case F:                                                                                        \
+        if (batch) {                                                                               \
+            for (int64_t i0 = 0; i0 < n; i0 += BATCH_N) {                                          \
+                int len = n - i0 < BATCH_N ? (int)(n - i0) : BATCH_N;                              \
+                batch_values(F, &bt, x + i0, len, v);                                              \
+                count_fast_n(rm_decide_n(&bt, x + i0, v, len, out + i0, NULL, und));               \
+                for (int j = 0; j < len; j++)                                                      \
+                    if (und[j])                                                                    \
+                        out[i0 + j] = round_one(F, x[i0 + j], dt, in, &m);                         \
+            }                                                                                      \
+            break;                                                                                 \
+        }                                                                                          \
         for (int64_t i = 0; i < n; i++)                                                            \
             out[i] = round_one(F, x[i], dt, in, &m);                                               \
         break;
@@ -641,6 +695,10 @@ void nv_ref_round_n(nv_fn f, const double *x, int64_t n, nv_dtype dt, nv_roundin
     nv_round_mode m = {rounding == NV_ROUND_STOCHASTIC ? NV_ROUND_NEAREST_EVEN : rounding, false,
                        false};
     const nv_dtype_info *in = fast_target(dt);
+    rm_batch bt;
+    bool batch = m.rounding == NV_ROUND_NEAREST_EVEN && rm_batch_setup(f, in, true, &bt);
+    double v[BATCH_N];
+    uint8_t und[BATCH_N];
     /* One loop per function, so that each inlines its own fast path. */
     switch (f) {
         ROUND_N_CASE(NV_FN_EXP)

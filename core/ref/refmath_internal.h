@@ -4,6 +4,7 @@
 #define NUMVAL_REFMATH_INTERNAL_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "refmath.h"
 
@@ -26,5 +27,29 @@ double rm_mpfr_direct(nv_fn f, double x, nv_dtype dt, nv_rounding r);
 /* Whether x is a multiple of half the quantum of dt at x's binade: the superset
  * of every rounding boundary of dt (representable values and midpoints). */
 bool rm_on_half_quantum(double x, const nv_dtype_info *in);
+
+/* The batched decision of refmath_batch.c: the inputs where special_inl
+ * returns false are the finite nonzero x (ALL), the finite x > 0 (POSITIVE:
+ * log, log2, sqrt, rsqrt), the finite nonzero x > -1 (ABOVE_M1: log1p). */
+enum { RM_DOMAIN_ALL, RM_DOMAIN_POSITIVE, RM_DOMAIN_ABOVE_M1 };
+
+typedef struct rm_batch {
+    double eps;        /* fast_eval's bound for the function */
+    double max_finite; /* of the target */
+    int64_t emin, mant_bits;
+    int domain;
+    bool round; /* nv_ref_round_n under nearest even; else nv_ref_eval_n's pair */
+} rm_batch;
+
+/* Whether f batches (a function whose fast path is fast_eval alone, no tail)
+ * into the target in (fast_target's), and its batch parameters into *b. */
+bool rm_batch_setup(nv_fn f, const nv_dtype_info *in, bool round, rm_batch *b);
+
+/* For k < n (x[k], v[k] = fast_eval's value): where the fast path decides,
+ * out[k] = the rounded value (round) or v[k] with lo_out[k] = 0 (the pair),
+ * undecided[k] = 0; elsewhere undecided[k] = 1 and out[k] is left as it was.
+ * Returns the count decided. */
+int rm_decide_n(const rm_batch *b, const double *x, const double *v, int n, double *out,
+                double *lo_out, uint8_t *undecided);
 
 #endif

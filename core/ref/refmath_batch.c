@@ -1,0 +1,130 @@
+/* The fast path's decision (refmath.c: fast_decides, then round_cell under
+ * round to nearest even, or the pair (v, 0) of eval_one) for four elements at
+ * a time, on fp64 values v = f(x) that refmath.c has already evaluated one by
+ * one with glibc. Each lane does the scalar steps' own IEEE operations (the
+ * same products, the same truncations: the scaled interval ends lie below
+ * 2^(p+2) <= 2^30, so the 32-bit truncation cvttpd2dq is the int64 one), so a
+ * decided element gets the scalar path's bits; everything else (a special x,
+ * |v| outside [2^-960, 2^1000], an interval that meets a boundary, a rounded
+ * value beyond max_finite) is marked undecided and refmath.c runs the whole
+ * scalar path on it, MPFR included. This only batches the bookkeeping; the
+ * error bound eps is the scalar path's (refmath.c's file comment), so which
+ * inputs MPFR decides does not change. */
+#include <float.h>
+#include <string.h>
+
+#include "refmath_internal.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
+    !defined(__SANITIZE_ADDRESS__)
+#define NV_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define NV_CLONES
+#endif
+
+typedef double v4d __attribute__((vector_size(32)));
+typedef int64_t v4l __attribute__((vector_size(32)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+#define SELD(m, a, b) ((v4d)(((v4l)(a) & (m)) | ((v4l)(b) & ~(m))))
+#define SELL(m, a, b) (((a) & (m)) | ((b) & ~(m)))
+#define ABSD(a) ((v4d)((v4l)(a)&INT64_C(0x7fffffffffffffff)))
+
+/* Batching (refmath_batch.c): the functions whose fast path is fast_eval
+ * alone (no tail), with its eps, and the domain where special_inl passes. */
+bool rm_batch_setup(nv_fn f, const nv_dtype_info *in, bool round, rm_batch *b)
+{
+    if (!in || in->mant_bits > 28) /* the cell index must fit 32 bits */
+        return false;
+    *b = (rm_batch){.eps = 0x1p-48, .max_finite = in->max_finite, .emin = in->emin,
+                    .mant_bits = in->mant_bits, .domain = RM_DOMAIN_ALL, .round = round};
+    switch (f) {
+    case NV_FN_EXP:
+    case NV_FN_EXP2:
+    case NV_FN_SIN:
+    case NV_FN_COS:
+        return true;
+    case NV_FN_RECIP:
+        b->eps = 0x1p-52;
+        return true;
+    case NV_FN_LOG:
+    case NV_FN_LOG2:
+        b->domain = RM_DOMAIN_POSITIVE;
+        return true;
+    case NV_FN_SQRT:
+        b->eps = 0x1p-52;
+        b->domain = RM_DOMAIN_POSITIVE;
+        return true;
+    case NV_FN_RSQRT:
+        b->eps = 0x1p-51;
+        b->domain = RM_DOMAIN_POSITIVE;
+        return true;
+    case NV_FN_LOG1P:
+        b->domain = RM_DOMAIN_ABOVE_M1;
+        return true;
+    default:
+        return false;
+    }
+}
+
+NV_CLONES
+int rm_decide_n(const rm_batch *b, const double *x, const double *v, int n, double *out,
+                double *lo_out, uint8_t *undecided)
+{
+    const v4d z = {0, 0, 0, 0};
+    const v4d dmax = z + DBL_MAX, tiny = z + 0x1p-960, huge = z + 0x1p1000;
+    const v4d eps = z + b->eps, slack = z + (1 + 0x1p-40), mfin = z + b->max_finite;
+    const v4l zl = {0, 0, 0, 0};
+    const v4l emin = zl + b->emin;
+    int decided = 0, k = 0;
+    v4l nd = zl;
+    for (; k + 4 <= n; k += 4) {
+        v4d xv, vv, ov;
+        memcpy(&xv, x + k, sizeof xv);
+        memcpy(&vv, v + k, sizeof vv);
+        memcpy(&ov, out + k, sizeof ov);
+        /* special_inl's inputs for the three kinds of domain. */
+        v4d xa = ABSD(xv);
+        v4l spec = ~(xa <= dmax) | (xv == z);
+        if (b->domain == RM_DOMAIN_POSITIVE)
+            spec |= ~(xv > z);
+        else if (b->domain == RM_DOMAIN_ABOVE_M1)
+            spec |= ~(xv > z - 1);
+        /* fast_try's range, then fast_decides. */
+        v4d a = ABSD(vv);
+        v4l ok = ~spec & (a >= tiny) & (a <= huge);
+        v4l e = (((v4l)a >> 52) & 0x7ff) - 1023;
+        e = SELL(e < emin, emin, e);
+        v4d err = a * eps * slack;
+        v4d sc = (v4d)((b->mant_bits + 1 - e + 1023) << 52);
+        v4d lo = (a - err) * sc, hi = (a + err) * sc;
+        v4i fl = __builtin_convertvector(lo, v4i), fh = __builtin_convertvector(hi, v4i);
+        ok &= __builtin_convertvector(fl == fh, v4l) & (lo != __builtin_convertvector(fl, v4d));
+        v4d res;
+        if (b->round) {
+            /* round_cell, nearest even: k = (c + 1) & ~1, r = k h. */
+            v4d h = (v4d)((e - b->mant_bits - 1 + 1023) << 52);
+            v4d r = __builtin_convertvector((fl + 1) & ~1, v4d) * h;
+            ok &= r <= mfin;
+            res = SELD(((v4l)vv < 0), -r, r);
+        } else {
+            res = vv;
+        }
+        v4d w = SELD(ok, res, ov); /* undecided lanes keep out (it may alias x) */
+        memcpy(out + k, &w, sizeof w);
+        if (lo_out) {
+            v4d lv;
+            memcpy(&lv, lo_out + k, sizeof lv);
+            lv = SELD(ok, z, lv);
+            memcpy(lo_out + k, &lv, sizeof lv);
+        }
+        nd -= ok; /* ok is -1 where decided */
+        for (int j = 0; j < 4; j++)
+            undecided[k + j] = (uint8_t)(1 + ok[j]);
+    }
+    for (int j = 0; j < 4; j++)
+        decided += (int)nd[j];
+    for (; k < n; k++)
+        undecided[k] = 1;
+    return decided;
+}

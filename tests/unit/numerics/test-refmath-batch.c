@@ -1,0 +1,84 @@
+/* The batched fast path of nv_ref_round_n and nv_ref_eval_n (refmath_batch.c
+ * decides chunks four elements at a time) against one element at a time
+ * (nv_ref_round and nv_ref_eval: a single element never reaches the batch), bit
+ * for bit, for every batched function (exp, exp2, sin, cos, reciprocal, log,
+ * log2, sqrt, rsqrt, log1p) into fp32, bf16 and fp16: inputs over many binades
+ * of both signs, near the overflow and underflow of exp, specials and domain
+ * edges; and against MPFR alone (nv_ref_round_mpfr) on a sample. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "tests/unit/tap.h"
+#include "core/ref/refmath.h"
+
+#define N 6000
+
+static uint64_t rs = 0x2545F4914F6CDD1Dull;
+static uint64_t next(void)
+{
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return rs;
+}
+
+static bool same(double a, double b)
+{
+    return memcmp(&a, &b, sizeof a) == 0;
+}
+
+static double x[N], out[N], hi[N], lo[N];
+
+static void fill(nv_fn f)
+{
+    static const double sp[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, -1.0, 1.0, 88.72283935546875,
+                                -103.97, -87.33654022216797, 0x1p-149, 1e30};
+    for (int i = 0; i < N; i++) {
+        double m = 1 + (double)(next() % (1u << 23)) / (1u << 23);
+        int e = (int)(next() % 40) - 20;
+        if (f == NV_FN_EXP || f == NV_FN_EXP2)
+            e = (int)(next() % 10) - 3; /* up to 2^7: overflow and underflow of fp32 */
+        double v = (double)(float)ldexp(m, e);
+        x[i] = next() % 2 ? -v : v;
+        if (next() % 50 == 0)
+            x[i] = sp[next() % (sizeof sp / sizeof sp[0])];
+    }
+}
+
+int main(void)
+{
+    static const nv_fn fns[] = {NV_FN_EXP, NV_FN_EXP2, NV_FN_SIN,  NV_FN_COS,  NV_FN_RECIP,
+                                NV_FN_LOG, NV_FN_LOG2, NV_FN_SQRT, NV_FN_RSQRT, NV_FN_LOG1P};
+    static const nv_dtype dts[] = {NV_DT_FP32, NV_DT_BF16, NV_DT_FP16};
+    for (size_t f = 0; f < sizeof fns / sizeof fns[0]; f++) {
+        fill(fns[f]);
+        for (int d = 0; d < 3; d++) {
+            nv_ref_round_n(fns[f], x, N, dts[d], NV_ROUND_NEAREST_EVEN, out);
+            nv_ref_eval_n(fns[f], x, N, dts[d], hi, lo);
+            int bad_round = 0, bad_eval = 0, bad_mpfr = 0;
+            for (int i = 0; i < N; i++) {
+                double h, l;
+                nv_ref_eval(fns[f], x[i], dts[d], &h, &l);
+                bad_round += !same(out[i], nv_ref_round(fns[f], x[i], dts[d], NV_ROUND_NEAREST_EVEN));
+                bad_eval += !same(hi[i], h) || !same(lo[i], l);
+                if (i % 20 == 0)
+                    bad_mpfr +=
+                        !same(out[i], nv_ref_round_mpfr(fns[f], x[i], dts[d], NV_ROUND_NEAREST_EVEN)) &&
+                        !(isnan(out[i]) && isnan(nv_ref_round_mpfr(fns[f], x[i], dts[d],
+                                                                    NV_ROUND_NEAREST_EVEN)));
+            }
+            tap_ok(bad_round == 0 && bad_eval == 0 && bad_mpfr == 0,
+                   "%s into %s: batch = one by one (%d rounded, %d pairs differ), = MPFR on %d "
+                   "(%d differ)",
+                   nv_fn_name(fns[f]), nv_dtype_name(dts[d]), bad_round, bad_eval, N / 20, bad_mpfr);
+            /* in place: out aliasing x */
+            static double xi[N];
+            memcpy(xi, x, sizeof xi);
+            nv_ref_round_n(fns[f], xi, N, dts[d], NV_ROUND_NEAREST_EVEN, xi);
+            tap_ok(memcmp(xi, out, sizeof xi) == 0, "%s into %s: in place as out of place",
+                   nv_fn_name(fns[f]), nv_dtype_name(dts[d]));
+        }
+    }
+    return tap_done();
+}
