@@ -16,31 +16,14 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import struct
 import subprocess
 import sys
 import tempfile
 
+from nvtap import ok, finish
+
 WORKER, ROOT = sys.argv[1:3]
-n = failed = 0
-
-
-def _sigterm(signum, frame):
-    raise SystemExit(128 + signum)
-
-
-signal.signal(signal.SIGTERM, _sigterm)
-
-
-def ok(cond, what, diag=None):
-    global n, failed
-    n += 1
-    if not cond:
-        failed += 1
-        for line in str(diag or "").splitlines()[:20]:
-            print("# " + line)
-    print(("ok" if cond else "not ok") + " %d - %s" % (n, what), flush=True)
 
 
 def read_st(path):
@@ -159,5 +142,4 @@ if __name__ == "__main__":
         main(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("1..%d" % n)
-    sys.exit(1 if failed else 0)
+    sys.exit(finish())

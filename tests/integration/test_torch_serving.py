@@ -30,7 +30,6 @@ import copy
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -40,26 +39,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torchproto import TORCH_PY, Harness, torch_available  # noqa: E402
 
+from nvtap import ok, finish
+
 WORKER, ROOT = sys.argv[1:3]
 HARNESS = "exec:%s %s --device cpu" % (TORCH_PY, os.path.join(ROOT, "worker/harness/torch_harness.py"))
-n = failed = 0
-
-
-def _sigterm(signum, frame):
-    raise SystemExit(128 + signum)
-
-
-signal.signal(signal.SIGTERM, _sigterm)
-
-
-def ok(cond, what, diag=None):
-    global n, failed
-    n += 1
-    if not cond:
-        failed += 1
-        for line in str(diag or "").splitlines()[:20]:
-            print("# " + line)
-    print(("ok" if cond else "not ok") + " %d - %s" % (n, what), flush=True)
 
 
 def suite(names=None):
@@ -235,5 +218,4 @@ if __name__ == "__main__":
         main(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("1..%d" % n)
-    sys.exit(1 if failed else 0)
+    sys.exit(finish())
