@@ -21,6 +21,8 @@ to 128 positions) through the harness on the CPU:
   ("device_steps": "ops"), and there torch.matmul in bf16 changes a row's bits
   with the batch's row count, which the batch check catches where the
   harness's F.linear passes.
+- argmax and sample op jobs (normal, specials, large) pass through the
+  harness's op entry (torch_select.py), and so does the suite's sampling job.
 Protocol errors (unknown model, a step past the held cache, a missing weight)
 are errors of the request, named, and the harness keeps serving.
 
@@ -87,7 +89,7 @@ def verdicts(cases, want):
         v, cls = want.get(k, ("passed", None))
         if c.get("verdict") != v or c.get("failure_class") != cls:
             bad.append(k)
-    return len(cases) == 10 and not bad
+    return len(cases) == 2 * len(suite()) and not bad
 
 
 def protocol(tmp):
@@ -200,6 +202,20 @@ def main(tmp):
        "schedule step" in e.get("sustained-batching", ""),
        "batch_splitk: the failures name the batch of 2, the layout, the decode step and the "
        "schedule step", e)
+
+    # The selections through the harness's op entry (worker/harness/torch_select.py:
+    # numval's Philox uniform, the distribution in torch's fp32 or fp64).
+    sel = [{"op": "argmax", "shapes": [[64, 50], [7]]},
+           {"op": "sample", "shapes": [[256, 50]],
+            "attrs": {"temperature": 0.7, "top_k": 20, "top_p": 0.9, "seed": 5}},
+           {"op": "sample", "shapes": [[1000, 64]], "attrs": {"seed": 9, "offset": 123}}]
+    jobs = [dict({"kind": "op", "name": "%s-%d" % (j["op"], i), "dtypes": ["fp32", "bf16", "fp64"],
+                  "inputs": ["normal", "specials", "large"]}, **j) for i, j in enumerate(sel)]
+    _, results, err = run(tmp, jobs)
+    got = [(r.get("op"), c["dtype"], c["input"], c["verdict"]) for r in results for c in r["cases"]]
+    ok(len(got) == 9 * sum(len(j["shapes"]) for j in sel) and all(g[3] == "passed" for g in got),
+       "argmax and sample op jobs pass on torch (normal, specials, large; fp32, bf16, fp64)",
+       [g for g in got if g[3] != "passed"] or err[-800:])
 
     cases, _, err = run(tmp, suite(["prefill-decode", "batch-invariance"]), "--no-requests")
     want = {("batch-invariance", "bf16"): ("failed", "batch_variance")}

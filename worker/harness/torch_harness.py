@@ -26,6 +26,7 @@ import torch.nn.functional as F
 import torch_autograd
 import torch_model
 import torch_rng
+import torch_select
 import torch_serve
 import torch_train
 from torch_autograd import HarnessError
@@ -169,6 +170,8 @@ def forward_op(op, a, xs, out_dtype):
         "split_heads": lambda: xs[0].reshape(xs[0].shape[0], int(a["heads"]), -1).transpose(0, 1),
         "merge_heads": lambda: xs[0].transpose(0, 1).reshape(xs[0].shape[1], -1),
         "cache_write": lambda: xs[0].clone(),
+        "argmax": lambda: torch_select.argmax(xs[0]),
+        "sample": lambda: torch_select.sample(xs[0], a),
         "max_unpool2d": lambda: max_unpool2d(xs[0]),
         "index_add": lambda: index_add(xs[0]),
     }
