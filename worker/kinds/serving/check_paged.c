@@ -49,8 +49,8 @@ typedef struct preq {
     double *r64, *rdt; /* the references of seq, (plen + steps - 1) x V; NULL when not needed */
     ptok *tok;         /* per token, under the budget */
     int64_t evictions, first_diff, differ, evict_step, evict_pages;
-    int64_t n_bits, n_band, worst_token; /* tokens judged each way; the worst banded one */
-    double worst_ratio;                  /* max d / allowed over the banded tokens */
+    int64_t n_bits, n_band; /* tokens judged bit for bit, within the band */
+    double worst_ratio;     /* max d / allowed over the banded tokens */
 } preq;
 
 typedef struct pstate {
@@ -193,7 +193,7 @@ static void judge(pstate *st, int i, pfail *f)
     const scase *c = st->c;
     int64_t V = c->j->s->vocab, S = c->j->s->steps;
     preq *q = &st->q[i];
-    q->first_diff = q->worst_token = -1;
+    q->first_diff = -1;
     for (int64_t t = 0; t < S; t++) {
         const double *a = q->ref + t * V, *b = q->got + t * V;
         int64_t d = 0;
@@ -210,8 +210,8 @@ static void judge(pstate *st, int i, pfail *f)
             dist = sv_dist(b, a, r, V);
             allowed = 2 * sv_band_at(c, sv_rel_err(q->rdt + pos * V, r, V), pos);
             bad = !(dist <= allowed);
-            if (q->worst_token < 0 || dist / allowed > q->worst_ratio || isnan(dist))
-                q->worst_ratio = dist / allowed, q->worst_token = t;
+            if (q->n_band == 0 || dist / allowed > q->worst_ratio || isnan(dist))
+                q->worst_ratio = dist / allowed;
             q->n_band++;
         } else {
             q->n_bits++;
