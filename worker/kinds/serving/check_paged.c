@@ -337,7 +337,7 @@ static int report(pstate *st)
     if (f.band)
         snprintf(what, sizeof what, "by %.3g, more than 2 band = %.3g", f.d, f.allowed);
     else
-        snprintf(what, sizeof what, "in %lld values (judged bit for bit)", (long long)f.values);
+        snprintf(what, sizeof what, "in %lld values, judged bit for bit", (long long)f.values);
     if (k->evicted_at >= 0)
         snprintf(ev, sizeof ev, "its cache last evicted at step %lld, holding %lld pages",
                  (long long)k->evicted_at, (long long)k->evicted_held);
