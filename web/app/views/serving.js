@@ -159,13 +159,35 @@ function sustained(sb) {
         h('td.num', num(q.values_differing)), h('td.num', `${num(q.tokens_equal)} of ${num(q.generates)}`), firstTok(q)])];
 }
 
+// How the paged check judged (its "rule"; cases stored before it had one: "judged").
+function pagedRule(pg) {
+  if (pg.rule === 'bits') return 'bit for bit (the device declares a sequential reduction order and no nondeterministic op)';
+  if (pg.rule === 'band') {
+    return 'within 2 band(t) of the run without eviction from each request\'s first recomputation on '
+      + '(every token where the device declares nondeterministic ops), the other tokens bit for bit';
+  }
+  return pg.judged ? 'bit for bit (the device declares itself deterministic)'
+    : 'reported, not judged (the device declares nondeterministic ops)';
+}
+
+// Where the first token out of its rule lies: request, token, schedule step, position, page.
+function pagedFailure(f, page) {
+  if (!f) return undefined;
+  const how = f.recomputed ? 'computed by a recomputation' : 'a decode step';
+  const by = f.rule === 'band' ? `d ${num(f.d)} > allowed ${num(f.allowed)}` : `${num(f.values_differing)} values differ (bit for bit)`;
+  return h('span.bad', {id: 'serving-first-failure'},
+    `request ${num(f.request)}, token ${num(f.token)}, schedule step ${num(f.schedule_step)}, `
+    + `position ${num(f.position)} in page ${num(f.page)} of ${num(page)} positions; ${how}; ${by}`);
+}
+
 function paged(pg) {
   return [
     kv([
       ['Page budget', h('span', {id: 'serving-pages'}, `${num(pg.pages)} pages of ${num(pg.page)} positions`)],
       ['Evictions', h('b', {id: 'serving-evictions'}, num(pg.evictions))],
-      ['Judged', pg.judged ? 'bit for bit (the device declares itself deterministic)'
-        : 'reported, not judged (the device declares nondeterministic ops)'],
+      ['Judged', h('span', {id: 'serving-paged-rule'}, pagedRule(pg))],
+      ['Worst d / allowed (band)', typeof pg.worst_ratio === 'number' ? num(pg.worst_ratio) : undefined],
+      ['First failure', pagedFailure(pg.first_failure, pg.page)],
     ]),
     requestTable('serving-requests', 'Paged KV cache: per request, against the run with pages for all (differing ones marked)',
       ['Request', 'Prompt', 'Evictions', 'Recomputations', 'Values differing', 'First differing token'],

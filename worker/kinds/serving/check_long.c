@@ -24,12 +24,6 @@ typedef struct lpos {
     bool agree, justified;
 } lpos;
 
-static int64_t k_red(const nv_servingspec *s, int64_t pos)
-{
-    int64_t k = s->width > s->ffn ? s->width : s->ffn;
-    return pos + 1 > k ? pos + 1 : k;
-}
-
 /* Least-squares slope of log e_dev against log(t + 1) over t >= 1 with e > 0:
  * how the error grows with the position (reported, not judged). */
 static double growth_slope(const lpos *p, int64_t n)
@@ -169,7 +163,7 @@ int sv_check_long_context(scase *c)
         int64_t top = sv_argmax(r64, V, &margin, &norm);
         p[t].e_dev = sv_rel_err(dev, r64, V);
         p[t].e_dt = sv_rel_err(rdt, r64, V);
-        p[t].band = sv_band(c, p[t].e_dt, k_red(s, t));
+        p[t].band = sv_band_at(c, p[t].e_dt, t);
         p[t].agree = sv_argmax(dev, V, NULL, NULL) == top;
         p[t].justified = margin <= sqrt(2.0) * p[t].band * norm;
     }

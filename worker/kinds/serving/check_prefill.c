@@ -46,12 +46,6 @@ int sv_sequence(sv_exec *x, const sv_model *m, const int64_t *ids, int64_t n, in
     return rc;
 }
 
-static int64_t k_red(const nv_servingspec *s, int64_t pos)
-{
-    int64_t k = s->width > s->ffn ? s->width : s->ffn;
-    return pos + 1 > k ? pos + 1 : k;
-}
-
 static int report(scase *c, const double *pre, const double *dec, const double *r64,
                   const double *rdt, int64_t P)
 {
@@ -63,7 +57,7 @@ static int report(scase *c, const double *pre, const double *dec, const double *
         const double *rr = r64 + t * V;
         double d = sv_dist(dec + t * V, pre + t * V, rr, V);
         double e_dt = sv_rel_err(rdt + t * V, rr, V);
-        double allowed = 2 * sv_band(c, e_dt, k_red(s, t));
+        double allowed = 2 * sv_band_at(c, e_dt, t);
         bool ok = d <= allowed;
         if (!ok && first < 0) {
             first = t;

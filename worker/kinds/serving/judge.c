@@ -96,6 +96,13 @@ double sv_band(const scase *c, double e_dt, int64_t k_red)
     return SV_BAND_FACTOR * (e_dt + (double)k_red * c->u_acc) + u;
 }
 
+double sv_band_at(const scase *c, double e_dt, int64_t pos)
+{
+    const nv_servingspec *s = c->j->s;
+    int64_t k = s->width > s->ffn ? s->width : s->ffn;
+    return sv_band(c, e_dt, pos + 1 > k ? pos + 1 : k);
+}
+
 int sv_tokens(const scase *c, const char *name, int64_t n, int64_t *out)
 {
     return sv_draw(c, name, n, c->j->s->vocab, out);

@@ -146,6 +146,10 @@ int64_t sv_argmax(const double *x, int64_t n, double *ret_margin, double *ret_no
 /* The band of docs/MODEL.md "The band": F (e_dt + K u_acc) + u for the case
  * dtype's unit roundoff u. */
 double sv_band(const scase *c, double e_dt, int64_t k_red);
+/* band(t) at sequence position pos: K(t) = max(width, ffn, pos + 1), the
+ * longest reduction feeding the position's logits (the attention sums pos + 1
+ * terms). */
+double sv_band_at(const scase *c, double e_dt, int64_t pos);
 /* Seeded token ids in [0, vocab) for a named stream (the model kind's
  * "tokens" rule). 0 or -ENOMEM. */
 int sv_tokens(const scase *c, const char *name, int64_t n, int64_t *out);
