@@ -52,7 +52,16 @@ static const nvw_kind kinds[] = {
      .gate = artifact_gate},
     {.name = "suite", .run = nvw_run_suite},
     {.name = "contract", .run = nvw_run_contract},
-    {.name = "serving", .run = nvw_run_serving},
+    /* A batch or sustained failure's artifact is a serving pair
+     * (worker/kinds/serving/localize.c): the first divergent node's op called
+     * on the request alone and among the others. */
+    {.name = "serving",
+     .run = nvw_run_serving,
+     .repro_main = nvw_serving_repro_main,
+     .minimize_main = nvw_serving_minimize_main,
+     .failure_key = nvw_serving_failure_key,
+     .gate = nvw_serving_gate,
+     .replay = nvw_serving_replay},
     {.name = "rng", .run = nvw_run_rng},
 };
 
