@@ -30,6 +30,11 @@ typedef struct sstate {
     sv_model m;
     int nr;
     sreq *q;
+    /* a traced re-run: request tr_req's token tr_token alone, or schedule
+     * step tr_step */
+    sv_trace *tr;
+    int tr_req;
+    int64_t tr_token, tr_step;
 } sstate;
 
 /* Request i alone: its prefill, then its decode steps. */
@@ -47,7 +52,9 @@ static int solo(sstate *st, sreq *q, sv_exec *x)
     for (int64_t k = 0; r == 0 && k < q->gen; k++) {
         const int64_t *ids = k ? &tok : q->prompt;
         nv_tensor *lg = NULL;
+        x->trace = st->tr && q == &st->q[st->tr_req] && k == st->tr_token ? st->tr : NULL;
         r = sv_forward(x, &st->m, 1, k ? &one : &q->plen, &ids, &cp, SV_PACKED, &lg);
+        x->trace = NULL;
         if (r == 0) {
             const double *row = lg->data + (lg->shape[0] - 1) * V;
             memcpy(q->solo + k * V, row, (size_t)V * sizeof(double));
@@ -94,7 +101,14 @@ static int sustained(sstate *st, sv_exec *x)
         }
         if (nb == 0)
             continue;
+        x->trace = NULL;
+        for (int b = 0; st->tr && step == st->tr_step && b < nb; b++)
+            if (who[b] == st->tr_req) {
+                st->tr->target = b;
+                x->trace = st->tr;
+            }
         r = sv_forward(x, &st->m, nb, n, ids, cp, SV_PACKED, lg);
+        x->trace = NULL;
         for (int b = 0; r == 0 && b < nb; b++) {
             sreq *q = &st->q[who[b]];
             int64_t k = done[who[b]]++;
@@ -125,7 +139,51 @@ static int sustained(sstate *st, sv_exec *x)
     return r;
 }
 
-static int report(sstate *st)
+/* The failing request's token re-run alone and in its schedule step, both
+ * traced, localized to the first divergent node (localize.c). */
+static int localize(sstate *st, int bad, sv_exec *x)
+{
+    scase *c = st->c;
+    if (!sv_keeps_failures(c))
+        return 0;
+    sreq *q = &st->q[bad];
+    int64_t token = q->first_diff, step = q->diff_step, batch = q->diff_batch, rows = q->diff_rows;
+    sv_trace ta = {.target = 0}, tb = {.target = 0};
+    st->tr = &ta;
+    st->tr_req = bad;
+    st->tr_token = token;
+    st->tr_step = -1;
+    int r = solo(st, q, x);
+    st->tr = &tb;
+    st->tr_token = -1;
+    st->tr_step = step;
+    if (r == 0)
+        r = sustained(st, x);
+    st->tr = NULL;
+    char wa[160], wb[200];
+    snprintf(wa, sizeof wa, "request %d alone (prompt %lld), its token %lld", bad,
+             (long long)q->plen, (long long)token);
+    snprintf(wb, sizeof wb,
+             "request %d in schedule step %lld's batch of %lld requests (%lld rows), its token "
+             "%lld",
+             bad, (long long)step, (long long)batch, (long long)rows, (long long)token);
+    json_t *comp = json_pack("{s:i, s:I, s:I, s:I, s:I}", "request", bad, "token",
+                             (json_int_t)token, "schedule_step", (json_int_t)step, "requests",
+                             (json_int_t)batch, "rows", (json_int_t)rows);
+    if (r == 0 && comp)
+        r = sv_localize_pair(c, &ta, &tb, wa, wb, comp, "sustained_variance");
+    else {
+        json_decref(comp);
+        char why[SV_ERRLEN + 64];
+        snprintf(why, sizeof why, "the traced re-run of the step failed: %s", x->err);
+        r = !comp || x->rc == -ENOMEM ? -ENOMEM : sv_localized(c, "none", why);
+    }
+    sv_trace_done(&ta);
+    sv_trace_done(&tb);
+    return r;
+}
+
+static int report(sstate *st, sv_exec *x)
 {
     scase *c = st->c;
     json_t *rows = json_array();
@@ -160,12 +218,13 @@ static int report(sstate *st)
     if (bad < 0)
         return sv_verdict(c, "passed", NULL, NULL);
     const sreq *q = &st->q[bad];
-    return sv_verdict(c, "failed", "sustained_variance",
+    int r = sv_verdict(c, "failed", "sustained_variance",
                       "request %d (arrives at step %lld, prompt %lld): token %lld's logits differ "
                       "from its solo run, in schedule step %lld's batch of %lld requests (%lld "
                       "rows)",
                       bad, (long long)q->arrive, (long long)q->plen, (long long)q->first_diff,
                       (long long)q->diff_step, (long long)q->diff_batch, (long long)q->diff_rows);
+    return r ? r : localize(st, bad, x);
 }
 
 /* The seeded schedule and every request's prompt. */
@@ -221,7 +280,7 @@ int sv_check_sustained(scase *c)
     if (r == 0 && sustained(&st, &x) < 0)
         r = sv_exec_verdict(c, &x, "the schedule"), r = r < 0 ? r : 1;
     if (r == 0)
-        r = report(&st);
+        r = report(&st, &x);
     for (int i = 0; st.q && i < st.nr; i++) {
         free(st.q[i].prompt);
         free(st.q[i].solo);
