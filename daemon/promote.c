@@ -94,6 +94,10 @@ static int promote_case(nvd_store *s, int64_t job_id, const json_t *result, cons
     const char *rkind = json_string_value(json_object_get(result, "kind"));
     if (rkind && !strcmp(rkind, "model"))
         named = sig;
+    /* A serving case's op is "serving": its reproducer is a serving pair of the
+     * first divergent node's op, named by the signature's op and dtype. */
+    if (kind && !strcmp(kind, "serving"))
+        named = sig;
     nvd_suite_new n = {
         .signature = id,
         .signature_json = text,
