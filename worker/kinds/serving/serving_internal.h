@@ -65,6 +65,7 @@ typedef struct sv_exec {
     nv_dtype dt;             /* the case dtype */
     bool steps;              /* SV_DEV: the harness runs whole steps (steps.c) */
     sv_trace *trace;         /* SV_DEV: the step being traced, else NULL */
+    int64_t trace_at;        /* sv_sequence: trace only the step starting at this position */
     int rc;                  /* after a failure: 1 backend error or bad output, -ENOMEM, NV_E_* */
     char err[SV_ERRLEN];     /* names the op after a failure */
 } sv_exec;
@@ -175,6 +176,12 @@ bool sv_box_same(const nv_tensor *a, const sv_box *ba, const nv_tensor *b, const
  * -ENOMEM. */
 int sv_localize_pair(scase *c, const sv_trace *a, const sv_trace *b, const char *what_a,
                      const char *what_b, json_t *composition, const char *cls);
+/* The localization of an accuracy failure (localize_op.c): the op calls of
+ * traces t[0..n) (in that order) judged as op jobs judge them, on the
+ * inputs the device gave them under the op's default tolerance; the first
+ * that fails becomes the case's artifact (an op artifact), with where (JSON,
+ * stolen) as its manifest's "serving" object. 0 or -ENOMEM. */
+int sv_localize_op(scase *c, const sv_trace *const *t, int n, json_t *where);
 /* "localized" {state, reason} on the case. 0 or -ENOMEM. */
 int sv_localized(scase *c, const char *state, const char *why);
 /* Whether failures of the case are handed on (the job has on_failure). */
