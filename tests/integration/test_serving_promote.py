@@ -17,11 +17,21 @@ call's row count) and one on the correct emu.
 - numvald promotes it: one suite case of kind serving, the node's op and dtype.
 - A suite job replays it: it fails on the fault and passes on the correct emu.
 - The same job on the correct emu passes (the artifact blames the fault).
+- Without numvald (numval-worker run --artifacts, repro, minimize): a
+  sustained failure on the same fault is a serving pair too; a prefill_decode
+  and a long_context failure on emu:kv_cache=bf16 (the cache held in bf16)
+  are op cases of the first op call that fails its tolerance, the cache_write
+  of the failing step; each reproduces on its fault (exit 1) and not on emu
+  (exit 0).
 
 usage: test_serving_promote.py NUMVALD NUMVAL-WORKER NUMVALCTL"""
+import glob
 import json
+import os
 import struct
+import subprocess
 import sys
+import tempfile
 
 import nvschema
 from nvartifact import parse, signature_id
@@ -169,6 +179,51 @@ def test(s):
     ok(s.wait_jobs([j2], 180)[j2]["state"] == "passed", "the batch job passes on emu")
 
 
+SMALL = {"vocab": 16, "width": 8, "heads": 1, "layers": 1, "ffn": 8}
+LOCAL = [("sustained", {"requests": 4, "prompt": 4, "steps": 3}, FAULTY, "serving_pair",
+          "sustained_variance"),
+         ("prefill_decode", {"prompt": 6}, "emu:kv_cache=bf16", "op_case", "prefill_decode_mismatch"),
+         ("long_context", {"context": 32, "every": 8}, "emu:kv_cache=bf16", "op_case",
+          "context_growth")]
+
+
+def local(worker, tmp):
+    for check, extra, fault, state, cls in LOCAL:
+        job = dict({"kind": "serving", "check": check, "decoder": SMALL, "dtypes": ["fp32"],
+                    "seed": 1}, **extra)
+        d = os.path.join(tmp, check)
+        os.mkdir(d)
+        path = os.path.join(d, "job.json")
+        with open(path, "w") as f:
+            json.dump(job, f)
+        p = subprocess.run([worker, "run", path, "--backend", fault, "--artifacts", d],
+                           capture_output=True, text=True, timeout=300)
+        c = json.loads(p.stdout)["cases"][0] if p.stdout else {}
+        arts = glob.glob(os.path.join(d, "*.nvart"))
+        loc = c.get("localized") or {}
+        ok(p.returncode == 1 and c.get("failure_class") == cls and loc.get("state") == state and
+           len(arts) == 1 and os.path.basename(arts[0]) == c.get("artifact", "") + ".nvart",
+           "%s on %s: %s, localized to %s, one artifact" % (check, fault, cls, state),
+           [p.stderr[-800:], json.dumps(c)[:400]])
+        if not arts:
+            continue
+        man, _ = parse(subprocess.run(["zstd", "-dc", arts[0]], capture_output=True,
+                                      check=True, timeout=60).stdout)
+        if state == "op_case":
+            ok(man["spec"]["kind"] == "op" and man["spec"]["op"] == "cache_write" and
+               man.get("serving", {}).get("node") == "decoder.0.k_cache",
+               "%s: an op case of cache_write, node decoder.0.k_cache" % check,
+               json.dumps(man.get("serving")))
+        rc = [subprocess.run([worker, "repro", arts[0], "--backend", b], capture_output=True,
+                             timeout=120).returncode for b in (fault, "emu")]
+        mn = os.path.join(d, "min.nvart")
+        m = subprocess.run([worker, "minimize", arts[0], "-o", mn], capture_output=True,
+                           timeout=300)
+        ok(rc == [1, 0] and m.returncode == 1 and os.path.exists(mn),
+           "%s: repro fails on the fault, passes on emu (%s); minimize writes a verified case"
+           % (check, rc), m.stderr.decode()[-600:])
+
+
 if __name__ == "__main__":
     bins = bins_from_argv()
     try:
@@ -176,4 +231,9 @@ if __name__ == "__main__":
             test(svc)
     except Fail as e:
         ok(False, "the service steps ran: %s" % e)
+    tmp = tempfile.mkdtemp(prefix="nvtest-serving-promote-")
+    try:
+        local(bins["worker"], tmp)
+    finally:
+        subprocess.run(["rm", "-rf", tmp])
     sys.exit(finish())
