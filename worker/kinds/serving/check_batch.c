@@ -64,7 +64,7 @@ static int run(bstate *b, int nb, sv_layout layout, brun *out, sv_exec *x)
         const int64_t *pp = b->prompt[q];
         r = sv_forward(x, &b->m, 1, &b->len[q], &pp, &cp[q], SV_PACKED, &lg[0]);
         if (r == 0)
-            tok[q] = sv_argmax(lg[0]->data + (b->len[q] - 1) * V, V, NULL, NULL);
+            r = sv_greedy(x, lg[0]->data + (b->len[q] - 1) * V, V, &tok[q]);
         nv_tensor_free(lg[0]);
         lg[0] = NULL;
     }
@@ -77,7 +77,7 @@ static int run(bstate *b, int nb, sv_layout layout, brun *out, sv_exec *x)
                 memcpy(out->logits + st * V, lg[0]->data, (size_t)V * sizeof(double));
                 out->tokens[st] = tok[0];
             }
-            tok[q] = sv_argmax(lg[q]->data, V, NULL, NULL);
+            r = sv_greedy(x, lg[q]->data, V, &tok[q]);
         }
         for (int q = 0; q < nb; q++) {
             nv_tensor_free(lg[q]);
@@ -256,7 +256,7 @@ int sv_check_batch(scase *c)
     sv_exec x = sv_exec_of(c, SV_DEV);
     if (run(&b, 1, SV_PACKED, &alone, &x) < 0)
         r = sv_exec_verdict(c, &x, "the request alone");
-    else
+    else if ((r = sv_note_argmax(c, &x)) == 0)
         r = judge_all(&b, &alone, &got, &x);
 out:
     for (int q = 0; q < b.nreq; q++)

@@ -58,7 +58,8 @@ static int solo(sstate *st, sreq *q, sv_exec *x)
         if (r == 0) {
             const double *row = lg->data + (lg->shape[0] - 1) * V;
             memcpy(q->solo + k * V, row, (size_t)V * sizeof(double));
-            q->solo_tok[k] = tok = sv_argmax(row, V, NULL, NULL);
+            r = sv_greedy(x, row, V, &tok);
+            q->solo_tok[k] = tok;
         }
         nv_tensor_free(lg);
     }
@@ -107,14 +108,15 @@ static int sustained(sstate *st, sv_exec *x)
                 st->tr->target = b;
                 x->trace = st->tr;
             }
-        r = sv_forward(x, &st->m, nb, n, ids, cp, SV_PACKED, lg);
+        int fr = r = sv_forward(x, &st->m, nb, n, ids, cp, SV_PACKED, lg);
         x->trace = NULL;
         for (int b = 0; r == 0 && b < nb; b++) {
             sreq *q = &st->q[who[b]];
             int64_t k = done[who[b]]++;
             const double *row = lg[b]->data + (n[b] - 1) * V;
             memcpy(q->got + k * V, row, (size_t)V * sizeof(double));
-            q->got_tok[k] = tok[who[b]] = sv_argmax(row, V, NULL, NULL);
+            r = sv_greedy(x, row, V, &tok[who[b]]);
+            q->got_tok[k] = tok[who[b]];
             int64_t d = 0;
             for (int64_t v = 0; v < V; v++)
                 d +=
@@ -129,7 +131,7 @@ static int sustained(sstate *st, sv_exec *x)
             left -= done[who[b]] == q->gen;
         }
         for (int b = 0; b < nb; b++)
-            nv_tensor_free(r == 0 ? lg[b] : NULL);
+            nv_tensor_free(fr == 0 ? lg[b] : NULL);
     }
     for (int i = 0; cache && i < nr; i++)
         sv_cache_done(&cache[i], &st->m);
@@ -279,7 +281,7 @@ int sv_check_sustained(scase *c)
             r = sv_exec_verdict(c, &x, "a request alone"), r = r < 0 ? r : 1;
     if (r == 0 && sustained(&st, &x) < 0)
         r = sv_exec_verdict(c, &x, "the schedule"), r = r < 0 ? r : 1;
-    if (r == 0)
+    if (r == 0 && (r = sv_note_argmax(c, &x)) == 0)
         r = report(&st, &x);
     for (int i = 0; st.q && i < st.nr; i++) {
         free(st.q[i].prompt);

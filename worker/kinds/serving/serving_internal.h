@@ -66,6 +66,9 @@ typedef struct sv_exec {
     bool steps;              /* SV_DEV: the harness runs whole steps (steps.c) */
     sv_trace *trace;         /* SV_DEV: the step being traced, else NULL */
     int64_t trace_at;        /* sv_sequence: trace only the step starting at this position */
+    int argmax;              /* SV_DEV: 1 greedy tokens from the device's argmax op, -1 not
+                                offered (the kind's sv_argmax), 0 not asked yet */
+    int status;              /* forward's NV_* status after a backend error */
     int rc;                  /* after a failure: 1 backend error or bad output, -ENOMEM, NV_E_* */
     char err[SV_ERRLEN];     /* names the op after a failure */
 } sv_exec;
@@ -213,6 +216,14 @@ double sv_rel_err(const double *x, const double *r, int64_t n);
 /* ||a - b||_2 / ||r||_2 over n values (absolute when r is 0; +Inf where a
  * and b disagree on finiteness). */
 double sv_dist(const double *a, const double *b, const double *r, int64_t n);
+/* The greedy token of a logits row of n values on side x: on the device,
+ * through its argmax catalog op where the backend offers it (else, and on
+ * the references, sv_argmax; docs/SERVING.md "Greedy tokens"). 0 or -1
+ * (x->rc: the device's index outside [0, n) is a bad output). */
+int sv_greedy(sv_exec *x, const double *row, int64_t n, int64_t *ret);
+/* "argmax" on the case: who took the device's greedy tokens ("device" or
+ * "kind"), when any was taken. 0 or -ENOMEM. */
+int sv_note_argmax(scase *c, const sv_exec *x);
 /* argmax of n values; *ret_margin top-1 minus top-2, *ret_norm the 2-norm. */
 int64_t sv_argmax(const double *x, int64_t n, double *ret_margin, double *ret_norm);
 /* The band of docs/MODEL.md "The band": F (e_dt + K u_acc) + u for the case
