@@ -34,7 +34,7 @@ import sys
 import tempfile
 
 import nvschema
-from nvartifact import parse, signature_id
+from nvartifact import decode, encode, parse, signature_id
 from nvservice import Fail, Service, bins_from_argv
 from nvtap import finish, ok
 
@@ -222,6 +222,33 @@ def local(worker, tmp):
         ok(rc == [1, 0] and m.returncode == 1 and os.path.exists(mn),
            "%s: repro fails on the fault, passes on emu (%s); minimize writes a verified case"
            % (check, rc), m.stderr.decode()[-600:])
+        if state == "serving_pair":
+            refusals(worker, arts[0], d)
+
+
+def refusals(worker, art, d):
+    """A damaged serving pair is refused (exit 2) with a message naming what."""
+    man, tensors = decode(path=art)
+
+    def bad(what, m, t, needle):
+        path = os.path.join(d, "bad.nvart")
+        encode(m, t, path, d)
+        p = subprocess.run([worker, "repro", path, "--backend", "emu"], capture_output=True,
+                           text=True, timeout=60)
+        ok(p.returncode == 2 and needle in p.stderr,
+           "a pair with %s is refused naming it ('%s')" % (what, needle), p.stderr[-400:])
+
+    m = json.loads(json.dumps(man))
+    m["serving_pair"]["version"] = 2
+    bad("an unknown version", m, tensors, "serving pair version 2")
+    bad("a missing tensor", man, {k: v for k, v in tensors.items() if k != "b.output:0"},
+        "'b.output:0'")
+    m = json.loads(json.dumps(man))
+    m["serving_pair"]["calls"][1]["output_box"]["offset"][0] = 99
+    bad("a box outside its tensor", m, tensors, "the box of 'b.output:0' is not inside it")
+    m = json.loads(json.dumps(man))
+    del m["serving_pair"]["op"]
+    bad("no op", m, tensors, "'serving_pair.op'")
 
 
 if __name__ == "__main__":

@@ -169,12 +169,14 @@ int sv_pair_from_artifact(const nv_artifact *a, sv_pair **ret, char **ret_err)
         snprintf(name, sizeof name, "%s.output:0", w ? "b" : "a");
         if (r == 0)
             r = tensor(a, name, &p->out[w], ret_err);
-        if (r == 0 && (p->out[w]->dtype != p->out_dt ||
-                       box_from(json_object_get(call, "output_box"), p->out[w], &p->out_box[w]) ||
-                       p->out_box[w].param))
-            r = nvw_set_err(ret_err, -EINVAL,
-                            "serving pair: '%s' is not of dtype '%s' or its box is not inside it",
-                            name, odt);
+        if (r == 0 && p->out[w]->dtype != p->out_dt)
+            r = nvw_set_err(ret_err, -EINVAL, "serving pair: '%s' is not of dtype '%s'", name,
+                            odt);
+        if (r == 0 &&
+            (box_from(json_object_get(call, "output_box"), p->out[w], &p->out_box[w]) ||
+             p->out_box[w].param))
+            r = nvw_set_err(ret_err, -EINVAL, "serving pair: the box of '%s' is not inside it",
+                            name);
     }
     int64_t differ = 0;
     if (r == 0 && !sv_box_same(p->out[0], &p->out_box[0], p->out[1], &p->out_box[1], &differ) &&
