@@ -178,7 +178,7 @@ int sv_localize_op(scase *c, const sv_trace *const *tr, int nt, json_t *where)
             return -ENOMEM;
         const char *names[3];
         const nv_tensor *ts[3];
-        char buf[2][16];
+        char buf[2][24];
         for (int i = 0; i < k->n_in; i++) {
             snprintf(buf[i], sizeof buf[i], "input:%d", i);
             names[i] = buf[i];
