@@ -37,11 +37,11 @@ json_t *nvw_result_open_keyed(const nvw_job_base *b, const char *kind, const cha
                      t.failed   ? "failed"
                      : t.errors ? "error"
                                 : "passed",
-                     "kind", kind, "op", kind, key, value, "backend", b->backend_spec,
-                     "device", json_object_get(d, "device"), "mode", json_object_get(d, "mode"),
-                     "contract", json_object_get(d, "contract"), "backend_build",
-                     json_object_get(d, "build"), "build",
-                     build ? build : json_object_get(d, "build"), "seed", (json_int_t)seed);
+                     "kind", kind, "op", kind, key, value, "backend", b->backend_spec, "device",
+                     json_object_get(d, "device"), "mode", json_object_get(d, "mode"), "contract",
+                     json_object_get(d, "contract"), "backend_build", json_object_get(d, "build"),
+                     "build", build ? build : json_object_get(d, "build"), "seed",
+                     (json_int_t)seed);
 }
 
 json_t *nvw_result_close(const nvw_job_base *b, json_t *r)

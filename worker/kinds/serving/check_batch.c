@@ -166,10 +166,10 @@ static int localize(bstate *b, brun *got, sv_exec *x)
              "the request in a batch of %d requests (prompt lengths %s), layout %s, decode step "
              "%lld",
              b->fail_nb, l, lay, (long long)b->fail_step);
-    json_t *comp = lens ? json_pack("{s:i, s:o, s:s, s:I}", "requests", b->fail_nb,
-                                    "prompt_lengths", lens, "layout", lay, "decode_step",
-                                    (json_int_t)b->fail_step)
-                        : NULL;
+    json_t *comp = lens
+                       ? json_pack("{s:i, s:o, s:s, s:I}", "requests", b->fail_nb, "prompt_lengths",
+                                   lens, "layout", lay, "decode_step", (json_int_t)b->fail_step)
+                       : NULL;
     if (!comp)
         r = -1, x->rc = -ENOMEM;
     if (r == 0)

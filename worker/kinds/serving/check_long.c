@@ -200,8 +200,8 @@ int sv_check_long_context(scase *c)
         const sv_trace *one[1] = {&tr};
         json_t *where = json_pack("{s:O?, s:I, s:s, s:s, s:s, s:I, s:[s]}", "job",
                                   json_object_get(c->j->b.spec_json, "name"), "case_index",
-                                  (json_int_t)c->index, "case_dtype", nv_dtype_name(c->dt),
-                                  "check", "long_context", "execution", "ops", "position",
+                                  (json_int_t)c->index, "case_dtype", nv_dtype_name(c->dt), "check",
+                                  "long_context", "execution", "ops", "position",
                                   (json_int_t)failing, "traces", "the decode step at the position");
         r = where ? sv_localize_op(c, one, 1, where) : -ENOMEM;
     }

@@ -221,11 +221,11 @@ static int report(sstate *st, sv_exec *x)
         return sv_verdict(c, "passed", NULL, NULL);
     const sreq *q = &st->q[bad];
     int r = sv_verdict(c, "failed", "sustained_variance",
-                      "request %d (arrives at step %lld, prompt %lld): token %lld's logits differ "
-                      "from its solo run, in schedule step %lld's batch of %lld requests (%lld "
-                      "rows)",
-                      bad, (long long)q->arrive, (long long)q->plen, (long long)q->first_diff,
-                      (long long)q->diff_step, (long long)q->diff_batch, (long long)q->diff_rows);
+                       "request %d (arrives at step %lld, prompt %lld): token %lld's logits differ "
+                       "from its solo run, in schedule step %lld's batch of %lld requests (%lld "
+                       "rows)",
+                       bad, (long long)q->arrive, (long long)q->plen, (long long)q->first_diff,
+                       (long long)q->diff_step, (long long)q->diff_batch, (long long)q->diff_rows);
     return r ? r : localize(st, bad, x);
 }
 

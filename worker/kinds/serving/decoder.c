@@ -404,7 +404,8 @@ int sv_forward(sv_exec *x, const sv_model *m, int nb, const int64_t *n, const in
         for (int64_t i = 0; i < n[r]; i++)
             idt->data[off[r] + i] = (double)ids[r][i];
     nv_tensor *cs = table_rows(&f, m->cos), *sn = table_rows(&f, m->sin);
-    nv_tensor *h = idt && cs && sn ? op(&f, "embed.x", "RPR", "embedding", NULL, m->wte, idt) : NULL;
+    nv_tensor *h =
+        idt && cs && sn ? op(&f, "embed.x", "RPR", "embedding", NULL, m->wte, idt) : NULL;
     if (!idt || !cs || !sn)
         x->rc = -ENOMEM;
     for (int l = 0; h && l < m->s->layers; l++) {

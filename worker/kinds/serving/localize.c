@@ -69,18 +69,18 @@ static json_t *manifest(scase *c, const sv_call *ka, const sv_call *kb, const ch
     const json_t *build = json_object_get(sj, "build");
     const char *check = nv_serving_check_name(c->j->s->check), *dn = nv_dtype_name(c->dt);
     json_t *attrs = ka->attrs ? json_loads(ka->attrs, 0, NULL) : json_object();
-    json_t *pair = json_pack(
-        "{s:i, s:s, s:s, s:o*, s:s, s:s, s:[o*, o*], s:I, s:I}", "version", SV_PAIR_VERSION,
-        "node", ka->site, "op", ka->op, "attrs", attrs, "dtype", dn, "out_dtype",
-        nv_dtype_name(ka->out->dtype), "calls", call_json(ka, what_a), call_json(kb, what_b),
-        "values_differing", (json_int_t)differ, "values", (json_int_t)of);
-    json_t *cs = json_pack("{s:I, s:s, s:i, s:I, s:s, s:s}", "index", (json_int_t)c->index,
-                           "dtype", dn, "sample", c->sample, "seed", (json_int_t)c->j->s->seed,
-                           "check", check, "failure_class", cls);
-    json_t *origin = json_pack(
-        "{s:O?, s:I, s:s, s:s, s:s, s:o}", "job", json_object_get(sj, "name"), "case_index",
-        (json_int_t)c->index, "case_dtype", dn, "check", check, "node", ka->site, "composition",
-        composition);
+    json_t *pair = json_pack("{s:i, s:s, s:s, s:o*, s:s, s:s, s:[o*, o*], s:I, s:I}", "version",
+                             SV_PAIR_VERSION, "node", ka->site, "op", ka->op, "attrs", attrs,
+                             "dtype", dn, "out_dtype", nv_dtype_name(ka->out->dtype), "calls",
+                             call_json(ka, what_a), call_json(kb, what_b), "values_differing",
+                             (json_int_t)differ, "values", (json_int_t)of);
+    json_t *cs = json_pack("{s:I, s:s, s:i, s:I, s:s, s:s}", "index", (json_int_t)c->index, "dtype",
+                           dn, "sample", c->sample, "seed", (json_int_t)c->j->s->seed, "check",
+                           check, "failure_class", cls);
+    json_t *origin =
+        json_pack("{s:O?, s:I, s:s, s:s, s:s, s:o}", "job", json_object_get(sj, "name"),
+                  "case_index", (json_int_t)c->index, "case_dtype", dn, "check", check, "node",
+                  ka->site, "composition", composition);
     json_t *m = pair && cs && origin
                     ? json_pack("{s:O, s:O, s:s, s:O?, s:O?, s:O?, s:O?, s:O?, s:s, s:O, s:O}",
                                 "spec", sj, "case", cs, "backend", c->j->b.backend_spec, "device",

@@ -106,21 +106,21 @@ static json_t *manifest(scase *c, const sv_call *k, const nv_tolerance *tol,
     json_t *cs = tj ? json_pack("{s:i, s:s, s:s, s:s, s:o*, s:s, s:s, s:i, s:I, s:O, s:s, s:I, "
                                 "s:o}",
                                 "index", 0, "op", k->op, "dtype", nv_dtype_name(dt), "out_dtype",
-                                nv_dtype_name(k->out->dtype), "shape", shape_json(k->out),
-                                "layout", "contiguous", "input", "normal", "sample", 0, "seed",
+                                nv_dtype_name(k->out->dtype), "shape", shape_json(k->out), "layout",
+                                "contiguous", "input", "normal", "sample", 0, "seed",
                                 (json_int_t)c->j->s->seed, "tolerance", tj, "failure_class", cls,
                                 "mismatches", (json_int_t)cmp->mismatches, "max_ulp",
                                 nvw_json_num(cmp->max_ulp))
                     : NULL;
     const json_t *d = c->j->b.describe, *build = json_object_get(c->j->b.spec_json, "build");
-    json_t *m = spec && cs ? json_pack("{s:O, s:O, s:s, s:O?, s:O?, s:O?, s:O?, s:O?, s:O}",
-                                       "spec", spec, "case", cs, "backend", c->j->b.backend_spec,
-                                       "device", json_object_get(d, "device"), "mode",
-                                       json_object_get(d, "mode"), "contract",
-                                       json_object_get(d, "contract"), "backend_build",
-                                       json_object_get(d, "build"), "build",
-                                       build ? build : json_object_get(d, "build"), "attrs", attrs)
-                           : NULL;
+    json_t *m = spec && cs
+                    ? json_pack("{s:O, s:O, s:s, s:O?, s:O?, s:O?, s:O?, s:O?, s:O}", "spec", spec,
+                                "case", cs, "backend", c->j->b.backend_spec, "device",
+                                json_object_get(d, "device"), "mode", json_object_get(d, "mode"),
+                                "contract", json_object_get(d, "contract"), "backend_build",
+                                json_object_get(d, "build"), "build",
+                                build ? build : json_object_get(d, "build"), "attrs", attrs)
+                    : NULL;
     static const char *const from_case[] = {
         "index",  "op",   "dtype",     "out_dtype", "shape",      "layout",        "input",
         "sample", "seed", "tolerance", "max_ulp",   "mismatches", "failure_class", NULL};
@@ -152,51 +152,51 @@ int sv_localize_op(scase *c, const sv_trace *const *tr, int nt, json_t *where)
         if (tr[w]->full)
             why = "the step's tensors exceed the trace's limit (2^23 values): not localized";
     for (int w = 0; !why && w < nt; w++)
-    for (int q = 0; q < tr[w]->n; q++) {
-        const sv_call *k = &tr[w]->calls[q];
-        const nv_op_def *def = nv_op_find(k->op);
-        json_t *aj = k->attrs ? json_loads(k->attrs, 0, NULL) : NULL;
-        nv_op_attrs a;
-        char *msg = NULL, cls[48];
-        int r = def ? nv_op_parse_attrs(def, aj, &a, &msg) : NV_E_INVALID;
-        json_decref(aj);
-        free(msg);
-        nv_tolerance tol;
-        nv_compare_result cmp;
-        if (r == 0)
-            r = judge(c, k, def, &a, &tol, &cmp, cls);
-        if (r == -ENOMEM || r == NV_E_NOMEM) {
-            json_decref(where);
-            return -ENOMEM;
+        for (int q = 0; q < tr[w]->n; q++) {
+            const sv_call *k = &tr[w]->calls[q];
+            const nv_op_def *def = nv_op_find(k->op);
+            json_t *aj = k->attrs ? json_loads(k->attrs, 0, NULL) : NULL;
+            nv_op_attrs a;
+            char *msg = NULL, cls[48];
+            int r = def ? nv_op_parse_attrs(def, aj, &a, &msg) : NV_E_INVALID;
+            json_decref(aj);
+            free(msg);
+            nv_tolerance tol;
+            nv_compare_result cmp;
+            if (r == 0)
+                r = judge(c, k, def, &a, &tol, &cmp, cls);
+            if (r == -ENOMEM || r == NV_E_NOMEM) {
+                json_decref(where);
+                return -ENOMEM;
+            }
+            if (r < 0 || !cls[0])
+                continue; /* no default tolerance, or within it: not this one */
+            json_object_set_new(where, "node", json_string(k->site));
+            json_object_set_new(where, "trace", json_integer(w));
+            json_t *m = manifest(c, k, &tol, &cmp, cls, where);
+            if (!m)
+                return -ENOMEM;
+            const char *names[3];
+            const nv_tensor *ts[3];
+            char buf[2][24];
+            for (int i = 0; i < k->n_in; i++) {
+                snprintf(buf[i], sizeof buf[i], "input:%d", i);
+                names[i] = buf[i];
+                ts[i] = k->in[i];
+            }
+            names[k->n_in] = "output:0";
+            ts[k->n_in] = k->out;
+            r = nvw_store_failure(&c->j->b, c->cj, (int)c->index, m, k->n_in + 1, names, ts);
+            json_decref(m);
+            if (r <= 0)
+                return r;
+            char reason[300];
+            snprintf(reason, sizeof reason,
+                     "node %s (op %s) is the first op call of the step that fails its default "
+                     "tolerance on the inputs the device gave it: an op case of its own",
+                     k->site, k->op);
+            return sv_localized(c, "op_case", reason);
         }
-        if (r < 0 || !cls[0])
-            continue; /* no default tolerance, or within it: not this one */
-        json_object_set_new(where, "node", json_string(k->site));
-        json_object_set_new(where, "trace", json_integer(w));
-        json_t *m = manifest(c, k, &tol, &cmp, cls, where);
-        if (!m)
-            return -ENOMEM;
-        const char *names[3];
-        const nv_tensor *ts[3];
-        char buf[2][24];
-        for (int i = 0; i < k->n_in; i++) {
-            snprintf(buf[i], sizeof buf[i], "input:%d", i);
-            names[i] = buf[i];
-            ts[i] = k->in[i];
-        }
-        names[k->n_in] = "output:0";
-        ts[k->n_in] = k->out;
-        r = nvw_store_failure(&c->j->b, c->cj, (int)c->index, m, k->n_in + 1, names, ts);
-        json_decref(m);
-        if (r <= 0)
-            return r;
-        char reason[300];
-        snprintf(reason, sizeof reason,
-                 "node %s (op %s) is the first op call of the step that fails its default "
-                 "tolerance on the inputs the device gave it: an op case of its own",
-                 k->site, k->op);
-        return sv_localized(c, "op_case", reason);
-    }
     json_decref(where);
     return sv_localized(
         c, "none",

@@ -108,17 +108,16 @@ int sv_pair_from_artifact(const nv_artifact *a, sv_pair **ret, char **ret_err)
     if (!json_is_object(sp))
         return nvw_set_err(ret_err, -EINVAL, "artifact manifest has no 'serving_pair' object");
     if (json_integer_value(json_object_get(sp, "version")) != SV_PAIR_VERSION)
-        return nvw_set_err(ret_err, -EINVAL,
-                           "serving pair version %lld: this build reads version %d",
-                           (long long)json_integer_value(json_object_get(sp, "version")),
-                           SV_PAIR_VERSION);
+        return nvw_set_err(
+            ret_err, -EINVAL, "serving pair version %lld: this build reads version %d",
+            (long long)json_integer_value(json_object_get(sp, "version")), SV_PAIR_VERSION);
     const char *op = str(sp, "op"), *node = str(sp, "node"), *odt = str(sp, "out_dtype");
     const char *cls = str(m, "failure_class"), *check = str(cs, "check"), *cdt = str(cs, "dtype");
     const json_t *attrs = json_object_get(sp, "attrs");
-    const char *missing = !op                      ? "serving_pair.op"
-                          : !node                  ? "serving_pair.node"
-                          : !odt                   ? "serving_pair.out_dtype"
-                          : !json_is_object(attrs) ? "serving_pair.attrs"
+    const char *missing = !op                           ? "serving_pair.op"
+                          : !node                       ? "serving_pair.node"
+                          : !odt                        ? "serving_pair.out_dtype"
+                          : !json_is_object(attrs)      ? "serving_pair.attrs"
                           : json_array_size(calls) != 2 ? "serving_pair.calls (two)"
                           : !cls                        ? "failure_class"
                           : !check                      ? "case.check"
@@ -154,8 +153,10 @@ int sv_pair_from_artifact(const nv_artifact *a, sv_pair **ret, char **ret_err)
         char name[32];
         int n = (int)json_array_size(ib);
         if (n < 1 || n > 2 || (w && n != p->n_in)) {
-            r = nvw_set_err(ret_err, -EINVAL, "serving pair call %d: 'input_boxes' must list 1 or "
-                                              "2 inputs, as many in both calls", w);
+            r = nvw_set_err(ret_err, -EINVAL,
+                            "serving pair call %d: 'input_boxes' must list 1 or "
+                            "2 inputs, as many in both calls",
+                            w);
             break;
         }
         p->n_in = n;
@@ -170,11 +171,9 @@ int sv_pair_from_artifact(const nv_artifact *a, sv_pair **ret, char **ret_err)
         if (r == 0)
             r = tensor(a, name, &p->out[w], ret_err);
         if (r == 0 && p->out[w]->dtype != p->out_dt)
-            r = nvw_set_err(ret_err, -EINVAL, "serving pair: '%s' is not of dtype '%s'", name,
-                            odt);
-        if (r == 0 &&
-            (box_from(json_object_get(call, "output_box"), p->out[w], &p->out_box[w]) ||
-             p->out_box[w].param))
+            r = nvw_set_err(ret_err, -EINVAL, "serving pair: '%s' is not of dtype '%s'", name, odt);
+        if (r == 0 && (box_from(json_object_get(call, "output_box"), p->out[w], &p->out_box[w]) ||
+                       p->out_box[w].param))
             r = nvw_set_err(ret_err, -EINVAL, "serving pair: the box of '%s' is not inside it",
                             name);
     }
@@ -202,10 +201,10 @@ int sv_pair_from_buffer(const uint8_t *buf, size_t len, sv_pair **ret, char **re
 
 json_t *sv_pair_signature(const sv_pair *p)
 {
-    json_t *s = json_pack("{s:s, s:s, s:s, s:s, s:s, s:O?, s:s}", "kind", "serving", "check",
-                          p->check, "op", p->op->name, "dtype", nv_dtype_name(p->out_dt),
-                          "case_dtype", p->case_dtype, "mode", json_object_get(p->manifest, "mode"),
-                          "failure_class", p->cls);
+    json_t *s =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:O?, s:s}", "kind", "serving", "check", p->check,
+                  "op", p->op->name, "dtype", nv_dtype_name(p->out_dt), "case_dtype", p->case_dtype,
+                  "mode", json_object_get(p->manifest, "mode"), "failure_class", p->cls);
     return nvw_signature_id(s);
 }
 
@@ -273,8 +272,10 @@ static nv_tensor *call(const sv_pair *p, const nv_backend *t, void *ctx, int w, 
                      br, err);
         } else if (!fits) {
             snprintf(a->p.cls, sizeof a->p.cls, "bad_output");
-            snprintf(a->p.msg, sizeof a->p.msg, "call %c: the output's dtype or shape is not "
-                                                "the op's", "ab"[w]);
+            snprintf(a->p.msg, sizeof a->p.msg,
+                     "call %c: the output's dtype or shape is not "
+                     "the op's",
+                     "ab"[w]);
         } else if (!(got = nvw_tensor_from_view(&out, false))) {
             snprintf(a->p.cls, sizeof a->p.cls, "probe_error");
             snprintf(a->p.msg, sizeof a->p.msg, "out of memory");

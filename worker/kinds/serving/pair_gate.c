@@ -35,19 +35,18 @@ void nvw_serving_failure_key(const json_t *m, char *key, size_t len)
 /* The minimized pair as an artifact: the stored manifest with the new boxes
  * and what minimization did, the pair's tensors. 0 or a negative errno. */
 static int minimized_artifact(const sv_pair *p, const sv_pmin_result *m, const char *from,
-                              const json_t *extra, uint8_t **ret_buf, size_t *ret_len,
-                              char sha[65])
+                              const json_t *extra, uint8_t **ret_buf, size_t *ret_len, char sha[65])
 {
     const sv_pair *q = m->best;
     json_t *man = json_deep_copy(q->manifest);
     json_t *sp = sv_pair_json(q);
-    json_t *mj = json_pack(
-        "{s:s, s:i, s:f, s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "method",
-        "rows, matmul extents, zeros", "probes", m->probes, "seconds", m->seconds, "stop", m->stop,
-        "elements_before", (json_int_t)m->elements_before, "elements_after",
-        (json_int_t)m->elements_after, "nonzero_before", (json_int_t)m->nonzero_before,
-        "nonzero_after", (json_int_t)m->nonzero_after, "rows_before", (json_int_t)m->rows_before,
-        "rows_after", (json_int_t)m->rows_after);
+    json_t *mj =
+        json_pack("{s:s, s:i, s:f, s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "method",
+                  "rows, matmul extents, zeros", "probes", m->probes, "seconds", m->seconds, "stop",
+                  m->stop, "elements_before", (json_int_t)m->elements_before, "elements_after",
+                  (json_int_t)m->elements_after, "nonzero_before", (json_int_t)m->nonzero_before,
+                  "nonzero_after", (json_int_t)m->nonzero_after, "rows_before",
+                  (json_int_t)m->rows_before, "rows_after", (json_int_t)m->rows_after);
     int r = man && sp && mj ? 0 : -ENOMEM;
     if (r) {
         json_decref(man);
@@ -81,7 +80,8 @@ static int minimized_artifact(const sv_pair *p, const sv_pmin_result *m, const c
             names[n] = buf[n];
             ts[n] = out ? q->out[w] : q->in[w][i];
         }
-    nvw_failure f = {.case_index = (int)json_integer_value(json_object_get(q->manifest, "case_index")),
+    nvw_failure f = {.case_index =
+                         (int)json_integer_value(json_object_get(q->manifest, "case_index")),
                      .manifest = man,
                      .n_tensors = n,
                      .names = names,
@@ -218,12 +218,12 @@ int nvw_serving_repro_main(const nvw_cmd *c)
     }
     failed += !strcmp(first.cls, p->cls);
     bits += first.bits[0] && first.bits[1];
-    nvw_cmd_print_json(json_pack(
-        "{s:s, s:s, s:s, s:s, s:o, s:i, s:i, s:i, s:s, s:I, s:s}", "artifact", c->sha, "kind",
-        "serving_pair", "node", p->node, "op", p->op->name, "signature", sv_pair_signature(p),
-        "runs", runs, "failed", failed, "bit_identical", bits, "failure_class", first.cls,
-        "values_differing", (json_int_t)(first.differ > 0 ? first.differ : 0), "message",
-        first.msg));
+    nvw_cmd_print_json(
+        json_pack("{s:s, s:s, s:s, s:s, s:o, s:i, s:i, s:i, s:s, s:I, s:s}", "artifact", c->sha,
+                  "kind", "serving_pair", "node", p->node, "op", p->op->name, "signature",
+                  sv_pair_signature(p), "runs", runs, "failed", failed, "bit_identical", bits,
+                  "failure_class", first.cls, "values_differing",
+                  (json_int_t)(first.differ > 0 ? first.differ : 0), "message", first.msg));
     status = failed > 0 ? NVW_EXIT_FAILS : NVW_EXIT_PASSES;
 out:
     nvw_backend_free(b);

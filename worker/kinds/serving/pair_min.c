@@ -279,8 +279,10 @@ static slot *slots_of(const sv_pair *p, int64_t *ret_n)
         const nv_tensor *ta = p->in[0][i], *tb = p->in[1][i];
         int64_t shared = ba->param ? (ta->numel == tb->numel ? ta->numel : 0) : box_numel(ba);
         for (int64_t e = 0; e < shared; e++)
-            s[n++] = (slot){{0, 1}, {i, i}, {ba->param ? e : box_at(ta, ba, e),
-                                             ba->param ? e : box_at(tb, bb, e)}, 2};
+            s[n++] = (slot){{0, 1},
+                            {i, i},
+                            {ba->param ? e : box_at(ta, ba, e), ba->param ? e : box_at(tb, bb, e)},
+                            2};
         for (int w = 0; w < 2; w++) {
             const nv_tensor *t = p->in[w][i];
             const sv_box *bx = &p->in_box[w][i];

@@ -108,8 +108,8 @@ static json_t *s_result(void *job)
 {
     const sjob *j = job;
     const nv_servingspec *s = j->s;
-    json_t *r = nvw_result_open_keyed(&j->b, "serving", "check", nv_serving_check_name(s->check),
-                                      s->seed);
+    json_t *r =
+        nvw_result_open_keyed(&j->b, "serving", "check", nv_serving_check_name(s->check), s->seed);
     if (r && json_object_set_new(r, "decoder",
                                  json_pack("{s:i, s:i, s:i, s:i, s:i, s:f}", "vocab", s->vocab,
                                            "width", s->width, "heads", s->heads, "layers",
