@@ -17,6 +17,10 @@ call's row count) and one on the correct emu.
 - numvald promotes it: one suite case of kind serving, the node's op and dtype.
 - A suite job replays it: it fails on the fault and passes on the correct emu.
 - The same job on the correct emu passes (the artifact blames the fault).
+- A prefill_decode job on an agent on emu:kv_cache=bf16 fails; its case is an
+  op case of cache_write, which the serving row hands to the op kind's gate;
+  numvald promotes it beside the pair, and the suite replayed there fails it
+  and passes the pair.
 - Without numvald (numval-worker run --artifacts, repro, minimize): a
   sustained failure on the same fault is a serving pair too; a prefill_decode
   and a long_context failure on emu:kv_cache=bf16 (the cache held in bf16)
@@ -39,6 +43,7 @@ from nvservice import Fail, Service, bins_from_argv
 from nvtap import finish, ok
 
 FAULTY = "emu:batch_splitk=on"
+KV = "emu:kv_cache=bf16"
 JOB = {"kind": "serving", "name": "batch-small", "check": "batch",
        "decoder": {"vocab": 16, "width": 8, "heads": 1, "layers": 1, "ffn": 8},
        "prompt": 4, "others": [3, 5], "steps": 2, "dtypes": ["fp32"], "seed": 1}
@@ -97,6 +102,7 @@ def test(s):
     s.start_daemon()
     s.start_worker("faulty", FAULTY)
     s.start_worker("emu", "emu")
+    s.start_worker("kvcache", KV)
 
     j1 = s.submit_build(JOB, "faulty", "f1")
     ok(s.wait_jobs([j1], 180)[j1]["state"] == "failed", "the batch job fails on %s" % FAULTY)
@@ -177,6 +183,30 @@ def test(s):
 
     j2 = s.submit_build(JOB, "emu", "f4")
     ok(s.wait_jobs([j2], 180)[j2]["state"] == "passed", "the batch job passes on emu")
+
+    # an accuracy failure: its op case goes the op kind's way through the serving row
+    pd = {"kind": "serving", "name": "prefill-small", "check": "prefill_decode",
+          "decoder": JOB["decoder"], "prompt": 6, "dtypes": ["fp32"], "seed": 1}
+    j3 = s.submit_build(pd, "kvcache", "f5")
+    ok(s.wait_jobs([j3], 180)[j3]["state"] == "failed", "the prefill_decode job fails on %s" % KV)
+    c3 = ([c for c in s.cases(j3) if c["verdict"] == "failed"] or [{}])[0]
+    sig3 = c3.get("signature") or {}
+    ok((c3.get("localized") or {}).get("state") == "op_case" and sig3.get("kind") == "op" and
+       sig3.get("op") == "cache_write" and c3.get("repro_rate", {}).get("failed") == 5 and
+       len(c3.get("minimized_artifact", "")) == 64,
+       "its case: an op case of cache_write, gated by the op kind (5/5) and minimized",
+       json.dumps(c3)[:600])
+    errs = nvschema.errors(nvschema.validator("stored_serving_case"), c3)
+    ok(not errs, "that case is a valid stored_serving_case too", errs)
+    st, suite = s.api("GET", "/api/v1/suite", scope="read")
+    kinds = sorted((x.get("kind"), x.get("op"), x.get("dtype")) for x in (suite or {}).get("suite", []))
+    ok(kinds == [("op", "cache_write", "fp32"), ("serving", "matmul", "fp32")],
+       "promoted: the op case of cache_write beside the serving pair (%s)" % kinds)
+    sj = s.submit_build({"kind": "suite"}, "kvcache", "f6")
+    s.wait_jobs([sj], 120)
+    got = sorted((x.get("kind") or "op", x.get("op"), x["verdict"]) for x in s.cases(sj))
+    ok(got == [("op", "cache_write", "failed"), ("serving", "matmul", "passed")],
+       "suite replay on %s: the cache_write case fails, the serving pair passes (%s)" % (KV, got))
 
 
 SMALL = {"vocab": 16, "width": 8, "heads": 1, "layers": 1, "ffn": 8}
