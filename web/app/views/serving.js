@@ -196,6 +196,19 @@ function paged(pg) {
         h('td.num', num(q.values_differing)), firstTok(q)])];
 }
 
+// What a failed case's reproducer is (docs/SERVING.md "Artifacts"), and who
+// took its greedy tokens ("Greedy tokens"); null when the case does not say.
+const LOCALIZED = {serving_pair: 'a serving pair (the node\'s op alone and in the batch)',
+  op_case: 'an op case of the first op that fails its tolerance'};
+export function reproducerText(c) {
+  const loc = c && c.localized && typeof c.localized === 'object' ? c.localized : null;
+  return loc ? `${LOCALIZED[loc.state] || 'none'}: ${loc.reason || ''}` : null;
+}
+export function greedyText(c) {
+  return c && c.argmax === 'device' ? 'the device\'s argmax op'
+    : c && c.argmax === 'kind' ? 'the argmax of the device\'s logits (the backend does not offer the op)' : null;
+}
+
 const BODY = {prefill_decode: prefill, long_context: longContext, batch, sustained, paged};
 const TITLE = {prefill_decode: 'Prefill vs decode', long_context: 'Long context', batch: 'Batch invariance',
   sustained: 'Sustained batching', paged: 'Paged KV cache', sampling: 'Repeated sampling'};
@@ -216,6 +229,9 @@ export function servingSection(c, {caseHref = null} = {}) {
       ['Accumulator (declared)', c.accumulator],
       ['Tolerance', rule && rule.tolerance ? h('span.rule-text', {id: 'serving-tolerance'}, rule.tolerance) : undefined],
       ['Why', rule && rule.reason ? h('span.rule-text', rule.reason) : undefined],
+      ['Greedy tokens', greedyText(c) || undefined],
+      ['Reproducer', c.localized ? h('span', {id: 'serving-localized', dataset: {state: c.localized.state}},
+        reproducerText(c)) : undefined],
     ]),
     crit && BODY[cr.name] ? BODY[cr.name](crit) : null,
     smp ? samplingBlock(smp) : null,
