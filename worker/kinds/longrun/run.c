@@ -170,7 +170,7 @@ static json_t *lr_result(void *job)
         "{s:s, s:s, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:o, s:o, s:{s:I, s:i, s:i, s:f, s:o},"
         " s:o, s:o, s:o, s:{s:f, s:f}}",
         "verdict", verdict, "kind", "longrun", "model",
-        s->model == NV_LR_MLP ? "mlp" : "transformer", "backend", backend_spec, "device",
+        s->model == NV_LR_MLP ? "mlp" : s->model == NV_LR_CNN ? "cnn" : "transformer", "backend", backend_spec, "device",
         json_object_get(desc, "device"), "mode", json_object_get(desc, "mode"), "contract",
         json_object_get(desc, "contract"), "build", build ? build : json_object_get(desc, "build"),
         "amp", amp_json(s, policy), "grad_scaler", scaler, "data", "seed", (json_int_t)s->data_seed,
