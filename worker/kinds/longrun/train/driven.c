@@ -520,7 +520,10 @@ int nvw_train_driven(const nv_longrun_spec *s, const nvw_data *d, nvw_exec *ex, 
     }
     if (r < 0)
         snprintf(run->err, sizeof run->err, "%s",
-                 dv && dv->err[0] ? dv->err : ex->err[0] ? ex->err : strerror(-r));
+                 dv && dv->err[0] ? dv->err
+                 : dev.err[0]     ? dev.err /* the step checks' executor */
+                 : ex->err[0]     ? ex->err
+                                  : strerror(-r));
     if (dv && dv->own_ctx)
         dv->table->close(dv->ctx);
     if (dv)
