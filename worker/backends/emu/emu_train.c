@@ -23,6 +23,7 @@
 #include <sys/random.h>
 
 #include "core/numerics/rng.h"
+#include "emu_backward.h" /* emu_bwd_call_init */
 #include "emu_train.h"
 
 #define CKPT_MAGIC 0x6e76747231ll /* "nvtr1" */
@@ -45,6 +46,36 @@ static double r32(double x)
 static double lp(const emu_train_t *t, double x)
 {
     return t->amp ? nv_dtype_round(t->low, x, &NV_ROUND_DEFAULT, 0) : r32(x);
+}
+
+/* An op's output: held in the mode's storage dtype when storage= sets one
+ * (emu's op entry holds every op output there), else in the low-precision
+ * dtype (low) or fp32. */
+static double held(const emu_train_t *t, bool low, double x)
+{
+    if (t->mode && t->mode->storage_set)
+        return nv_dtype_round(t->mode->storage, x, &NV_ROUND_DEFAULT, 0);
+    return low ? lp(t, x) : r32(x);
+}
+
+/* sum_k x[k sx] (y NULL) or the dot product with y[k sy], k < n: in fp64 and
+ * rounded once by the caller (the declared-precision reference's accuracy);
+ * with accum= in the mode's accumulator dtype and order, as emu's op entry
+ * sums (emu_sum.c). */
+static double acc_sum(const emu_train_t *t, const double *x, int64_t sx, const double *y,
+                      int64_t sy, int64_t n)
+{
+    if (t->mode && t->mode->accum_set) {
+        emu_call ec;
+        nv_op_attrs a;
+        memset(&a, 0, sizeof a);
+        emu_bwd_call_init(&ec, t->mode, nv_op_find("matmul"), &a, t->mode->accum);
+        return emu_sum(&ec, t->mode->accum, x, sx, y, sy, n);
+    }
+    double s = 0;
+    for (int64_t k = 0; k < n; k++)
+        s += y ? x[k * sx] * y[k * sy] : x[k * sx];
+    return s;
 }
 
 static double num(const json_t *o, const char *path1, const char *k, double dflt)
@@ -204,16 +235,16 @@ static double gelu_d(double x)
 }
 
 /* c[r, n] = round(sum_k a[r, k] b[k, n]) with optional transposes (fp64 sums,
- * one rounding: the accuracy the declared-precision reference assumes). */
+ * one rounding: the accuracy the declared-precision reference assumes; with
+ * accum= the mode's accumulation, acc_sum). */
 static void mm(const emu_train_t *t, int64_t R, int64_t K, int64_t N, const double *a, bool ta,
                const double *b, bool tb, double *c)
 {
     for (int64_t r = 0; r < R; r++)
         for (int64_t n = 0; n < N; n++) {
-            double s = 0;
-            for (int64_t k = 0; k < K; k++)
-                s += (ta ? a[k * R + r] : a[r * K + k]) * (tb ? b[n * K + k] : b[k * N + n]);
-            c[r * N + n] = lp(t, s);
+            double s = acc_sum(t, ta ? a + r : a + r * K, ta ? R : 1, tb ? b + n * K : b + n,
+                               tb ? 1 : N, K);
+            c[r * N + n] = held(t, true, s);
         }
 }
 
@@ -342,19 +373,11 @@ static void scaler_update(emu_train_t *t, bool found_inf)
 static void rows_grads(const emu_train_t *t, const step_buf *s, int64_t b0, int64_t b1, double **g)
 {
     int64_t I = t->in, H = t->hid, C = t->cls, nb = b1 - b0;
-    for (int64_t c = 0; c < C; c++) {
-        double acc = 0;
-        for (int64_t b = b0; b < b1; b++)
-            acc += s->gl[b * C + c];
-        g[3][c] = r32(acc);
-    }
+    for (int64_t c = 0; c < C; c++)
+        g[3][c] = held(t, false, acc_sum(t, s->gl + b0 * C + c, C, NULL, 0, nb));
     mm(t, H, nb, C, s->al + b0 * H, true, s->dz2 + b0 * C, false, g[2]); /* dW2 = a^T dz2 */
-    for (int64_t j = 0; j < H; j++) {
-        double acc = 0;
-        for (int64_t b = b0; b < b1; b++)
-            acc += s->dhf[b * H + j];
-        g[1][j] = r32(acc);
-    }
+    for (int64_t j = 0; j < H; j++)
+        g[1][j] = held(t, false, acc_sum(t, s->dhf + b0 * H + j, H, NULL, 0, nb));
     mm(t, I, nb, H, s->x + b0 * I, true, s->dh + b0 * H, false, g[0]);
 }
 
@@ -429,12 +452,12 @@ static int mlp_grads(emu_ctx *ctx, emu_train_t *t, const nv_train_call *call, in
     for (int64_t b = 0; b < B; b++)
         for (int64_t j = 0; j < H; j++) {
             int64_t k = b * H + j;
-            s->h[k] = r32(s->h[k] + t->w[1][j]);
-            double a = r32(t->relu ? (s->h[k] > 0 ? s->h[k] : 0) : gelu(s->h[k]));
+            s->h[k] = held(t, false, s->h[k] + t->w[1][j]);
+            double a = held(t, false, t->relu ? (s->h[k] > 0 ? s->h[k] : 0) : gelu(s->h[k]));
             s->mask[k] = 1;
             if (t->dropout > 0)
                 s->mask[k] = nv_rng_uniform(&rng) < t->dropout ? 0 : r32(1 / (1 - t->dropout));
-            s->a[k] = r32(a * s->mask[k]);
+            s->a[k] = held(t, false, a * s->mask[k]);
             s->al[k] = lp(t, s->a[k]);
         }
     mm(t, B, H, C, s->al, false, s->w2l, false, s->z2);
@@ -442,29 +465,29 @@ static int mlp_grads(emu_ctx *ctx, emu_train_t *t, const nv_train_call *call, in
     for (int64_t b = 0; b < B; b++) {
         double mx = -INFINITY, z = 0;
         for (int64_t c = 0; c < C; c++)
-            mx = fmax(mx, r32(s->z2[b * C + c] + t->w[3][c]));
+            mx = fmax(mx, held(t, false, s->z2[b * C + c] + t->w[3][c]));
         for (int64_t c = 0; c < C; c++)
-            z += exp(r32(s->z2[b * C + c] + t->w[3][c]) - mx);
+            z += exp(held(t, false, s->z2[b * C + c] + t->w[3][c]) - mx);
         for (int64_t c = 0; c < C; c++) {
-            double l = r32(s->z2[b * C + c] + t->w[3][c]);
+            double l = held(t, false, s->z2[b * C + c] + t->w[3][c]);
             s->p[b * C + c] = exp(l - mx) / z;
             if (c == y[b])
                 loss += mx + log(z) - l;
         }
     }
-    *ret_loss = loss = r32(loss / (double)B);
+    *ret_loss = loss = held(t, false, loss / (double)B);
     /* backward from seed = scale * loss_weight (the scaled loss) */
     /* (each rank's loss is its rows' share of the batch mean: the ranks'
      * gradients sum to the batch's, as DDP's averaging gives) */
     for (int64_t b = 0; b < B; b++)
         for (int64_t c = 0; c < C; c++) {
-            double gl = r32((s->p[b * C + c] - (c == y[b])) * seed / (double)B);
+            double gl = held(t, false, (s->p[b * C + c] - (c == y[b])) * seed / (double)B);
             s->gl[b * C + c] = gl;
             s->dz2[b * C + c] = lp(t, gl); /* the add's gradient to its low input */
         }
     mm(t, B, C, H, s->dz2, false, s->w2l, true, s->da); /* da = dz2 W2^T */
     for (int64_t k = 0; k < B * H; k++) {
-        double dh = r32(r32(s->da[k] * s->mask[k]) *
+        double dh = held(t, false, held(t, false, s->da[k] * s->mask[k]) *
                         (t->relu ? (s->h[k] > 0 ? 1.0 : 0.0) : gelu_d(s->h[k])));
         s->dhf[k] = dh;
         s->dh[k] = lp(t, dh);
@@ -663,6 +686,7 @@ static int init(emu_ctx *ctx, nv_train_call *call, char *err, size_t errlen)
     if (!ctx->train)
         return NV_E_NOMEM;
     emu_train_t *t = ctx->train;
+    t->mode = &ctx->mode; /* storage= and accum= act inside the MLP's step too */
     int r = configure(t, call->config_json, err, errlen);
     if (r == NV_OK && call->action == NV_TRAIN_LOAD)
         return load(t, call, err, errlen);

@@ -17,7 +17,8 @@
 enum { EMU_TM_MLP, EMU_TM_CNN };
 
 typedef struct emu_train {
-    int model; /* EMU_TM_* */
+    const emu_mode *mode; /* the context's (storage=, accum= ...) */
+    int model;            /* EMU_TM_* */
     int in, hid, cls;
     bool relu, amp, adamw, scaler;
     nv_dtype low;
