@@ -15,6 +15,7 @@ emu:
 - the MLP's device-driven step honours storage= and accum= too:
   storage=fp8_e5m2 and accum=fp8_e5m2 fail gradient_error at step 0 in a
   named layer (before, its gradients equalled the correct mode's);
+- the result follows the result schema (model "cnn");
 - a CNN with dropout, or an image side that is not a multiple of 4, is
   refused naming the field.
 torch: the CNN's device-driven steps through the PyTorch harness (CPU bf16
@@ -25,6 +26,8 @@ import os
 import subprocess
 import sys
 import tempfile
+
+import nvschema
 
 CNN = {"kind": "longrun", "model": "cnn", "activation": "relu",
        "sizes": {"in": 8, "hidden": 4, "classes": 4}, "data": {"eval_examples": 128},
@@ -65,6 +68,8 @@ def passes(worker, backend, tmp, which):
     ds = acc.get("device_steps") or {}
     check(rc == 0 and r["verdict"] == "passed" and r["model"] == "cnn",
           "%s: the CNN's device-driven steps pass: %s" % (which, acc.get("reason", err)))
+    bad = nvschema.errors(nvschema.validator("longrun_result_fields"), r) if r else ["no result"]
+    check(not bad, "%s: the result follows schema/result.schema.json: %s" % (which, bad))
     check(ds.get("failure") is None and ds.get("checked_steps", 0) > 0 and
           ds.get("scale_growths", 0) > 0 and ds.get("skipped_steps", 0) > 0,
           "%s: %s steps checked, the scaler grew %s times and skipped %s steps" %
