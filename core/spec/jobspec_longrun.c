@@ -38,8 +38,7 @@ static int parse_model(nv_spec_err *e, const json_t *j, nv_longrun_spec *s)
     const json_t *mv = json_object_get(j, "model");
     const char *name = mv ? json_string_value(mv) : "mlp";
     if (!name || (strcmp(name, "mlp") && strcmp(name, "transformer") && strcmp(name, "cnn")))
-        return nv_spec_fail_value(e, "/model", mv,
-                                  "must be \"mlp\", \"transformer\" or \"cnn\"");
+        return nv_spec_fail_value(e, "/model", mv, "must be \"mlp\", \"transformer\" or \"cnn\"");
     bool tr = !strcmp(name, "transformer"), cnn = !strcmp(name, "cnn");
     int r = nv_spec_choice(e, j, "", "activation", "gelu", "relu", &relu);
     if (r)

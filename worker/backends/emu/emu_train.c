@@ -110,9 +110,9 @@ static int configure(emu_train_t *t, const char *config, char *err, size_t errle
     }
     t->in = (int)num(c, "sizes", "in", 0), t->hid = (int)num(c, "sizes", "hidden", 0);
     t->cls = (int)num(c, "sizes", "classes", 0);
-    if (r == NV_OK && (t->in < 1 || t->hid < 1 || t->cls < 2 || t->in > 65536 ||
-                       t->hid > 65536 || t->cls > 65536 ||
-                       (t->model == EMU_TM_CNN && (t->in % 4 || t->in > 64 || t->hid > 64)))) {
+    if (r == NV_OK &&
+        (t->in < 1 || t->hid < 1 || t->cls < 2 || t->in > 65536 || t->hid > 65536 ||
+         t->cls > 65536 || (t->model == EMU_TM_CNN && (t->in % 4 || t->in > 64 || t->hid > 64)))) {
         snprintf(err, errlen, "train config: bad sizes (in %d, hidden %d, classes %d)", t->in,
                  t->hid, t->cls);
         r = NV_E_INVALID;
@@ -160,9 +160,9 @@ static int configure(emu_train_t *t, const char *config, char *err, size_t errle
         return NV_E_UNSUPPORTED;
     }
     int64_t I = t->in, H = t->hid, C = t->cls, side = t->in / 4;
-    int64_t shapes[2][NP][5] = {{{2, I, H}, {1, H}, {2, H, C}, {1, C}},
-                                {{4, H, 1, 3, 3}, {4, 2 * H, H, 3, 3},
-                                 {2, 2 * H * side * side, C}, {1, C}}};
+    int64_t shapes[2][NP][5] = {
+        {{2, I, H}, {1, H}, {2, H, C}, {1, C}},
+        {{4, H, 1, 3, 3}, {4, 2 * H, H, 3, 3}, {2, 2 * H * side * side, C}, {1, C}}};
     for (int i = 0; i < NP; i++) {
         const int64_t *sh = shapes[t->model == EMU_TM_CNN][i];
         t->ndim[i] = (int)sh[0];
@@ -434,8 +434,8 @@ static int mlp_grads(emu_ctx *ctx, emu_train_t *t, const nv_train_call *call, in
     s->dh = malloc((size_t)(B * H) * d), s->mask = malloc((size_t)(B * H) * d);
     s->w1l = malloc((size_t)(I * H) * d), s->w2l = malloc((size_t)(H * C) * d);
     s->gl = malloc((size_t)(B * C) * d), s->dhf = malloc((size_t)(B * H) * d);
-    bool ok = s->x && s->h && s->a && s->al && s->z2 && s->p && s->dz2 && s->da && s->dh && s->mask &&
-              s->w1l && s->w2l && s->gl && s->dhf;
+    bool ok = s->x && s->h && s->a && s->al && s->z2 && s->p && s->dz2 && s->da && s->dh &&
+              s->mask && s->w1l && s->w2l && s->gl && s->dhf;
     if (!ok)
         return NV_E_NOMEM;
     const float *xf = call->inputs[0].data;
@@ -487,8 +487,9 @@ static int mlp_grads(emu_ctx *ctx, emu_train_t *t, const nv_train_call *call, in
         }
     mm(t, B, C, H, s->dz2, false, s->w2l, true, s->da); /* da = dz2 W2^T */
     for (int64_t k = 0; k < B * H; k++) {
-        double dh = held(t, false, held(t, false, s->da[k] * s->mask[k]) *
-                        (t->relu ? (s->h[k] > 0 ? 1.0 : 0.0) : gelu_d(s->h[k])));
+        double dh = held(t, false,
+                         held(t, false, s->da[k] * s->mask[k]) *
+                             (t->relu ? (s->h[k] > 0 ? 1.0 : 0.0) : gelu_d(s->h[k])));
         s->dhf[k] = dh;
         s->dh[k] = lp(t, dh);
     }
@@ -504,8 +505,7 @@ static int step(emu_ctx *ctx, emu_train_t *t, nv_train_call *call, char *err, si
     int n_out = 4 * NP + 1 + (t->ranks > 1 ? (t->ranks + 1) * NP : 0);
     bool cnn = t->model == EMU_TM_CNN;
     if (call->n_inputs != 2 || call->n_outputs != n_out || call->inputs[0].ndim != (cnn ? 4 : 2))
-        return snprintf(err, errlen,
-                        "train step: needs x %s, target [B] and %d outputs",
+        return snprintf(err, errlen, "train step: needs x %s, target [B] and %d outputs",
                         cnn ? "[B, 1, in, in]" : "[B, in]", n_out),
                NV_E_INVALID;
     int64_t B = call->inputs[0].shape[0], I = t->in, H = t->hid, C = t->cls;
@@ -542,8 +542,7 @@ static int step(emu_ctx *ctx, emu_train_t *t, nv_train_call *call, char *err, si
     if (cnn) {
         r = (ops = json_array()) ? NV_OK : NV_E_NOMEM;
         r = r ? r
-              : emu_train_cnn_grads(ctx, t, &call->inputs[0], y, B, s.g, &loss, ops, err,
-                                    errlen);
+              : emu_train_cnn_grads(ctx, t, &call->inputs[0], y, B, s.g, &loss, ops, err, errlen);
     } else {
         r = mlp_grads(ctx, t, call, B, y, &s, &loss);
         ops = r == NV_OK ? ops_json(t) : NULL;
@@ -585,12 +584,11 @@ static int step(emu_ctx *ctx, emu_train_t *t, nv_train_call *call, char *err, si
     /* emu is deterministic whatever the flag; the fault reports a demanded
      * determinism not honoured */
     bool det = !(t->deterministic && ctx->mode.train_fault == EMU_TF_IGNORE_DET);
-    info = json_pack("{s:o, s:o, s:b, s:b, s:o, s:I, s:I, s:o, s:o, s:b, s:i}", "loss",
-                     jreal(loss), "scale", jreal(scale_used), "found_inf", found_inf, "skipped",
-                     skipped, "next_scale", jreal(t->scale), "growth_tracker",
-                     (json_int_t)t->tracker, "optimizer_steps", (json_int_t)t->opt_steps,
-                     "grad_norm", jreal(norm), "ops", ops, "deterministic", det, "ranks",
-                     t->ranks);
+    info = json_pack("{s:o, s:o, s:b, s:b, s:o, s:I, s:I, s:o, s:o, s:b, s:i}", "loss", jreal(loss),
+                     "scale", jreal(scale_used), "found_inf", found_inf, "skipped", skipped,
+                     "next_scale", jreal(t->scale), "growth_tracker", (json_int_t)t->tracker,
+                     "optimizer_steps", (json_int_t)t->opt_steps, "grad_norm", jreal(norm), "ops",
+                     ops, "deterministic", det, "ranks", t->ranks);
     ops = NULL; /* info holds it (json_pack's "o" takes the reference) */
     if (info && t->ranks > 1)
         json_object_set_new(info, "allreduce",

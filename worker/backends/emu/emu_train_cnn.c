@@ -13,8 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "emu.h"
 #include "core/ops/jacobian.h"
+#include "emu.h"
 #include "emu_backward.h" /* emu_saved_json_cached */
 #include "emu_train.h"
 #include "worker/backends/views/views.h"
@@ -37,8 +37,13 @@ static nv_tensor *fwd(cnn_ctx *c, const char *op, const char *attrs, int n, nv_t
     int r = 0, k = 0;
     for (; k < n && r == 0; k++)
         r = nvw_view_from_tensor(in[k], &v[k]);
-    nv_op_call call = {.op = op, .attrs_json = attrs, .out_dtype = (int32_t)out_dt,
-                       .n_inputs = n, .inputs = v, .n_outputs = 1, .outputs = &o};
+    nv_op_call call = {.op = op,
+                       .attrs_json = attrs,
+                       .out_dtype = (int32_t)out_dt,
+                       .n_inputs = n,
+                       .inputs = v,
+                       .n_outputs = 1,
+                       .outputs = &o};
     r = r ? NV_E_NOMEM : be->forward(c->ctx, &call, c->err, c->errlen);
     nv_tensor *t = r == NV_OK ? nvw_tensor_from_view(&o, false) : NULL;
     if (o.data)
@@ -100,9 +105,15 @@ static int bwd(cnn_ctx *c, const char *opname, const char *attrs, int n, nv_tens
     }
     for (int j = 0; j < n; j++)
         n_grads += nv_op_grad_input(op, j);
-    nv_backward_call call = {.op = opname, .attrs_json = attrs, .n_inputs = n, .inputs = v,
-                             .n_saved = n_saved, .saved = sv, .grad_output = &gv,
-                             .n_grads = n_grads, .grad_inputs = gxv};
+    nv_backward_call call = {.op = opname,
+                             .attrs_json = attrs,
+                             .n_inputs = n,
+                             .inputs = v,
+                             .n_saved = n_saved,
+                             .saved = sv,
+                             .grad_output = &gv,
+                             .n_grads = n_grads,
+                             .grad_inputs = gxv};
     r = r ? NV_E_NOMEM : be->backward(c->ctx, &call, c->err, c->errlen);
     for (int j = 0, q = 0; r == NV_OK && j < n; j++)
         if (nv_op_grad_input(op, j) && !(gx[j] = nvw_tensor_from_view(&gxv[q++], false)))
@@ -130,8 +141,31 @@ static nv_tensor *param(const emu_train_t *t, int i)
 }
 
 /* The tensors of one step, freed together. */
-enum { X, XL, W1, W1L, C1, A1, P1, W2, W2L, C2, A2, P2, F, W3, W3L, Z, ZF, B3, BB, LG, Y, LOSS,
-       N_FWD };
+enum {
+    X,
+    XL,
+    W1,
+    W1L,
+    C1,
+    A1,
+    P1,
+    W2,
+    W2L,
+    C2,
+    A2,
+    P2,
+    F,
+    W3,
+    W3L,
+    Z,
+    ZF,
+    B3,
+    BB,
+    LG,
+    Y,
+    LOSS,
+    N_FWD
+};
 
 #define TRY(e)                                                                                     \
     do {                                                                                           \
