@@ -34,12 +34,16 @@ static const char *const top_keys[] = {
 
 static int parse_model(nv_spec_err *e, const json_t *j, nv_longrun_spec *s)
 {
-    bool tr = false, relu = false;
-    int r = nv_spec_choice(e, j, "", "model", "mlp", "transformer", &tr);
-    r = r ? r : nv_spec_choice(e, j, "", "activation", "gelu", "relu", &relu);
+    bool relu = false;
+    const json_t *mv = json_object_get(j, "model");
+    const char *name = mv ? json_string_value(mv) : "mlp";
+    if (!name || (strcmp(name, "mlp") && strcmp(name, "transformer") && strcmp(name, "cnn")))
+        return nv_spec_fail_value(e, "/model", mv, "must be \"mlp\", \"transformer\" or \"cnn\"");
+    bool tr = !strcmp(name, "transformer"), cnn = !strcmp(name, "cnn");
+    int r = nv_spec_choice(e, j, "", "activation", "gelu", "relu", &relu);
     if (r)
         return r;
-    s->model = tr ? NV_LR_TRANSFORMER : NV_LR_MLP;
+    s->model = tr ? NV_LR_TRANSFORMER : cnn ? NV_LR_CNN : NV_LR_MLP;
     s->relu = relu;
     const json_t *sz = json_object_get(j, "sizes");
     static const char *const keys[] = {"in", "hidden", "classes", "seq", NULL};
@@ -47,10 +51,16 @@ static int parse_model(nv_spec_err *e, const json_t *j, nv_longrun_spec *s)
         return nv_spec_fail_value(e, "/sizes", sz,
                                   "must be an object with in, hidden, classes, seq");
     int64_t in = 0, hid = 0, cl = 0, seq = 0;
-    r = nv_spec_int(e, sz, "/sizes", "in", tr ? 16 : 16, 1, 256, &in);
-    r = r ? r : nv_spec_int(e, sz, "/sizes", "hidden", 32, 1, 1024, &hid);
+    /* cnn: a 1-channel in x in image, pooled twice by 2 (in a multiple of 4),
+     * the teacher reading its in^2 pixels (at most 256) */
+    r = nv_spec_int(e, sz, "/sizes", "in", cnn ? 8 : 16, cnn ? 4 : 1, cnn ? 16 : 256, &in);
+    r = r ? r : nv_spec_int(e, sz, "/sizes", "hidden", cnn ? 4 : 32, 1, cnn ? 32 : 1024, &hid);
     r = r ? r : nv_spec_int(e, sz, "/sizes", "classes", 4, 2, 1024, &cl);
     r = r ? r : nv_spec_int(e, sz, "/sizes", "seq", 8, 1, 64, &seq);
+    if (!r && cnn && in % 4)
+        return nv_spec_fail(e, "/sizes/in",
+                            "'%lld' is not a multiple of 4: the cnn pools its image twice by 2",
+                            (long long)in);
     s->in_dim = (int)in, s->hidden = (int)hid, s->classes = (int)cl, s->seq = (int)seq;
     return r;
 }
@@ -280,7 +290,8 @@ static int parse_distributed(nv_spec_err *e, const json_t *d, nv_longrun_spec *s
 }
 
 /* "device_training": the device runs whole steps in its own framework
- * (docs/JOBS.md "Device-driven training"); the MLP only. */
+ * (docs/JOBS.md "Device-driven training"); the MLP and the CNN (without
+ * dropout or ranks: the MLP's). */
 static int parse_driven(nv_spec_err *e, const json_t *j, nv_longrun_spec *s)
 {
     const json_t *d = json_object_get(j, "device_training");
@@ -293,9 +304,10 @@ static int parse_driven(nv_spec_err *e, const json_t *j, nv_longrun_spec *s)
         return nv_spec_fail_value(
             e, "/device_training", d,
             "must be an object with clip_grad_norm, dropout, checkpoint_at, distributed");
-    if (s->model != NV_LR_MLP)
+    if (s->model == NV_LR_TRANSFORMER)
         return nv_spec_fail(e, "/device_training",
-                            "device-driven training is offered for the \"mlp\" model only");
+                            "device-driven training is offered for the \"mlp\" and \"cnn\" "
+                            "models only");
     s->driven = true;
     int64_t at = 0;
     int r = nv_spec_number(e, d, "/device_training", "clip_grad_norm", 0, 0, 1e30, &s->clip);
@@ -306,7 +318,15 @@ static int parse_driven(nv_spec_err *e, const json_t *j, nv_longrun_spec *s)
                             "'%lld' must be below steps (%lld): the run continues after it",
                             (long long)at, (long long)s->steps);
     s->checkpoint_at = at;
-    return r ? r : parse_distributed(e, d, s);
+    r = r ? r : parse_distributed(e, d, s);
+    if (!r && s->model == NV_LR_CNN && s->dropout > 0)
+        return nv_spec_fail(e, "/device_training/dropout",
+                            "dropout is offered for the \"mlp\" model only (after its "
+                            "activation)");
+    if (!r && s->model == NV_LR_CNN && s->ranks > 1)
+        return nv_spec_fail(e, "/device_training/distributed",
+                            "distributed steps are offered for the \"mlp\" model only");
+    return r;
 }
 
 static int parse_all(const json_t *j, nv_longrun_spec *s, nv_spec_err *e)

@@ -11,12 +11,14 @@
 
 #define NV_LR_MAX_SEEDS 64
 
-typedef enum nv_lr_model { NV_LR_MLP, NV_LR_TRANSFORMER } nv_lr_model;
+typedef enum nv_lr_model { NV_LR_MLP, NV_LR_TRANSFORMER, NV_LR_CNN } nv_lr_model;
 
 typedef struct nv_longrun_spec {
     nv_lr_model model;
     bool relu;                   /* "activation": "gelu" (default) | "relu" */
-    int in_dim, hidden, classes; /* mlp; transformer: in_dim = d_model, hidden = ffn */
+    int in_dim, hidden, classes; /* mlp; transformer: in_dim = d_model, hidden = ffn;
+                                  * cnn: in_dim = the image side, hidden = conv1's
+                                  * channels (conv2 has twice as many) */
     int seq;                     /* transformer sequence length */
     uint64_t data_seed;
     int teacher_hidden;

@@ -163,6 +163,7 @@ def forward_op(op, a, xs, out_dtype):
         "bmm": lambda: matmul(xs, a),
         "conv2d": lambda: conv2d(xs, a),
         "avg_pool2d": lambda: avg_pool2d(xs[0], a),
+        "max_pool2d": lambda: max_pool2d(xs[0], a),
         # data movement, so the serving kind's op-by-op decoder runs here too
         # (a harness without the serve request): values unchanged
         "embedding": lambda: F.embedding(xs[1].long(), xs[0]),
@@ -217,6 +218,14 @@ def avg_pool2d(x, a):
     k = int(a.get("kernel", 2))
     return F.avg_pool2d(x, k, stride=int(a.get("stride", k)), padding=int(a.get("padding", 0)),
                         count_include_pad=bool(a.get("count_include_pad", True)))
+
+
+def max_pool2d(x, a):
+    """A square window, the stride defaulting to it (core/ops/attrs.c)."""
+    if x.dim() != 4:
+        raise HarnessError("shape", f"max_pool2d needs [N, C, H, W], got {list(x.shape)}")
+    k = int(a.get("kernel", 2))
+    return F.max_pool2d(x, k, stride=int(a.get("stride", k)), padding=int(a.get("padding", 0)))
 
 
 def max_unpool2d(x):

@@ -1,7 +1,8 @@
 """Device-driven training for the PyTorch harness: the exec protocol's optional
 "train" request (docs/EXEC_PROTOCOL.md "Optional requests").
 
-The device runs each whole step of the long run's MLP in torch: the forward
+The device runs each whole step of the long run's MLP or CNN (the model kind's
+small CNN classifier: conv1, conv2, head) in torch: the forward
 under torch.autocast (CPU: bfloat16), backward from the scaled loss, the grad
 scaler's unscale_ and inf check, torch.nn.utils.clip_grad_norm_, and
 torch.optim.AdamW or SGD, then the scaler's update. On CUDA that scaler is
@@ -118,9 +119,13 @@ class _Seen(TorchDispatchMode):
 
 class Run:
     def __init__(self, cfg, weights, device):
-        if cfg.get("model") != "mlp":
+        if cfg.get("model") not in ("mlp", "cnn"):
             raise HarnessError("unsupported", f"not offered: the harness trains the \"mlp\" "
-                                              f"model only, not '{cfg.get('model')}'")
+                                              f"and \"cnn\" models, not '{cfg.get('model')}'")
+        if cfg.get("model") == "cnn" and (float(cfg.get("dropout", 0)) > 0 or
+                                          (cfg.get("distributed") or {}).get("ranks", 1) > 1):
+            raise HarnessError("unsupported", "not offered: the harness's cnn steps have no "
+                                              "dropout and no ranks")
         self.cfg, self.device = cfg, device
         self.params = [torch.nn.Parameter(w.to(device).float().clone()) for w in weights]
         o = cfg["optimizer"]
@@ -166,6 +171,8 @@ class Run:
             ops.append({"op": name, "inputs": got, "output": dname(out)})
             return out
 
+        if self.cfg["model"] == "cnn":
+            return self.forward_cnn(x, y, rec), None
         w1, b1, w2, b2 = self.params
         cfg = self.cfg
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.amp):
@@ -184,6 +191,24 @@ class Run:
             z = rec("add", [z, b2], lambda: z + b2)
             loss = rec("cross_entropy", [z, y], lambda: F.cross_entropy(z, y.long()))
         return loss, mask
+
+    def forward_cnn(self, x, y, rec):
+        """The model kind's CNN (suites/model.json "cnn-classifier"): conv2d 3x3
+        padding 1, activation, 2x2 max pool, twice; flatten; matmul then a
+        separate bias add (as the MLP's); cross entropy."""
+        c1, c2, w3, b3 = self.params
+        act = F.relu if self.cfg.get("activation") == "relu" else F.gelu
+        aname = "relu" if act is F.relu else "gelu"
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.amp):
+            h = x
+            for w in (c1, c2):
+                h = rec("conv2d", [h, w], lambda h=h, w=w: F.conv2d(h, w, padding=1))
+                h = rec(aname, [h], lambda h=h: act(h))
+                h = rec("max_pool2d", [h], lambda h=h: F.max_pool2d(h, 2))
+            f = torch.flatten(h, 1)
+            z = rec("matmul", [f, w3], lambda: torch.matmul(f, w3))
+            z = rec("add", [z, b3], lambda: z + b3)
+            return rec("cross_entropy", [z, y], lambda: F.cross_entropy(z, y.long()))
 
     def dist_backward(self, x, y, ops):
         """The step's forward and backward on the ranks: rank 0's shard here,
@@ -270,8 +295,9 @@ class Run:
         if mask is None:
             mask = torch.zeros(0)
         outs = grads + [p.detach().clone() for p in self.params] + m1 + m2 + [mask]
-        names = ([f"grad:{i}" for i in range(4)] + [f"weight:{i}" for i in range(4)] +
-                 [f"moment1:{i}" for i in range(4)] + [f"moment2:{i}" for i in range(4)] +
+        P = len(self.params)
+        names = ([f"grad:{i}" for i in range(P)] + [f"weight:{i}" for i in range(P)] +
+                 [f"moment1:{i}" for i in range(P)] + [f"moment2:{i}" for i in range(P)] +
                  ["dropout_mask"])
         if self.ranks > 1:
             outs += self.dist_out
@@ -302,6 +328,15 @@ class Run:
             self.scaler.load_state_dict(ck["scaler"])
         if "rng" in ck:
             torch.set_rng_state(ck["rng"])
+
+
+def param_shapes(cfg):
+    """The parameters' shapes, in the order the worker sends them."""
+    z = cfg["sizes"]
+    i, h, c = int(z["in"]), int(z["hidden"]), int(z["classes"])
+    if cfg.get("model") == "cnn":
+        return [(h, 1, 3, 3), (2 * h, h, 3, 3), (2 * h * (i // 4) ** 2, c), (c,)]
+    return [(i, h), (h,), (h, c), (c,)]
 
 
 def dname(t):
@@ -336,10 +371,7 @@ def handle(device, msg, tensors):
     if action == "load":
         if len(tensors) != 1:
             raise HarnessError("invalid", "train load takes one checkpoint tensor")
-        RUN = Run(cfg, [torch.zeros(cfg["sizes"]["in"], cfg["sizes"]["hidden"]),
-                        torch.zeros(cfg["sizes"]["hidden"]),
-                        torch.zeros(cfg["sizes"]["hidden"], cfg["sizes"]["classes"]),
-                        torch.zeros(cfg["sizes"]["classes"])], device)
+        RUN = Run(cfg, [torch.zeros(s) for s in param_shapes(cfg)], device)
         RUN.load(tensors[0].cpu())
         return [], [], {"info": {}}
     if RUN is None:

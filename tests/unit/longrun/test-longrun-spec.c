@@ -33,7 +33,12 @@ int main(void)
            "defaults: mlp, 8 seeds 1..8, 200 AdamW steps, no AMP, no scaler, alpha 0.01");
     nv_longrun_free(s);
     json_decref(j);
-    refused("{\"kind\":\"longrun\",\"model\":\"cnn\"}", "/model", "'cnn'");
+    refused("{\"kind\":\"longrun\",\"model\":\"rnn\"}", "/model",
+            "'\"rnn\"' must be \"mlp\", \"transformer\" or \"cnn\"");
+    refused("{\"kind\":\"longrun\",\"model\":\"cnn\",\"sizes\":{\"in\":10}}", "/sizes/in",
+            "multiple of 4");
+    refused("{\"kind\":\"longrun\",\"model\":\"transformer\",\"device_training\":{}}",
+            "/device_training", "\"mlp\" and \"cnn\"");
     refused("{\"kind\":\"longrun\",\"steps\":0}", "/steps", "'0'");
     refused("{\"kind\":\"longrun\",\"seeds\":[1,2]}", "/seeds", "at least 3");
     refused("{\"kind\":\"longrun\",\"seeds\":[1,2,-3]}", "/seeds/2", "non-negative");

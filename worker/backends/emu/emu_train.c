@@ -12,7 +12,9 @@
  * the mode (emu_internal.h train_fault, ckpt_drop) are what the worker's step
  * and checkpoint checks must catch. With "distributed" ranks the batch is
  * split into R shards whose gradients are all-reduced (emu_allreduce.c) before
- * the unscale, as DDP reduces in its backward hooks. */
+ * the unscale, as DDP reduces in its backward hooks. The CNN's forward and
+ * backward are emu's own op entries (emu_train_cnn.c); the scaler, clipping
+ * and the optimizer here serve both models. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdatomic.h>
@@ -21,30 +23,10 @@
 #include <sys/random.h>
 
 #include "core/numerics/rng.h"
-#include "emu_internal.h"
+#include "emu_backward.h" /* emu_bwd_call_init */
+#include "emu_train.h"
 
-#define NP 4 /* fc1.weight [in, hidden], fc1.bias, fc2.weight [hidden, classes], fc2.bias */
 #define CKPT_MAGIC 0x6e76747231ll /* "nvtr1" */
-
-typedef struct emu_train {
-    int in, hid, cls;
-    bool relu, amp, adamw, scaler;
-    nv_dtype low;
-    double dropout, clip, loss_weight;
-    double beta1, beta2, eps, wd, momentum;
-    double init_scale, growth, backoff;
-    int64_t interval;
-    uint64_t seed;
-    int64_t n[NP];
-    double *w[NP], *m[NP], *v[NP];
-    double scale; /* fp32 value, as torch keeps it */
-    int64_t tracker, opt_steps, rng_calls;
-    /* distributed: ranks > 1 split the batch and all-reduce their gradients */
-    int ranks;
-    bool tree;
-    nv_dtype reduce_dt;
-    bool deterministic; /* the job asks for it (emu is deterministic anyway) */
-} emu_train_t;
 
 void emu_train_free(emu_train_t *t)
 {
@@ -64,6 +46,36 @@ static double r32(double x)
 static double lp(const emu_train_t *t, double x)
 {
     return t->amp ? nv_dtype_round(t->low, x, &NV_ROUND_DEFAULT, 0) : r32(x);
+}
+
+/* An op's output: held in the mode's storage dtype when storage= sets one
+ * (emu's op entry holds every op output there), else in the low-precision
+ * dtype (low) or fp32. */
+static double held(const emu_train_t *t, bool low, double x)
+{
+    if (t->mode && t->mode->storage_set)
+        return nv_dtype_round(t->mode->storage, x, &NV_ROUND_DEFAULT, 0);
+    return low ? lp(t, x) : r32(x);
+}
+
+/* sum_k x[k sx] (y NULL) or the dot product with y[k sy], k < n: in fp64 and
+ * rounded once by the caller (the declared-precision reference's accuracy);
+ * with accum= in the mode's accumulator dtype and order, as emu's op entry
+ * sums (emu_sum.c). */
+static double acc_sum(const emu_train_t *t, const double *x, int64_t sx, const double *y,
+                      int64_t sy, int64_t n)
+{
+    if (t->mode && t->mode->accum_set) {
+        emu_call ec;
+        nv_op_attrs a;
+        memset(&a, 0, sizeof a);
+        emu_bwd_call_init(&ec, t->mode, nv_op_find("matmul"), &a, t->mode->accum);
+        return emu_sum(&ec, t->mode->accum, x, sx, y, sy, n);
+    }
+    double s = 0;
+    for (int64_t k = 0; k < n; k++)
+        s += y ? x[k * sx] * y[k * sy] : x[k * sx];
+    return s;
 }
 
 static double num(const json_t *o, const char *path1, const char *k, double dflt)
@@ -86,8 +98,9 @@ static int configure(emu_train_t *t, const char *config, char *err, size_t errle
     const char *opt = json_string_value(json_object_get(json_object_get(c, "optimizer"), "name"));
     const char *amp_dt = json_string_value(json_object_get(json_object_get(c, "amp"), "dtype"));
     int r = NV_OK;
-    if (!model || strcmp(model, "mlp")) {
-        snprintf(err, errlen, "not offered: emu trains the \"mlp\" model only, not '%s'",
+    t->model = model && !strcmp(model, "cnn") ? EMU_TM_CNN : EMU_TM_MLP;
+    if (!model || (strcmp(model, "mlp") && strcmp(model, "cnn"))) {
+        snprintf(err, errlen, "not offered: emu trains the \"mlp\" and \"cnn\" models, not '%s'",
                  model ? model : "(none)");
         r = NV_E_UNSUPPORTED;
     } else if (!opt || (strcmp(opt, "adamw") && strcmp(opt, "sgd"))) {
@@ -97,8 +110,9 @@ static int configure(emu_train_t *t, const char *config, char *err, size_t errle
     }
     t->in = (int)num(c, "sizes", "in", 0), t->hid = (int)num(c, "sizes", "hidden", 0);
     t->cls = (int)num(c, "sizes", "classes", 0);
-    if (r == NV_OK && (t->in < 1 || t->hid < 1 || t->cls < 2 || t->in > 65536 ||
-                       t->hid > 65536 || t->cls > 65536)) {
+    if (r == NV_OK &&
+        (t->in < 1 || t->hid < 1 || t->cls < 2 || t->in > 65536 || t->hid > 65536 ||
+         t->cls > 65536 || (t->model == EMU_TM_CNN && (t->in % 4 || t->in > 64 || t->hid > 64)))) {
         snprintf(err, errlen, "train config: bad sizes (in %d, hidden %d, classes %d)", t->in,
                  t->hid, t->cls);
         r = NV_E_INVALID;
@@ -141,12 +155,23 @@ static int configure(emu_train_t *t, const char *config, char *err, size_t errle
     json_decref(c);
     if (r != NV_OK)
         return r;
-    int64_t n[NP] = {(int64_t)t->in * t->hid, t->hid, (int64_t)t->hid * t->cls, t->cls};
+    if (t->model == EMU_TM_CNN && (t->dropout > 0 || t->ranks > 1)) {
+        snprintf(err, errlen, "not offered: emu's cnn steps have no dropout and no ranks");
+        return NV_E_UNSUPPORTED;
+    }
+    int64_t I = t->in, H = t->hid, C = t->cls, side = t->in / 4;
+    int64_t shapes[2][NP][5] = {
+        {{2, I, H}, {1, H}, {2, H, C}, {1, C}},
+        {{4, H, 1, 3, 3}, {4, 2 * H, H, 3, 3}, {2, 2 * H * side * side, C}, {1, C}}};
     for (int i = 0; i < NP; i++) {
-        t->n[i] = n[i];
-        t->w[i] = calloc((size_t)n[i], sizeof(double));
-        t->m[i] = calloc((size_t)n[i], sizeof(double));
-        t->v[i] = calloc((size_t)n[i], sizeof(double));
+        const int64_t *sh = shapes[t->model == EMU_TM_CNN][i];
+        t->ndim[i] = (int)sh[0];
+        t->n[i] = 1;
+        for (int d = 0; d < t->ndim[i]; d++)
+            t->shape[i][d] = sh[1 + d], t->n[i] *= sh[1 + d];
+        t->w[i] = calloc((size_t)t->n[i], sizeof(double));
+        t->m[i] = calloc((size_t)t->n[i], sizeof(double));
+        t->v[i] = calloc((size_t)t->n[i], sizeof(double));
         if (!t->w[i] || !t->m[i] || !t->v[i]) {
             snprintf(err, errlen, "out of memory");
             return NV_E_NOMEM;
@@ -171,16 +196,14 @@ static int check_view(const nv_tensor_view *v, nv_dtype dt, int64_t numel, const
     return NV_OK;
 }
 
-static int out_new(nv_tensor_view *v, nv_dtype dt, int ndim, int64_t d0, int64_t d1,
-                   const double *vals)
+static int out_shape(nv_tensor_view *v, nv_dtype dt, int ndim, const int64_t *shape,
+                     const double *vals)
 {
     memset(v, 0, sizeof *v);
     v->dtype = (int32_t)dt, v->ndim = ndim;
-    v->shape[0] = d0, v->shape[1] = d1;
-    v->strides[ndim - 1] = 1;
-    if (ndim == 2)
-        v->strides[0] = d1;
-    int64_t n = ndim == 2 ? d0 * d1 : d0;
+    int64_t n = 1;
+    for (int d = ndim - 1; d >= 0; d--)
+        v->shape[d] = shape[d], v->strides[d] = n, n *= shape[d];
     size_t sz = (size_t)nv_dtype_get(dt)->storage_bytes;
     v->data = malloc(n > 0 ? (size_t)n * sz : 1);
     if (!v->data)
@@ -194,6 +217,13 @@ static int out_new(nv_tensor_view *v, nv_dtype dt, int ndim, int64_t d0, int64_t
     return NV_OK;
 }
 
+static int out_new(nv_tensor_view *v, nv_dtype dt, int ndim, int64_t d0, int64_t d1,
+                   const double *vals)
+{
+    int64_t shape[2] = {d0, d1};
+    return out_shape(v, dt, ndim, shape, vals);
+}
+
 static double gelu(double x)
 {
     return 0.5 * x * (1 + erf(x / sqrt(2.0)));
@@ -205,16 +235,16 @@ static double gelu_d(double x)
 }
 
 /* c[r, n] = round(sum_k a[r, k] b[k, n]) with optional transposes (fp64 sums,
- * one rounding: the accuracy the declared-precision reference assumes). */
+ * one rounding: the accuracy the declared-precision reference assumes; with
+ * accum= the mode's accumulation, acc_sum). */
 static void mm(const emu_train_t *t, int64_t R, int64_t K, int64_t N, const double *a, bool ta,
                const double *b, bool tb, double *c)
 {
     for (int64_t r = 0; r < R; r++)
         for (int64_t n = 0; n < N; n++) {
-            double s = 0;
-            for (int64_t k = 0; k < K; k++)
-                s += (ta ? a[k * R + r] : a[r * K + k]) * (tb ? b[n * K + k] : b[k * N + n]);
-            c[r * N + n] = lp(t, s);
+            double s = acc_sum(t, ta ? a + r : a + r * K, ta ? R : 1, tb ? b + n * K : b + n,
+                               tb ? 1 : N, K);
+            c[r * N + n] = held(t, true, s);
         }
 }
 
@@ -343,19 +373,11 @@ static void scaler_update(emu_train_t *t, bool found_inf)
 static void rows_grads(const emu_train_t *t, const step_buf *s, int64_t b0, int64_t b1, double **g)
 {
     int64_t I = t->in, H = t->hid, C = t->cls, nb = b1 - b0;
-    for (int64_t c = 0; c < C; c++) {
-        double acc = 0;
-        for (int64_t b = b0; b < b1; b++)
-            acc += s->gl[b * C + c];
-        g[3][c] = r32(acc);
-    }
+    for (int64_t c = 0; c < C; c++)
+        g[3][c] = held(t, false, acc_sum(t, s->gl + b0 * C + c, C, NULL, 0, nb));
     mm(t, H, nb, C, s->al + b0 * H, true, s->dz2 + b0 * C, false, g[2]); /* dW2 = a^T dz2 */
-    for (int64_t j = 0; j < H; j++) {
-        double acc = 0;
-        for (int64_t b = b0; b < b1; b++)
-            acc += s->dhf[b * H + j];
-        g[1][j] = r32(acc);
-    }
+    for (int64_t j = 0; j < H; j++)
+        g[1][j] = held(t, false, acc_sum(t, s->dhf + b0 * H + j, H, NULL, 0, nb));
     mm(t, I, nb, H, s->x + b0 * I, true, s->dh + b0 * H, false, g[0]);
 }
 
@@ -398,19 +420,100 @@ static int reduce_ranks(const emu_ctx *ctx, const emu_train_t *t, step_buf *s, i
     return NV_OK;
 }
 
+/* The MLP's forward and backward of one batch, hand-written (each op in fp64,
+ * rounded once to its autocast dtype): s->g the scaled gradients. */
+static int mlp_grads(emu_ctx *ctx, emu_train_t *t, const nv_train_call *call, int64_t B,
+                     const int32_t *y, step_buf *s, double *ret_loss)
+{
+    int64_t I = t->in, H = t->hid, C = t->cls;
+    size_t d = sizeof(double);
+    s->x = malloc((size_t)(B * I) * d), s->h = malloc((size_t)(B * H) * d);
+    s->a = malloc((size_t)(B * H) * d), s->al = malloc((size_t)(B * H) * d);
+    s->z2 = malloc((size_t)(B * C) * d), s->p = malloc((size_t)(B * C) * d);
+    s->dz2 = malloc((size_t)(B * C) * d), s->da = malloc((size_t)(B * H) * d);
+    s->dh = malloc((size_t)(B * H) * d), s->mask = malloc((size_t)(B * H) * d);
+    s->w1l = malloc((size_t)(I * H) * d), s->w2l = malloc((size_t)(H * C) * d);
+    s->gl = malloc((size_t)(B * C) * d), s->dhf = malloc((size_t)(B * H) * d);
+    bool ok = s->x && s->h && s->a && s->al && s->z2 && s->p && s->dz2 && s->da && s->dh &&
+              s->mask && s->w1l && s->w2l && s->gl && s->dhf;
+    if (!ok)
+        return NV_E_NOMEM;
+    const float *xf = call->inputs[0].data;
+    for (int64_t k = 0; k < B * I; k++)
+        s->x[k] = lp(t, xf[k]);
+    for (int64_t k = 0; k < I * H; k++)
+        s->w1l[k] = lp(t, t->w[0][k]);
+    for (int64_t k = 0; k < H * C; k++)
+        s->w2l[k] = lp(t, t->w[2][k]);
+    /* forward: h = x W1 (low) + b1 (fp32), activation, dropout, logits */
+    mm(t, B, I, H, s->x, false, s->w1l, false, s->h);
+    nv_rng rng;
+    nv_rng_init(&rng, t->seed, 0x7d, (uint32_t)t->rng_calls++);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t j = 0; j < H; j++) {
+            int64_t k = b * H + j;
+            s->h[k] = held(t, false, s->h[k] + t->w[1][j]);
+            double a = held(t, false, t->relu ? (s->h[k] > 0 ? s->h[k] : 0) : gelu(s->h[k]));
+            s->mask[k] = 1;
+            if (t->dropout > 0)
+                s->mask[k] = nv_rng_uniform(&rng) < t->dropout ? 0 : r32(1 / (1 - t->dropout));
+            s->a[k] = held(t, false, a * s->mask[k]);
+            s->al[k] = lp(t, s->a[k]);
+        }
+    mm(t, B, H, C, s->al, false, s->w2l, false, s->z2);
+    double loss = 0, seed = r32(t->scale * t->loss_weight);
+    for (int64_t b = 0; b < B; b++) {
+        double mx = -INFINITY, z = 0;
+        for (int64_t c = 0; c < C; c++)
+            mx = fmax(mx, held(t, false, s->z2[b * C + c] + t->w[3][c]));
+        for (int64_t c = 0; c < C; c++)
+            z += exp(held(t, false, s->z2[b * C + c] + t->w[3][c]) - mx);
+        for (int64_t c = 0; c < C; c++) {
+            double l = held(t, false, s->z2[b * C + c] + t->w[3][c]);
+            s->p[b * C + c] = exp(l - mx) / z;
+            if (c == y[b])
+                loss += mx + log(z) - l;
+        }
+    }
+    *ret_loss = loss = held(t, false, loss / (double)B);
+    /* backward from seed = scale * loss_weight (the scaled loss) */
+    /* (each rank's loss is its rows' share of the batch mean: the ranks'
+     * gradients sum to the batch's, as DDP's averaging gives) */
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t c = 0; c < C; c++) {
+            double gl = held(t, false, (s->p[b * C + c] - (c == y[b])) * seed / (double)B);
+            s->gl[b * C + c] = gl;
+            s->dz2[b * C + c] = lp(t, gl); /* the add's gradient to its low input */
+        }
+    mm(t, B, C, H, s->dz2, false, s->w2l, true, s->da); /* da = dz2 W2^T */
+    for (int64_t k = 0; k < B * H; k++) {
+        double dh = held(t, false,
+                         held(t, false, s->da[k] * s->mask[k]) *
+                             (t->relu ? (s->h[k] > 0 ? 1.0 : 0.0) : gelu_d(s->h[k])));
+        s->dhf[k] = dh;
+        s->dh[k] = lp(t, dh);
+    }
+    if (t->ranks == 1) {
+        rows_grads(t, s, 0, B, s->g);
+        return NV_OK;
+    }
+    return reduce_ranks(ctx, t, s, B);
+}
+
 static int step(emu_ctx *ctx, emu_train_t *t, nv_train_call *call, char *err, size_t errlen)
 {
     int n_out = 4 * NP + 1 + (t->ranks > 1 ? (t->ranks + 1) * NP : 0);
-    if (call->n_inputs != 2 || call->n_outputs != n_out || call->inputs[0].ndim != 2)
-        return snprintf(err, errlen, "train step: needs x [B, in], target [B] and %d outputs",
-                        n_out),
+    bool cnn = t->model == EMU_TM_CNN;
+    if (call->n_inputs != 2 || call->n_outputs != n_out || call->inputs[0].ndim != (cnn ? 4 : 2))
+        return snprintf(err, errlen, "train step: needs x %s, target [B] and %d outputs",
+                        cnn ? "[B, 1, in, in]" : "[B, in]", n_out),
                NV_E_INVALID;
     int64_t B = call->inputs[0].shape[0], I = t->in, H = t->hid, C = t->cls;
     if (B % t->ranks)
         return snprintf(err, errlen, "train step: batch %lld does not split into %d ranks",
                         (long long)B, t->ranks),
                NV_E_INVALID;
-    int r = check_view(&call->inputs[0], NV_DT_FP32, B * I, "x", err, errlen);
+    int r = check_view(&call->inputs[0], NV_DT_FP32, B * I * (cnn ? I : 1), "x", err, errlen);
     r = r ? r : check_view(&call->inputs[1], NV_DT_INT32, B, "target", err, errlen);
     if (r)
         return r;
@@ -427,80 +530,24 @@ static int step(emu_ctx *ctx, emu_train_t *t, nv_train_call *call, char *err, si
     if (!isfinite(lr))
         return snprintf(err, errlen, "train step: config has no finite \"lr\""), NV_E_INVALID;
     step_buf s = {0};
-    size_t d = sizeof(double);
-    s.x = malloc((size_t)(B * I) * d), s.h = malloc((size_t)(B * H) * d);
-    s.a = malloc((size_t)(B * H) * d), s.al = malloc((size_t)(B * H) * d);
-    s.z2 = malloc((size_t)(B * C) * d), s.p = malloc((size_t)(B * C) * d);
-    s.dz2 = malloc((size_t)(B * C) * d), s.da = malloc((size_t)(B * H) * d);
-    s.dh = malloc((size_t)(B * H) * d), s.mask = malloc((size_t)(B * H) * d);
-    s.w1l = malloc((size_t)(I * H) * d), s.w2l = malloc((size_t)(H * C) * d);
-    s.gl = malloc((size_t)(B * C) * d), s.dhf = malloc((size_t)(B * H) * d);
-    bool ok = s.x && s.h && s.a && s.al && s.z2 && s.p && s.dz2 && s.da && s.dh && s.mask &&
-              s.w1l && s.w2l && s.gl && s.dhf;
+    json_t *info = NULL, *ops = NULL;
+    double loss = 0;
+    bool ok = true;
     for (int i = 0; i < NP; i++)
-        ok &= (s.g[i] = malloc((size_t)t->n[i] * d)) != NULL;
-    json_t *info = NULL;
+        ok &= (s.g[i] = malloc((size_t)t->n[i] * sizeof(double))) != NULL;
     if (!ok) {
         r = NV_E_NOMEM;
         goto out;
     }
-    const float *xf = call->inputs[0].data;
-    for (int64_t k = 0; k < B * I; k++)
-        s.x[k] = lp(t, xf[k]);
-    for (int64_t k = 0; k < I * H; k++)
-        s.w1l[k] = lp(t, t->w[0][k]);
-    for (int64_t k = 0; k < H * C; k++)
-        s.w2l[k] = lp(t, t->w[2][k]);
-    /* forward: h = x W1 (low) + b1 (fp32), activation, dropout, logits */
-    mm(t, B, I, H, s.x, false, s.w1l, false, s.h);
-    nv_rng rng;
-    nv_rng_init(&rng, t->seed, 0x7d, (uint32_t)t->rng_calls++);
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t j = 0; j < H; j++) {
-            int64_t k = b * H + j;
-            s.h[k] = r32(s.h[k] + t->w[1][j]);
-            double a = r32(t->relu ? (s.h[k] > 0 ? s.h[k] : 0) : gelu(s.h[k]));
-            s.mask[k] = 1;
-            if (t->dropout > 0)
-                s.mask[k] = nv_rng_uniform(&rng) < t->dropout ? 0 : r32(1 / (1 - t->dropout));
-            s.a[k] = r32(a * s.mask[k]);
-            s.al[k] = lp(t, s.a[k]);
-        }
-    mm(t, B, H, C, s.al, false, s.w2l, false, s.z2);
-    double loss = 0, seed = r32(t->scale * t->loss_weight);
-    for (int64_t b = 0; b < B; b++) {
-        double mx = -INFINITY, z = 0;
-        for (int64_t c = 0; c < C; c++)
-            mx = fmax(mx, r32(s.z2[b * C + c] + t->w[3][c]));
-        for (int64_t c = 0; c < C; c++)
-            z += exp(r32(s.z2[b * C + c] + t->w[3][c]) - mx);
-        for (int64_t c = 0; c < C; c++) {
-            double l = r32(s.z2[b * C + c] + t->w[3][c]);
-            s.p[b * C + c] = exp(l - mx) / z;
-            if (c == y[b])
-                loss += mx + log(z) - l;
-        }
+    if (cnn) {
+        r = (ops = json_array()) ? NV_OK : NV_E_NOMEM;
+        r = r ? r
+              : emu_train_cnn_grads(ctx, t, &call->inputs[0], y, B, s.g, &loss, ops, err, errlen);
+    } else {
+        r = mlp_grads(ctx, t, call, B, y, &s, &loss);
+        ops = r == NV_OK ? ops_json(t) : NULL;
     }
-    loss = r32(loss / (double)B);
-    /* backward from seed = scale * loss_weight (the scaled loss) */
-    /* (each rank's loss is its rows' share of the batch mean: the ranks'
-     * gradients sum to the batch's, as DDP's averaging gives) */
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t c = 0; c < C; c++) {
-            double gl = r32((s.p[b * C + c] - (c == y[b])) * seed / (double)B);
-            s.gl[b * C + c] = gl;
-            s.dz2[b * C + c] = lp(t, gl); /* the add's gradient to its low input */
-        }
-    mm(t, B, C, H, s.dz2, false, s.w2l, true, s.da); /* da = dz2 W2^T */
-    for (int64_t k = 0; k < B * H; k++) {
-        double dh = r32(r32(s.da[k] * s.mask[k]) *
-                        (t->relu ? (s.h[k] > 0 ? 1.0 : 0.0) : gelu_d(s.h[k])));
-        s.dhf[k] = dh;
-        s.dh[k] = lp(t, dh);
-    }
-    if (t->ranks == 1)
-        rows_grads(t, &s, 0, B, s.g);
-    else if ((r = reduce_ranks(ctx, t, &s, B)) != NV_OK)
+    if (r != NV_OK)
         goto out;
     /* the scaler, clipping and the optimizer (torch's order: unscale_, clip, step, update) */
     bool found_inf = false;
@@ -515,25 +562,21 @@ static int step(emu_ctx *ctx, emu_train_t *t, nv_train_call *call, char *err, si
     if (!skipped)
         optimizer(t, s.g, lr);
     scaler_update(t, found_inf);
-    int64_t dims[NP][2] = {{I, H}, {H, 0}, {H, C}, {C, 0}};
     for (int i = 0; i < NP && r == NV_OK; i++) {
-        int nd = dims[i][1] ? 2 : 1;
-        r = out_new(&call->outputs[i], NV_DT_FP32, nd, dims[i][0], dims[i][1], s.g[i]);
-        r = r ? r : out_new(&call->outputs[NP + i], NV_DT_FP32, nd, dims[i][0], dims[i][1], t->w[i]);
-        r = r ? r
-              : out_new(&call->outputs[2 * NP + i], NV_DT_FP32, nd, dims[i][0], dims[i][1],
-                        t->m[i]);
-        r = r ? r
-              : out_new(&call->outputs[3 * NP + i], NV_DT_FP32, nd, dims[i][0], dims[i][1],
-                        t->v[i]);
+        int nd = t->ndim[i];
+        const int64_t *sh = t->shape[i];
+        r = out_shape(&call->outputs[i], NV_DT_FP32, nd, sh, s.g[i]);
+        r = r ? r : out_shape(&call->outputs[NP + i], NV_DT_FP32, nd, sh, t->w[i]);
+        r = r ? r : out_shape(&call->outputs[2 * NP + i], NV_DT_FP32, nd, sh, t->m[i]);
+        r = r ? r : out_shape(&call->outputs[3 * NP + i], NV_DT_FP32, nd, sh, t->v[i]);
     }
     if (r == NV_OK)
         r = t->dropout > 0 ? out_new(&call->outputs[4 * NP], NV_DT_FP32, 2, B, H, s.mask)
                            : out_new(&call->outputs[4 * NP], NV_DT_FP32, 1, 0, 0, NULL);
     for (int k = 0; t->ranks > 1 && k < (t->ranks + 1) * NP && r == NV_OK; k++) {
-        int rank = k / NP, i = k % NP, nd = dims[i][1] ? 2 : 1;
+        int rank = k / NP, i = k % NP;
         const double *v = rank < t->ranks ? s.rg[rank][i] : s.red[i];
-        r = out_new(&call->outputs[4 * NP + 1 + k], NV_DT_FP32, nd, dims[i][0], dims[i][1], v);
+        r = out_shape(&call->outputs[4 * NP + 1 + k], NV_DT_FP32, t->ndim[i], t->shape[i], v);
     }
     if (r != NV_OK)
         goto out;
@@ -541,12 +584,12 @@ static int step(emu_ctx *ctx, emu_train_t *t, nv_train_call *call, char *err, si
     /* emu is deterministic whatever the flag; the fault reports a demanded
      * determinism not honoured */
     bool det = !(t->deterministic && ctx->mode.train_fault == EMU_TF_IGNORE_DET);
-    info = json_pack("{s:o, s:o, s:b, s:b, s:o, s:I, s:I, s:o, s:o, s:b, s:i}", "loss",
-                     jreal(loss), "scale", jreal(scale_used), "found_inf", found_inf, "skipped",
-                     skipped, "next_scale", jreal(t->scale), "growth_tracker",
-                     (json_int_t)t->tracker, "optimizer_steps", (json_int_t)t->opt_steps,
-                     "grad_norm", jreal(norm), "ops", ops_json(t), "deterministic", det, "ranks",
-                     t->ranks);
+    info = json_pack("{s:o, s:o, s:b, s:b, s:o, s:I, s:I, s:o, s:o, s:b, s:i}", "loss", jreal(loss),
+                     "scale", jreal(scale_used), "found_inf", found_inf, "skipped", skipped,
+                     "next_scale", jreal(t->scale), "growth_tracker", (json_int_t)t->tracker,
+                     "optimizer_steps", (json_int_t)t->opt_steps, "grad_norm", jreal(norm), "ops",
+                     ops, "deterministic", det, "ranks", t->ranks);
+    ops = NULL; /* info holds it (json_pack's "o" takes the reference) */
     if (info && t->ranks > 1)
         json_object_set_new(info, "allreduce",
                             json_pack("{s:s, s:s}", "algorithm", t->tree ? "tree" : "ring",
@@ -560,6 +603,7 @@ static int step(emu_ctx *ctx, emu_train_t *t, nv_train_call *call, char *err, si
 out:
     if (r == NV_E_NOMEM)
         snprintf(err, errlen, "out of memory");
+    json_decref(ops);
     json_decref(info);
     buf_free(&s);
     return r;
@@ -640,6 +684,7 @@ static int init(emu_ctx *ctx, nv_train_call *call, char *err, size_t errlen)
     if (!ctx->train)
         return NV_E_NOMEM;
     emu_train_t *t = ctx->train;
+    t->mode = &ctx->mode; /* storage= and accum= act inside the MLP's step too */
     int r = configure(t, call->config_json, err, errlen);
     if (r == NV_OK && call->action == NV_TRAIN_LOAD)
         return load(t, call, err, errlen);

@@ -38,6 +38,10 @@ static double floor_k(const nv_longrun_spec *s)
     double k = fmax(fmax(s->in_dim, s->hidden), fmax(s->classes, s->batch));
     if (s->model == NV_LR_TRANSFORMER)
         k = fmax(k, (double)s->batch * s->seq);
+    if (s->model == NV_LR_CNN) /* conv1's weight gradient sums batch x pixels; the head reads
+                                  the flattened 2 hidden (in/4)^2 */
+        k = fmax(k, fmax((double)s->batch * s->in_dim * s->in_dim,
+                         2.0 * s->hidden * (s->in_dim / 4) * (s->in_dim / 4)));
     return MATCHED_LAMBDA * sqrt(k) * U_FP32;
 }
 

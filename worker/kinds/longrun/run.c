@@ -170,14 +170,16 @@ static json_t *lr_result(void *job)
         "{s:s, s:s, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:o, s:o, s:{s:I, s:i, s:i, s:f, s:o},"
         " s:o, s:o, s:o, s:{s:f, s:f}}",
         "verdict", verdict, "kind", "longrun", "model",
-        s->model == NV_LR_MLP ? "mlp" : "transformer", "backend", backend_spec, "device",
-        json_object_get(desc, "device"), "mode", json_object_get(desc, "mode"), "contract",
-        json_object_get(desc, "contract"), "build", build ? build : json_object_get(desc, "build"),
-        "amp", amp_json(s, policy), "grad_scaler", scaler, "data", "seed", (json_int_t)s->data_seed,
-        "batch", s->batch, "eval_examples", s->eval_examples, "loss_weight", s->loss_weight,
-        "bayes_loss", nvw_json_num(c->data.bayes_loss), "acceptance", acc, "curves",
-        nvw_lr_curves(&c->job, 60), "series", nvw_lr_series(&c->job), "seconds", "reference", ref_s,
-        "device", dev_s);
+        s->model == NV_LR_MLP   ? "mlp"
+        : s->model == NV_LR_CNN ? "cnn"
+                                : "transformer",
+        "backend", backend_spec, "device", json_object_get(desc, "device"), "mode",
+        json_object_get(desc, "mode"), "contract", json_object_get(desc, "contract"), "build",
+        build ? build : json_object_get(desc, "build"), "amp", amp_json(s, policy), "grad_scaler",
+        scaler, "data", "seed", (json_int_t)s->data_seed, "batch", s->batch, "eval_examples",
+        s->eval_examples, "loss_weight", s->loss_weight, "bayes_loss",
+        nvw_json_num(c->data.bayes_loss), "acceptance", acc, "curves", nvw_lr_curves(&c->job, 60),
+        "series", nvw_lr_series(&c->job), "seconds", "reference", ref_s, "device", dev_s);
     if (r)
         json_object_set_new(r, "steps", json_integer((json_int_t)s->steps));
     return r;

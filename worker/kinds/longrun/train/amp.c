@@ -11,7 +11,7 @@
 /* Kept equal to suites/amp_policy_default.json (tests/integration/test_longrun.py
  * compares them). */
 static const char default_policy[] =
-    "{\"name\": \"default\", \"low_precision\": [\"matmul\", \"bmm\"], "
+    "{\"name\": \"default\", \"low_precision\": [\"matmul\", \"bmm\", \"conv2d\"], "
     "\"fp32\": [\"softmax\", \"log_softmax\", \"layer_norm\", \"rms_norm\", \"cross_entropy\", "
     "\"exp\", \"log\", \"sum\", \"mean\", \"var\", \"norm2\", \"logsumexp\"], "
     "\"promote\": [\"add\", \"sub\", \"mul\", \"div\", \"maximum\", \"minimum\"], "

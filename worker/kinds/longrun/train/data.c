@@ -15,7 +15,7 @@ enum { STREAM_TEACHER = 0xA0, STREAM_EVAL = 0xA1, STREAM_X = 1, STREAM_Y = 2 };
 static double teacher_probs(const nvw_data *d, const double *x, double *p)
 {
     const nv_longrun_spec *s = d->s;
-    int D = s->in_dim, H = s->teacher_hidden, C = s->classes;
+    int D = (int)d->teacher_in, H = s->teacher_hidden, C = s->classes;
     double z[1024];
     double feat[256];
     /* Transformer inputs are [T, D]: the teacher sees sqrt(T) * mean_t x_t (~ N(0, 1)). */
@@ -61,7 +61,8 @@ static int sample(const nvw_data *d, nv_rng *rx, nv_rng *ry, int n, nv_dtype dt,
     int nd = 2;
     if (s->model == NV_LR_TRANSFORMER)
         xs[1] = s->seq, xs[2] = s->in_dim, nd = 3;
-    nv_tensor *x = nv_tensor_new(dt, nd, xs);
+    int64_t xs4[4] = {n, 1, s->in_dim, s->in_dim}; /* cnn: one-channel images */
+    nv_tensor *x = s->model == NV_LR_CNN ? nv_tensor_new(dt, 4, xs4) : nv_tensor_new(dt, nd, xs);
     int64_t ys = n;
     nv_tensor *y = nv_tensor_new(NV_DT_INT32, 1, &ys);
     if (!x || !y) {
@@ -94,7 +95,11 @@ int nvw_data_init(nvw_data *d, const nv_longrun_spec *s)
 {
     memset(d, 0, sizeof *d);
     d->s = s;
-    int D = s->in_dim, H = s->teacher_hidden, C = s->classes;
+    /* the teacher's features: the MLP's inputs, the transformer's pooled
+     * tokens, the CNN's pixels */
+    int D = s->model == NV_LR_CNN ? s->in_dim * s->in_dim : s->in_dim, H = s->teacher_hidden,
+        C = s->classes;
+    d->teacher_in = D;
     d->in_numel = (int64_t)D * (s->model == NV_LR_TRANSFORMER ? s->seq : 1);
     d->t1 = malloc((size_t)H * D * sizeof(double));
     d->t2 = malloc((size_t)C * H * sizeof(double));

@@ -19,8 +19,8 @@
 #include "train_internal.h"
 #include "worker/backends/views/views.h"
 
-#define NOUT (4 * 4 + 1) /* 4 parameters: grads, weights, two moments; the mask */
-#define NP 4
+/* A step's outputs for P parameters: grads, weights, two moments; the mask */
+#define NOUT(P) (4 * (P) + 1)
 #define INFO_LEN 65536
 
 typedef struct drive {
@@ -59,7 +59,8 @@ static char *config_json(const nv_longrun_spec *s, const nvw_exec *ex, uint64_t 
         "{s:s, s:{s:i, s:i, s:i}, s:s, s:f, s:f, s:f, s:I,"
         " s:{s:b, s:s}, s:{s:s, s:f, s:f, s:f, s:f, s:f},"
         " s:{s:b, s:f, s:f, s:f, s:i}}",
-        "model", "mlp", "sizes", "in", s->in_dim, "hidden", s->hidden, "classes", s->classes,
+        "model", s->model == NV_LR_CNN ? "cnn" : "mlp", "sizes", "in", s->in_dim, "hidden",
+        s->hidden, "classes", s->classes,
         "activation", s->relu ? "relu" : "gelu", "dropout", s->dropout, "clip_grad_norm", s->clip,
         "loss_weight", s->loss_weight, "seed", (json_int_t)(seed & 0x7fffffffffffll), "amp",
         "enabled", ex->amp.enabled, "dtype", ex->amp.enabled ? nv_dtype_name(ex->amp.low) : "fp32",
@@ -187,7 +188,7 @@ static void scaler_update(drive *dv, bool found_inf)
 typedef struct step_out {
     nv_tensor *g[NVW_MAX_PARAMS], *w[NVW_MAX_PARAMS], *m1[NVW_MAX_PARAMS], *m2[NVW_MAX_PARAMS];
     nv_tensor *mask;
-    /* distributed: each rank's gradient (rank r, parameter i at r * NP + i)
+    /* distributed: each rank's gradient (rank r, parameter i at r * P + i)
      * and the all-reduced one, both as the ranks' backward left them (scaled) */
     nv_tensor **rg, *red[NVW_MAX_PARAMS];
     int n_rg;
@@ -338,20 +339,21 @@ static int check_step(drive *dv, nvw_model *m, const nvw_data *d, nvw_exec *ex, 
     return 0;
 }
 
-/* One STEP call: batch t out, the reply decoded into o. */
+/* One STEP call: batch t out, the reply decoded into o (P parameters). */
 static int device_step(drive *dv, const nvw_data *d, uint64_t seed, int64_t t, double lr,
-                       json_t **ret_info, step_out *o)
+                       const nvw_model *m, json_t **ret_info, step_out *o)
 {
+    int P = m->n_params;
     nv_tensor *x = NULL, *y = NULL;
     int r = nvw_data_batch(d, seed, t, NV_DT_FP32, &x, &y);
-    int R = dv->s->ranks > 1 ? dv->s->ranks : 0, n_out = NOUT + (R ? (R + 1) * NP : 0);
+    int R = dv->s->ranks > 1 ? dv->s->ranks : 0, n_out = NOUT(P) + (R ? (R + 1) * P : 0);
     nv_tensor_view in[2] = {0}, *out = calloc((size_t)n_out, sizeof *out);
     if (!out) {
         snprintf(dv->err, sizeof dv->err, "out of memory");
         r = -ENOMEM;
     }
-    o->rg = R ? calloc((size_t)(R * NP), sizeof *o->rg) : NULL;
-    o->n_rg = o->rg ? R * NP : 0;
+    o->rg = R ? calloc((size_t)(R * P), sizeof *o->rg) : NULL;
+    o->n_rg = o->rg ? R * P : 0;
     if (R && !o->rg)
         r = -ENOMEM;
     bool vx = false, vy = false;
@@ -363,23 +365,25 @@ static int device_step(drive *dv, const nvw_data *d, uint64_t seed, int64_t t, d
     snprintf(cfg, sizeof cfg, "{\"step\":%lld,\"lr\":%.17g}", (long long)t, lr);
     r = r < 0 ? r : call(dv, NV_TRAIN_STEP, cfg, 2, in, n_out, out);
     if (r == 0) {
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < P; i++) {
             o->g[i] = nvw_tensor_from_view(&out[i], false);
-            o->w[i] = nvw_tensor_from_view(&out[4 + i], false);
-            o->m1[i] = nvw_tensor_from_view(&out[8 + i], false);
-            o->m2[i] = nvw_tensor_from_view(&out[12 + i], false);
-            if (!o->g[i] || !o->w[i] || !o->m1[i] || !o->m2[i])
+            o->w[i] = nvw_tensor_from_view(&out[P + i], false);
+            o->m1[i] = nvw_tensor_from_view(&out[2 * P + i], false);
+            o->m2[i] = nvw_tensor_from_view(&out[3 * P + i], false);
+            int64_t n = m->p[i].w->numel;
+            if (!o->g[i] || !o->w[i] || !o->m1[i] || !o->m2[i] || o->g[i]->numel != n ||
+                o->w[i]->numel != n || o->m1[i]->numel != n || o->m2[i]->numel != n)
                 r = -EIO;
         }
-        o->mask = out[16].ndim == 2 ? nvw_tensor_from_view(&out[16], false) : NULL;
-        for (int k = 0; k < (R ? (R + 1) * NP : 0) && r == 0; k++) {
-            nv_tensor *g = nvw_tensor_from_view(&out[NOUT + k], false);
-            if (!g || g->numel != o->w[k % NP]->numel)
+        o->mask = out[4 * P].ndim == 2 ? nvw_tensor_from_view(&out[4 * P], false) : NULL;
+        for (int k = 0; k < (R ? (R + 1) * P : 0) && r == 0; k++) {
+            nv_tensor *g = nvw_tensor_from_view(&out[NOUT(P) + k], false);
+            if (!g || g->numel != o->w[k % P]->numel)
                 r = -EIO;
-            if (k < R * NP)
+            if (k < R * P)
                 o->rg[k] = g;
             else
-                o->red[k - R * NP] = g;
+                o->red[k - R * P] = g;
         }
         if (dv->s->dropout > 0 && (!o->mask || o->mask->numel != (int64_t)dv->s->batch *
                                                                    dv->s->hidden))
@@ -487,7 +491,7 @@ int nvw_train_driven(const nv_longrun_spec *s, const nvw_data *d, nvw_exec *ex, 
         json_t *info = NULL;
         step_out o;
         memset(&o, 0, sizeof o);
-        r = device_step(dv, d, seed, t, lr, &info, &o);
+        r = device_step(dv, d, seed, t, lr, &m, &info, &o);
         if (r == 0 && t == 0) {
             char *ops = json_dumps(json_object_get(info, "ops"), JSON_COMPACT);
             snprintf(run->ops, sizeof run->ops, "%s", ops ? ops : "null");
@@ -516,7 +520,10 @@ int nvw_train_driven(const nv_longrun_spec *s, const nvw_data *d, nvw_exec *ex, 
     }
     if (r < 0)
         snprintf(run->err, sizeof run->err, "%s",
-                 dv && dv->err[0] ? dv->err : ex->err[0] ? ex->err : strerror(-r));
+                 dv && dv->err[0] ? dv->err
+                 : dev.err[0]     ? dev.err /* the step checks' executor */
+                 : ex->err[0]     ? ex->err
+                                  : strerror(-r));
     if (dv && dv->own_ctx)
         dv->table->close(dv->ctx);
     if (dv)

@@ -1,8 +1,10 @@
 /* The long-run models: an MLP classifier (matmul + bias + gelu/relu, twice, then
- * cross entropy) and one transformer encoder block (single-head attention with
+ * cross entropy), one transformer encoder block (single-head attention with
  * softmax, residual + layer_norm, gelu MLP, residual + layer_norm, mean pooling,
- * linear classifier), written once against the tape so the device and the host
- * reference run the same graph. */
+ * linear classifier) and the model kind's small CNN classifier (suites/model.json
+ * "cnn-classifier": conv2d 3x3 + activation + 2x2 max pool, twice, flatten,
+ * linear head; its layers conv1, conv2 and head), written once against the tape
+ * so the device and the host reference run the same graph. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,9 +15,10 @@
 #include "train_internal.h"
 
 /* A parameter initialized N(0, 1) * std (std 0: constant `fill`), rounded to fp32
- * so the device and the reference start from the same values. */
-static int param(nvw_model *m, const char *layer, const char *what, int ndim, int64_t d0,
-                 int64_t d1, double std, double fill, uint64_t seed)
+ * so the device and the reference start from the same values. shape: ndim
+ * extents (1 to 4). */
+static int param_nd(nvw_model *m, const char *layer, const char *what, int ndim,
+                    const int64_t *shape, double std, double fill, uint64_t seed)
 {
     if (m->n_params >= NVW_MAX_PARAMS)
         return -E2BIG;
@@ -23,7 +26,6 @@ static int param(nvw_model *m, const char *layer, const char *what, int ndim, in
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "%s.%s", layer, what);
     snprintf(p->layer, sizeof p->layer, "%s", layer);
-    int64_t shape[2] = {d0, d1};
     p->w = nv_tensor_new(m->master, ndim, shape);
     if (!p->w)
         return -ENOMEM;
@@ -37,6 +39,20 @@ static int param(nvw_model *m, const char *layer, const char *what, int ndim, in
     for (int64_t i = 0; i < p->w->numel; i++)
         p->w->data[i] = std > 0 ? (double)(float)(nv_rng_normal(&r) * std) : fill;
     return m->n_params - 1;
+}
+
+static int param(nvw_model *m, const char *layer, const char *what, int ndim, int64_t d0,
+                 int64_t d1, double std, double fill, uint64_t seed)
+{
+    int64_t shape[2] = {d0, d1};
+    return param_nd(m, layer, what, ndim, shape, std, fill, seed);
+}
+
+/* A 3x3 convolution's weight [co, ci, 3, 3], LeCun normal over its fan-in ci * 9. */
+static int conv(nvw_model *m, const char *name, int64_t ci, int64_t co, uint64_t seed)
+{
+    int64_t shape[4] = {co, ci, 3, 3};
+    return param_nd(m, name, "weight", 4, shape, 1.0 / sqrt((double)ci * 9), 0, seed);
 }
 
 static int linear(nvw_model *m, const char *name, int64_t in, int64_t out, uint64_t seed)
@@ -60,6 +76,11 @@ int nvw_model_init(nvw_model *m, const nv_longrun_spec *s, uint64_t seed, nv_dty
     if (s->model == NV_LR_MLP) {
         r = linear(m, "fc1", s->in_dim, s->hidden, seed);
         r = r < 0 ? r : linear(m, "fc2", s->hidden, s->classes, seed);
+    } else if (s->model == NV_LR_CNN) {
+        int64_t side = s->in_dim / 4, c2 = 2 * (int64_t)s->hidden;
+        r = conv(m, "conv1", 1, s->hidden, seed);
+        r = r < 0 ? r : conv(m, "conv2", s->hidden, c2, seed);
+        r = r < 0 ? r : linear(m, "head", c2 * side * side, s->classes, seed);
     } else {
         int64_t D = s->in_dim;
         r = param(m, "attn", "wq", 2, D, D, 1.0 / sqrt((double)D), 0, seed);
@@ -185,6 +206,23 @@ static int block_logits(nvw_model *m, nvw_tape *tp, const int *pv, int x, int64_
     return affine(tp, pv, 12, r, B);
 }
 
+/* The model kind's CNN: [B, 1, S, S] -> conv1 (hidden channels) -> act -> pool
+ * -> conv2 (2 hidden) -> act -> pool -> flatten [B, 2 hidden (S/4)^2] -> head. */
+static int cnn_logits(nvw_model *m, nvw_tape *tp, const int *pv, int x, int64_t B)
+{
+    const nv_longrun_spec *s = m->s;
+    int r = x;
+    for (int l = 0; l < 2; l++) {
+        int cw[2] = {r, pv[l]};
+        TRY(r = nvw_tape_op(tp, "conv2d", "{\"padding\":1}", 2, cw));
+        TRY(r = act(tp, s->relu, r));
+        TRY(r = nvw_tape_op(tp, "max_pool2d", "{\"kernel\":2}", 1, &r));
+    }
+    int64_t side = s->in_dim / 4, flat[2] = {B, 2 * (int64_t)s->hidden * side * side};
+    TRY(r = nvw_tape_reshape(tp, r, 2, flat));
+    return affine(tp, pv, 2, r, B);
+}
+
 int nvw_model_loss(nvw_model *m, nvw_tape *tp, nv_tensor *x, nv_tensor *target)
 {
     int r, pv[NVW_MAX_PARAMS];
@@ -196,6 +234,8 @@ int nvw_model_loss(nvw_model *m, nvw_tape *tp, nv_tensor *x, nv_tensor *target)
     int64_t B = x->shape[0];
     if (m->s->model == NV_LR_MLP)
         TRY(r = mlp_logits(m, tp, pv, xv, B));
+    else if (m->s->model == NV_LR_CNN)
+        TRY(r = cnn_logits(m, tp, pv, xv, B));
     else
         TRY(r = block_logits(m, tp, pv, xv, B));
     int ce[2] = {r, yv};

@@ -17,7 +17,8 @@
 /* ---- the synthetic dataset (data.c) ---- */
 typedef struct nvw_data {
     const nv_longrun_spec *s;
-    int64_t in_numel; /* per example */
+    int64_t in_numel;   /* per example */
+    int64_t teacher_in; /* the teacher's input features (cnn: the pixels) */
     double *t1, *t2;  /* teacher weights */
     nv_tensor *eval_x, *eval_y;
     double bayes_loss; /* mean teacher entropy over the eval inputs */
