@@ -220,6 +220,14 @@ static const nv_op_def table[NVO_COUNT] = {
      .n_inputs = 1,
      .inputs = {{"logits", -INFINITY, INFINITY, false}},
      .edges = nvo_edges_generic},
+    /* Rotary position embedding (rotary.c, Su et al. 2021): linear in x, so its
+     * backward is the rotation by minus the angle. */
+    {.name = "rotary_embedding",
+     .kind = NV_OPK_ROTARY,
+     .n_inputs = 1,
+     .inputs = {LINE},
+     .differentiable = true,
+     .edges = nvo_edges_generic},
 };
 
 const nv_op_def *nv_op_find(const char *name)
@@ -530,6 +538,9 @@ int nv_op_infer(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_te
     case NV_OPK_SELECT:
         r = nvo_select_infer(op, n_in, in, &nd, shape, err, errlen);
         break;
+    case NV_OPK_ROTARY:
+        r = nvo_rotary_infer(op, a, n_in, in, &nd, shape, err, errlen);
+        break;
     default:
         r = nvo_matmul_infer(op, a, n_in, in, &nd, shape, err, errlen);
         break;
@@ -567,6 +578,8 @@ int64_t nv_op_reduction_len(const nv_op_def *op, const nv_op_attrs *a, int n_in,
             return 1;
         return nv_conv_geom_of(a, x, pool ? NULL : in[1], &g) == 0 ? g.k + 1 : 1;
     }
+    if (op->kind == NV_OPK_ROTARY)
+        return 2; /* x_a cos - x_b sin: two terms (the bound's terms, tolerances.c) */
     if (op->kind != NV_OPK_REDUCE)
         return 1;
     if (id == NVO_CROSS_ENTROPY) {
