@@ -287,8 +287,11 @@ bool nv_op_zero_sign_judged(const nv_op_def *op)
 {
     /* Reductions and matmul start their accumulators from +0 where IEEE's sum
      * of -0 terms is -0, and the max reduction keeps whichever of -0 and +0 its
-     * comparisons meet first: their zero's sign is not part of the contract. */
-    return op && !nv_op_accumulates(op);
+     * comparisons meet first: their zero's sign is not part of the contract.
+     * rotary_embedding is a two-term sum x_a cos - x_b sin (and the identity
+     * at position 0): x cos + (-x') sin and x cos - x' sin are both IEEE
+     * evaluations and give different zeros. */
+    return op && !nv_op_accumulates(op) && op->kind != NV_OPK_ROTARY;
 }
 
 bool nv_op_accumulates(const nv_op_def *op)

@@ -124,7 +124,8 @@ nv_input_domain nv_op_input_domain(const nv_op_def *op, int i);
  * -0 < +0; §9.2.1 odd functions at +-0; §5.4.2 conversions), and numval's
  * contract extends it to sigmoid, erf, gelu, silu and relu (a correctly
  * rounded zero has the exact value's sign; relu(-0) = +0); false for the
- * reductions and matmul (docs/TOLERANCES.md "Signed zero" says why). */
+ * reductions, matmul and rotary_embedding (docs/TOLERANCES.md "Signed zero"
+ * says why). */
 bool nv_op_zero_sign_judged(const nv_op_def *op);
 
 /* Attributes from a JSON object (NULL = all defaults). Unknown keys are refused.

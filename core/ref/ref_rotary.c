@@ -262,6 +262,27 @@ int nvb_vjp_rotary(const nv_op_attrs *a, const nv_tensor *const *in, const doubl
     return for_pairs(a, in[0], vjp_pair, &v);
 }
 
+typedef struct sens_ctx {
+    const double *gy;
+    double *sens;
+} sens_ctx;
+
+static void sens_pair(void *vc, int64_t ia, int64_t ib, double c, double s, double phi)
+{
+    (void)phi;
+    sens_ctx *v = vc;
+    double ga = v->gy[ia], gb = v->gy[ib];
+    v->sens[ia] = fabs(ga * c) + fabs(gb * s);
+    v->sens[ib] = fabs(gb * c) + fabs(ga * s);
+}
+
+int nvb_sens_rotary(const nv_op_attrs *a, const nv_tensor *const *in, const double *gy,
+                    double *sens)
+{
+    sens_ctx v = {.gy = gy, .sens = sens};
+    return for_pairs(a, in[0], sens_pair, &v);
+}
+
 int nvb_vjp2_rotary(const nv_tensor *const *in, double *const *hx, double *const *mag)
 {
     for (int64_t e = 0; e < in[0]->numel; e++) {
