@@ -48,8 +48,8 @@ int64_t nvb_conv_sum_len(int id, const nv_op_attrs *a, const nv_tensor *const *i
 int nvb_forward_rotary(const nv_op_attrs *a, const nv_tensor *const *in, double *out);
 int nvb_vjp_rotary(const nv_op_attrs *a, const nv_tensor *const *in, const double *gy,
                    double *const *gx, double *const *mag);
-/* nv_op_vjp_sens of rotary_embedding: |gy_a c| + |gy_b s| (gx_a), the error
- * of a backward whose cos and sin tables are held in the storage dtype. */
+/* nv_op_vjp_sens of rotary_embedding: 3 (|gy_a c| + |gy_b s|) (gx_a), the
+ * error of a backward whose tables and products are held in the storage dtype. */
 int nvb_sens_rotary(const nv_op_attrs *a, const nv_tensor *const *in, const double *gy,
                     double *sens);
 int nvb_vjp2_rotary(const nv_tensor *const *in, double *const *hx, double *const *mag);

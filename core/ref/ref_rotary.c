@@ -33,7 +33,8 @@
  * in fp32 from an fp32 inverse frequency (relative (ln theta + 4) u_a: the
  * exponent 2k/hd, pow, the reciprocal and the product), cos and sin faithfully
  * (2 u_a each), holds the tables in the output dtype (u_t) and rounds the two
- * products and the difference there (gamma_2). */
+ * products and the difference there (gamma_2); plus 2 min_normal(dt) for the
+ * gradual underflow of those three roundings. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -131,6 +132,10 @@ int nvo_ref_rotary(const nv_op_attrs *a, const nv_tensor *const *in, const nv_re
     nv_dtype dt = o->hi->dtype;
     double ut = unit_roundoff(dt), ua = unit_roundoff(dt == NV_DT_FP64 ? NV_DT_FP64 : NV_DT_FP32);
     double lnb = log(g.theta);
+    /* gradual underflow (Higham §2.1, model (2.8)): each of the three roundings
+     * in the output dtype may err by min_subnormal / 2 = u_t min_normal beyond
+     * the relative model; 2 min_normal in abs_sum covers them under c = 2 */
+    nv_mag uf = nv_mag_from_d(2 * nv_dtype_get(dt)->min_normal);
     mpfr_t c, s, phi;
     mpfr_inits2(REF_ROPE_PREC, c, s, phi, (mpfr_ptr)0);
     int64_t half = g.hd / 2, blocks = g.rows / g.t; /* rows of one position: blocks x heads */
@@ -164,7 +169,8 @@ int nvo_ref_rotary(const nv_op_attrs *a, const nv_tensor *const *in, const nv_re
                     nv_mag pb = nv_mag_from_d(4 * (fabs(xb * cd) / 2 + fabs(xa * sd) / 2));
                     int64_t idx[2] = {ia, ib};
                     double hs[2] = {ya_hi, yb_hi}, ls[2] = {ya_lo, yb_lo};
-                    nv_mag ms[2] = {nv_mag_add(both, pa), nv_mag_add(both, pb)};
+                    nv_mag ms[2] = {nv_mag_add(nv_mag_add(both, pa), uf),
+                                    nv_mag_add(nv_mag_add(both, pb), uf)};
                     for (int q = 0; q < 2; q++) {
                         o->hi->data[nv_tensor_offset_linear(o->hi, idx[q])] = hs[q];
                         if (o->lo)
@@ -262,6 +268,12 @@ int nvb_vjp_rotary(const nv_op_attrs *a, const nv_tensor *const *in, const doubl
     return for_pairs(a, in[0], vjp_pair, &v);
 }
 
+/* The backward of a framework's rope composed of elementwise ops (autograd
+ * through x cos + rotate(x) sin) rounds in the storage dtype three times per
+ * term: the table, the product with gy and the rotation's sum of two
+ * products, the last of which the check's half ulp covers; hence 3 times the
+ * weight |gy_a c| + |gy_b s|, the forward's model (tables and products in the
+ * output dtype) applied to the backward. */
 typedef struct sens_ctx {
     const double *gy;
     double *sens;
@@ -272,8 +284,8 @@ static void sens_pair(void *vc, int64_t ia, int64_t ib, double c, double s, doub
     (void)phi;
     sens_ctx *v = vc;
     double ga = v->gy[ia], gb = v->gy[ib];
-    v->sens[ia] = fabs(ga * c) + fabs(gb * s);
-    v->sens[ib] = fabs(gb * c) + fabs(ga * s);
+    v->sens[ia] = 3 * (fabs(ga * c) + fabs(gb * s));
+    v->sens[ib] = 3 * (fabs(gb * c) + fabs(ga * s));
 }
 
 int nvb_sens_rotary(const nv_op_attrs *a, const nv_tensor *const *in, const double *gy,

@@ -9,7 +9,9 @@ the half split (plugin_fault_rope.c, the classic convention mix-up) fails
 every half-split op job with bound_exceeded and passes the interleaved ones
 it gets right, and a job whose rows all sit at position 0 cannot see it (the
 rotation is the identity there): the suite's jobs start above it for that
-reason.
+reason. Where /usr/bin/python3 has torch, the same jobs pass through the
+PyTorch harness on the CPU (worker/harness/torch_harness.py: Hugging Face's
+fp32 angle and tables cast to x's dtype), the forward and autograd's backward.
 
 usage: test_rotary.py NUMVAL_WORKER FAULT_ROPE_SO SOURCE_ROOT   (TAP)"""
 import json
@@ -107,11 +109,27 @@ def check_fault(tmp):
        "\n".join(bad[:20]))
 
 
+def check_torch(tmp):
+    py = "/usr/bin/python3"
+    if subprocess.run([py, "-c", "import torch"], capture_output=True).returncode != 0:
+        print("ok - torch harness # SKIP no torch for %s" % py, flush=True)
+        return
+    harness = os.path.join(ROOT, "worker", "harness", "torch_harness.py")
+    jobs = shipped("smoke.json") + shipped("gradient.json")
+    rc, doc, err = run(tmp, jobs, "exec:%s %s --device cpu" % (py, harness))
+    cs = list(cases(doc))
+    bad = ["%s %s %s: %s %s" % (j.get("kind"), c["dtype"], c.get("input"), c["verdict"],
+                                c.get("failure_class")) for j, c in cs if c["verdict"] != "passed"]
+    ok(rc == 0 and cs and not bad, "torch harness (CPU): %d rotary op and gradient cases pass"
+       % len(cs), bad[:20] + [err[-300:]])
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="nv-rotary-")
     try:
         check_emu(tmp)
         check_fault(tmp)
+        check_torch(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return finish()
