@@ -291,12 +291,15 @@ bool nv_op_zero_sign_judged(const nv_op_def *op)
      * rotary_embedding is a two-term sum x_a cos - x_b sin (and the identity
      * at position 0): x cos + (-x') sin and x cos - x' sin are both IEEE
      * evaluations and give different zeros. */
-    return op && !nv_op_accumulates(op) && op->kind != NV_OPK_ROTARY;
+    return op && !nv_op_accumulates(op);
 }
 
 bool nv_op_accumulates(const nv_op_def *op)
 {
-    return op && (op->kind == NV_OPK_REDUCE || op->kind == NV_OPK_MATMUL || op->kind == NV_OPK_CONV);
+    /* rotary_embedding: a two-term sum x_a cos - x_b sin judged by the bound
+     * metric, whose weight abs_sum its reference fills (ref_rotary.c) */
+    return op && (op->kind == NV_OPK_REDUCE || op->kind == NV_OPK_MATMUL ||
+                  op->kind == NV_OPK_CONV || op->kind == NV_OPK_ROTARY);
 }
 
 /* ---- dtype support ---- */

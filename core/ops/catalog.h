@@ -206,8 +206,9 @@ static inline void nv_rope_pair(const nv_rope_geom *g, int64_t k, int64_t *a, in
     *b = g->interleaved ? 2 * k + 1 : k + g->hd / 2;
 }
 
-/* Whether op accumulates (reductions, matmul, conv2d): its reference fills
- * abs_sum with sum |terms| and the accumulator demand (reference.h). */
+/* Whether op accumulates (reductions, matmul, conv2d, and rotary_embedding's
+ * two-term sum): its reference fills abs_sum with sum |terms| (rotary: its
+ * error model's weight) and the accumulator demand (reference.h; 0 for rotary). */
 bool nv_op_accumulates(const nv_op_def *op);
 
 /* The reduction length n of the output's reduction (1 for elementwise, K for

@@ -9,7 +9,9 @@ the half split (plugin_fault_rope.c, the classic convention mix-up) fails
 every half-split op job with bound_exceeded and passes the interleaved ones
 it gets right, and a job whose rows all sit at position 0 cannot see it (the
 rotation is the identity there): the suite's jobs start above it for that
-reason. Where /usr/bin/python3 has torch, the same jobs pass through the
+reason. The opt-in graphs of docs/examples/rope_attention.json (rotary q and
+k, q k^T, softmax: a prefill and a decode step at position 16) pass as fused
+jobs on emu. Where /usr/bin/python3 has torch, the same jobs pass through the
 PyTorch harness on the CPU (worker/harness/torch_harness.py: Hugging Face's
 fp32 angle and tables cast to x's dtype), the forward and autograd's backward.
 
@@ -109,6 +111,26 @@ def check_fault(tmp):
        "\n".join(bad[:20]))
 
 
+def check_graphs(tmp):
+    with open(os.path.join(ROOT, "docs", "examples", "rope_attention.json")) as f:
+        jobs = json.load(f)["jobs"]
+    bad, count = [], 0
+    for seed in range(1, SEEDS + 1):
+        rc, doc, err = run(tmp, [dict(j, seed=seed) for j in jobs], "emu")
+        for job, c in cases(doc):
+            count += 1
+            if c["verdict"] != "passed":
+                bad.append("seed %d %s %s: %s %s" % (seed, job.get("name"), c["dtype"],
+                                                     c["verdict"], c.get("error", "")[:200]))
+        if rc != 0:
+            bad.append("seed %d: exit %d %s" % (seed, rc, err[-300:]))
+    ok(not bad and count == 4 * SEEDS and any(
+        n["op"] == "rotary_embedding" and n.get("attrs", {}).get("offset") == 16
+        for j in jobs for n in j["graph"]["nodes"]),
+       "rope-attention graphs (prefill, decode at position 16): %d fused cases pass on emu"
+       % count, bad[:20])
+
+
 def check_torch(tmp):
     py = "/usr/bin/python3"
     if subprocess.run([py, "-c", "import torch"], capture_output=True).returncode != 0:
@@ -129,6 +151,7 @@ def main():
     try:
         check_emu(tmp)
         check_fault(tmp)
+        check_graphs(tmp)
         check_torch(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
