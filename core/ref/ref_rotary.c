@@ -175,8 +175,7 @@ int nvo_ref_rotary(const nv_op_attrs *a, const nv_tensor *const *in, const nv_re
                         o->hi->data[nv_tensor_offset_linear(o->hi, idx[q])] = hs[q];
                         if (o->lo)
                             o->lo->data[nv_tensor_offset_linear(o->lo, idx[q])] = ls[q];
-                        nvo_put_abs(o,
-                                    o->abs_sum ? nv_tensor_offset_linear(o->abs_sum, idx[q]) : 0,
+                        nvo_put_abs(o, o->abs_sum ? nv_tensor_offset_linear(o->abs_sum, idx[q]) : 0,
                                     o->abs_exp ? nv_tensor_offset_linear(o->abs_exp, idx[q]) : 0,
                                     ms[q]);
                         if (o->peak)

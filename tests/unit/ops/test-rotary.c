@@ -131,12 +131,13 @@ static void test_large_positions(void)
            "position 2^31 - 1, frequency 10000^(-1/4): cos and sin of 214748364.7 (bc)");
     double w[6] = {0, 1, 0, 0, 0, 0};
     v = ref("{\"offset\": 1000}", 1, 6, w, NV_DT_FP32);
-    tap_ok(v.r == 0 &&
-               matches(v.hi[1], v.lo[1],
-                       "-0.7596630714585294014933211219673640317187974285905638727378790553235695") &&
-               matches(v.hi[4], v.lo[4],
-                       "0.6503168595863044762934411562277088180633433185039406858410293151358396"),
-           "hd = 6 (exponent -1/3, not dyadic), position 1000: angle 46.4158883... (bc)");
+    tap_ok(
+        v.r == 0 &&
+            matches(v.hi[1], v.lo[1],
+                    "-0.7596630714585294014933211219673640317187974285905638727378790553235695") &&
+            matches(v.hi[4], v.lo[4],
+                    "0.6503168595863044762934411562277088180633433185039406858410293151358396"),
+        "hd = 6 (exponent -1/3, not dyadic), position 1000: angle 46.4158883... (bc)");
 }
 
 static void test_cancellation(void)
@@ -222,16 +223,15 @@ static void test_errors(void)
     nv_op_attrs a;
     char *msg;
     int r = attrs("{\"theta\": 1}", &a, &msg);
-    tap_ok(r < 0 && msg && strstr(msg, "theta"),
-           "theta 1 refused: %s", msg ? msg : "");
+    tap_ok(r < 0 && msg && strstr(msg, "theta"), "theta 1 refused: %s", msg ? msg : "");
     free(msg);
     r = attrs("{\"interleaved\": 1}", &a, &msg);
-    tap_ok(r < 0 && msg && strstr(msg, "interleaved"),
-           "interleaved must be a boolean: %s", msg ? msg : "");
+    tap_ok(r < 0 && msg && strstr(msg, "interleaved"), "interleaved must be a boolean: %s",
+           msg ? msg : "");
     free(msg);
     r = attrs("{\"heads\": 2}", &a, &msg);
-    tap_ok(r < 0 && msg && strstr(msg, "head_dim"),
-           "unknown key lists the accepted ones: %s", msg ? msg : "");
+    tap_ok(r < 0 && msg && strstr(msg, "head_dim"), "unknown key lists the accepted ones: %s",
+           msg ? msg : "");
     free(msg);
     struct {
         const char *json;
