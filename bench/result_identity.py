@@ -11,9 +11,11 @@ a check for changes that must not move a result.
 Usage: bench/result_identity.py BEFORE_WORKER AFTER_WORKER [WORKDIR] [--quick]
        bench/result_identity.py --save DIR WORKER [--quick]
        bench/result_identity.py --check DIR WORKER [--quick]
+       bench/result_identity.py --save|--check DIR WORKER --suite FILE [--backend SPEC]
 (--quick: the smoke suite only; --save writes one worker's stripped results to
 DIR, --check compares another worker's against them, so that a series of
-changes runs the baseline once)
+changes runs the baseline once; --suite: that job or suite file alone, on emu or
+--backend SPEC, without artifacts)
 """
 import hashlib, json, os, subprocess, sys, tempfile
 
@@ -44,7 +46,9 @@ def run(worker, job, backend, threads, art=None):
     return p.returncode, out, arts
 
 
-def runs_of(quick):
+def runs_of(quick, suite=None, backend="emu"):
+    if suite:
+        return [(os.path.abspath(suite), backend, False)]
     extra = os.path.join(ROOT, "bench", "identity_jobs.json")
     runs = [(os.path.join(ROOT, "suites", s + ".json"), "emu", False)
             for s in ("smoke", "gradient", "fused")]
@@ -52,11 +56,11 @@ def runs_of(quick):
     return runs[:1] if quick else runs
 
 
-def snapshot(mode, where, worker, quick):
+def snapshot(mode, where, worker, quick, suite=None, backend="emu"):
     """--save: results into where; --check: against them."""
     bad = 0
     work = tempfile.mkdtemp(prefix="nv-identity-")
-    for job, backend, with_art in runs_of(quick):
+    for job, backend, with_art in runs_of(quick, suite, backend):
         for t in (1, 2):
             key = "%s-%s-t%d" % (os.path.basename(job), backend.replace(":", "_"), t)
             art = os.path.join(work, key) if with_art else None
@@ -80,8 +84,15 @@ def snapshot(mode, where, worker, quick):
 def main():
     quick = "--quick" in sys.argv
     args = [a for a in sys.argv[1:] if a != "--quick"]
+    opt = {}
+    for k in ("--suite", "--backend"):
+        if k in args:
+            i = args.index(k)
+            opt[k] = args[i + 1]
+            del args[i:i + 2]
     if args and args[0] in ("--save", "--check"):
-        return snapshot(args[0], args[1], args[2], quick)
+        return snapshot(args[0], args[1], args[2], quick, opt.get("--suite"),
+                        opt.get("--backend", "emu"))
     before, after = args[0], args[1]
     work = args[2] if len(args) > 2 else tempfile.mkdtemp(prefix="nv-identity-")
     runs = runs_of(quick)

@@ -92,7 +92,9 @@ static int promote_case(nvd_store *s, int64_t job_id, const json_t *result, cons
     /* A model case's op is "model": its reproducer is an op case of the first
      * divergent node, named by the signature's op and dtype the same way. */
     const char *rkind = json_string_value(json_object_get(result, "kind"));
-    if (rkind && !strcmp(rkind, "model"))
+    /* A serving case's op is "serving" too: its reproducer is a serving pair or
+     * an op case of the first divergent node's op. */
+    if (rkind && (!strcmp(rkind, "model") || !strcmp(rkind, "serving")))
         named = sig;
     nvd_suite_new n = {
         .signature = id,

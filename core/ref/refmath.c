@@ -336,7 +336,7 @@ static inline const nv_dtype_info *fast_target(nv_dtype dt)
  * with |L| tiny against |A|, and L is computed directly (no cancellation) to
  * relative *ret_eps: tanh 1 - 2 sigmoid(-2|x|), erf 1 - erfc(|x|), sigmoid
  * 1 - sigmoid(-x), silu x - x sigmoid(-x), gelu x - x/2 erfc(x/sqrt 2) or
- * x - x sigmoid(-t), expm1 -1 + e^x. There fp64 cannot hold A + L to the
+ * x - x sigmoid(-t), expm1 -1 + e^x, exp near 0 1 + expm1(x) (L has x's sign). There fp64 cannot hold A + L to the
  * precision the decision needs, but the pair can. Below the tail thresholds
  * (where |L| > about 2^-36 |A|) the plain fp64 value decides.
  * Deep in the tail (|L| < 2^-59 |A|, bounds by hand: 1 - tanh(x) < 2e^-2x,
@@ -401,6 +401,17 @@ RM_INLINE bool fast_tail(nv_fn f, double x, bool need_l, double *ret_a, double *
         eps = (t + 1) * 8 * 0x1p-53 + 0x1p-45;
         break;
     }
+    case NV_FN_EXP:
+        /* Near 0, e^x = 1 + expm1(x): the 2^23 x 99 fp32 encodings below 2^-25 in
+         * magnitude (40% of all) would otherwise each take MPFR, because fp64
+         * holds 1 + x to no better than the decision's bound. */
+        if (ax >= 0x1p-36 || x == 0)
+            return false;
+        a = 1.0;
+        deep = ax < 0x1p-59;
+        l = expm1(x); /* glibc: at most 1 ulp (libm-test-ulps, x86_64) */
+        eps = 0x1p-47;
+        break;
     case NV_FN_EXPM1:
         if (x > -25)
             return false;

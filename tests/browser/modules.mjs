@@ -379,3 +379,16 @@ test('a case links its history under the key numvald keys it by', async () => {
     {kind: 'fused', spec: {name: 'attention-small'}})), {op: 'attention-small', dtype: 'bf16', kind: 'fused', input: 'normal', device: 'f'});
   assert.equal(q(historyHref({op: 'sigmoid', dtype: 'fp32', checks: {}}, null)).kind, 'gradient');
 });
+
+test('serving case: what its reproducer is and who took its greedy tokens', async () => {
+  const {reproducerText, greedyText} = await import('../../web/app/views/serving.js');
+  assert.equal(reproducerText({localized: {state: 'serving_pair', reason: 'node decoder.0.q'}}),
+    'a serving pair (the node\'s op alone and in the batch): node decoder.0.q');
+  assert.equal(reproducerText({localized: {state: 'op_case', reason: 'r'}}),
+    'an op case of the first op that fails its tolerance: r');
+  assert.equal(reproducerText({localized: {state: 'none', reason: 'why'}}), 'none: why');
+  assert.equal(reproducerText({}), null);
+  assert.equal(greedyText({argmax: 'device'}), 'the device\'s argmax op');
+  assert.match(greedyText({argmax: 'kind'}), /does not offer the op/);
+  assert.equal(greedyText({}), null);
+});

@@ -1,8 +1,9 @@
 // Browser test of the serving view (web/app/views/serving.js): a real numvald
 // with its supervised emu workers runs serving jobs of suites/serving.json
 // (fp32, smaller prompt and context) on emu (long context and paged cache pass),
-// emu:kv_cache=bf16 (prefill vs decode and long context fail at the first read
-// of the narrowed cache) and emu:batch_splitk=on (batch invariance and sustained
+// emu:kv_cache=bf16 (prefill vs decode, long context and the paged cache fail: the
+// first read of the narrowed cache, a recomputed token with its page) and
+// emu:batch_splitk=on (batch invariance and sustained
 // batching fail, naming the batch), and Debian's chromium shows the job pages and
 // a case page. The repeated-sampling check is not built in the worker yet: a
 // sampling case with its histogram is uploaded through the worker API by this
@@ -108,7 +109,8 @@ before(async () => {
   svc = await startService({bins: BINS, dir: tmp, root: ROOT,
     devices: {emukv: 'emu:kv_cache=bf16', emusplit: 'emu:batch_splitk=on'}});
   const want = {pdKv: ['prefill_decode', 'emukv'], lcOk: ['long_context', 'emu0'], lcKv: ['long_context', 'emukv'],
-    batchSplit: ['batch', 'emusplit'], sustSplit: ['sustained', 'emusplit'], pagedOk: ['paged', 'emu0']};
+    batchSplit: ['batch', 'emusplit'], sustSplit: ['sustained', 'emusplit'], pagedOk: ['paged', 'emu0'],
+    pagedKv: ['paged', 'emukv']};
   const ids = {};
   for (const [k, [check, device]] of Object.entries(want)) {
     const r = await api(svc, 'POST', '/jobs', {...shipped(check), device}, svc.submitToken);
@@ -132,7 +134,7 @@ after(async () => {
 test('verdicts: each misbehaving mode fails its check, the correct mode passes', {skip: SKIP}, () => {
   const st = Object.fromEntries(Object.entries(jobs).map(([k, j]) => [k, j.state]));
   assert.deepEqual(st, {pdKv: 'failed', lcOk: 'passed', lcKv: 'failed', batchSplit: 'failed', sustSplit: 'failed',
-    pagedOk: 'passed', sampling: 'passed'});
+    pagedOk: 'passed', pagedKv: 'failed', sampling: 'passed'});
 });
 
 test('prefill vs decode: per-position error and agreement plots, table, first position out of band', {skip: SKIP}, async () => {
@@ -244,6 +246,9 @@ test('sustained batching and paged cache: per request', {skip: SKIP}, async () =
   assert.equal(await page.locator('#serving-check').innerText(), 'Paged KV cache');
   assert.equal(await page.locator('#serving-evictions').innerText(), num(pg.evictions));
   assert.equal(await page.locator('#serving-pages').innerText(), `${num(pg.pages)} pages of ${num(pg.page)} positions`);
+  assert.equal(pg.rule, 'bits');
+  assert.match(await page.locator('#serving-paged-rule').innerText(), /^bit for bit \(the device declares a sequential reduction order/);
+  assert.equal(await page.locator('#serving-first-failure').count(), 0);
   rows = page.locator('#serving-requests tbody tr');
   assert.equal(await rows.count(), pg.per_request.length);
   for (let i = 0; i < pg.per_request.length; i++) {
@@ -255,6 +260,16 @@ test('sustained batching and paged cache: per request', {skip: SKIP}, async () =
   assert.equal(await page.locator('#serving-requests tr.divergent').count(), 0);
   assert.equal(await page.locator('#serving-cause').count(), 0);
   await shot('43-serving-paged-passed');
+
+  const kc = await caseOf(jobs.pagedKv);
+  const f = kc.criteria.paged.first_failure;
+  await openJob(jobs.pagedKv);
+  assert.equal(await page.locator('#serving-cause').innerText(), kc.error);
+  assert.equal(await page.locator('#serving-first-failure').innerText(),
+    `request ${num(f.request)}, token ${num(f.token)}, schedule step ${num(f.schedule_step)}, `
+    + `position ${num(f.position)} in page ${num(f.page)} of ${num(kc.criteria.paged.page)} positions; `
+    + `computed by a recomputation; ${num(f.values_differing)} values differ (bit for bit)`);
+  await shot('43-serving-paged-failed');
 });
 
 test('repeated sampling: histogram vs reference from a stored case', {skip: SKIP}, async () => {

@@ -4,10 +4,12 @@ the harness", docs/EXEC_PROTOCOL.md "Optional requests"): the harness runs the
 decoder's steps in torch with its own paged KV cache, numval judges the logits
 against its references as for any device. suites/serving.json (long context cut
 to 128 positions) through the harness on the CPU:
-- attention "batched" (the default): prefill_decode, long_context, batch and
-  sustained pass in fp32 and bf16; paged fails at a recomputed token (measured:
-  torch's softmax of a prefill row padded with -inf does not reproduce the
-  decode step's bits, docs/TORCH_FINDINGS.md);
+- attention "batched" (the default): every check passes in fp32 and bf16; paged's
+  recomputed tokens do not reproduce the decode steps' bits (torch's softmax of a
+  prefill row padded with -inf, docs/TORCH_FINDINGS.md) and are judged within
+  2 band(t), as the harness declares no sequential reduction order; with
+  --serve-fault kv_bf16 paged fp32 fails there at a recomputed token, naming its
+  page;
 - attention "rowwise" (each query row its own call): every check passes, the
   fp32 prefill equal to the cached decode bit for bit;
 - --serve-fault kv_bf16 (the KV cache held in bf16 while the job declares fp32):
@@ -15,8 +17,8 @@ to 128 positions) through the harness on the CPU:
   at a recomputation; batch and sustained pass; every bf16 case passes;
 - --serve-fault batch_splitk (weight matmuls split-k by the batch's row
   count): batch fails naming the batch of 2 and the packed layout from decode
-  step 0, sustained naming the schedule step; prefill_decode and long_context
-  pass;
+  step 0, sustained naming the schedule step, paged at a decode step before any
+  recomputation (judged bit for bit); prefill_decode and long_context pass;
 - --no-requests (a harness without the request): the same jobs run op by op
   ("device_steps": "ops"), and there torch.matmul in bf16 changes a row's bits
   with the batch's row count, which the batch check catches where the
@@ -151,11 +153,22 @@ def main(tmp):
     jobs = suite()
 
     cases, results, err = run(tmp, jobs)
-    ok(verdicts(cases, {("paged-cache", "fp32"): ("failed", "paged_recompute_mismatch"),
-                        ("paged-cache", "bf16"): ("failed", "paged_recompute_mismatch")}) and
-       all("recomputation" in cases[("paged-cache", d)]["error"] for d in ("fp32", "bf16")),
-       "batched attention: every check passes in fp32 and bf16 but paged, which fails at a "
-       "token computed by a recomputation", brief(cases) or err[-800:])
+    ok(verdicts(cases, {}), "batched attention: every check passes in fp32 and bf16",
+       brief(cases) or err[-800:])
+    pgs = [cases.get(("paged-cache", d), {}).get("criteria", {}).get("paged", {})
+           for d in ("fp32", "bf16")]
+    ok(all(p.get("rule") == "band" and p.get("evictions", 0) > 0 and p.get("worst_ratio", 9) < 1
+           and sum(q["values_differing"] for q in p.get("per_request", [])) > 0 for p in pgs),
+       "batched attention: paged's recomputed logits differ in bits from the uninterrupted run "
+       "and lie within 2 band(t) (worst d/allowed %s)" % [p.get("worst_ratio") for p in pgs], pgs)
+    pc, _, err = run(tmp, suite(["paged-cache"]), "--serve-fault kv_bf16")
+    c = pc.get(("paged-cache", "fp32"), {})
+    f = c.get("criteria", {}).get("paged", {}).get("first_failure") or {}
+    ok(c.get("failure_class") == "paged_recompute_mismatch" and f.get("rule") == "band" and
+       f.get("recomputed") is True and ", in page %d of " % f.get("page", -1) in c.get("error", "")
+       and pc.get(("paged-cache", "bf16"), {}).get("verdict") == "passed",
+       "batched attention, kv_bf16: paged fp32 fails beyond the band at a recomputed token, "
+       "naming its schedule step and page; bf16 passes", brief(pc) or err[-800:])
     ok(cases and all(c.get("device_steps") == "harness" for c in cases.values()) and
        all(r.get("mode", {}).get("serve") == {"fault": "none", "attention": "batched"}
            for r in results),
@@ -173,8 +186,8 @@ def main(tmp):
        "32 positions)", pd.get("worst_ratio"))
     pg = cases.get(("paged-cache", "fp32"), {}).get("criteria", {}).get("paged", {})
     ok(pg.get("evictions", 0) > 0 and pg.get("judged") is True,
-       "rowwise attention: paged evicted and recomputed (%s evictions), judged bit for bit"
-       % pg.get("evictions"), pg)
+       "rowwise attention: paged evicted and recomputed (%s evictions), judged (%s)"
+       % (pg.get("evictions"), pg.get("rule")), pg)
 
     cases, _, err = run(tmp, jobs, "--serve-attention rowwise --serve-fault kv_bf16")
     ok(verdicts(cases, {("prefill-decode", "fp32"): ("failed", "prefill_decode_mismatch"),

@@ -18,6 +18,8 @@
 
 static void artifact_failure_key(const json_t *manifest, char *key, size_t len);
 static void artifact_gate(const nvw_gate_env *env, const nvw_gate_case *k);
+static void serving_failure_key(const json_t *manifest, char *key, size_t len);
+static void serving_gate(const nvw_gate_env *env, const nvw_gate_case *k);
 
 static const nvw_kind kinds[] = {
     {.name = "op",
@@ -52,7 +54,19 @@ static const nvw_kind kinds[] = {
      .gate = artifact_gate},
     {.name = "suite", .run = nvw_run_suite},
     {.name = "contract", .run = nvw_run_contract},
-    {.name = "serving", .run = nvw_run_serving},
+    /* A batch or sustained failure's artifact is a serving pair
+     * (worker/kinds/serving/localize.c): the first divergent node's op called
+     * on the request alone and among the others; a prefill_decode or
+     * long_context failure's is an op case of the first op call that fails
+     * its tolerance (localize_op.c), whose signature and gate are the op
+     * kind's. */
+    {.name = "serving",
+     .run = nvw_run_serving,
+     .repro_main = nvw_serving_repro_main,
+     .minimize_main = nvw_serving_minimize_main,
+     .failure_key = serving_failure_key,
+     .gate = serving_gate,
+     .replay = nvw_serving_replay},
     {.name = "rng", .run = nvw_run_rng},
 };
 
@@ -120,6 +134,41 @@ static void artifact_gate(const nvw_gate_env *env, const nvw_gate_case *kc)
     const nvw_kind *k = artifact_kind(a->manifest);
     nv_artifact_free(a);
     if (k && k->gate)
+        k->gate(env, kc);
+}
+
+/* A serving failure's artifact: a serving pair (its spec the serving job's),
+ * or another kind's case (its spec that kind's). */
+static const nvw_kind *serving_other(const json_t *manifest)
+{
+    const nvw_kind *k = nvw_kind_named(json_object_get(manifest, "spec"), NULL);
+    return k && strcmp(k->name, "serving") && strcmp(k->name, "model") ? k : NULL;
+}
+
+static void serving_failure_key(const json_t *manifest, char *key, size_t len)
+{
+    const nvw_kind *k = serving_other(manifest);
+    if (k && k->failure_key)
+        k->failure_key(manifest, key, len);
+    else if (!k)
+        nvw_serving_failure_key(manifest, key, len);
+    else
+        snprintf(key, len, "serving/unknown");
+}
+
+static void serving_gate(const nvw_gate_env *env, const nvw_gate_case *kc)
+{
+    nv_artifact *a = NULL;
+    char *err = NULL;
+    if (nv_artifact_decode(kc->buf, kc->len, &a, &err) < 0) {
+        free(err);
+        return;
+    }
+    const nvw_kind *k = serving_other(a->manifest);
+    nv_artifact_free(a);
+    if (!k)
+        nvw_serving_gate(env, kc);
+    else if (k->gate)
         k->gate(env, kc);
 }
 

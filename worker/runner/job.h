@@ -86,6 +86,10 @@ json_t *nvw_result_open(const nvw_job_base *base, const char *kind, const char *
  * each a new reference) and the spec's "name" where it has one to r (stolen):
  * r, or NULL on ENOMEM (r freed). */
 json_t *nvw_result_close(const nvw_job_base *base, json_t *r);
+/* nvw_result_open with key: value where graph_hash goes (the job's subject: a
+ * serving job's "check"). */
+json_t *nvw_result_open_keyed(const nvw_job_base *base, const char *kind, const char *key,
+                              const char *value, uint64_t seed);
 
 /* Hand a failed case to base->opts->on_failure (serially, under base->lock):
  * the failure record of case case_index (case_json, manifest, the n tensors

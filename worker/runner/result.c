@@ -25,17 +25,23 @@ static tally count(const nvw_job_base *b)
 json_t *nvw_result_open(const nvw_job_base *b, const char *kind, const char *graph_hash,
                         uint64_t seed)
 {
+    return nvw_result_open_keyed(b, kind, "graph_hash", graph_hash, seed);
+}
+
+json_t *nvw_result_open_keyed(const nvw_job_base *b, const char *kind, const char *key,
+                              const char *value, uint64_t seed)
+{
     tally t = count(b);
     const json_t *d = b->describe, *build = json_object_get(b->spec_json, "build");
     return json_pack("{s:s, s:s, s:s, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:O?, s:I}", "verdict",
                      t.failed   ? "failed"
                      : t.errors ? "error"
                                 : "passed",
-                     "kind", kind, "op", kind, "graph_hash", graph_hash, "backend", b->backend_spec,
-                     "device", json_object_get(d, "device"), "mode", json_object_get(d, "mode"),
-                     "contract", json_object_get(d, "contract"), "backend_build",
-                     json_object_get(d, "build"), "build",
-                     build ? build : json_object_get(d, "build"), "seed", (json_int_t)seed);
+                     "kind", kind, "op", kind, key, value, "backend", b->backend_spec, "device",
+                     json_object_get(d, "device"), "mode", json_object_get(d, "mode"), "contract",
+                     json_object_get(d, "contract"), "backend_build", json_object_get(d, "build"),
+                     "build", build ? build : json_object_get(d, "build"), "seed",
+                     (json_int_t)seed);
 }
 
 json_t *nvw_result_close(const nvw_job_base *b, json_t *r)

@@ -54,6 +54,31 @@ static int check_one(nv_fn f, double x, nv_dtype dt, int verbose)
     return bad;
 }
 
+/* exp near 0 goes through its tail pair 1 + expm1(x): every binade from the
+ * subnormals to past the tail's 2^-36 threshold, both signs, a binade's ends and
+ * random mantissas, against MPFR alone. */
+static void test_exp_near_zero(void)
+{
+    int bad = 0, n = 0;
+    uint64_t fast0, mp0, fast1, mp1;
+    nv_ref_stats(&fast0, &mp0);
+    for (int e = -149; e <= -30; e++) {
+        for (int j = 0; j < 6; j++) {
+            double m = j == 0 ? 1.0 : j == 1 ? 2.0 - 0x1p-23 : 1.0 + (double)(next_u64() >> 41) * 0x1p-23;
+            double x = ldexp(m, e);
+            if (j == 5)
+                x = nextafter(ldexp(1.0, e), 0); /* just below the power of two */
+            for (int sg = 0; sg < 2; sg++, n++)
+                for (int d = 0; d < N_DTS; d++)
+                    bad += check_one(NV_FN_EXP, sg ? -x : x, dts[d], bad < 3);
+        }
+    }
+    nv_ref_stats(&fast1, &mp1);
+    tap_ok(bad == 0, "exp near 0 (%d inputs 2^-149..2^-30, both signs) x %d dtypes x 4 roundings: "
+           "fast path == MPFR (%d differ; fast %llu, mpfr %llu)", n, N_DTS, bad,
+           (unsigned long long)(fast1 - fast0), (unsigned long long)(mp1 - mp0));
+}
+
 static void test_random(void)
 {
     for (int f = 0; f < NV_FN_COUNT; f++) {
@@ -456,6 +481,7 @@ int main(void)
     test_hard();
     test_pair_accuracy();
     test_random();
+    test_exp_near_zero();
     test_pow();
     test_threads();
     tap_ok(strcmp(nv_fn_name(NV_FN_GELU_TANH), "gelu_tanh") == 0 && nv_fn_name(NV_FN_COUNT) == NULL,

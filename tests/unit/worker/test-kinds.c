@@ -44,8 +44,8 @@ static void test_lookup(void)
         tap_ok(k && !strcmp(k->name, kinds[i]) && k->run, "kind '%s' has a row with a runner",
                kinds[i]);
     }
-    const char *with_artifacts[] = {"op", "fused", "gradient"};
-    for (size_t i = 0; i < 3; i++) {
+    const char *with_artifacts[] = {"op", "fused", "gradient", "serving"};
+    for (size_t i = 0; i < 4; i++) {
         char text[64];
         snprintf(text, sizeof text, "{\"kind\": \"%s\"}", with_artifacts[i]);
         const nvw_kind *k = named(text, NULL);
@@ -57,7 +57,7 @@ static void test_lookup(void)
     tap_ok(lr && !lr->repro_main && !lr->gate && !lr->replay, "longrun leaves no artifacts");
     char buf[128];
     nvw_kind_replay_names(buf, sizeof buf);
-    tap_ok(!strcmp(buf, "op, fused and gradient"), "replayable kinds: '%s'", buf);
+    tap_ok(!strcmp(buf, "op, fused, gradient and serving"), "replayable kinds: '%s'", buf);
     nvw_kind_replay_names(buf, 6);
     tap_ok(strlen(buf) < 6, "replayable kinds truncated to fit: '%s'", buf);
 }

@@ -159,19 +159,54 @@ function sustained(sb) {
         h('td.num', num(q.values_differing)), h('td.num', `${num(q.tokens_equal)} of ${num(q.generates)}`), firstTok(q)])];
 }
 
+// How the paged check judged (its "rule"; cases stored before it had one: "judged").
+function pagedRule(pg) {
+  if (pg.rule === 'bits') return 'bit for bit (the device declares a sequential reduction order and no nondeterministic op)';
+  if (pg.rule === 'band') {
+    return 'within 2 band(t) of the run without eviction from each request\'s first recomputation on '
+      + '(every token where the device declares nondeterministic ops), the other tokens bit for bit';
+  }
+  return pg.judged ? 'bit for bit (the device declares itself deterministic)'
+    : 'reported, not judged (the device declares nondeterministic ops)';
+}
+
+// Where the first token out of its rule lies: request, token, schedule step, position, page.
+function pagedFailure(f, page) {
+  if (!f) return undefined;
+  const how = f.recomputed ? 'computed by a recomputation' : 'a decode step';
+  const by = f.rule === 'band' ? `d ${num(f.d)} > allowed ${num(f.allowed)}` : `${num(f.values_differing)} values differ (bit for bit)`;
+  return h('span.bad', {id: 'serving-first-failure'},
+    `request ${num(f.request)}, token ${num(f.token)}, schedule step ${num(f.schedule_step)}, `
+    + `position ${num(f.position)} in page ${num(f.page)} of ${num(page)} positions; ${how}; ${by}`);
+}
+
 function paged(pg) {
   return [
     kv([
       ['Page budget', h('span', {id: 'serving-pages'}, `${num(pg.pages)} pages of ${num(pg.page)} positions`)],
       ['Evictions', h('b', {id: 'serving-evictions'}, num(pg.evictions))],
-      ['Judged', pg.judged ? 'bit for bit (the device declares itself deterministic)'
-        : 'reported, not judged (the device declares nondeterministic ops)'],
+      ['Judged', h('span', {id: 'serving-paged-rule'}, pagedRule(pg))],
+      ['Worst d / allowed (band)', typeof pg.worst_ratio === 'number' ? num(pg.worst_ratio) : undefined],
+      ['First failure', pagedFailure(pg.first_failure, pg.page)],
     ]),
     requestTable('serving-requests', 'Paged KV cache: per request, against the run with pages for all (differing ones marked)',
       ['Request', 'Prompt', 'Evictions', 'Recomputations', 'Values differing', 'First differing token'],
       pg.per_request || [],
       (q) => [h('td.num', num(q.prompt)), h('td.num', num(q.evictions)), h('td.num', num(q.recomputations)),
         h('td.num', num(q.values_differing)), firstTok(q)])];
+}
+
+// What a failed case's reproducer is (docs/SERVING.md "Artifacts"), and who
+// took its greedy tokens ("Greedy tokens"); null when the case does not say.
+const LOCALIZED = {serving_pair: 'a serving pair (the node\'s op alone and in the batch)',
+  op_case: 'an op case of the first op that fails its tolerance'};
+export function reproducerText(c) {
+  const loc = c && c.localized && typeof c.localized === 'object' ? c.localized : null;
+  return loc ? `${LOCALIZED[loc.state] || 'none'}: ${loc.reason || ''}` : null;
+}
+export function greedyText(c) {
+  return c && c.argmax === 'device' ? 'the device\'s argmax op'
+    : c && c.argmax === 'kind' ? 'the argmax of the device\'s logits (the backend does not offer the op)' : null;
 }
 
 const BODY = {prefill_decode: prefill, long_context: longContext, batch, sustained, paged};
@@ -194,6 +229,9 @@ export function servingSection(c, {caseHref = null} = {}) {
       ['Accumulator (declared)', c.accumulator],
       ['Tolerance', rule && rule.tolerance ? h('span.rule-text', {id: 'serving-tolerance'}, rule.tolerance) : undefined],
       ['Why', rule && rule.reason ? h('span.rule-text', rule.reason) : undefined],
+      ['Greedy tokens', greedyText(c) || undefined],
+      ['Reproducer', c.localized ? h('span', {id: 'serving-localized', dataset: {state: c.localized.state}},
+        reproducerText(c)) : undefined],
     ]),
     crit && BODY[cr.name] ? BODY[cr.name](crit) : null,
     smp ? samplingBlock(smp) : null,

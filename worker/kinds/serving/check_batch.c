@@ -33,6 +33,11 @@ typedef struct bstate {
     int nreq;
     int64_t len[MAXR];
     int64_t *prompt[MAXR];
+    /* the first failing composition, and the trace of a re-run's decode step */
+    int fail_nb;
+    sv_layout fail_layout;
+    int64_t fail_step;
+    sv_trace *tr;
 } bstate;
 
 /* Requests [0, nb) decoded together in layout; the target is request 0. */
@@ -59,18 +64,20 @@ static int run(bstate *b, int nb, sv_layout layout, brun *out, sv_exec *x)
         const int64_t *pp = b->prompt[q];
         r = sv_forward(x, &b->m, 1, &b->len[q], &pp, &cp[q], SV_PACKED, &lg[0]);
         if (r == 0)
-            tok[q] = sv_argmax(lg[0]->data + (b->len[q] - 1) * V, V, NULL, NULL);
+            r = sv_greedy(x, lg[0]->data + (b->len[q] - 1) * V, V, &tok[q]);
         nv_tensor_free(lg[0]);
         lg[0] = NULL;
     }
     for (int64_t st = 0; r == 0 && st < S; st++) {
+        x->trace = b->tr && st == b->fail_step ? b->tr : NULL;
         r = sv_forward(x, &b->m, nb, one, tp, cp, layout, lg);
+        x->trace = NULL;
         for (int q = 0; r == 0 && q < nb; q++) {
             if (q == 0) {
                 memcpy(out->logits + st * V, lg[0]->data, (size_t)V * sizeof(double));
                 out->tokens[st] = tok[0];
             }
-            tok[q] = sv_argmax(lg[q]->data, V, NULL, NULL);
+            r = sv_greedy(x, lg[q]->data, V, &tok[q]);
         }
         for (int q = 0; q < nb; q++) {
             nv_tensor_free(lg[q]);
@@ -114,6 +121,9 @@ static int compare(bstate *b, int nb, sv_layout layout, const brun *alone, const
         return -ENOMEM;
     if (!ok && !*ret_failed) {
         *ret_failed = true;
+        b->fail_nb = nb;
+        b->fail_layout = layout;
+        b->fail_step = first;
         char l[128] = "";
         for (int q = 0; q < nb; q++)
             snprintf(l + strlen(l), sizeof l - strlen(l), "%s%lld", q ? ", " : "",
@@ -126,6 +136,56 @@ static int compare(bstate *b, int nb, sv_layout layout, const brun *alone, const
                  (long long)differ, max_rel, (long long)tokens_equal, (long long)S);
     }
     return 0;
+}
+
+/* The failing composition's decode step re-run, alone and in its batch, both
+ * traced, and localized to the first divergent node (localize.c). */
+static int localize(bstate *b, brun *got, sv_exec *x)
+{
+    scase *c = b->c;
+    if (!sv_keeps_failures(c))
+        return 0;
+    sv_trace ta = {.target = 0}, tb = {.target = 0};
+    b->tr = &ta;
+    int r = run(b, 1, SV_PACKED, got, x);
+    b->tr = &tb;
+    if (r == 0)
+        r = run(b, b->fail_nb, b->fail_layout, got, x);
+    b->tr = NULL;
+    const char *lay = b->fail_layout == SV_PACKED ? "packed" : "padded";
+    char l[128] = "", wa[160], wb[256];
+    json_t *lens = json_array();
+    for (int q = 0; q < b->fail_nb; q++) {
+        snprintf(l + strlen(l), sizeof l - strlen(l), "%s%lld", q ? ", " : "",
+                 (long long)b->len[q]);
+        json_array_append_new(lens, json_integer(b->len[q]));
+    }
+    snprintf(wa, sizeof wa, "the request alone (prompt %lld), decode step %lld",
+             (long long)b->len[0], (long long)b->fail_step);
+    snprintf(wb, sizeof wb,
+             "the request in a batch of %d requests (prompt lengths %s), layout %s, decode step "
+             "%lld",
+             b->fail_nb, l, lay, (long long)b->fail_step);
+    json_t *comp = lens
+                       ? json_pack("{s:i, s:o, s:s, s:I}", "requests", b->fail_nb, "prompt_lengths",
+                                   lens, "layout", lay, "decode_step", (json_int_t)b->fail_step)
+                       : NULL;
+    if (!comp)
+        r = -1, x->rc = -ENOMEM;
+    if (r == 0)
+        r = sv_localize_pair(c, &ta, &tb, wa, wb, comp, "batch_variance");
+    else if (x->rc != -ENOMEM) {
+        json_decref(comp);
+        char why[SV_ERRLEN + 64];
+        snprintf(why, sizeof why, "the traced re-run of the step failed: %s", x->err);
+        r = sv_localized(c, "none", why);
+    } else {
+        json_decref(comp);
+        r = -ENOMEM;
+    }
+    sv_trace_done(&ta);
+    sv_trace_done(&tb);
+    return r;
 }
 
 static int judge_all(bstate *b, brun *alone, brun *got, sv_exec *x)
@@ -165,7 +225,8 @@ static int judge_all(bstate *b, brun *alone, brun *got, sv_exec *x)
         return -ENOMEM;
     if (!failed)
         return sv_verdict(c, "passed", NULL, NULL);
-    return sv_verdict(c, "failed", "batch_variance", "%s", what);
+    r = sv_verdict(c, "failed", "batch_variance", "%s", what);
+    return r ? r : localize(b, got, x);
 }
 
 int sv_check_batch(scase *c)
@@ -195,7 +256,7 @@ int sv_check_batch(scase *c)
     sv_exec x = sv_exec_of(c, SV_DEV);
     if (run(&b, 1, SV_PACKED, &alone, &x) < 0)
         r = sv_exec_verdict(c, &x, "the request alone");
-    else
+    else if ((r = sv_note_argmax(c, &x)) == 0)
         r = judge_all(&b, &alone, &got, &x);
 out:
     for (int q = 0; q < b.nreq; q++)

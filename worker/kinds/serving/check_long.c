@@ -24,12 +24,6 @@ typedef struct lpos {
     bool agree, justified;
 } lpos;
 
-static int64_t k_red(const nv_servingspec *s, int64_t pos)
-{
-    int64_t k = s->width > s->ffn ? s->width : s->ffn;
-    return pos + 1 > k ? pos + 1 : k;
-}
-
 /* Least-squares slope of log e_dev against log(t + 1) over t >= 1 with e > 0:
  * how the error grows with the position (reported, not judged). */
 static double growth_slope(const lpos *p, int64_t n)
@@ -144,6 +138,7 @@ int sv_check_long_context(scase *c)
     sv_exec x[3] = {sv_exec_of(c, SV_DEV), sv_exec_of(c, SV_R64), sv_exec_of(c, SV_RDT)};
     static const char *const names[3] = {"device decode", "fp64 reference decode",
                                          "model-dtype reference decode"};
+    sv_trace tr = {0};
     int64_t *ids = malloc((size_t)N * sizeof *ids);
     lpos *p = calloc((size_t)N, sizeof *p);
     double *rows = malloc((size_t)(3 * V) * sizeof *rows);
@@ -155,10 +150,21 @@ int sv_check_long_context(scase *c)
         goto out;
     }
     double secs[3] = {0, 0, 0}; /* wall time per side: reported (bench/), never judged */
+    /* with failures handed on, every device step is traced and the first
+     * failing one's trace kept for its localization (localize_op.c) */
+    bool tracing = sv_keeps_failures(c);
+    int64_t failing = -1;
     for (int64_t t = 0; t < N; t++) {
+        if (tracing && failing < 0) {
+            sv_trace_done(&tr);
+            tr.target = 0;
+            x[0].trace = &tr;
+        }
         for (int k = 0; k < 3; k++) {
             double t0 = now();
-            if (step(&x[k], &m, &cache[k], ids[t], rows + k * V) < 0) {
+            int sr = step(&x[k], &m, &cache[k], ids[t], rows + k * V);
+            x[k].trace = NULL;
+            if (sr < 0) {
                 r = sv_exec_verdict(c, &x[k], names[k]);
                 goto out;
             }
@@ -169,15 +175,35 @@ int sv_check_long_context(scase *c)
         int64_t top = sv_argmax(r64, V, &margin, &norm);
         p[t].e_dev = sv_rel_err(dev, r64, V);
         p[t].e_dt = sv_rel_err(rdt, r64, V);
-        p[t].band = sv_band(c, p[t].e_dt, k_red(s, t));
-        p[t].agree = sv_argmax(dev, V, NULL, NULL) == top;
+        p[t].band = sv_band_at(c, p[t].e_dt, t);
+        int64_t dtop;
+        if (sv_greedy(&x[0], dev, V, &dtop) < 0) {
+            r = sv_exec_verdict(c, &x[0], names[0]);
+            goto out;
+        }
+        p[t].agree = dtop == top;
         p[t].justified = margin <= sqrt(2.0) * p[t].band * norm;
+        if (tracing && failing < 0 &&
+            (!(p[t].e_dev <= p[t].band) || (!p[t].agree && !p[t].justified)))
+            failing = t;
     }
-    r = report(c, p, N, secs);
+    r = sv_note_argmax(c, &x[0]);
+    if (r == 0)
+        r = report(c, p, N, secs);
+    if (r == 0 && failing >= 0) {
+        const sv_trace *one[1] = {&tr};
+        json_t *where = json_pack("{s:O?, s:I, s:s, s:s, s:s, s:I, s:[s]}", "job",
+                                  json_object_get(c->j->b.spec_json, "name"), "case_index",
+                                  (json_int_t)c->index, "case_dtype", nv_dtype_name(c->dt), "check",
+                                  "long_context", "execution", "ops", "position",
+                                  (json_int_t)failing, "traces", "the decode step at the position");
+        r = where ? sv_localize_op(c, one, 1, where) : -ENOMEM;
+    }
 out:
     for (int k = 0; k < 3; k++)
         if (cache[k].k)
             sv_cache_done(&cache[k], &m);
+    sv_trace_done(&tr);
     sv_model_done(&m);
     free(ids);
     free(p);

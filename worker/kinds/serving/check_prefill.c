@@ -33,11 +33,14 @@ int sv_sequence(sv_exec *x, const sv_model *m, const int64_t *ids, int64_t n, in
     }
     int64_t V = m->s->vocab, per = step > 0 ? step : n;
     sv_cache *cp = &cache;
+    sv_trace *tr = x->trace;
     for (int64_t p = 0; rc == 0 && p < n; p += per) {
         int64_t k = p + per <= n ? per : n - p;
         const int64_t *idp = ids + p;
         nv_tensor *lg = NULL;
+        x->trace = tr && p == x->trace_at ? tr : NULL;
         rc = sv_forward(x, m, 1, &k, &idp, &cp, SV_PACKED, &lg);
+        x->trace = tr;
         if (rc == 0)
             memcpy(out + p * V, lg->data, (size_t)(k * V) * sizeof(double));
         nv_tensor_free(lg);
@@ -46,14 +49,45 @@ int sv_sequence(sv_exec *x, const sv_model *m, const int64_t *ids, int64_t n, in
     return rc;
 }
 
-static int64_t k_red(const nv_servingspec *s, int64_t pos)
+/* The failing position's decode step and the prefill re-run traced, their op
+ * calls judged as op jobs (localize_op.c), the decode step's first. */
+static int localize(scase *c, const sv_model *m, const int64_t *ids, int64_t P, int64_t t)
 {
-    int64_t k = s->width > s->ffn ? s->width : s->ffn;
-    return pos + 1 > k ? pos + 1 : k;
+    if (!sv_keeps_failures(c))
+        return 0;
+    double *buf = malloc((size_t)(P * m->s->vocab) * sizeof *buf);
+    if (!buf)
+        return -ENOMEM;
+    sv_trace td = {.target = 0}, tp = {.target = 0};
+    sv_exec x = sv_exec_of(c, SV_DEV);
+    x.trace = &td;
+    x.trace_at = t;
+    int r = sv_sequence(&x, m, ids, P, 1, buf);
+    x.trace = &tp;
+    x.trace_at = 0;
+    if (r == 0)
+        r = sv_sequence(&x, m, ids, P, 0, buf);
+    const sv_trace *both[2] = {&td, &tp};
+    json_t *where = json_pack("{s:O?, s:I, s:s, s:s, s:s, s:I, s:[s, s]}", "job",
+                              json_object_get(c->j->b.spec_json, "name"), "case_index",
+                              (json_int_t)c->index, "case_dtype", nv_dtype_name(c->dt), "check",
+                              "prefill_decode", "execution", "ops", "position", (json_int_t)t,
+                              "traces", "the decode step at the position", "the prefill");
+    if (r == 0 && where)
+        r = sv_localize_op(c, both, 2, where);
+    else {
+        json_decref(where);
+        r = !where || x.rc == -ENOMEM ? -ENOMEM
+                                      : sv_localized(c, "none", "the traced re-run failed");
+    }
+    free(buf);
+    sv_trace_done(&td);
+    sv_trace_done(&tp);
+    return r;
 }
 
 static int report(scase *c, const double *pre, const double *dec, const double *r64,
-                  const double *rdt, int64_t P)
+                  const double *rdt, int64_t P, const sv_model *m, const int64_t *ids)
 {
     const nv_servingspec *s = c->j->s;
     int64_t V = s->vocab, first = -1, worst = 0;
@@ -63,7 +97,7 @@ static int report(scase *c, const double *pre, const double *dec, const double *
         const double *rr = r64 + t * V;
         double d = sv_dist(dec + t * V, pre + t * V, rr, V);
         double e_dt = sv_rel_err(rdt + t * V, rr, V);
-        double allowed = 2 * sv_band(c, e_dt, k_red(s, t));
+        double allowed = 2 * sv_band_at(c, e_dt, t);
         bool ok = d <= allowed;
         if (!ok && first < 0) {
             first = t;
@@ -100,11 +134,12 @@ static int report(scase *c, const double *pre, const double *dec, const double *
         return -ENOMEM;
     if (first < 0)
         return sv_verdict(c, "passed", NULL, NULL);
-    return sv_verdict(c, "failed", "prefill_decode_mismatch",
-                      "position %lld of %lld: the logits decoded through the KV cache differ from "
-                      "the prefill's by %.3g, more than 2 band = %.3g (the cache or the decode "
-                      "path changed them)",
-                      (long long)first, (long long)P, d_first, allowed_first);
+    int r = sv_verdict(c, "failed", "prefill_decode_mismatch",
+                       "position %lld of %lld: the logits decoded through the KV cache differ "
+                       "from the prefill's by %.3g, more than 2 band = %.3g (the cache or the "
+                       "decode path changed them)",
+                       (long long)first, (long long)P, d_first, allowed_first);
+    return r ? r : localize(c, m, ids, P, first);
 }
 
 int sv_check_prefill_decode(scase *c)
@@ -138,7 +173,7 @@ int sv_check_prefill_decode(scase *c)
         r = sv_exec_verdict(c, &xdt, "prefill");
         goto out;
     }
-    r = report(c, pre, dec, r64, rdt, P);
+    r = report(c, pre, dec, r64, rdt, P, &m, ids);
 out:
     sv_model_done(&m);
     free(ids);

@@ -30,6 +30,11 @@ typedef struct sstate {
     sv_model m;
     int nr;
     sreq *q;
+    /* a traced re-run: request tr_req's token tr_token alone, or schedule
+     * step tr_step */
+    sv_trace *tr;
+    int tr_req;
+    int64_t tr_token, tr_step;
 } sstate;
 
 /* Request i alone: its prefill, then its decode steps. */
@@ -47,11 +52,14 @@ static int solo(sstate *st, sreq *q, sv_exec *x)
     for (int64_t k = 0; r == 0 && k < q->gen; k++) {
         const int64_t *ids = k ? &tok : q->prompt;
         nv_tensor *lg = NULL;
+        x->trace = st->tr && q == &st->q[st->tr_req] && k == st->tr_token ? st->tr : NULL;
         r = sv_forward(x, &st->m, 1, k ? &one : &q->plen, &ids, &cp, SV_PACKED, &lg);
+        x->trace = NULL;
         if (r == 0) {
             const double *row = lg->data + (lg->shape[0] - 1) * V;
             memcpy(q->solo + k * V, row, (size_t)V * sizeof(double));
-            q->solo_tok[k] = tok = sv_argmax(row, V, NULL, NULL);
+            r = sv_greedy(x, row, V, &tok);
+            q->solo_tok[k] = tok;
         }
         nv_tensor_free(lg);
     }
@@ -94,13 +102,21 @@ static int sustained(sstate *st, sv_exec *x)
         }
         if (nb == 0)
             continue;
-        r = sv_forward(x, &st->m, nb, n, ids, cp, SV_PACKED, lg);
+        x->trace = NULL;
+        for (int b = 0; st->tr && step == st->tr_step && b < nb; b++)
+            if (who[b] == st->tr_req) {
+                st->tr->target = b;
+                x->trace = st->tr;
+            }
+        int fr = r = sv_forward(x, &st->m, nb, n, ids, cp, SV_PACKED, lg);
+        x->trace = NULL;
         for (int b = 0; r == 0 && b < nb; b++) {
             sreq *q = &st->q[who[b]];
             int64_t k = done[who[b]]++;
             const double *row = lg[b]->data + (n[b] - 1) * V;
             memcpy(q->got + k * V, row, (size_t)V * sizeof(double));
-            q->got_tok[k] = tok[who[b]] = sv_argmax(row, V, NULL, NULL);
+            r = sv_greedy(x, row, V, &tok[who[b]]);
+            q->got_tok[k] = tok[who[b]];
             int64_t d = 0;
             for (int64_t v = 0; v < V; v++)
                 d +=
@@ -115,7 +131,7 @@ static int sustained(sstate *st, sv_exec *x)
             left -= done[who[b]] == q->gen;
         }
         for (int b = 0; b < nb; b++)
-            nv_tensor_free(r == 0 ? lg[b] : NULL);
+            nv_tensor_free(fr == 0 ? lg[b] : NULL);
     }
     for (int i = 0; cache && i < nr; i++)
         sv_cache_done(&cache[i], &st->m);
@@ -125,7 +141,51 @@ static int sustained(sstate *st, sv_exec *x)
     return r;
 }
 
-static int report(sstate *st)
+/* The failing request's token re-run alone and in its schedule step, both
+ * traced, localized to the first divergent node (localize.c). */
+static int localize(sstate *st, int bad, sv_exec *x)
+{
+    scase *c = st->c;
+    if (!sv_keeps_failures(c))
+        return 0;
+    sreq *q = &st->q[bad];
+    int64_t token = q->first_diff, step = q->diff_step, batch = q->diff_batch, rows = q->diff_rows;
+    sv_trace ta = {.target = 0}, tb = {.target = 0};
+    st->tr = &ta;
+    st->tr_req = bad;
+    st->tr_token = token;
+    st->tr_step = -1;
+    int r = solo(st, q, x);
+    st->tr = &tb;
+    st->tr_token = -1;
+    st->tr_step = step;
+    if (r == 0)
+        r = sustained(st, x);
+    st->tr = NULL;
+    char wa[160], wb[200];
+    snprintf(wa, sizeof wa, "request %d alone (prompt %lld), its token %lld", bad,
+             (long long)q->plen, (long long)token);
+    snprintf(wb, sizeof wb,
+             "request %d in schedule step %lld's batch of %lld requests (%lld rows), its token "
+             "%lld",
+             bad, (long long)step, (long long)batch, (long long)rows, (long long)token);
+    json_t *comp = json_pack("{s:i, s:I, s:I, s:I, s:I}", "request", bad, "token",
+                             (json_int_t)token, "schedule_step", (json_int_t)step, "requests",
+                             (json_int_t)batch, "rows", (json_int_t)rows);
+    if (r == 0 && comp)
+        r = sv_localize_pair(c, &ta, &tb, wa, wb, comp, "sustained_variance");
+    else {
+        json_decref(comp);
+        char why[SV_ERRLEN + 64];
+        snprintf(why, sizeof why, "the traced re-run of the step failed: %s", x->err);
+        r = !comp || x->rc == -ENOMEM ? -ENOMEM : sv_localized(c, "none", why);
+    }
+    sv_trace_done(&ta);
+    sv_trace_done(&tb);
+    return r;
+}
+
+static int report(sstate *st, sv_exec *x)
 {
     scase *c = st->c;
     json_t *rows = json_array();
@@ -160,12 +220,13 @@ static int report(sstate *st)
     if (bad < 0)
         return sv_verdict(c, "passed", NULL, NULL);
     const sreq *q = &st->q[bad];
-    return sv_verdict(c, "failed", "sustained_variance",
-                      "request %d (arrives at step %lld, prompt %lld): token %lld's logits differ "
-                      "from its solo run, in schedule step %lld's batch of %lld requests (%lld "
-                      "rows)",
-                      bad, (long long)q->arrive, (long long)q->plen, (long long)q->first_diff,
-                      (long long)q->diff_step, (long long)q->diff_batch, (long long)q->diff_rows);
+    int r = sv_verdict(c, "failed", "sustained_variance",
+                       "request %d (arrives at step %lld, prompt %lld): token %lld's logits differ "
+                       "from its solo run, in schedule step %lld's batch of %lld requests (%lld "
+                       "rows)",
+                       bad, (long long)q->arrive, (long long)q->plen, (long long)q->first_diff,
+                       (long long)q->diff_step, (long long)q->diff_batch, (long long)q->diff_rows);
+    return r ? r : localize(st, bad, x);
 }
 
 /* The seeded schedule and every request's prompt. */
@@ -220,8 +281,8 @@ int sv_check_sustained(scase *c)
             r = sv_exec_verdict(c, &x, "a request alone"), r = r < 0 ? r : 1;
     if (r == 0 && sustained(&st, &x) < 0)
         r = sv_exec_verdict(c, &x, "the schedule"), r = r < 0 ? r : 1;
-    if (r == 0)
-        r = report(&st);
+    if (r == 0 && (r = sv_note_argmax(c, &x)) == 0)
+        r = report(&st, &x);
     for (int i = 0; st.q && i < st.nr; i++) {
         free(st.q[i].prompt);
         free(st.q[i].solo);

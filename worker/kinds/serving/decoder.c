@@ -130,21 +130,82 @@ typedef struct fwd {
     const int64_t *n;
     sv_cache *const *cache;
     int64_t N, *off; /* rows of the batch; first row of each request */
+    int layer;       /* the block being run, -1 outside the blocks */
+    /* the attention call being run: its first request and sizes; traced
+     * only when it holds the traced request */
+    int att_r0;
+    int64_t att_nq, att_nk;
+    bool att_traced;
 } fwd;
 
-/* op(a) or op(a, b): a new tensor, NULL after a failure (x->rc) or when an
- * input is missing (an earlier failure); the inputs stay the caller's. */
-static nv_tensor *op2(fwd *f, const char *name, const char *attrs, nv_tensor *a, nv_tensor *b,
-                      int n)
+/* The box of the traced request t in a tensor of this step (trace.c), by
+ * kind: P a parameter (whole), R rows in dim 0, H rows in dim 1 ([H, N, Dh]),
+ * and in an attention call ([B*H, ., .], the request's H heads in dim 0):
+ * Q its query rows ([., nq, Dh]), K its positions ([., nk, Dh]), T positions
+ * in dim 2 ([., Dh, nk]), S query rows by positions ([., nq, nk]). */
+static void box_of(const fwd *f, char kind, const nv_tensor *t, sv_box *b)
+{
+    int tr = f->x->trace->target;
+    int64_t H = f->m->s->heads, L = f->cache[tr]->len + f->n[tr];
+    b->nd = t->ndim;
+    b->param = kind == 'P';
+    for (int d = 0; d < t->ndim; d++) {
+        b->off[d] = 0;
+        b->ext[d] = t->shape[d];
+    }
+    int rows = kind == 'R' ? 0 : kind == 'H' ? 1 : -1;
+    if (rows >= 0) {
+        b->off[rows] = f->off[tr];
+        b->ext[rows] = f->n[tr];
+        return;
+    }
+    if (kind == 'P')
+        return;
+    b->off[0] = (tr - f->att_r0) * H;
+    b->ext[0] = H;
+    if (kind == 'Q' || kind == 'S')
+        b->ext[1] = f->n[tr];
+    if (kind == 'K')
+        b->ext[1] = L;
+    if (kind == 'T' || kind == 'S')
+        b->ext[2] = L;
+}
+
+/* op(a) or op(a, b) at decoder node `node` (the model kind's name, under
+ * decoder.L. inside a block): a new tensor, NULL after a failure (x->rc) or
+ * when an input is missing (an earlier failure); the inputs stay the
+ * caller's. boxes: the box kinds (box_of) of the output, then of each input,
+ * for the trace of a traced step. */
+static nv_tensor *op2(fwd *f, const char *node, const char *boxes, const char *name,
+                      const char *attrs, nv_tensor *a, nv_tensor *b, int n)
 {
     const nv_tensor *in[2] = {a, b};
     nv_tensor *out = NULL;
     if (!a || (n == 2 && !b) || sv_op(f->x, name, attrs, n, in, &out) < 0)
         return NULL;
+    sv_trace *tr = f->x->trace;
+    bool attention = strchr("QKTS", boxes[0]) != NULL;
+    if (tr && (!attention || f->att_traced)) {
+        char site[SV_SITE_LEN];
+        if (f->layer >= 0)
+            snprintf(site, sizeof site, "decoder.%d.%s", f->layer, node);
+        else
+            snprintf(site, sizeof site, "%s", node);
+        sv_box ib[2], ob;
+        for (int i = 0; i < n; i++)
+            box_of(f, boxes[1 + i], in[i], &ib[i]);
+        box_of(f, boxes[0], out, &ob);
+        if (sv_trace_call(tr, site, name, attrs, n, in, ib, out, &ob) < 0) {
+            nv_tensor_free(out);
+            f->x->rc = -ENOMEM;
+            snprintf(f->x->err, sizeof f->x->err, "op '%s': out of memory (trace)", name);
+            return NULL;
+        }
+    }
     return out;
 }
-#define op(f, name, attrs, a, b) op2(f, name, attrs, a, b, 2)
-#define op1(f, name, attrs, a) op2(f, name, attrs, a, NULL, 1)
+#define op(f, node, boxes, name, attrs, a, b) op2(f, node, boxes, name, attrs, a, b, 2)
+#define op1(f, node, boxes, name, attrs, a) op2(f, node, boxes, name, attrs, a, NULL, 1)
 
 /* rows [pos, pos + n) of a [max_pos, D] table for every request, stacked. */
 static nv_tensor *table_rows(fwd *f, const nv_tensor *tab)
@@ -158,12 +219,17 @@ static nv_tensor *table_rows(fwd *f, const nv_tensor *tab)
 }
 
 /* x_cos + (x R) sin: the rotary embedding as the model kind composes it. */
-static nv_tensor *rope(fwd *f, nv_tensor *x, nv_tensor *cs, nv_tensor *sn)
+static nv_tensor *rope(fwd *f, const char *w, nv_tensor *x, nv_tensor *cs, nv_tensor *sn)
 {
-    nv_tensor *xc = op(f, "mul", NULL, x, cs);
-    nv_tensor *xr = op(f, "matmul", NULL, x, f->m->rot);
-    nv_tensor *xs = op(f, "mul", NULL, xr, sn);
-    nv_tensor *out = xc && xs ? op(f, "add", NULL, xc, xs) : NULL;
+    char nc[8], nr[8], ns[8], nn[8];
+    snprintf(nc, sizeof nc, "%s_cos", w);
+    snprintf(nr, sizeof nr, "%s_rot", w);
+    snprintf(ns, sizeof ns, "%s_sin", w);
+    snprintf(nn, sizeof nn, "%s_r", w);
+    nv_tensor *xc = op(f, nc, "RRR", "mul", NULL, x, cs);
+    nv_tensor *xr = op(f, nr, "RRP", "matmul", NULL, x, f->m->rot);
+    nv_tensor *xs = op(f, ns, "RRR", "mul", NULL, xr, sn);
+    nv_tensor *out = xc && xs ? op(f, nn, "RRR", "add", NULL, xc, xs) : NULL;
     nv_tensor_free(xc);
     nv_tensor_free(xr);
     nv_tensor_free(xs);
@@ -227,12 +293,17 @@ static int attend(fwd *f, int l, int r0, int r1, const nv_tensor *q, const nv_te
                 }
         }
     }
-    nv_tensor *kt = rc ? NULL : op1(f, "transpose", NULL, kb);
-    nv_tensor *s = kt ? op(f, "bmm", NULL, qb, kt) : NULL;
-    nv_tensor *s2 = s ? op(f, "mul", NULL, s, sc) : NULL;
-    nv_tensor *s3 = s2 ? op(f, "add", NULL, s2, mask) : NULL;
-    nv_tensor *p = s3 ? op1(f, "softmax", NULL, s3) : NULL;
-    nv_tensor *o = p ? op(f, "bmm", NULL, p, vb) : NULL;
+    f->att_r0 = r0;
+    f->att_nq = nq;
+    f->att_nk = nk;
+    f->att_traced = f->x->trace && f->x->trace->target >= r0 && f->x->trace->target < r1;
+    nv_tensor *kt = rc ? NULL : op1(f, "k_t", "TK", "transpose", NULL, kb);
+    nv_tensor *s = kt ? op(f, "scores", "SQT", "bmm", NULL, qb, kt) : NULL;
+    nv_tensor *s2 = s ? op(f, "scaled", "SSS", "mul", NULL, s, sc) : NULL;
+    nv_tensor *s3 = s2 ? op(f, "masked", "SSS", "add", NULL, s2, mask) : NULL;
+    nv_tensor *p = s3 ? op1(f, "p", "SS", "softmax", NULL, s3) : NULL;
+    nv_tensor *o = p ? op(f, "ctx", "QSK", "bmm", NULL, p, vb) : NULL;
+    f->att_traced = false;
     for (int r = r0; o && r < r1; r++)
         for (int64_t h = 0; h < H; h++)
             for (int64_t i = 0; i < f->n[r]; i++)
@@ -249,8 +320,8 @@ static int attend(fwd *f, int l, int r0, int r1, const nv_tensor *q, const nv_te
  * cache, at its positions len.. (len itself moves after the step). */
 static int store(fwd *f, int l, nv_tensor *k, nv_tensor *v)
 {
-    nv_tensor *kc = op1(f, "cache_write", NULL, k);
-    nv_tensor *vc = kc ? op1(f, "cache_write", NULL, v) : NULL;
+    nv_tensor *kc = op1(f, "k_cache", "HH", "cache_write", NULL, k);
+    nv_tensor *vc = kc ? op1(f, "v_cache", "HH", "cache_write", NULL, v) : NULL;
     int64_t H = f->m->s->heads, dh = f->m->hd;
     for (int r = 0; vc && r < f->nb; r++) {
         sv_cache *c = f->cache[r];
@@ -272,13 +343,16 @@ static nv_tensor *block(fwd *f, int l, nv_tensor *x, nv_tensor *cs, nv_tensor *s
 {
     const sv_layer *y = &f->m->layer[l];
     const char *ha = f->m->heads_attrs;
-    nv_tensor *n1 = op(f, "rms_norm", NULL, x, y->g_attn);
-    nv_tensor *q = op(f, "matmul", NULL, n1, y->wq), *k = op(f, "matmul", NULL, n1, y->wk);
-    nv_tensor *v = op(f, "matmul", NULL, n1, y->wv);
-    nv_tensor *qr = q && k && v ? rope(f, q, cs, sn) : NULL, *kr = qr ? rope(f, k, cs, sn) : NULL;
-    nv_tensor *qh = kr ? op1(f, "split_heads", ha, qr) : NULL;
-    nv_tensor *kh = qh ? op1(f, "split_heads", ha, kr) : NULL;
-    nv_tensor *vh = kh ? op1(f, "split_heads", ha, v) : NULL;
+    f->layer = l;
+    nv_tensor *n1 = op(f, "n1", "RRP", "rms_norm", NULL, x, y->g_attn);
+    nv_tensor *q = op(f, "q", "RRP", "matmul", NULL, n1, y->wq);
+    nv_tensor *k = op(f, "k", "RRP", "matmul", NULL, n1, y->wk);
+    nv_tensor *v = op(f, "v", "RRP", "matmul", NULL, n1, y->wv);
+    nv_tensor *qr = q && k && v ? rope(f, "q", q, cs, sn) : NULL;
+    nv_tensor *kr = qr ? rope(f, "k", k, cs, sn) : NULL;
+    nv_tensor *qh = kr ? op1(f, "q_h", "HR", "split_heads", ha, qr) : NULL;
+    nv_tensor *kh = qh ? op1(f, "k_h", "HR", "split_heads", ha, kr) : NULL;
+    nv_tensor *vh = kh ? op1(f, "v_h", "HR", "split_heads", ha, v) : NULL;
     nv_tensor *ctx = vh ? tnew(f->m->dt, 3, f->m->s->heads, f->N, f->m->hd) : NULL;
     int rc = ctx ? 0 : -1;
     if (vh && !ctx)
@@ -288,16 +362,17 @@ static nv_tensor *block(fwd *f, int l, nv_tensor *x, nv_tensor *cs, nv_tensor *s
     for (int r = 0; rc == 0 && layout == SV_PACKED && r < f->nb; r++)
         rc = attend(f, l, r, r + 1, qh, kh, vh, ctx);
     rc = rc ? rc : store(f, l, kh, vh);
-    nv_tensor *mg = rc ? NULL : op1(f, "merge_heads", NULL, ctx);
-    nv_tensor *at = mg ? op(f, "matmul", NULL, mg, y->wo) : NULL;
-    nv_tensor *h = at ? op(f, "add", NULL, x, at) : NULL;
-    nv_tensor *n2 = h ? op(f, "rms_norm", NULL, h, y->g_mlp) : NULL;
-    nv_tensor *gate = n2 ? op(f, "matmul", NULL, n2, y->w_gate) : NULL;
-    nv_tensor *act = gate ? op1(f, "silu", NULL, gate) : NULL;
-    nv_tensor *up = act ? op(f, "matmul", NULL, n2, y->w_up) : NULL;
-    nv_tensor *gated = up ? op(f, "mul", NULL, act, up) : NULL;
-    nv_tensor *down = gated ? op(f, "matmul", NULL, gated, y->w_down) : NULL;
-    nv_tensor *out = down ? op(f, "add", NULL, h, down) : NULL;
+    nv_tensor *mg = rc ? NULL : op1(f, "merged", "RH", "merge_heads", NULL, ctx);
+    nv_tensor *at = mg ? op(f, "attn", "RRP", "matmul", NULL, mg, y->wo) : NULL;
+    nv_tensor *h = at ? op(f, "h", "RRR", "add", NULL, x, at) : NULL;
+    nv_tensor *n2 = h ? op(f, "n2", "RRP", "rms_norm", NULL, h, y->g_mlp) : NULL;
+    nv_tensor *gate = n2 ? op(f, "gate", "RRP", "matmul", NULL, n2, y->w_gate) : NULL;
+    nv_tensor *act = gate ? op1(f, "act", "RR", "silu", NULL, gate) : NULL;
+    nv_tensor *up = act ? op(f, "up", "RRP", "matmul", NULL, n2, y->w_up) : NULL;
+    nv_tensor *gated = up ? op(f, "gated", "RRR", "mul", NULL, act, up) : NULL;
+    nv_tensor *down = gated ? op(f, "down", "RRP", "matmul", NULL, gated, y->w_down) : NULL;
+    nv_tensor *out = down ? op(f, "out", "RRR", "add", NULL, h, down) : NULL;
+    f->layer = -1;
     nv_tensor *all[] = {n1, q,  k, v,  qr,   kr,  qh, kh,    vh,  ctx,
                         mg, at, h, n2, gate, act, up, gated, down};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -309,7 +384,7 @@ int sv_forward(sv_exec *x, const sv_model *m, int nb, const int64_t *n, const in
                sv_cache *const *cache, sv_layout layout, nv_tensor **logits)
 {
     int64_t off[64];
-    fwd f = {.x = x, .m = m, .nb = nb, .n = n, .cache = cache, .off = off};
+    fwd f = {.x = x, .m = m, .nb = nb, .n = n, .cache = cache, .off = off, .layer = -1};
     x->rc = 0;
     if (nb > 64)
         return x->rc = NV_E_INVALID, -1;
@@ -329,7 +404,8 @@ int sv_forward(sv_exec *x, const sv_model *m, int nb, const int64_t *n, const in
         for (int64_t i = 0; i < n[r]; i++)
             idt->data[off[r] + i] = (double)ids[r][i];
     nv_tensor *cs = table_rows(&f, m->cos), *sn = table_rows(&f, m->sin);
-    nv_tensor *h = idt && cs && sn ? op(&f, "embedding", NULL, m->wte, idt) : NULL;
+    nv_tensor *h =
+        idt && cs && sn ? op(&f, "embed.x", "RPR", "embedding", NULL, m->wte, idt) : NULL;
     if (!idt || !cs || !sn)
         x->rc = -ENOMEM;
     for (int l = 0; h && l < m->s->layers; l++) {
@@ -337,8 +413,8 @@ int sv_forward(sv_exec *x, const sv_model *m, int nb, const int64_t *n, const in
         nv_tensor_free(h);
         h = nx;
     }
-    nv_tensor *fn = h ? op(&f, "rms_norm", NULL, h, m->g_final) : NULL;
-    nv_tensor *lg = fn ? op(&f, "matmul", NULL, fn, m->w_unembed) : NULL;
+    nv_tensor *fn = h ? op(&f, "final.n", "RRP", "rms_norm", NULL, h, m->g_final) : NULL;
+    nv_tensor *lg = fn ? op(&f, "final.logits", "RRP", "matmul", NULL, fn, m->w_unembed) : NULL;
     int64_t V = m->s->vocab;
     int rc = lg ? 0 : -1;
     for (int r = 0; r < nb; r++)

@@ -42,6 +42,7 @@ static int run_device(sv_exec *x, const char *op, const char *attrs, int n,
                        .outputs = &out};
     char err[SV_ERRLEN / 2] = "";
     int br = x->table->forward(x->ctx, &call, err, sizeof err);
+    x->status = br;
     for (int i = 0; i < n; i++)
         nvw_view_free(&iv[i]);
     bool fits = br == NV_OK && out.data && out.dtype == (int32_t)odt && out.ndim == nd;

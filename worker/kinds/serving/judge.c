@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "serving_internal.h"
@@ -90,10 +91,66 @@ int64_t sv_argmax(const double *x, int64_t n, double *ret_margin, double *ret_no
     return b;
 }
 
+int sv_greedy(sv_exec *x, const double *row, int64_t n, int64_t *ret)
+{
+    if (x->side != SV_DEV || x->argmax < 0) {
+        *ret = sv_argmax(row, n, NULL, NULL);
+        return 0;
+    }
+    int64_t shape[2] = {1, n};
+    nv_tensor *t = nv_tensor_new(x->dt, 2, shape), *out = NULL;
+    if (!t) {
+        x->rc = -ENOMEM;
+        return -1;
+    }
+    memcpy(t->data, row, (size_t)n * sizeof(double));
+    const nv_tensor *in[1] = {t};
+    int r = sv_op(x, "argmax", NULL, 1, in, &out);
+    nv_tensor_free(t);
+    if (r < 0 && x->rc == 1 && x->status == NV_E_UNSUPPORTED && x->argmax == 0) {
+        x->argmax = -1; /* not offered: the kind's, from here on */
+        x->rc = 0;
+        x->err[0] = 0;
+        *ret = sv_argmax(row, n, NULL, NULL);
+        return 0;
+    }
+    if (r < 0)
+        return -1;
+    x->argmax = 1;
+    double k = out->data[0];
+    nv_tensor_free(out);
+    if (!(k >= 0 && k < (double)n)) {
+        x->rc = 1;
+        snprintf(x->err, sizeof x->err,
+                 "op 'argmax': the device's index %g lies outside the vocabulary [0, %lld) (the "
+                 "output differs from the model's)",
+                 k, (long long)n);
+        return -1;
+    }
+    *ret = (int64_t)k;
+    return 0;
+}
+
+int sv_note_argmax(scase *c, const sv_exec *x)
+{
+    if (!x->argmax)
+        return 0;
+    return json_object_set_new(c->cj, "argmax", json_string(x->argmax > 0 ? "device" : "kind"))
+               ? -ENOMEM
+               : 0;
+}
+
 double sv_band(const scase *c, double e_dt, int64_t k_red)
 {
     double u = ldexp(1.0, -(nv_dtype_get(c->dt)->mant_bits + 1));
     return SV_BAND_FACTOR * (e_dt + (double)k_red * c->u_acc) + u;
+}
+
+double sv_band_at(const scase *c, double e_dt, int64_t pos)
+{
+    const nv_servingspec *s = c->j->s;
+    int64_t k = s->width > s->ffn ? s->width : s->ffn;
+    return sv_band(c, e_dt, pos + 1 > k ? pos + 1 : k);
 }
 
 int sv_tokens(const scase *c, const char *name, int64_t n, int64_t *out)

@@ -50,7 +50,7 @@ static void declared(scase *c)
 static json_t *s_case(void *job, void *ctx, int64_t i)
 {
     sjob *j = job;
-    scase c = {.j = j, .ctx = ctx};
+    scase c = {.j = j, .ctx = ctx, .index = i};
     nv_servingspec_case(j->s, i, &c.dt, &c.sample);
     c.cj = json_pack("{sI ss ss sI sI}", "index", (json_int_t)i, "op", "serving", "dtype",
                      nv_dtype_name(c.dt), "sample", (json_int_t)c.sample, "seed",
@@ -102,41 +102,22 @@ static json_t *s_case(void *job, void *ctx, int64_t i)
     return c.cj;
 }
 
+/* The result: the runner's head with the check where a graph kind has its
+ * graph_hash, the decoder's sizes, the runner's tail. */
 static json_t *s_result(void *job)
 {
     const sjob *j = job;
     const nv_servingspec *s = j->s;
-    int64_t n = s->n_cases, passed = 0, failed = 0, errors = 0;
-    json_t *cases = json_array();
-    for (int64_t i = 0; cases && i < n; i++) {
-        const char *v = json_string_value(json_object_get(j->b.cases[i], "verdict"));
-        passed += v && !strcmp(v, "passed");
-        failed += v && !strcmp(v, "failed");
-        errors += !v || !strcmp(v, "error");
-        json_array_append(cases, j->b.cases[i]);
-    }
-    json_t *build = json_object_get(j->b.spec_json, "build");
     json_t *r =
-        json_pack("{s:s, s:s, s:s, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:O?, s:I, "
-                  "s:{s:i, s:i, s:i, s:i, s:i, s:f}, s:{s:I, s:I, s:I, s:I}, s:o}",
-                  "verdict",
-                  failed   ? "failed"
-                  : errors ? "error"
-                           : "passed",
-                  "kind", "serving", "op", "serving", "check", nv_serving_check_name(s->check),
-                  "backend", j->b.backend_spec, "device", json_object_get(j->b.describe, "device"),
-                  "mode", json_object_get(j->b.describe, "mode"), "contract",
-                  json_object_get(j->b.describe, "contract"), "backend_build",
-                  json_object_get(j->b.describe, "build"), "build",
-                  build ? build : json_object_get(j->b.describe, "build"), "seed",
-                  (json_int_t)s->seed, "decoder", "vocab", s->vocab, "width", s->width, "heads",
-                  s->heads, "layers", s->layers, "ffn", s->ffn, "rope_base", s->rope_base,
-                  "summary", "cases", (json_int_t)n, "passed", (json_int_t)passed, "failed",
-                  (json_int_t)failed, "errors", (json_int_t)errors, "cases", cases);
-    const char *name = json_string_value(json_object_get(j->b.spec_json, "name"));
-    if (r && name)
-        json_object_set_new(r, "name", json_string(name));
-    return r;
+        nvw_result_open_keyed(&j->b, "serving", "check", nv_serving_check_name(s->check), s->seed);
+    if (r && json_object_set_new(r, "decoder",
+                                 json_pack("{s:i, s:i, s:i, s:i, s:i, s:f}", "vocab", s->vocab,
+                                           "width", s->width, "heads", s->heads, "layers",
+                                           s->layers, "ffn", s->ffn, "rope_base", s->rope_base))) {
+        json_decref(r);
+        r = NULL;
+    }
+    return nvw_result_close(&j->b, r);
 }
 
 static void s_done(void *job)
