@@ -32,13 +32,18 @@ enum {
     K_TOP_P = 1 << 18,
     K_SEED = 1 << 19,
     K_OFFSET = 1 << 20,
+    /* 1 << 21 .. 1 << 23: reserved (conv2d / avg_pool2d attributes, another branch) */
+    K_THETA = 1 << 24,
+    K_INTERLEAVED = 1 << 25,
+    K_HEAD_DIM = 1 << 26,
 };
 
 static const char *const key_names[] = {"axis", "approximate", "algorithm", "correction", "eps",
                                         "to",   "acc",         "scale",     "reduction",  "heads",
                                         "stride", "padding",   "dilation",  "kernel",     "groups",
                                         "count_include_pad", "temperature", "top_k", "top_p", "seed",
-                                        "offset"};
+                                        "offset", NULL, NULL, NULL, "theta", "interleaved",
+                                        "head_dim"};
 #define N_KEYS (sizeof key_names / sizeof key_names[0])
 
 static unsigned op_keys(int id)
@@ -76,6 +81,8 @@ static unsigned op_keys(int id)
         return K_KERNEL | K_STRIDE | K_PADDING | K_COUNT_PAD;
     case NVO_SAMPLE:
         return K_TEMPERATURE | K_TOP_K | K_TOP_P | K_SEED | K_OFFSET;
+    case NVO_ROTARY_EMBEDDING:
+        return K_OFFSET | K_THETA | K_INTERLEAVED | K_HEAD_DIM;
     default:
         return 0;
     }
@@ -100,6 +107,7 @@ static void attrs_default(nv_op_attrs *a)
     a->count_include_pad = true;
     a->temperature = 1;
     a->top_p = 1;
+    a->theta = 10000; /* RoFormer's base (Su et al. 2021, §3.4.2) */
 }
 
 static int fail(char **ret_msg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -269,6 +277,24 @@ static int parse_one(int key, const json_t *v, nv_op_attrs *a, char **ret_msg)
             return fail(ret_msg, "attribute '%s' must be an integer >= 0", name);
         *((1 << key) == K_SEED ? &a->seed : &a->offset) = (uint64_t)json_integer_value(v);
         return 0;
+    case K_THETA:
+        if (!json_is_number(v) || !(json_number_value(v) >= 2) || !(json_number_value(v) <= 1e9))
+            return fail(ret_msg, "attribute 'theta' must be a number in [2, 1e9] (the rotary "
+                                 "frequency base)");
+        a->theta = json_number_value(v);
+        return 0;
+    case K_INTERLEAVED:
+        if (!json_is_boolean(v))
+            return fail(ret_msg, "attribute 'interleaved' must be true (pairs 2k, 2k+1) or false "
+                                 "(pairs k, k + head_dim/2)");
+        a->interleaved = json_is_true(v);
+        return 0;
+    case K_HEAD_DIM:
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 65536)
+            return fail(ret_msg, "attribute 'head_dim' must be an integer in 0..65536 (0: the "
+                                 "last dimension)");
+        a->head_dim = (int)json_integer_value(v);
+        return 0;
     case K_TO:
         return parse_dtype_attr(name, v, false, &a->cast_to, ret_msg);
     case K_ACC:
@@ -289,7 +315,7 @@ static void accepted_list(unsigned keys, char *buf, size_t len)
     buf[0] = 0;
     size_t used = 0;
     for (size_t k = 0; k < N_KEYS; k++)
-        if (keys & (1u << k))
+        if ((keys & (1u << k)) && key_names[k])
             used += (size_t)snprintf(buf + used, used < len ? len - used : 0, "%s%s",
                                      used ? ", " : "", key_names[k]);
     if (!buf[0])
@@ -311,7 +337,8 @@ int nv_op_parse_attrs(const nv_op_def *op, const json_t *obj, nv_op_attrs *ret, 
     json_object_foreach((json_t *)obj, k, v)
     {
         size_t ki = 0;
-        while (ki < N_KEYS && !((keys & (1u << ki)) && strcmp(key_names[ki], k) == 0))
+        while (ki < N_KEYS &&
+               !((keys & (1u << ki)) && key_names[ki] && strcmp(key_names[ki], k) == 0))
             ki++;
         if (ki == N_KEYS) {
             char acc[160];
@@ -406,6 +433,12 @@ json_t *nv_op_attrs_to_json(const nv_op_def *op, const nv_op_attrs *a)
         r |= json_object_set_new(o, "seed", json_integer((json_int_t)a->seed));
     if (keys & K_OFFSET)
         r |= json_object_set_new(o, "offset", json_integer((json_int_t)a->offset));
+    if (keys & K_THETA)
+        r |= json_object_set_new(o, "theta", json_real(a->theta));
+    if (keys & K_INTERLEAVED)
+        r |= json_object_set_new(o, "interleaved", json_boolean(a->interleaved));
+    if (keys & K_HEAD_DIM)
+        r |= json_object_set_new(o, "head_dim", json_integer(a->head_dim));
     if (r) {
         json_decref(o);
         return NULL;

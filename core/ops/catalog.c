@@ -220,6 +220,14 @@ static const nv_op_def table[NVO_COUNT] = {
      .n_inputs = 1,
      .inputs = {{"logits", -INFINITY, INFINITY, false}},
      .edges = nvo_edges_generic},
+    /* Rotary position embedding (rotary.c, Su et al. 2021): linear in x, so its
+     * backward is the rotation by minus the angle. */
+    {.name = "rotary_embedding",
+     .kind = NV_OPK_ROTARY,
+     .n_inputs = 1,
+     .inputs = {LINE},
+     .differentiable = true,
+     .edges = nvo_edges_generic},
 };
 
 const nv_op_def *nv_op_find(const char *name)
@@ -279,13 +287,19 @@ bool nv_op_zero_sign_judged(const nv_op_def *op)
 {
     /* Reductions and matmul start their accumulators from +0 where IEEE's sum
      * of -0 terms is -0, and the max reduction keeps whichever of -0 and +0 its
-     * comparisons meet first: their zero's sign is not part of the contract. */
+     * comparisons meet first: their zero's sign is not part of the contract.
+     * rotary_embedding is a two-term sum x_a cos - x_b sin (and the identity
+     * at position 0): x cos + (-x') sin and x cos - x' sin are both IEEE
+     * evaluations and give different zeros. */
     return op && !nv_op_accumulates(op);
 }
 
 bool nv_op_accumulates(const nv_op_def *op)
 {
-    return op && (op->kind == NV_OPK_REDUCE || op->kind == NV_OPK_MATMUL || op->kind == NV_OPK_CONV);
+    /* rotary_embedding: a two-term sum x_a cos - x_b sin judged by the bound
+     * metric, whose weight abs_sum its reference fills (ref_rotary.c) */
+    return op && (op->kind == NV_OPK_REDUCE || op->kind == NV_OPK_MATMUL ||
+                  op->kind == NV_OPK_CONV || op->kind == NV_OPK_ROTARY);
 }
 
 /* ---- dtype support ---- */
@@ -530,6 +544,9 @@ int nv_op_infer(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_te
     case NV_OPK_SELECT:
         r = nvo_select_infer(op, n_in, in, &nd, shape, err, errlen);
         break;
+    case NV_OPK_ROTARY:
+        r = nvo_rotary_infer(op, a, n_in, in, &nd, shape, err, errlen);
+        break;
     default:
         r = nvo_matmul_infer(op, a, n_in, in, &nd, shape, err, errlen);
         break;
@@ -567,6 +584,8 @@ int64_t nv_op_reduction_len(const nv_op_def *op, const nv_op_attrs *a, int n_in,
             return 1;
         return nv_conv_geom_of(a, x, pool ? NULL : in[1], &g) == 0 ? g.k + 1 : 1;
     }
+    if (op->kind == NV_OPK_ROTARY)
+        return 2; /* x_a cos - x_b sin: two terms (the bound's terms, tolerances.c) */
     if (op->kind != NV_OPK_REDUCE)
         return 1;
     if (id == NVO_CROSS_ENTROPY) {

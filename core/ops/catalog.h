@@ -35,6 +35,8 @@ typedef enum nv_op_kind {
                        argmax; sample (a categorical draw from the temperature-scaled,
                        top-k / top-p truncated softmax with a counter-based Philox stream,
                        select.c, docs/TOLERANCES.md "Selections") */
+    NV_OPK_ROTARY,  /* rotary_embedding (rotary.c): x [.., T, D] -> [.., T, D], each head's
+                       pairs rotated by the angle of their position and frequency */
 } nv_op_kind;
 
 typedef enum nv_scale_granularity {
@@ -68,7 +70,13 @@ typedef struct nv_op_attrs {
     int top_k;            /* sample: keep the k most likely tokens, 0 (default): all */
     double top_p;         /* sample: nucleus mass in (0, 1], 1 (default): all */
     uint64_t seed;        /* sample: the Philox key, default 0 */
-    uint64_t offset;      /* sample: counter of row 0 (row r draws at offset + r), default 0 */
+    uint64_t offset;      /* sample: counter of row 0 (row r draws at offset + r), default 0;
+                             rotary_embedding: the position of row 0 (a KV-cache decode's
+                             first new position), default 0 */
+    double theta;         /* rotary_embedding: the frequency base, default 10000 */
+    bool interleaved;     /* rotary_embedding: pairs (2i, 2i+1) (RoFormer's) instead of
+                             (i, i + hd/2) (GPT-NeoX / Llama's rotate_half, the default) */
+    int head_dim;         /* rotary_embedding: width of one head in D, 0 (default): D */
 } nv_op_attrs;
 
 /* Matmul operands by granularity: NONE: A [..,M,K], B [..,K,N]; TENSOR adds
@@ -116,7 +124,8 @@ nv_input_domain nv_op_input_domain(const nv_op_def *op, int i);
  * -0 < +0; §9.2.1 odd functions at +-0; §5.4.2 conversions), and numval's
  * contract extends it to sigmoid, erf, gelu, silu and relu (a correctly
  * rounded zero has the exact value's sign; relu(-0) = +0); false for the
- * reductions and matmul (docs/TOLERANCES.md "Signed zero" says why). */
+ * reductions, matmul and rotary_embedding (docs/TOLERANCES.md "Signed zero"
+ * says why). */
 bool nv_op_zero_sign_judged(const nv_op_def *op);
 
 /* Attributes from a JSON object (NULL = all defaults). Unknown keys are refused.
@@ -177,8 +186,29 @@ int64_t nv_pool_divisor(const nv_conv_geom *g, const nv_op_attrs *a, int64_t oh,
 int64_t nv_argmax_row(const double *x, int64_t n);
 int64_t nv_sample_order(const double *x, int64_t n, int top_k, int64_t *order);
 
-/* Whether op accumulates (reductions, matmul, conv2d): its reference fills
- * abs_sum with sum |terms| and the accumulator demand (reference.h). */
+/* The geometry of rotary_embedding (rotary.c, the definition in its header
+ * comment): x [.., t, d] seen as rows of d = heads hd, row r at position
+ * offset + r % t; pair k in [0, hd/2) of a head is the elements (a, b) of
+ * nv_rope_pair, rotated by angle (offset + r % t) theta^(-2k/hd).
+ * nv_rope_geom_of returns 0, or -1 when x does not infer. */
+typedef struct nv_rope_geom {
+    int64_t rows, t, d, hd, heads;
+    uint64_t offset;
+    double theta;
+    bool interleaved;
+} nv_rope_geom;
+int nv_rope_geom_of(const nv_op_attrs *a, const nv_tensor *x, nv_rope_geom *g);
+/* The offsets within a head of pair k: its first element a (the one whose
+ * output is x_a cos - x_b sin) and its second b (x_b cos + x_a sin). */
+static inline void nv_rope_pair(const nv_rope_geom *g, int64_t k, int64_t *a, int64_t *b)
+{
+    *a = g->interleaved ? 2 * k : k;
+    *b = g->interleaved ? 2 * k + 1 : k + g->hd / 2;
+}
+
+/* Whether op accumulates (reductions, matmul, conv2d, and rotary_embedding's
+ * two-term sum): its reference fills abs_sum with sum |terms| (rotary: its
+ * error model's weight) and the accumulator demand (reference.h; 0 for rotary). */
 bool nv_op_accumulates(const nv_op_def *op);
 
 /* The reduction length n of the output's reduction (1 for elementwise, K for

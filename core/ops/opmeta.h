@@ -62,10 +62,12 @@ typedef enum nvo_id {
     NVO_MAX_POOL2D,
     NVO_CONV2D,
     NVO_AVG_POOL2D,
-    /* Selections (NV_OPK_SELECT): kept at the end of the table, after every op
-     * with a backward (emu's EMU_B_* ids stop before them). */
+    /* Selections (NV_OPK_SELECT): no backward (emu's EMU_B_* ids hold their
+     * places only so that the ids stay the catalog's order). */
     NVO_ARGMAX,
     NVO_SAMPLE,
+    /* Appended after the selections: ops added since keep the ids above. */
+    NVO_ROTARY_EMBEDDING,
     NVO_COUNT
 } nvo_id;
 

@@ -24,6 +24,11 @@ int nvo_conv_infer(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv
 int nvo_select_infer(const nv_op_def *op, int n_in, const nv_tensor *const *in, int *ret_ndim,
                      int64_t *ret_shape, char *err, size_t errlen);
 
+/* rotary_embedding shape rules (rotary.c), same contract as nv_op_infer. */
+int nvo_rotary_infer(const nv_op_def *op, const nv_op_attrs *a, int n_in,
+                     const nv_tensor *const *in, int *ret_ndim, int64_t *ret_shape, char *err,
+                     size_t errlen);
+
 /* Edge functions (edges.c). */
 int nvo_edges_exp(nv_dtype dt, double *out, int max);
 int nvo_edges_exp2(nv_dtype dt, double *out, int max);

@@ -35,6 +35,9 @@
  *   weighs each step's error by a worst-case first-order analysis (the
  *   exponential's argument, the division, the square root), not by a model of
  *   independent rounding errors.
+ * - rotary_embedding: the bound metric with n = 2, c = 2, u of the output dtype
+ *   and abs_sum the weight of the first-order error model of a framework's
+ *   rope (angle in fp32, tables in the output dtype; core/ref/ref_rotary.c).
  * u is the unit roundoff of fp32 accumulation (fp64 for fp64 outputs; matmul: its
  * "acc" dtype), abs_sum as nv_op_reference defines it. */
 #include <stdio.h>
@@ -52,6 +55,7 @@ typedef enum tol_class {
     TC_COMPOSED,
     TC_MATMUL,
     TC_SELECT,
+    TC_ROTARY,
 } tol_class;
 
 static tol_class class_of(int id)
@@ -101,6 +105,8 @@ static tol_class class_of(int id)
     case NVO_ARGMAX:
     case NVO_SAMPLE:
         return TC_SELECT;
+    case NVO_ROTARY_EMBEDDING:
+        return TC_ROTARY;
     default:
         return TC_TRANSCENDENTAL;
     }
@@ -218,6 +224,23 @@ int nv_op_default_tolerance(const nv_op_def *op, const nv_op_attrs *a, nv_dtype 
                        "boundary (the first-order error of a CDF computed in %s, Higham §3.1, "
                        "§4.2, doubled): docs/TOLERANCES.md \"Selections\"",
                        op->name, "fp32 (fp64 for fp64 logits)");
+        break;
+    case TC_ROTARY:
+        /* abs_sum is the error model's weight (core/ref/ref_rotary.c,
+         * docs/TOLERANCES.md "Rotary embedding"); n = 2 makes g(n) = 1 */
+        t.metric = NV_TOL_BOUND;
+        t.c = 2;
+        t.growth = NV_GROWTH_N;
+        t.has_u_dtype = 1;
+        t.u_dtype = dt;
+        set_reason(&t, NV_REASON_APPROXIMATION_ERROR,
+                   "first-order model of a framework's rope, doubled: the angle p theta^(-2k/hd) "
+                   "computed in fp32 (fp64 for fp64) as HF transformers / GPT-NeoX do "
+                   "(relative error (ln theta + 4) u, an absolute error growing with the "
+                   "position), cos and sin faithful there, the tables held in %s, the two "
+                   "products and the difference rounded in %s (gamma_2); abs_sum carries each "
+                   "term's weight; plus half an ulp: docs/TOLERANCES.md \"Rotary embedding\"",
+                   dn, dn);
         break;
     default:
         fill_bound(&t, op, a, dt, tc);

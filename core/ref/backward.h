@@ -58,7 +58,9 @@ int64_t nv_op_grad_eval_len(const nv_op_def *op, const nv_op_attrs *a, int n_in,
  * sigmoid, exp, sqrt, rsqrt, reciprocal, softmax, log_softmax, norm2,
  * logsumexp): sens[e] = sum_o |d gx_e / d y_o| |y_o| (0 for the other ops).
  * A device that saves y rounded to its storage dtype (unit roundoff u_s) errs
- * by up to u_s sens[e] from that alone. */
+ * by up to u_s sens[e] from that alone. rotary_embedding: the sensitivity to
+ * its cos and sin tables and its products, which a framework composed of
+ * elementwise ops holds in the storage dtype (3 (|gy_a cos| + |gy_b sin|)). */
 int nv_op_vjp_sens(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
                    const double *gy, double *sens);
 

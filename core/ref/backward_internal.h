@@ -41,4 +41,17 @@ int nvb_vjp2_conv(int id, const nv_op_attrs *a, const nv_tensor *const *in, cons
                   const double *const *v, double *const *hx, double *const *mag);
 int64_t nvb_conv_sum_len(int id, const nv_op_attrs *a, const nv_tensor *const *in, int i);
 
+/* rotary_embedding (ref_rotary.c): the fp64 forward with correctly rounded
+ * cos and sin, the VJP (the rotation by -phi; mag adds the angle's
+ * sensitivity) and the zero second-order VJP (the op is linear); every
+ * gradient element is a sum of two terms. */
+int nvb_forward_rotary(const nv_op_attrs *a, const nv_tensor *const *in, double *out);
+int nvb_vjp_rotary(const nv_op_attrs *a, const nv_tensor *const *in, const double *gy,
+                   double *const *gx, double *const *mag);
+/* nv_op_vjp_sens of rotary_embedding: 3 (|gy_a c| + |gy_b s|) (gx_a), the
+ * error of a backward whose tables and products are held in the storage dtype. */
+int nvb_sens_rotary(const nv_op_attrs *a, const nv_tensor *const *in, const double *gy,
+                    double *sens);
+int nvb_vjp2_rotary(const nv_tensor *const *in, double *const *hx, double *const *mag);
+
 #endif

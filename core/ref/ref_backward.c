@@ -305,6 +305,8 @@ int nv_op_forward_f64(const nv_op_def *op, const nv_op_attrs *a, int n_in,
         return nvb_forward_matmul(in, out);
     if (op->kind == NV_OPK_CONV)
         return nvb_forward_conv(id, a, in, out);
+    if (op->kind == NV_OPK_ROTARY)
+        return nvb_forward_rotary(a, in, out);
     return nvb_forward_rows(id, a, in, out);
 }
 
@@ -325,6 +327,8 @@ int nv_op_vjp(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tens
         return nvb_vjp_matmul(in, gy, gx, mag);
     if (op->kind == NV_OPK_CONV)
         return nvb_vjp_conv(id, a, in, gy, gx, mag);
+    if (op->kind == NV_OPK_ROTARY)
+        return nvb_vjp_rotary(a, in, gy, gx, mag);
     return nvb_vjp_rows(id, a, in, gy, gx, mag);
 }
 
@@ -340,6 +344,8 @@ int64_t nv_op_vjp_reduction_len(const nv_op_def *op, const nv_op_attrs *a, int n
         return nvb_layout_sum_len(id, in, i);
     if (op->kind == NV_OPK_CONV)
         return nvb_conv_sum_len(id, a, in, i);
+    if (op->kind == NV_OPK_ROTARY)
+        return 2; /* gy_a c + gy_b s */
     if (op->kind == NV_OPK_MATMUL) {
         int nd = x->ndim;
         /* dA = dC B^T sums over N; dB = A^T dC over M. */

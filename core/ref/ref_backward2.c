@@ -203,6 +203,8 @@ int nv_op_vjp2(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_ten
         return nvb_vjp2_matmul(in, gy, v, hx, mag);
     if (op->kind == NV_OPK_CONV)
         return nvb_vjp2_conv(id, a, in, gy, v, hx, mag);
+    if (op->kind == NV_OPK_ROTARY)
+        return nvb_vjp2_rotary(in, hx, mag);
     return nvb_vjp2_rows(id, a, in, gy, v, hx, mag);
 }
 
@@ -218,6 +220,8 @@ int64_t nv_op_grad_eval_len(const nv_op_def *op, const nv_op_attrs *a, int n_in,
         return nvb_layout_sum_len(id, in, i);
     if (op->kind == NV_OPK_CONV)
         return nvb_conv_sum_len(id, a, in, i);
+    if (op->kind == NV_OPK_ROTARY)
+        return 2;
     if (op->kind == NV_OPK_MATMUL) {
         int nd = x->ndim;
         return i == 0 ? in[1]->shape[nd - 1] : x->shape[nd - 2];

@@ -452,6 +452,8 @@ int nv_op_vjp_sens(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv
     int id = nvo_op_id(op);
     if (id < 0 || n_in < 1)
         return NV_E_INVALID;
+    if (op->kind == NV_OPK_ROTARY)
+        return nvb_sens_rotary(a, in, gy, sens);
     if (op->kind != NV_OPK_REDUCE) {
         for (int64_t e = 0; e < in[0]->numel; e++)
             sens[e] = op->kind == NV_OPK_UNARY ? sens_unary(id, in[0]->data[e], gy[e]) : 0;

@@ -31,6 +31,10 @@ int nvo_ref_conv(int id, const nv_op_attrs *a, const nv_tensor *const *in, const
  * abs_sum |hi|, abs_exp and peak 0. */
 int nvo_ref_select(int id, const nv_op_attrs *a, const nv_tensor *const *in, const nv_ref_out *o);
 
+/* rotary_embedding (ref_rotary.c): hi + lo of the exact rotation, abs_sum the
+ * default tolerance's weight, peak 0. */
+int nvo_ref_rotary(const nv_op_attrs *a, const nv_tensor *const *in, const nv_ref_out *o);
+
 /* abs_sum (and abs_exp) at offset off of o's tensors, in the encoding of
  * nv_ref_out: the value itself while it fits fp64, else its mantissa with the
  * exponent in abs_exp (+Inf when there is no abs_exp tensor). No-op without

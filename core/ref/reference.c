@@ -223,6 +223,9 @@ int nv_op_reference_ex(const nv_op_def *op, const nv_op_attrs *a, int n_in,
         break;
     case NV_OPK_SELECT: /* int32 indices: nothing to round, nothing accumulated */
         return nvo_ref_select(id, a, in, o);
+    case NV_OPK_ROTARY:
+        r = nvo_ref_rotary(a, in, o);
+        break;
     default:
         r = nvo_ref_elementwise(id, a, n_in, in, o->hi, o->lo, o->abs_sum);
         if (r == 0 && o->abs_exp) {

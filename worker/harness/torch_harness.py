@@ -164,6 +164,7 @@ def forward_op(op, a, xs, out_dtype):
         "conv2d": lambda: conv2d(xs, a),
         "avg_pool2d": lambda: avg_pool2d(xs[0], a),
         "max_pool2d": lambda: max_pool2d(xs[0], a),
+        "rotary_embedding": lambda: rotary_embedding(xs[0], a),
         # data movement, so the serving kind's op-by-op decoder runs here too
         # (a harness without the serve request): values unchanged
         "embedding": lambda: F.embedding(xs[1].long(), xs[0]),
@@ -226,6 +227,35 @@ def max_pool2d(x, a):
         raise HarnessError("shape", f"max_pool2d needs [N, C, H, W], got {list(x.shape)}")
     k = int(a.get("kernel", 2))
     return F.max_pool2d(x, k, stride=int(a.get("stride", k)), padding=int(a.get("padding", 0)))
+
+
+def rotary_embedding(x, a):
+    """core/ops/rotary.c as Hugging Face transformers' Llama computes it: inv_freq =
+    1 / theta^(arange(0, hd, 2) / hd) and the angle positions x inv_freq in fp32
+    (fp64 for fp64 x, where the default tolerance assumes an fp64 angle), cos and
+    sin cast to x's dtype, x cos + rotate(x) sin; rotate is rotate_half for the
+    half split, (-x_odd, x_even) interleaved for RoFormer's pairs."""
+    if x.dim() < 2:
+        raise HarnessError("shape", f"rotary_embedding needs x [.., T, D], got {list(x.shape)}")
+    d, t = x.shape[-1], x.shape[-2]
+    hd = int(a.get("head_dim", 0)) or d
+    if hd % 2 or d % hd:
+        raise HarnessError("shape", f"rotary_embedding: head_dim {hd} must be even and divide {d}")
+    inter = bool(a.get("interleaved", False))
+    off, theta = int(a.get("offset", 0)), float(a.get("theta", 10000))
+    adt = torch.float64 if x.dtype == torch.float64 else torch.float32
+    k = torch.arange(0, hd, 2, device=x.device, dtype=torch.int64).to(adt)
+    inv = 1.0 / (theta ** (k / hd))
+    pos = torch.arange(off, off + t, device=x.device, dtype=torch.int64).to(adt)
+    ang = torch.outer(pos, inv)
+    emb = ang.repeat_interleave(2, dim=-1) if inter else torch.cat((ang, ang), dim=-1)
+    cos, sin = emb.cos().to(x.dtype)[:, None, :], emb.sin().to(x.dtype)[:, None, :]
+    xh = x.reshape(*x.shape[:-1], d // hd, hd)
+    if inter:
+        rot = torch.stack((-xh[..., 1::2], xh[..., 0::2]), dim=-1).flatten(-2)
+    else:
+        rot = torch.cat((-xh[..., hd // 2:], xh[..., :hd // 2]), dim=-1)
+    return (xh * cos + rot * sin).reshape(x.shape)
 
 
 def max_unpool2d(x):

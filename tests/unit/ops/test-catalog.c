@@ -18,7 +18,7 @@ static const char *const v1_names[] = {
     "log_softmax", "layer_norm", "rms_norm",   "cross_entropy", "matmul",  "bmm",
     "transpose",   "embedding",  "split_heads", "merge_heads", "cache_write",
     "flatten",     "max_pool2d", "conv2d",     "avg_pool2d",    "argmax",
-    "sample"};
+    "sample",      "rotary_embedding"};
 #define N_V1 (sizeof v1_names / sizeof v1_names[0])
 
 static int parse(const char *op, const char *json, nv_op_attrs *a, char **msg)

@@ -147,6 +147,8 @@ static int run_kernel(emu_call *ec, const nv_op_def *op, const nv_op_attrs *a, i
         return nv_op_layout_eval(op, a, n_in, in, out, err, errlen);
     case NV_OPK_CONV:
         return emu_conv2d(ec, op, a, in, out, err, errlen);
+    case NV_OPK_ROTARY:
+        return emu_rotary(ec, a, in, out, err, errlen);
     case NV_OPK_SELECT: /* emu_forward calls emu_select with the context's draw count */
         break;
     }

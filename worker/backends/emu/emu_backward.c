@@ -43,7 +43,8 @@ static const char *saved_of(const nv_op_def *op)
         return strcmp(op->name, "embedding") == 0 ? "1" : "";
     if (strcmp(op->name, "neg") == 0 || strcmp(op->name, "add") == 0 ||
         strcmp(op->name, "sub") == 0 || strcmp(op->name, "sum") == 0 ||
-        strcmp(op->name, "mean") == 0 || strcmp(op->name, "avg_pool2d") == 0)
+        strcmp(op->name, "mean") == 0 || strcmp(op->name, "avg_pool2d") == 0 ||
+        op->kind == NV_OPK_ROTARY)
         return "";
     return "i";
 }

@@ -58,6 +58,9 @@ enum {
     EMU_B_MAX_POOL2D,
     EMU_B_CONV2D,
     EMU_B_AVG_POOL2D,
+    EMU_B_ARGMAX, /* no backward: holds the catalog's place */
+    EMU_B_SAMPLE, /* no backward: holds the catalog's place */
+    EMU_B_ROTARY_EMBEDDING,
     EMU_B_COUNT
 };
 
@@ -90,6 +93,10 @@ int emu_bwd_layout(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, const
 /* conv2d and avg_pool2d (emu_backward_conv.c). */
 int emu_bwd_conv(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, const emu_bwd_io *io,
                  char *err, size_t errlen);
+
+/* rotary_embedding (emu_rotary.c): the rotation by minus the angle. */
+int emu_bwd_rotary(emu_call *c, const nv_op_attrs *a, const emu_bwd_io *io, char *err,
+                   size_t errlen);
 
 /* The backend table's backward and double-backward entries (emu.c). */
 int emu_backward(void *ctx, nv_backward_call *call, char *err, size_t errlen);

@@ -45,7 +45,7 @@ static int op_id(const nv_op_def *op)
         "max",        "var",      "norm2",         "logsumexp",  "softmax", "log_softmax",
         "layer_norm", "rms_norm", "cross_entropy", "matmul",     "bmm",     "transpose",
         "embedding",  "split_heads", "merge_heads", "cache_write", "flatten", "max_pool2d",
-        "conv2d",     "avg_pool2d"};
+        "conv2d",     "avg_pool2d", "argmax", "sample", "rotary_embedding"};
     size_t n;
     const nv_op_def *all = nv_op_all(&n);
     long id = op - all;
@@ -196,6 +196,8 @@ static int run(emu_ctx *ctx, const nv_op_def *op, int id, const nv_op_attrs *a,
         r = emu_bwd_conv(&ec, op, a, &io, err, errlen);
     else if (op->kind == NV_OPK_REDUCE)
         r = emu_bwd_rows(&ec, id, op, a, &io, err, errlen);
+    else if (op->kind == NV_OPK_ROTARY)
+        r = emu_bwd_rotary(&ec, a, &io, err, errlen);
     else
         r = emu_bwd_elementwise(&ec, id, op, a, &io);
     for (int i = 0; r == NV_OK && i < n_grads; i++) {

@@ -180,6 +180,9 @@ static int run_node(gstate *s, int k, char *err, size_t errlen)
     case NV_OPK_CONV:
         r = emu_conv2d(&ec, n->op, &n->attrs, in, out->data, err, errlen);
         break;
+    case NV_OPK_ROTARY:
+        r = emu_rotary(&ec, &n->attrs, in, out->data, err, errlen);
+        break;
     case NV_OPK_SELECT: /* int32 indices have no place in a fused float region */
         snprintf(err, errlen, "emu's graph entry does not fuse selections");
         r = NV_E_UNSUPPORTED;

@@ -253,6 +253,10 @@ int emu_matmul(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, int n_in,
 int emu_conv2d(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, const nv_tensor *const *in,
                double *out, char *err, size_t errlen);
 
+/* rotary_embedding (emu_rotary.c): in[0] = x decoded, contiguous. */
+int emu_rotary(emu_call *c, const nv_op_attrs *a, const nv_tensor *const *in, double *out,
+               char *err, size_t errlen);
+
 /* argmax and sample (emu_select.c): in[0] = x [.., V] decoded, out one index per
  * row; *draws is the context's draw count (sample_stream=per_call). */
 int emu_select(const emu_mode *m, const nv_op_def *op, const nv_op_attrs *a,
