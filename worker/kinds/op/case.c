@@ -157,6 +157,7 @@ void nvw_op_input_request(const case_state *cs, int i, nv_input_request *ret)
                        : ax >= 0 ? cs->meta[0].shape[ax]
                                  : 1,
         .reduction_len = reduce && ax >= 0 ? cs->meta[0].shape[ax] : 0,
+        .sweep = cs->s->sweep,
     };
 }
 
