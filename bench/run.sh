@@ -13,6 +13,15 @@
 #   exec_bench.sh          exec protocol vs the in-process emu
 #   lab_bench.py           claims, result/artifact uploads, store size vs a 100-device lab
 #   op_case_bench.sh       one 10^7-element op case per element and its RSS vs NumPy
+#                          (exp and sum on 1 thread, exp on 2: the threads row)
+#   reduce_case_bench.sh   sum at 10^6, 10^7, 10^8: time and RSS vs NumPy
+#   exhaustive_bench.sh    all 2^32 fp32 inputs of exp, log, tanh, erf vs a hand split
+#                          (opt-in, hours here: NV_BENCH_EXHAUSTIVE=1; else one line each)
+# Rows of issue 19's target table and where they print: exp and sum per element,
+# RSS, --threads 2 (op_case_bench.sh, reduce_case_bench.sh); 2^32 inputs
+# (exhaustive_bench.sh); reference vs MPFR, compare vs memcpy/torch/numpy
+# (run-numerics.sh); gradcheck fast and full (gradcheck_peers.py); training
+# steps/s (train_peer.py).
 # Usage: bench/run.sh [BUILD_DIR]   (default: build-bench-svc, a release build)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -70,4 +79,6 @@ else
     echo "==== lab_bench.py: numvald or numval-worker does not build, skipped"
 fi
 run op_case_bench.sh sh "$ROOT/bench/op_case_bench.sh" "$BUILD"
+run reduce_case_bench.sh sh "$ROOT/bench/reduce_case_bench.sh" "$BUILD"
+run exhaustive_bench.sh sh "$ROOT/bench/exhaustive_bench.sh" "$BUILD"
 exit $status

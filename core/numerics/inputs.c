@@ -511,10 +511,66 @@ static double ordinal_value(const gen *g, const ordinals *o, uint64_t k, bool ne
  * it. Operand t > 0 of a multi-input op reads the sequence rotated by an odd
  * offset near 0.382 t n, which pairs each value with one far along the range and
  * of the other sign. Not held to the domain (like "specials"). */
+/* The signed ordinal of a finite value x of the dtype: k for +x at
+ * magnitude ordinal k, -k - 1 for -x (so -0 is -1, +0 is 0). */
+static int64_t signed_ordinal(const gen *g, const ordinals *o, double x)
+{
+    uint64_t b = nv_dtype_encode(g->rq.dtype, x, &NV_ROUND_DEFAULT, 0);
+    bool neg = o->two_signs && signbit(x);
+    int64_t k = (int64_t)((neg ? b & ~o->sign : b) / o->step);
+    return neg ? -k - 1 : k;
+}
+
+/* The value of the dtype nearest x on the side dir (> 0: the smallest >= x,
+ * < 0: the largest <= x), within +-max_finite. */
+static double bound_in_dtype(const gen *g, double x, int dir)
+{
+    double m = g->di->max_finite;
+    x = x > m ? m : x < -m ? -m : x;
+    double v = nv_dtype_round(g->rq.dtype, x, &NV_ROUND_DEFAULT, 0);
+    if (v > m || v < -m)
+        v = copysign(m, v);
+    if ((dir > 0 && v < x) || (dir < 0 && v > x))
+        v = nv_inputs_neighbour(g->rq.dtype, v, dir);
+    if (v == 0 && x == 0)
+        v = x; /* keeps the requested zero's sign */
+    return v;
+}
+
+__extension__ typedef unsigned __int128 u128;
+
+/* A job's "sweep" at a stride (nv_sweep, inputs.h): element i holds signed
+ * ordinal first + (i * stride) mod span of [from, to] in the dtype; operand
+ * t > 0 reads the sequence rotated as the default sweep does. */
+static void gen_sweep_stride(gen *g, const ordinals *o, double *out, int64_t count)
+{
+    const nv_sweep *sw = &g->rq.sweep;
+    int64_t first = signed_ordinal(g, o, bound_in_dtype(g, sw->from, 1));
+    int64_t last = signed_ordinal(g, o, bound_in_dtype(g, sw->to, -1));
+    if (!o->two_signs && first < 0)
+        first = 0;
+    uint64_t span = last >= first ? (uint64_t)(last - first) + 1 : 1;
+    int64_t n = g->n;
+    int t = g->rq.tensor_index > 0 ? g->rq.tensor_index : 0;
+    int64_t rot = n > 1 ? ((int64_t)((double)n * 0.381966 * t) | 1) % n : 0;
+    uint64_t step = (uint64_t)sw->stride % span;
+    for (int64_t q = 0; q < count; q++) {
+        int64_t i = g->pos + q;
+        uint64_t p = (uint64_t)(t > 0 ? (i + rot) % n : i);
+        uint64_t off = (uint64_t)(((u128)p * step) % span); /* p * step may pass 2^64 */
+        int64_t k = first + (int64_t)off;
+        out[q] = ordinal_value(g, o, (uint64_t)(k < 0 ? -k - 1 : k), k < 0);
+    }
+}
+
 static void gen_sweep(gen *g, double *out, int64_t count)
 {
     int64_t n = g->n;
     ordinals o = ordinals_of(g);
+    if (g->rq.sweep.stride > 0 && !o.is_int) {
+        gen_sweep_stride(g, &o, out, count);
+        return;
+    }
     int64_t m = o.two_signs ? (n + 1) / 2 : n;
     int t = g->rq.tensor_index > 0 ? g->rq.tensor_index : 0;
     int64_t rot = n > 1 ? ((int64_t)((double)n * 0.381966 * t) | 1) % n : 0;

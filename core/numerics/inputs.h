@@ -78,6 +78,17 @@ typedef struct nv_input_domain {
     bool param;
 } nv_input_domain;
 
+/* The "sweep" class at a stride (a job's "sweep" field, docs/JOBS.md): element
+ * i of a float tensor holds the value at signed ordinal first + (i * stride mod
+ * span) of the encodings from the smallest value >= from to the largest <= to,
+ * in value order (-0 before +0). stride 0: the default sweep (every k-th
+ * encoding across the whole range, k from the tensor's size). */
+#define NV_SWEEP_MAX_STRIDE (INT64_C(1) << 40)
+typedef struct nv_sweep {
+    int64_t stride;
+    double from, to;
+} nv_sweep;
+
 typedef struct nv_input_request {
     nv_input_domain domain; /* from the op layer (nv_op_input_domain); zero: plain values */
     int tensor_index;       /* which input of the op: keys the stream */
@@ -89,6 +100,7 @@ typedef struct nv_input_request {
     int64_t index_range;   /* NV_INPUT_INDEX: values in [0, range) */
     int64_t reduction_len; /* "cancellation" pairs values within runs of this length
                               (the op's reduction axis extent; 0 or 1: whole tensor) */
+    nv_sweep sweep;        /* "sweep" at a stride (stride 0: the default) */
 } nv_input_request;
 
 /* Fill out[0..n) (row-major logical order) with the values of the request.

@@ -22,6 +22,10 @@ int nvo_ref_elementwise(int id, const nv_op_attrs *a, int n_in, const nv_tensor 
                         nv_tensor *out_hi, nv_tensor *out_lo, nv_tensor *abs_sum);
 int nvo_ref_reduce(int id, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
                    const nv_ref_out *o);
+/* nv_op_reference_lines' per-line part (ref_reduce.c): every line of x read
+ * through read, into o; nothing rounded to the output dtype yet. */
+int nvo_ref_reduce_lines(const nv_op_def *op, const nv_op_attrs *a, const nv_tensor *x,
+                         nv_ref_read_fn read, void *ud, int64_t chunk, const nv_ref_out *o);
 int nvo_ref_matmul(const nv_op_attrs *a, int n_in, const nv_tensor *const *in, const nv_ref_out *o);
 /* conv2d and avg_pool2d (ref_conv.c, id their nvo_id), same contract. */
 int nvo_ref_conv(int id, const nv_op_attrs *a, const nv_tensor *const *in, const nv_ref_out *o);
@@ -68,6 +72,34 @@ void nvo_line_put_mags(const nv_ref_out *o, const nvo_lines *L, bool removes, in
 int nvo_ref_composed(int id, const nv_op_attrs *a, const nvo_lines *L, const nv_tensor *const *in,
                      const nv_ref_out *o);
 
+/* One line of a reduction read in pieces of at most chunk values (the streamed
+ * reference of nv_op_reference_lines, or a line in memory): the line's passes
+ * (norm2 and var make several) read [k0, k0 + m) in increasing k0. */
+typedef struct nvo_rd {
+    nv_ref_read_fn read;
+    void *ud;
+    int64_t line, len, chunk;
+    double *buf; /* chunk doubles for read to fill (NULL where read never copies) */
+} nvo_rd;
+
+/* The piece of rd at k0: *ret_m = min(chunk, len - k0) values, NULL when read
+ * fails. */
+static inline const double *nvo_rd_piece(const nvo_rd *rd, int64_t k0, int64_t *ret_m)
+{
+    int64_t m = rd->len - k0 < rd->chunk ? rd->len - k0 : rd->chunk;
+    *ret_m = m;
+    return rd->read(rd->ud, rd->line, k0, m, rd->buf);
+}
+
+/* A reader of v[0..n) in one piece (line 0). */
+void nvo_rd_array(nvo_rd *rd, const double *v, int64_t n);
+
+/* The reductions that remove their axis, over one line (ref_reduce_line.c):
+ * sum, mean, max, norm2 and var with a's correction. hi + lo, abs_sum and peak as
+ * nv_ref_out defines them. Returns 0 or NV_E_INVALID (a read failed). */
+int nvo_reduce_line(int id, const nv_op_attrs *a, const nvo_rd *rd, double *ret_hi,
+                    double *ret_lo, nv_mag *ret_abs, nv_mag *ret_peak);
+
 /* Exact sum of v[0..n) as hi + lo with |hi + lo - sum| <= 2^-105 |sum|, whatever
  * the cancellation and the magnitudes (nv_dd_sum, ddsum.h). *ret_abs (may be NULL)
  * gets sum |v_i| over the finite terms. Returns 0. */
@@ -82,6 +114,14 @@ void nvo_mean_exact(const double *v, int64_t n, double *ret_hi, double *ret_lo, 
 /* S = sum x_i and Q = sum x_i^2 exactly in MPFR (ref_sum.c): S and Q must be
  * initialised; their precisions are set so that every operation is exact. */
 void nvo_mp_moments(const double *x, int64_t n, mpfr_ptr S, mpfr_ptr Q);
+/* The same over a line reader (two passes). Returns 0 or NV_E_INVALID. */
+int nvo_mp_moments_rd(const nvo_rd *rd, mpfr_ptr S, mpfr_ptr Q);
+/* nvo_mean_exact over a line reader. Returns 0 or NV_E_INVALID. */
+int nvo_mean_exact_rd(const nvo_rd *rd, double *ret_hi, double *ret_lo, nv_mag *ret_abs,
+                      nv_mag *ret_peak);
+/* nvo_sum_exact over a line reader: the same hi, lo and abs (one pass, two when
+ * sum |v_i| leaves fp64's range). Returns 0 or NV_E_INVALID. */
+int nvo_sum_exact_rd(const nvo_rd *rd, double *ret_hi, double *ret_lo, nv_mag *ret_abs);
 
 /* hi = RN(v), lo = RN(v - hi) (lo = 0 when hi is not finite); tmp is scratch. */
 void nvo_mp_split(mpfr_srcptr v, mpfr_ptr tmp, double *hi, double *lo);

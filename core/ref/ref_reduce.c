@@ -81,165 +81,105 @@ void nvo_line_put_mags(const nv_ref_out *o, const lines *L, bool removes, int64_
         nvo_put_peak(o, nvo_line_out_off(L, o->peak, removes, l, k), peak);
 }
 
-/* The power of two 2^s that brings max |x| near 1 (exact scaling), 0 when the
- * line needs none. */
-static int scale_exp(const double *x, int64_t n)
+/* A line of L's tensor in memory: a pointer into it when the axis is
+ * contiguous, else gathered once into the reader's buffer (len values) and
+ * kept for the line's further passes. */
+typedef struct tensor_lines {
+    const lines *L;
+    int64_t gathered; /* the line in buf, -1: none */
+} tensor_lines;
+
+static const double *tensor_read(void *ud, int64_t l, int64_t k0, int64_t n, double *buf)
 {
-    double mx = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (isfinite(x[i]) && fabs(x[i]) > mx)
-            mx = fabs(x[i]);
-    if (mx == 0 || (mx < 0x1p400 && mx > 0x1p-400))
-        return 0;
-    int e;
-    frexp(mx, &e);
-    return -e;
+    (void)n;
+    tensor_lines *t = ud;
+    const lines *L = t->L;
+    if (L->x->strides[L->ax] == 1 || L->len <= 1) {
+        int64_t idx[NV_MAX_DIMS];
+        nvo_line_index(L, l, k0, idx);
+        return L->x->data + nv_tensor_offset(L->x, idx);
+    }
+    if (t->gathered != l) {
+        nvo_line_gather(L, l, buf);
+        t->gathered = l;
+    }
+    return buf + k0;
 }
 
-static bool any_nonfinite(const double *x, int64_t n)
+/* hi, lo, abs_sum and peak of line l into o's tensors. */
+static void put_line(const lines *L, int64_t l, double hi, double lo, nv_mag abs, nv_mag peak,
+                     const nv_ref_out *o)
 {
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(x[i]))
-            return true;
-    return false;
-}
-
-static void ref_norm2(const double *x, int64_t n, double *sq, double *hi, double *lo, nv_mag *abs,
-                      nv_mag *peak)
-{
-    *lo = 0;
-    if (any_nonfinite(x, n)) {
-        double s = 0;
-        for (int64_t i = 0; i < n; i++)
-            s += x[i] * x[i];
-        *hi = sqrt(s);
-        *abs = *peak = nv_mag_from_d(*hi);
-        return;
-    }
-    int s = scale_exp(x, n);
-    for (int64_t i = 0; i < n; i++) {
-        double v = ldexp(x[i], s);
-        two_prod(v, v, &sq[2 * i], &sq[2 * i + 1]);
-    }
-    double qh, ql;
-    nvo_sum_exact(sq, 2 * n, &qh, &ql, NULL);
-    dd_sqrt(qh, ql, hi, lo);
-    *hi = ldexp(*hi, -s);
-    *lo = ldexp(*lo, -s);
-    *abs = nv_mag_from_d(*hi);
-    /* sum x^2 = qh 2^(-2s), which may exceed fp64's range where the norm does not */
-    *peak = nv_mag_from_d(qh);
-    if (peak->m != 0)
-        peak->e -= 2L * s;
-}
-
-/* var = (n Q - S^2) / (n (n - c)) with an exact numerator; NaN for any
- * non-finite element (Inf - Inf in the centring) or n - c <= 0 (0 / 0). */
-static void ref_var(const double *x, int64_t n, int corr, double *hi, double *lo, nv_mag *abs,
-                    nv_mag *peak)
-{
-    *lo = 0;
-    if (any_nonfinite(x, n) || n - corr <= 0) {
-        *hi = NAN;
-        *abs = *peak = (nv_mag){NAN, 0};
-        return;
-    }
-    mpfr_t S, Q, N, t;
-    mpfr_inits2(64, S, Q, N, t, (mpfr_ptr)0);
-    nvo_mp_moments(x, n, S, Q);
-    mpfr_prec_t pn = 2 * mpfr_get_prec(S) + 8;
-    mpfr_set_prec(N, pn);
-    mpfr_set_prec(t, pn);
-    mpfr_mul_si(N, Q, (long)n, MPFR_RNDN); /* exact */
-    mpfr_sqr(t, S, MPFR_RNDN);             /* exact */
-    mpfr_sub(N, N, t, MPFR_RNDN);          /* exact: multiples of 2^(2 emin), in range */
-    mpfr_set_prec(t, 128);
-    mpfr_div_si(t, N, (long)n, MPFR_RNDN);
-    mpfr_div_si(t, t, (long)(n - corr), MPFR_RNDN);
-    mpfr_t u;
-    mpfr_init2(u, 128);
-    nvo_mp_split(t, u, hi, lo);
-    /* abs = sqrt(Q * S2) / (n - c), S2 = N / n (MPFR: no fp64 range limit). */
-    mpfr_div_si(u, N, (long)n, MPFR_RNDN);
-    nv_mag s2 = nv_mag_from_mpfr(u);
-    mpfr_mul(u, u, Q, MPFR_RNDN);
-    mpfr_sqrt(u, u, MPFR_RNDN);
-    mpfr_div_si(u, u, (long)(n - corr), MPFR_RNDN);
-    *abs = nv_mag_from_mpfr(u);
-    /* The accumulations: sum x (the mean) and sum (x - mean)^2. */
-    double sh, sl;
-    nv_mag sabs;
-    nvo_sum_exact(x, n, &sh, &sl, &sabs);
-    *peak = nv_mag_cmp(sabs, s2) >= 0 ? sabs : s2;
-    mpfr_clears(S, Q, N, t, u, (mpfr_ptr)0);
-}
-
-static double ieee_max_line(const double *x, int64_t n)
-{
-    double m = -INFINITY;
-    for (int64_t i = 0; i < n; i++) {
-        if (isnan(x[i]))
-            return x[i];
-        if (x[i] > m || (x[i] == m && !signbit(x[i])))
-            m = x[i];
-    }
-    return m;
-}
-
-static void reduce_line(int id, const nv_op_attrs *a, const lines *L, int64_t l, double *buf,
-                        double *work, const nv_ref_out *o)
-{
-    int64_t n = L->len;
-    double hi = 0, lo = 0;
-    nv_mag abs = {0, 0}, peak = {0, 0};
-    nvo_line_gather(L, l, buf);
-    switch (id) {
-    case NVO_SUM:
-        nvo_sum_exact(buf, n, &hi, &lo, &abs);
-        peak = abs;
-        break;
-    case NVO_MEAN:
-        nvo_mean_exact(buf, n, &hi, &lo, &abs, &peak);
-        break;
-    case NVO_MAX:
-        hi = ieee_max_line(buf, n);
-        abs = nv_mag_from_d(hi);
-        break;
-    case NVO_NORM2:
-        ref_norm2(buf, n, work, &hi, &lo, &abs, &peak);
-        break;
-    default: /* NVO_VAR */
-        ref_var(buf, n, a->correction, &hi, &lo, &abs, &peak);
-        break;
-    }
     o->hi->data[nvo_line_out_off(L, o->hi, true, l, 0)] = hi;
     if (o->lo)
         o->lo->data[nvo_line_out_off(L, o->lo, true, l, 0)] = isfinite(hi) ? lo : 0;
     nvo_line_put_mags(o, L, true, l, 0, abs, peak);
 }
 
+/* Every line through rd (whose read and chunk are set). */
+static int reduce_lines(int id, const nv_op_attrs *a, const lines *L, nvo_rd *rd,
+                        const nv_ref_out *o)
+{
+    for (int64_t l = 0; l < L->n_lines; l++) {
+        double hi, lo;
+        nv_mag abs, peak;
+        rd->line = l;
+        rd->len = L->len;
+        int r = nvo_reduce_line(id, a, rd, &hi, &lo, &abs, &peak);
+        if (r < 0)
+            return r;
+        put_line(L, l, hi, lo, abs, peak, o);
+    }
+    return 0;
+}
+
+static int lines_of(const nv_op_def *op, const nv_op_attrs *a, const nv_tensor *x, lines *ret,
+                    int64_t n_out)
+{
+    *ret = (lines){.x = x, .ax = nvo_norm_axis(op, a, x->ndim)};
+    if (ret->ax < 0)
+        return NV_E_SHAPE;
+    ret->len = x->shape[ret->ax];
+    ret->n_lines = ret->len ? x->numel / ret->len : n_out;
+    return 0;
+}
+
 int nvo_ref_reduce(int id, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
                    const nv_ref_out *o)
 {
     (void)n_in;
-    const nv_op_def *op = nv_op_all(NULL) + id;
-    lines L = {.x = in[0], .ax = nvo_norm_axis(op, a, in[0]->ndim)};
-    if (L.ax < 0)
-        return NV_E_SHAPE;
-    L.len = L.x->shape[L.ax];
-    L.n_lines = L.len ? L.x->numel / L.len : o->hi->numel;
+    lines L;
+    int r = lines_of(nv_op_all(NULL) + id, a, in[0], &L, o->hi->numel);
+    if (r < 0)
+        return r;
     if (!nvo_reduce_removes_axis(id) || id == NVO_LOGSUMEXP)
         return nvo_ref_composed(id, a, &L, in, o);
-    double *buf = malloc(sizeof(double) * (size_t)(L.len + 1));
-    double *work = malloc(sizeof(double) * (size_t)(2 * L.len + 2));
-    int r = NV_E_NOMEM;
-    if (!buf || !work)
-        goto out;
-    for (int64_t l = 0; l < L.n_lines; l++)
-        reduce_line(id, a, &L, l, buf, work, o);
-    r = 0;
-out:
-    free(buf);
-    free(work);
+    tensor_lines t = {.L = &L, .gathered = -1};
+    nvo_rd rd = {.read = tensor_read, .ud = &t, .chunk = L.len > 0 ? L.len : 1};
+    if (!(rd.buf = malloc(sizeof(double) * (size_t)(L.len + 1))))
+        return NV_E_NOMEM;
+    r = reduce_lines(id, a, &L, &rd, o);
+    free(rd.buf);
+    return r;
+}
+
+bool nv_op_reference_streams(const nv_op_def *op)
+{
+    int id = nvo_op_id(op);
+    return id == NVO_SUM || id == NVO_MEAN || id == NVO_MAX || id == NVO_NORM2 || id == NVO_VAR;
+}
+
+int nvo_ref_reduce_lines(const nv_op_def *op, const nv_op_attrs *a, const nv_tensor *x,
+                         nv_ref_read_fn read, void *ud, int64_t chunk, const nv_ref_out *o)
+{
+    lines L;
+    int r = lines_of(op, a, x, &L, o->hi->numel);
+    if (r < 0)
+        return r;
+    nvo_rd rd = {.read = read, .ud = ud, .chunk = chunk};
+    if (!(rd.buf = malloc(sizeof(double) * (size_t)chunk)))
+        return NV_E_NOMEM;
+    r = reduce_lines(nvo_op_id(op), a, &L, &rd, o);
+    free(rd.buf);
     return r;
 }

@@ -247,6 +247,30 @@ int nv_op_reference_ex(const nv_op_def *op, const nv_op_attrs *a, int n_in,
     return r;
 }
 
+int nv_op_reference_lines(const nv_op_def *op, const nv_op_attrs *a, const nv_tensor *x,
+                          nv_ref_read_fn read, void *ud, int64_t chunk, const nv_ref_out *o)
+{
+    if (!nv_op_reference_streams(op) || !a || !o || !o->hi || !x || !read || chunk < 1)
+        return NV_E_INVALID;
+    int nd;
+    int64_t shape[NV_MAX_DIMS];
+    char err[256];
+    int r = nv_op_infer(op, a, 1, &x, &nd, shape, err, sizeof err);
+    if (r < 0)
+        return r;
+    const nv_tensor *outs[5] = {o->hi, o->lo, o->abs_sum, o->abs_exp, o->peak};
+    for (int k = 0; k < 5; k++)
+        if (outs[k] && !same_shape(outs[k], nd, shape))
+            return NV_E_SHAPE;
+    /* the steps of nv_op_reference_ex after its family's reference */
+    r = nvo_ref_reduce_lines(op, a, x, read, ud, chunk, o);
+    if (r == 0)
+        overflow_to_dtype(o->hi, o->lo);
+    if (r == 0 && o->abs_sum && nv_op_accumulates(op))
+        add_underflow_term(op, a, o, o->hi->dtype);
+    return r;
+}
+
 void nv_ref_to_dtype(nv_tensor *hi, nv_tensor *lo, nv_dtype dt)
 {
     hi->dtype = dt;

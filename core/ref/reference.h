@@ -66,6 +66,25 @@ int64_t nv_select_justify(double *got, const double *hi, const double *lo, int64
 int nv_op_reference_ex(const nv_op_def *op, const nv_op_attrs *a, int n_in,
                        const nv_tensor *const *in, const nv_ref_out *out);
 
+/* Elements k0 .. k0 + n - 1 of line `line` of a reduction's input (lines in
+ * row-major order of the dims other than the reduced axis, k along the axis):
+ * a pointer to n values, into buf (room for n) or the reader's own storage,
+ * valid until the next call; NULL on failure. */
+typedef const double *(*nv_ref_read_fn)(void *ud, int64_t line, int64_t k0, int64_t n,
+                                        double *buf);
+
+/* Whether nv_op_reference_lines takes op: the reductions that remove their
+ * axis and need only sums, moments or the maximum of each line (sum, mean,
+ * max, norm2, var). */
+bool nv_op_reference_streams(const nv_op_def *op);
+/* nv_op_reference_ex of such an op with its one input x read through read(ud,
+ * ...) in pieces of at most chunk (>= 1) values instead of from x->data (x
+ * gives the shape only), so that the input never has to be held as doubles:
+ * the same outputs bit for bit. Returns as nv_op_reference_ex; NV_E_INVALID
+ * for an op it does not take or a failed read. */
+int nv_op_reference_lines(const nv_op_def *op, const nv_op_attrs *a, const nv_tensor *x,
+                          nv_ref_read_fn read, void *ud, int64_t chunk, const nv_ref_out *out);
+
 /* The values a correctly rounding device returns in dt for the exact values
  * hi (+ lo, may be NULL), in place: beyond dt's overflow threshold +-Inf (NaN for
  * fp8 e4m3fn, +-max_finite for the MX formats), the dtype's own rule for an

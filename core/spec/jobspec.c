@@ -6,6 +6,7 @@
 #include "jobspec.h"
 
 #include <errno.h>
+#include <float.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,7 @@ static const char *const known_keys[] = {
     "build",
     "deterministic",
     "repeat",
+    "sweep",
     "expect_error",
     "out_dtype",
     "name",
@@ -345,6 +347,39 @@ static int parse_build(const json_t *spec, nv_spec_err *e)
     return 0;
 }
 
+/* "sweep": {"stride": K, "from": X, "to": Y} for the "sweep" class (classes
+ * are parsed first). Absent: stride 0, the default sweep. */
+static int parse_sweep(nv_spec_err *e, const json_t *spec, const nv_jobspec *js, nv_sweep *ret)
+{
+    static const char *const keys[] = {"stride", "from", "to", NULL};
+    const json_t *o = json_object_get(spec, "sweep");
+    *ret = (nv_sweep){0};
+    if (!o)
+        return 0;
+    if (!json_is_object(o))
+        return nv_spec_fail_value(e, "/sweep", o, "must be an object {\"stride\", \"from\", \"to\"}");
+    const char *key = nv_spec_unknown_key(o, keys);
+    if (key)
+        return nv_spec_fail(e, "/sweep", "unknown key '%s'; expected \"stride\", \"from\" or \"to\"",
+                            key);
+    bool has = false;
+    for (int i = 0; i < js->n_classes; i++)
+        has |= js->classes[i] == NV_IN_SWEEP;
+    if (!has)
+        return nv_spec_fail(e, "/sweep", "applies to the 'sweep' input class, which /inputs does "
+                                         "not list");
+    if (!json_object_get(o, "stride"))
+        return nv_spec_fail(e, "/sweep/stride", "missing: every how many encodings to take");
+    int r = nv_spec_int(e, o, "/sweep", "stride", 1, 1, NV_SWEEP_MAX_STRIDE, &ret->stride);
+    if (r == 0)
+        r = nv_spec_number(e, o, "/sweep", "from", -DBL_MAX, -DBL_MAX, DBL_MAX, &ret->from);
+    if (r == 0)
+        r = nv_spec_number(e, o, "/sweep", "to", DBL_MAX, -DBL_MAX, DBL_MAX, &ret->to);
+    if (r == 0 && ret->from > ret->to)
+        return nv_spec_fail(e, "/sweep", "'from' (%g) is above 'to' (%g)", ret->from, ret->to);
+    return r;
+}
+
 static int parse_misc(const json_t *spec, nv_jobspec *s, nv_spec_err *e)
 {
     static const char *const strs[] = {"name", "description", "device", NULL};
@@ -373,6 +408,8 @@ static int parse_misc(const json_t *spec, nv_jobspec *s, nv_spec_err *e)
     s->seed = (uint64_t)x;
     r = nv_spec_bool(e, spec, "", "deterministic", false, &s->deterministic);
     if (r < 0)
+        return r;
+    if ((r = parse_sweep(e, spec, s, &s->sweep)) < 0)
         return r;
     const json_t *od = json_object_get(spec, "out_dtype");
     if (od) {

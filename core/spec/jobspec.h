@@ -71,6 +71,7 @@ typedef struct nv_jobspec {
     nv_tolerance by_dtype[NV_DT_COUNT]; /* source "store", with version */
     bool deterministic;
     int repeat;
+    nv_sweep sweep; /* "sweep": the class's stride and range (stride 0: the default sweep) */
     int n_expect;
     nv_expect_kind expect[NV_EXPECT_COUNT];
     int64_t n_cases; /* regular cases: dtypes x shapes x layouts x classes x samples */

@@ -428,6 +428,45 @@ static void test_offset(void)
     tap_ok(small, "offset: per-channel parameters get normal values");
 }
 
+static void sweep_at(nv_dtype dt, int64_t stride, double from, double to, double *out, int64_t n)
+{
+    nv_input_request rq = {.dtype = dt, .target = dt, .cls = NV_IN_SWEEP, .seed = 7,
+                           .sweep = {.stride = stride, .from = from, .to = to}};
+    nv_inputs_generate(&rq, out, n);
+}
+
+/* "sweep" at a stride: the expected values from the encodings themselves
+ * (fp32 bits counted by hand), not from the generator's ordinals. */
+static void test_sweep_stride(void)
+{
+    enum { M = 5000 };
+    static double v[M];
+    /* [1, 2) at stride 1: the encodings 0x3f800000 + i */
+    sweep_at(NV_DT_FP32, 1, 1.0, 1.9, v, M);
+    bool ok = true;
+    for (int i = 0; i < M; i++)
+        ok = ok && f32_bits(v[i]) == 0x3f800000u + (uint32_t)i;
+    tap_ok(ok, "sweep stride 1 from 1: element i is the fp32 encoding 0x3f800000 + i");
+    /* stride 1000 from 1: every 1000th encoding, wrapping at the last <= 1.5 */
+    sweep_at(NV_DT_FP32, 1000, 1.0, 1.5, v, M);
+    uint32_t span = 0x3fc00000u - 0x3f800000u + 1; /* 1.0 ... 1.5 */
+    ok = true;
+    for (int i = 0; i < M; i++)
+        ok = ok && f32_bits(v[i]) == 0x3f800000u + (uint32_t)(((uint64_t)i * 1000) % span);
+    tap_ok(ok, "sweep stride 1000 over [1, 1.5]: encoding 0x3f800000 + (1000 i mod span)");
+    /* across zero: from the largest negative subnormal down to -0, +0, up */
+    sweep_at(NV_DT_FP32, 1, -0x1p-148, 0x1p-148, v, 6);
+    ok = v[0] == -0x1p-148 && v[1] == -0x1p-149 && v[2] == 0 && signbit(v[2]) && v[3] == 0 &&
+         !signbit(v[3]) && v[4] == 0x1p-149 && v[5] == 0x1p-148;
+    tap_ok(ok, "sweep stride 1 across zero: -2^-148, -2^-149, -0, +0, 2^-149, 2^-148");
+    /* bounds between encodings round inward; a range beyond the format is clipped */
+    sweep_at(NV_DT_BF16, 1, 1.001, 1.02, v, 4);
+    ok = v[0] == 1 + 0x1p-7 && v[1] == 1 + 0x1p-6 && v[2] == v[0]; /* 1.0078, 1.0156 */
+    sweep_at(NV_DT_BF16, 1, 1e300, 1e301, v, 2);
+    tap_ok(ok && isfinite(v[0]) && v[0] == v[1],
+           "sweep bounds round inward (bf16 [1.001, 1.02]: 1 + 2^-7, 1 + 2^-6), clipped to max");
+}
+
 static int cmp_double(const void *x, const void *y)
 {
     double u = *(const double *)x, w = *(const double *)y;
@@ -594,6 +633,7 @@ int main(void)
     test_specials_cross();
     test_offset();
     test_sweep();
+    test_sweep_stride();
     test_exhaustive();
     return tap_done();
 }

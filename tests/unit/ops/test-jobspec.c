@@ -43,6 +43,8 @@ static void expect(const char *key, const char *value, const char *want_ptr, con
 static void test_fields(void)
 {
     expect("seed", "7", NULL, NULL);
+    /* "sweep": only beside the class it configures (the contract lists no sweep) */
+    expect("sweep", "{\"stride\": 3}", "/sweep", "applies to the 'sweep' input class");
     expect("dtypes", "[\"fp32\", \"fp7\"]", "/dtypes/1", "unknown dtype 'fp7'");
     expect("dtypes", "[\"fp32\", \"fp32\"]", "/dtypes/1", "duplicate dtype 'fp32'");
     expect("dtypes", "[]", "/dtypes", "non-empty");
@@ -230,8 +232,41 @@ static void test_streamed(void)
     }
 }
 
+/* "sweep" with the class listed: the stride's range, from <= to, known keys. */
+static void test_sweep_field(void)
+{
+    static const struct {
+        const char *sweep, *ptr, *msg;
+    } rows[] = {
+        {"{\"stride\": 7, \"from\": -1, \"to\": 2.5}", NULL, NULL},
+        {"{\"stride\": 0}", "/sweep/stride", "must be an integer in 1.."},
+        {"{\"from\": 1}", "/sweep/stride", "missing"},
+        {"{\"stride\": 2, \"from\": 3, \"to\": 1}", "/sweep", "'from' (3) is above 'to' (1)"},
+        {"{\"stride\": 2, \"step\": 1}", "/sweep", "unknown key 'step'"},
+        {"[3]", "/sweep", "must be an object"},
+    };
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+        json_t *spec = json_loads(contract, 0, NULL);
+        json_object_set_new(spec, "inputs", json_pack("[s]", "sweep"));
+        json_object_set_new(spec, "sweep", json_loads(rows[k].sweep, JSON_DECODE_ANY, NULL));
+        char *ptr = NULL, *msg = NULL;
+        int r = nv_jobspec_validate(spec, &ptr, &msg);
+        bool ok = rows[k].ptr ? r == -EINVAL && ptr && !strcmp(ptr, rows[k].ptr) && msg &&
+                                    strstr(msg, rows[k].msg)
+                              : r == 0;
+        tap_ok(ok, "sweep = %s -> %s%s%s", rows[k].sweep, rows[k].ptr ? rows[k].ptr : "valid",
+               rows[k].ptr ? ": " : "", rows[k].msg ? rows[k].msg : "");
+        if (!ok)
+            tap_diag("got %d '%s': '%s'", r, ptr ? ptr : "(null)", msg ? msg : "(null)");
+        free(ptr);
+        free(msg);
+        json_decref(spec);
+    }
+}
+
 int main(void)
 {
+    test_sweep_field();
     test_streamed();
     test_fields();
     test_root();

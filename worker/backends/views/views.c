@@ -39,6 +39,62 @@ bool nvw_view_span(const nv_tensor_view *v, int64_t *ret_lo, int64_t *ret_hi)
     return true;
 }
 
+/* Element i of base encoded from x. Values are exact in the dtype: fp32 and
+ * fp64 store by conversion. */
+static inline void store(nv_dtype dt, unsigned char *base, int64_t i, double x)
+{
+    if (dt == NV_DT_FP32) {
+        float f = (float)x;
+        memcpy(base + i * 4, &f, 4);
+    } else if (dt == NV_DT_FP64) {
+        memcpy(base + i * 8, &x, 8);
+    } else {
+        nv_dtype_store_bits(dt, base, i, nv_dtype_encode(dt, x, &NV_ROUND_DEFAULT, 0));
+    }
+}
+
+int nvw_view_alloc(nv_dtype dt, int ndim, const int64_t *shape, const int64_t *strides,
+                   double fill, nv_tensor_view *ret)
+{
+    if (!nv_dtype_get(dt) || ndim < 0 || ndim > NV_BACKEND_MAX_DIMS)
+        return -EINVAL;
+    nv_tensor_view v;
+    memset(&v, 0, sizeof(v));
+    v.dtype = (int32_t)dt;
+    v.ndim = ndim;
+    for (int d = 0; d < ndim; d++) {
+        v.shape[d] = shape[d];
+        v.strides[d] = strides[d];
+    }
+    int nb = nv_dtype_get(dt)->storage_bytes;
+    int64_t lo = 0, hi = -1;
+    if (!nvw_view_span(&v, &lo, &hi))
+        lo = 0, hi = -1;
+    int64_t n = hi - lo + 1;
+    unsigned char *base = calloc((size_t)(n > 0 ? n : 1), (size_t)nb);
+    if (!base)
+        return -ENOMEM;
+    if (fill != 0 || signbit(fill))
+        for (int64_t i = 0; i < n; i++)
+            store(dt, base, i, fill);
+    v.data = base + (size_t)(-lo) * (size_t)nb;
+    *ret = v;
+    return 0;
+}
+
+void nvw_view_put_run(nv_tensor_view *v, int64_t off, int64_t st, int64_t n, const double *src)
+{
+    nv_dtype dt = (nv_dtype)v->dtype;
+    if (dt == NV_DT_FP32 && st == 1) {
+        float *p = (float *)v->data + off;
+        for (int64_t j = 0; j < n; j++)
+            p[j] = (float)src[j];
+        return;
+    }
+    for (int64_t j = 0; j < n; j++)
+        store(dt, v->data, off + j * st, src[j]);
+}
+
 int nvw_view_from_tensor(const nv_tensor *t, nv_tensor_view *ret)
 {
     if (!nv_dtype_get(t->dtype) || t->ndim < 0 || t->ndim > NV_BACKEND_MAX_DIMS)
@@ -59,21 +115,11 @@ int nvw_view_from_tensor(const nv_tensor *t, nv_tensor_view *ret)
     unsigned char *base = calloc((size_t)(n > 0 ? n : 1), (size_t)nb);
     if (!base)
         return -ENOMEM;
-    /* Encode the whole span, gaps included, so the view is the tensor's real layout.
-     * Values are exact in the dtype: fp32 and fp64 store by conversion. */
+    /* Encode the whole span, gaps included, so the view is the tensor's real layout. */
     for (int64_t i = 0; i < n; i++) {
         int64_t src = t->offset + lo + i;
-        if (src < 0 || src >= t->storage_len)
-            continue;
-        if (t->dtype == NV_DT_FP32) {
-            float f = (float)t->data[src];
-            memcpy(base + i * 4, &f, 4);
-        } else if (t->dtype == NV_DT_FP64) {
-            memcpy(base + i * 8, &t->data[src], 8);
-        } else {
-            uint64_t bits = nv_dtype_encode(t->dtype, t->data[src], &NV_ROUND_DEFAULT, 0);
-            nv_dtype_store_bits(t->dtype, base, i, bits);
-        }
+        if (src >= 0 && src < t->storage_len)
+            store(t->dtype, base, i, t->data[src]);
     }
     v.data = base + (size_t)(-lo) * (size_t)nb;
     *ret = v;
@@ -173,4 +219,9 @@ nv_tensor *nvw_tensor_from_view(const nv_tensor_view *v, bool daz)
         return NULL;
     }
     return t;
+}
+
+void nvw_view_get_run(const nv_tensor_view *v, int64_t off, int64_t st, int64_t n, double *dst)
+{
+    load_run((nv_dtype)v->dtype, v->data, off, st, n, false, dst);
 }

@@ -16,6 +16,19 @@
  * them) is encoded. Free with nvw_view_free. Returns 0, -EINVAL (ndim or dtype out
  * of the ABI's range) or -ENOMEM; *ret is written only on success. */
 int nvw_view_from_tensor(const nv_tensor *t, nv_tensor_view *ret);
+/* A malloc'd view of dtype dt with these shape and strides (none negative), every
+ * element of its span (gaps included) encoded from fill, for the caller to write
+ * with nvw_view_put_run: the view nvw_view_from_tensor makes of a tensor of the
+ * same layout once every element is written, without the tensor. Free with
+ * nvw_view_free. Returns 0, -EINVAL or -ENOMEM; *ret is written only on success. */
+int nvw_view_alloc(nv_dtype dt, int ndim, const int64_t *shape, const int64_t *strides,
+                   double fill, nv_tensor_view *ret);
+/* n values of src encoded (exact in the view's dtype) at element offsets
+ * off, off + st, ... of v->data. */
+void nvw_view_put_run(nv_tensor_view *v, int64_t off, int64_t st, int64_t n, const double *src);
+/* n elements at offsets off, off + st, ... of v->data decoded into dst. */
+void nvw_view_get_run(const nv_tensor_view *v, int64_t off, int64_t st, int64_t n, double *dst);
+
 /* Free the data of a view made by nvw_view_from_tensor (not a backend's output,
  * which goes back through release_tensor). Data NULL is a no-op; sets data NULL. */
 void nvw_view_free(nv_tensor_view *v);

@@ -68,7 +68,7 @@ static bool elementwise_kind(const nv_op_def *op)
            op->kind == NV_OPK_CAST;
 }
 
-static int64_t block_elems(const nvw_op_job *job)
+int64_t nvw_op_block_elems(const nvw_op_job *job)
 {
     const nvw_run_opts *o = job->b.opts;
     return o && o->op_block_elems != 0 ? o->op_block_elems : BLOCK_ELEMS_DEFAULT;
@@ -78,7 +78,7 @@ bool nvw_op_blocked(const case_state *cs)
 {
     const nv_op_def *op = cs->s->op;
     const nv_tensor *m0 = &cs->meta[0];
-    int64_t be = block_elems(cs->job);
+    int64_t be = nvw_op_block_elems(cs->job);
     if (be < 0 || !elementwise_kind(op) || cs->n_in < 1 || cs->n_in != op->n_inputs ||
         m0->ndim < 1 || m0->numel <= be || m0->shape[0] < 1 || m0->numel / m0->shape[0] > be)
         return false;
@@ -480,7 +480,7 @@ int nvw_op_run_blocked(case_state *cs)
     const nv_tensor *m0 = &cs->meta[0];
     blk_run br = {.cs = cs, .det = true, .n_total = m0->numel};
     br.inner = m0->numel / m0->shape[0];
-    br.rows_per = block_elems(cs->job) / br.inner;
+    br.rows_per = nvw_op_block_elems(cs->job) / br.inner;
     br.n_blocks = (m0->shape[0] + br.rows_per - 1) / br.rows_per;
     if (nvw_case_tolerance(cs->job, cs->c.dtype, cs->out_dt, &br.tol) < 0)
         return -EINVAL; /* nvw_op_blocked checked it */

@@ -55,7 +55,7 @@ int nvw_op_verdict(case_state *cs, const char *v, const char *cls, const char *f
 
 /* Value written into the gaps of a strided layout: a backend that reads them
  * turns its results into NaN (or the format's largest value) and fails. */
-static double poison(nv_dtype dt)
+double nvw_op_poison(nv_dtype dt)
 {
     const nv_dtype_info *di = nv_dtype_get(dt);
     if (di->is_float)
@@ -88,7 +88,7 @@ nv_tensor *nvw_op_make_layout(const nv_tensor *meta, nv_layout l)
         nv_tensor *t = nv_tensor_new(meta->dtype, 1, &len);
         if (!t)
             return NULL;
-        double p = poison(meta->dtype);
+        double p = nvw_op_poison(meta->dtype);
         for (int64_t i = 0; i < len; i++)
             t->data[i] = p;
         t->ndim = nd;
@@ -157,6 +157,7 @@ void nvw_op_input_request(const case_state *cs, int i, nv_input_request *ret)
                        : ax >= 0 ? cs->meta[0].shape[ax]
                                  : 1,
         .reduction_len = reduce && ax >= 0 ? cs->meta[0].shape[ax] : 0,
+        .sweep = cs->s->sweep,
     };
 }
 
@@ -432,6 +433,9 @@ static int compare_case(case_state *cs, bool deterministic)
     /* A selection's lo is the index a correct device may return instead of hi
      * (core/ref/ref_select.c: sample's CDF boundaries within delta); such an
      * output is judged as hi and counted. */
+    const nv_tensor *in[NV_JOB_MAX_TENSORS]; /* shapes; a streamed case has only its meta */
+    for (int i = 0; i < cs->n_in; i++)
+        in[i] = cs->in[i] ? cs->in[i] : &cs->meta[i];
     bool select = cs->s->op->kind == NV_OPK_SELECT;
     if (select &&
         json_object_set_new(cs->cj, "justified",
@@ -445,8 +449,7 @@ static int compare_case(case_state *cs, bool deterministic)
         .exact = cs->hi->data,
         .exact_lo = select ? NULL : cs->lo->data,
         .abs_sum = cs->abs->data,
-        .reduction_len = nv_op_reduction_len(cs->s->op, &cs->s->attrs, cs->n_in,
-                                             (const nv_tensor *const *)cs->in),
+        .reduction_len = nv_op_reduction_len(cs->s->op, &cs->s->attrs, cs->n_in, in),
         .zero_sign = nv_op_zero_sign_judged(cs->s->op),
         .abs_exp = cs->abs_exp->data,
     };
@@ -470,6 +473,14 @@ int nvw_op_report_failure(case_state *cs)
     nvw_op_job *job = cs->job;
     if (!job->b.opts || !job->b.opts->on_failure)
         return 0;
+    if (cs->n_in > 0 && !cs->in[0]) { /* streamed: the whole inputs, as the whole case has them */
+        for (int k = 0; k < cs->n_views; k++)
+            nvw_view_free(&cs->views[k]);
+        cs->n_views = 0;
+        int r = nvw_op_make_inputs(cs);
+        if (r < 0)
+            return r == -ENOMEM ? r : 0;
+    }
     const char *names[NV_JOB_MAX_TENSORS + 1];
     const nv_tensor *tensors[NV_JOB_MAX_TENSORS + 1];
     char name_buf[NV_JOB_MAX_TENSORS][24]; /* "input:" + any int */
@@ -530,8 +541,9 @@ static int run_body(case_state *cs)
     int r = make_meta(cs);
     if (r == 0 && !cs->c.expect_error && nvw_op_blocked(cs))
         return run_blocked(cs);
+    bool streamed = r == 0 && !cs->c.expect_error && nvw_op_streamed(cs);
     if (r == 0)
-        r = nvw_op_make_inputs(cs);
+        r = streamed ? nvw_op_make_inputs_streamed(cs) : nvw_op_make_inputs(cs);
     if (r < 0)
         return r == -ENOMEM ? r
                             : nvw_op_verdict(cs, "error", "inputs",
@@ -541,8 +553,10 @@ static int run_body(case_state *cs)
     if (cs->c.expect_error)
         return run_expect_error(cs);
     char err[ERRLEN] = "";
-    r = nv_op_infer(s->op, &s->attrs, cs->n_in, (const nv_tensor *const *)cs->in, &cs->out_ndim,
-                    cs->out_shape, err, sizeof err);
+    const nv_tensor *in[NV_JOB_MAX_TENSORS];
+    for (int i = 0; i < cs->n_in; i++)
+        in[i] = streamed ? &cs->meta[i] : cs->in[i];
+    r = nv_op_infer(s->op, &s->attrs, cs->n_in, in, &cs->out_ndim, cs->out_shape, err, sizeof err);
     if (r != 0)
         return nvw_op_verdict(cs, "error", "inputs", "the catalog refuses the case's inputs: %s", err);
     int32_t n_out, fb;
@@ -560,7 +574,7 @@ static int run_body(case_state *cs)
     if (!cs->got)
         return nvw_op_verdict(cs, "failed", "bad_output", "the output view could not be decoded");
     bool det = s->repeat > 1 ? nvw_op_repeat_runs(cs) == 1 : true;
-    r = nvw_op_reference(cs, err);
+    r = streamed ? nvw_op_reference_streamed(cs, err) : nvw_op_reference(cs, err);
     if (r == -ENOMEM || r == NV_E_NOMEM)
         return -ENOMEM;
     if (r < 0)

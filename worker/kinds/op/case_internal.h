@@ -81,4 +81,20 @@ bool nvw_op_blocked(const case_state *cs);
  * Returns 0 or -ENOMEM. */
 int nvw_op_run_blocked(case_state *cs);
 
+/* The elements of one block of a large case (the job's op_block_elems, else
+ * 2^16; negative: never in blocks). */
+int64_t nvw_op_block_elems(const nvw_op_job *job);
+/* The value written into the gaps of a strided layout. */
+double nvw_op_poison(nv_dtype dt);
+
+/* Whether case cs (its meta made) is a reduction whose input is generated
+ * straight into the device's view and referenced from it (reduce_stream.c):
+ * sum, mean, max, norm2 or var above one block's elements. */
+bool nvw_op_streamed(const case_state *cs);
+/* cs->views[0] of such a case, in its layout, from the input's stream; cs->in
+ * stays NULL. Returns 0, -EINVAL (the generator refused) or -ENOMEM. */
+int nvw_op_make_inputs_streamed(case_state *cs);
+/* nvw_op_reference of such a case, reading the input from cs->views[0]. */
+int nvw_op_reference_streamed(case_state *cs, char *err);
+
 #endif
