@@ -6,6 +6,7 @@
 #include "core/numerics/tensor.h"
 #include "core/spec/modelspec.h"
 #include "model.h"
+#include "worker/runner/band.h"
 #include "worker/runner/job.h"
 
 #define MODEL_ERRLEN 512
@@ -121,7 +122,7 @@ int model_localized(mcase *c, const char *state, const char *why);
 int model_graph_artifact(mcase *c, int k, const char *cls);
 
 /* The band factor F of docs/MODEL.md "The band". */
-#define MODEL_BAND_FACTOR 4.0
+#define MODEL_BAND_FACTOR NVW_BAND_FACTOR
 
 /* ||x - r||_2 / ||r||_2 (absolute when ||r||_2 = 0), +Inf on a non-finite
  * mismatch (judge.c). */
