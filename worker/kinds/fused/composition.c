@@ -26,7 +26,7 @@ static const char *const reason =
     "accumulating K terms in the declared accumulator adds to first order (Higham 2002, "
     "sec. 4.2, eq. 4.4), plus one rounding (u). Rounding errors that each stay within an op's "
     "tolerance but share a sign add up linearly through composed linear ops, unbiased ones "
-    "like a random walk (Higham 2002, sec. 2.8 and 3.1): the band separates the two";
+    "like a random walk (Higham 2002, Lemma 3.1 and sec. 2.8): the band separates the two";
 
 int fused_composition(fcase *c, int *ret_out)
 {
