@@ -23,6 +23,12 @@ int nvo_sum_exact(const double *v, int64_t n, double *ret_hi, double *ret_lo, nv
 void nvo_mean_exact(const double *v, int64_t n, double *ret_hi, double *ret_lo, nv_mag *ret_abs,
                     nv_mag *ret_peak)
 {
+    nvo_mean_exact_div(v, n, n > 0 ? n : 1, ret_hi, ret_lo, ret_abs, ret_peak);
+}
+
+void nvo_mean_exact_div(const double *v, int64_t n, int64_t d, double *ret_hi, double *ret_lo,
+                        nv_mag *ret_abs, nv_mag *ret_peak)
+{
     nv_xacc a, abs;
     nv_xacc_init(&a);
     nv_xacc_init(&abs);
@@ -34,13 +40,13 @@ void nvo_mean_exact(const double *v, int64_t n, double *ret_hi, double *ret_lo, 
     mpfr_t s, q, tmp;
     mpfr_inits2(128, s, q, tmp, (mpfr_ptr)0);
     nv_xacc_get_mpfr(&a, s);
-    mpfr_div_si(q, s, (long)(n > 0 ? n : 1), MPFR_RNDN);
+    mpfr_div_si(q, s, (long)(d > 0 ? d : 1), MPFR_RNDN);
     nvo_mp_split(q, tmp, ret_hi, ret_lo);
     nv_mag sa = nv_xacc_get_mag(&abs);
     if (ret_peak)
         *ret_peak = sa;
     if (ret_abs)
-        *ret_abs = nv_mag_mul(sa, nv_mag_from_d(1.0 / (double)(n > 0 ? n : 1)));
+        *ret_abs = nv_mag_mul(sa, nv_mag_from_d(1.0 / (double)(d > 0 ? d : 1)));
     mpfr_clears(s, q, tmp, (mpfr_ptr)0);
 }
 
