@@ -38,12 +38,10 @@ static void cand_free(cand *cd)
     cd->g = NULL;
 }
 
-/* The subgraph's value of its input or node called name: a model graph
- * input, a device value of an upstream node (owned: *own), or the device's
- * value of a subgraph node. */
-static const nv_tensor *value_of(const mcase *c, const char *name, nv_tensor **own)
+/* The model graph input called name, else the device's value of the node
+ * called name; NULL when neither. */
+static const nv_tensor *value_of(const mcase *c, const char *name)
 {
-    *own = NULL;
     for (int i = 0; i < c->g.n_inputs; i++)
         if (!strcmp(c->g.inputs[i].name, name))
             return c->in[i];
@@ -77,7 +75,7 @@ static int judge(mcase *c, int k, const bool *anc, int s, cand *cd)
     nvw_band *b = calloc((size_t)g->n_nodes, sizeof *b);
     r = in && own && dev && b ? 0 : -ENOMEM;
     for (int i = 0; r == 0 && i < g->n_inputs; i++) {
-        const nv_tensor *t = value_of(c, g->inputs[i].name, &own[i]);
+        const nv_tensor *t = value_of(c, g->inputs[i].name);
         int q = nv_graph_lookup(&c->g, g->inputs[i].name);
         if (q >= 0 && !(own[i] = model_upstream_value(c, q)))
             r = -ENOMEM;
@@ -221,7 +219,7 @@ static int store(mcase *c, int k, const cand *cd, const char *level)
         snprintf(buf[n], sizeof buf[n], "input:%s", g->inputs[i].name);
         if (q >= 0 && !(own[n] = model_upstream_value(c, q)))
             goto out;
-        ts[n] = own[n] ? own[n] : value_of(c, g->inputs[i].name, &own[n]);
+        ts[n] = own[n] ? own[n] : value_of(c, g->inputs[i].name);
     }
     for (int q = 0; q < g->n_nodes; q++, n++) {
         snprintf(buf[n], sizeof buf[n], "unfused:%s", g->nodes[q].name);
@@ -267,7 +265,6 @@ int model_composition_artifact(mcase *c, int k)
                                      nvw_json_num(best.out.e_dt), "band",
                                      nvw_json_num(best.out.band))
                          : NULL;
-    int nn = best.g->n_nodes;
     cand_free(&best);
     if (r <= 0)
         return r;
@@ -276,7 +273,6 @@ int model_composition_artifact(mcase *c, int k)
                         "device gave it; the smallest subgraph ending at it whose output, fed the "
                         "captured inputs, leaves the band is a fused case judged by the "
                         "composition criterion");
-    (void)nn;
     if (r == 0 && (!comp || json_object_set_new(json_object_get(c->cj, "localized"),
                                                 "composition", comp)))
         r = -ENOMEM;
