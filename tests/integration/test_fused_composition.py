@@ -14,6 +14,7 @@ model's band:
   tolerance (the per-node judgement alone passes it);
 - the same graph without "composition" passes on emu:rounding=rtz: what fails
   it is the composition criterion, not a node;
+- every result is valid against schema/result.schema.json;
 - the fused execution under rtz passes (emu's graph entry holds
   intermediates in fp32, so the bias of the stored results does not arise):
   the criterion judges the execution it names.
@@ -23,6 +24,9 @@ import os
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nvschema  # noqa: E402
 
 WORKER = sys.argv[1]
 failures = 0
@@ -56,7 +60,11 @@ def run(job, backend, tmp):
         json.dump(job, f)
     p = subprocess.run([WORKER, "run", path, "--backend", backend], capture_output=True,
                        text=True, timeout=300)
-    return json.loads(p.stdout)["cases"]
+    doc = json.loads(p.stdout)
+    errs = nvschema.errors(nvschema.validator(), doc)
+    check(not errs, "the %s result on %s is valid (schema/result.schema.json): %s"
+          % ("composition" if "composition" in job else "plain", backend, errs))
+    return doc["cases"]
 
 
 def main():
