@@ -32,7 +32,9 @@ enum {
     K_TOP_P = 1 << 18,
     K_SEED = 1 << 19,
     K_OFFSET = 1 << 20,
-    /* 1 << 21 .. 1 << 23: reserved (conv2d / avg_pool2d attributes, another branch) */
+    K_CEIL = 1 << 21,
+    K_DIVISOR = 1 << 22,
+    /* 1 << 23: unused */
     K_THETA = 1 << 24,
     K_INTERLEAVED = 1 << 25,
     K_HEAD_DIM = 1 << 26,
@@ -42,8 +44,8 @@ static const char *const key_names[] = {"axis", "approximate", "algorithm", "cor
                                         "to",   "acc",         "scale",     "reduction",  "heads",
                                         "stride", "padding",   "dilation",  "kernel",     "groups",
                                         "count_include_pad", "temperature", "top_k", "top_p", "seed",
-                                        "offset", NULL, NULL, NULL, "theta", "interleaved",
-                                        "head_dim"};
+                                        "offset", "ceil_mode", "divisor_override", NULL, "theta",
+                                        "interleaved", "head_dim"};
 #define N_KEYS (sizeof key_names / sizeof key_names[0])
 
 static unsigned op_keys(int id)
@@ -78,7 +80,7 @@ static unsigned op_keys(int id)
     case NVO_MAX_POOL2D:
         return K_KERNEL | K_STRIDE | K_PADDING;
     case NVO_AVG_POOL2D:
-        return K_KERNEL | K_STRIDE | K_PADDING | K_COUNT_PAD;
+        return K_KERNEL | K_STRIDE | K_PADDING | K_COUNT_PAD | K_CEIL | K_DIVISOR;
     case NVO_SAMPLE:
         return K_TEMPERATURE | K_TOP_K | K_TOP_P | K_SEED | K_OFFSET;
     case NVO_ROTARY_EMBEDDING:
@@ -230,6 +232,17 @@ static int parse_one(int key, const json_t *v, nv_op_attrs *a, char **ret_msg)
         if (!json_is_boolean(v))
             return fail(ret_msg, "attribute 'count_include_pad' must be true or false");
         a->count_include_pad = json_is_true(v);
+        return 0;
+    case K_CEIL:
+        if (!json_is_boolean(v))
+            return fail(ret_msg, "attribute 'ceil_mode' must be true or false");
+        a->ceil_mode = json_is_true(v);
+        return 0;
+    case K_DIVISOR:
+        if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 1 << 20)
+            return fail(ret_msg, "attribute 'divisor_override' must be an integer in 1..%d (every "
+                                 "window's sum is divided by it)", 1 << 20);
+        a->divisor_override = (int)json_integer_value(v);
         return 0;
     case K_GROUPS:
         if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 65536)
@@ -423,6 +436,12 @@ json_t *nv_op_attrs_to_json(const nv_op_def *op, const nv_op_attrs *a)
         r |= json_object_set_new(o, "groups", json_integer(a->groups));
     if (keys & K_COUNT_PAD)
         r |= json_object_set_new(o, "count_include_pad", json_boolean(a->count_include_pad));
+    /* Only when set: a job written before these attributes keeps its
+     * canonical form (and its graph hash and signatures). */
+    if ((keys & K_CEIL) && a->ceil_mode)
+        r |= json_object_set_new(o, "ceil_mode", json_true());
+    if ((keys & K_DIVISOR) && a->divisor_override)
+        r |= json_object_set_new(o, "divisor_override", json_integer(a->divisor_override));
     if (keys & K_TEMPERATURE)
         r |= json_object_set_new(o, "temperature", json_real(a->temperature));
     if (keys & K_TOP_K)

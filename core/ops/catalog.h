@@ -66,6 +66,8 @@ typedef struct nv_op_attrs {
     int groups;           /* conv2d: channel groups, default 1 (depthwise: groups = C) */
     bool count_include_pad; /* avg_pool2d: divide by kernel^2 (default true, PyTorch's)
                                or by the window's count of input elements (false) */
+    bool ceil_mode;       /* avg_pool2d: output size rounded up (PyTorch's ceil_mode) */
+    int divisor_override; /* avg_pool2d: divide every window's sum by it; 0 (default): none */
     double temperature;   /* sample: > 0, default 1 */
     int top_k;            /* sample: keep the k most likely tokens, 0 (default): all */
     double top_p;         /* sample: nucleus mass in (0, 1], 1 (default): all */
@@ -173,8 +175,10 @@ int nv_conv_geom_of(const nv_op_attrs *a, const nv_tensor *x, const nv_tensor *w
  * group q; -1 where the patch reads the zero padding. */
 int64_t nv_conv_x_index(const nv_conv_geom *g, int64_t n, int64_t q, int64_t oh, int64_t ow,
                         int64_t kk);
-/* avg_pool2d's divisor of output (oh, ow): kh kw with count_include_pad, else
- * the number of window positions inside the input (conv.c). */
+/* avg_pool2d's divisor of output (oh, ow) (conv.c): divisor_override when
+ * set; with count_include_pad the window's positions inside the padded input
+ * (kh kw except where ceil_mode lets the last window run past it); else the
+ * window's positions inside the input. */
 int64_t nv_pool_divisor(const nv_conv_geom *g, const nv_op_attrs *a, int64_t oh, int64_t ow);
 
 /* What the selections' exact reference and devices share (select.c, the

@@ -21,7 +21,19 @@
  * number of window positions inside the input when false. With p <= k/2 and
  * floor rounding no window reaches past the padded border, so PyTorch's
  * (hend - hstart)(wend - wstart) is k^2 for every window (aten's
- * AvgPool2d.cpp clips hend to H + p). */
+ * AvgPool2d.cpp clips hend to H + p).
+ *
+ * "ceil_mode" (avg_pool2d): OH = ceil((H + 2p - k) / s) + 1, less one when
+ * that last window would start in the right padding: PyTorch's AvgPool2d
+ * docs give H_out = floor or ceil of (H_in + 2 padding - kernel_size) /
+ * stride + 1 and "when ceil_mode=True, sliding windows are allowed to go
+ * off-bounds if they start within the left padding or the input. Sliding
+ * windows that would start in the right padded region are ignored" (aten's
+ * pooling_output_shape: --OH when (OH - 1) s >= H + p). Such a last window
+ * reads zeros past the padded input too; with count_include_pad its divisor
+ * counts only its positions inside the padded input (aten's clipped hend),
+ * without, its positions inside the input, as always. "divisor_override" D
+ * divides every window's sum by D instead. */
 #include <stdio.h>
 #include <string.h>
 
@@ -54,6 +66,14 @@ int nv_conv_geom_of(const nv_op_attrs *a, const nv_tensor *x, const nv_tensor *w
         return -1;
     g->oh = sh / a->stride + 1;
     g->ow = sw / a->stride + 1;
+    if (!w && a->ceil_mode) {
+        g->oh = (sh + a->stride - 1) / a->stride + 1;
+        g->ow = (sw + a->stride - 1) / a->stride + 1;
+        if ((g->oh - 1) * a->stride >= g->h + a->padding)
+            g->oh--;
+        if ((g->ow - 1) * a->stride >= g->w + a->padding)
+            g->ow--;
+    }
     g->k = g->cg * g->kh * g->kw;
     return 0;
 }
@@ -71,8 +91,14 @@ int64_t nv_conv_x_index(const nv_conv_geom *g, int64_t n, int64_t q, int64_t oh,
 
 int64_t nv_pool_divisor(const nv_conv_geom *g, const nv_op_attrs *a, int64_t oh, int64_t ow)
 {
-    if (a->count_include_pad)
-        return g->kh * g->kw;
+    if (a->divisor_override)
+        return a->divisor_override;
+    if (a->count_include_pad) {
+        int64_t hs = oh * g->stride - g->padding, ws = ow * g->stride - g->padding;
+        int64_t he = hs + g->kh < g->h + g->padding ? hs + g->kh : g->h + g->padding;
+        int64_t we = ws + g->kw < g->w + g->padding ? ws + g->kw : g->w + g->padding;
+        return (he - hs) * (we - ws);
+    }
     int64_t cnt = 0;
     for (int64_t kk = 0; kk < g->k; kk++)
         cnt += nv_conv_x_index(g, 0, 0, oh, ow, kk) >= 0;

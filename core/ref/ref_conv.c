@@ -32,12 +32,11 @@ static int ref_avg_pool(const nv_op_attrs *a, const nv_tensor *x, const nv_ref_o
                         int64_t e = nv_conv_x_index(&g, n, c, oh, ow, kk);
                         if (e >= 0)
                             win[m++] = x->data[nv_tensor_offset_linear(x, e)];
-                        else if (a->count_include_pad)
-                            win[m++] = 0;
                     }
                     double hi, lo;
                     nv_mag abs, peak;
-                    nvo_mean_exact(win, m, &hi, &lo, &abs, &peak);
+                    nvo_mean_exact_div(win, m, nv_pool_divisor(&g, a, oh, ow), &hi, &lo, &abs,
+                                       &peak);
                     int64_t e = ((n * g.c + c) * g.oh + oh) * g.ow + ow;
                     o->hi->data[nv_tensor_offset_linear(o->hi, e)] = hi;
                     if (o->lo)

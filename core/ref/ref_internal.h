@@ -110,6 +110,10 @@ int nvo_sum_exact(const double *v, int64_t n, double *ret_hi, double *ret_lo, nv
  * may be NULL). */
 void nvo_mean_exact(const double *v, int64_t n, double *ret_hi, double *ret_lo, nv_mag *ret_abs,
                     nv_mag *ret_peak);
+/* The same with the sum divided by d >= 1 instead of n (avg_pool2d's divisor,
+ * which need not be the count of terms). */
+void nvo_mean_exact_div(const double *v, int64_t n, int64_t d, double *ret_hi, double *ret_lo,
+                        nv_mag *ret_abs, nv_mag *ret_peak);
 
 /* S = sum x_i and Q = sum x_i^2 exactly in MPFR (ref_sum.c): S and Q must be
  * initialised; their precisions are set so that every operation is exact. */

@@ -72,6 +72,12 @@ int nvo_sum_exact_rd(const nvo_rd *rd, double *ret_hi, double *ret_lo, nv_mag *r
 int nvo_mean_exact_rd(const nvo_rd *rd, double *ret_hi, double *ret_lo, nv_mag *ret_abs,
                       nv_mag *ret_peak)
 {
+    nvo_mean_exact_div(v, n, n > 0 ? n : 1, ret_hi, ret_lo, ret_abs, ret_peak);
+}
+
+void nvo_mean_exact_div(const double *v, int64_t n, int64_t d, double *ret_hi, double *ret_lo,
+                        nv_mag *ret_abs, nv_mag *ret_peak)
+{
     nv_xacc a, abs;
     nv_xacc_init(&a);
     nv_xacc_init(&abs);
@@ -89,13 +95,13 @@ int nvo_mean_exact_rd(const nvo_rd *rd, double *ret_hi, double *ret_lo, nv_mag *
     mpfr_t s, q, tmp;
     mpfr_inits2(128, s, q, tmp, (mpfr_ptr)0);
     nv_xacc_get_mpfr(&a, s);
-    mpfr_div_si(q, s, (long)(n > 0 ? n : 1), MPFR_RNDN);
+    mpfr_div_si(q, s, (long)(d > 0 ? d : 1), MPFR_RNDN);
     nvo_mp_split(q, tmp, ret_hi, ret_lo);
     nv_mag sa = nv_xacc_get_mag(&abs);
     if (ret_peak)
         *ret_peak = sa;
     if (ret_abs)
-        *ret_abs = nv_mag_mul(sa, nv_mag_from_d(1.0 / (double)(n > 0 ? n : 1)));
+        *ret_abs = nv_mag_mul(sa, nv_mag_from_d(1.0 / (double)(d > 0 ? d : 1)));
     mpfr_clears(s, q, tmp, (mpfr_ptr)0);
     return 0;
 }

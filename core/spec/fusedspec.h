@@ -36,6 +36,11 @@ typedef struct nv_fusedspec {
     nv_tolerance tolerance; /* every node */
     int n_node_tols;
     nv_fused_node_tol *node_tols;
+    /* "composition": the graph outputs of one execution (unfused: node by node
+     * through the op entry; fused: the graph entry) are also judged by the
+     * model's band, band_factor its F (default 4; docs/JOBS.md "Fused jobs"). */
+    bool composition, composition_fused;
+    double band_factor;
     int64_t n_cases;
 } nv_fusedspec;
 

@@ -28,6 +28,7 @@ static const char *const fused_keys[] = {"kind",
                                          "node_tolerances",
                                          "intermediate_dtype",
                                          "tolerance_by_dtype",
+                                         "composition",
                                          NULL};
 
 bool nv_fusedspec_is(const json_t *spec)
@@ -165,6 +166,34 @@ static int parse_misc(const json_t *spec, nv_fusedspec *s, nv_spec_err *e)
     return 0;
 }
 
+static const char *const composition_keys[] = {"execution", "band_factor", NULL};
+
+/* "composition": {"execution": "unfused" | "fused", "band_factor"?}: the
+ * graph outputs judged by the model's band (docs/JOBS.md "Fused jobs"). */
+static int parse_composition(const json_t *spec, nv_fusedspec *s, nv_spec_err *e)
+{
+    const json_t *o = json_object_get(spec, "composition");
+    s->band_factor = 4.0;
+    if (!o)
+        return 0;
+    if (!json_is_object(o))
+        return nv_spec_fail(e, "/composition",
+                            "must be an object {\"execution\": \"unfused\" or \"fused\", "
+                            "\"band_factor\"?}");
+    const char *key = nv_spec_unknown_key(o, composition_keys);
+    if (key)
+        return nv_spec_fail(e, "/composition", "unknown key '%s' (execution, band_factor)", key);
+    const char *ex = json_string_value(json_object_get(o, "execution"));
+    if (!ex || (strcmp(ex, "unfused") && strcmp(ex, "fused")))
+        return nv_spec_fail(e, "/composition/execution",
+                            "'%s' must be \"unfused\" (node by node through the op entry) or "
+                            "\"fused\" (the graph entry)",
+                            ex ? ex : "(missing or not a string)");
+    s->composition = true;
+    s->composition_fused = !strcmp(ex, "fused");
+    return nv_spec_number(e, o, "/composition", "band_factor", 4.0, 1.0, 1e6, &s->band_factor);
+}
+
 /* A graph error (graph.h hands out pointer and message) into the record. */
 static int graph_fail(nv_spec_err *e, int r, char *ptr, char *msg)
 {
@@ -213,7 +242,8 @@ static int parse_all(const json_t *spec, nv_fusedspec *s, nv_spec_err *e)
         s->n_classes = 1;
         s->classes[0] = NV_IN_NORMAL;
     }
-    if ((r = parse_misc(spec, s, e)) < 0 || (r = parse_tolerances(spec, s, e)) < 0)
+    if ((r = parse_misc(spec, s, e)) < 0 || (r = parse_tolerances(spec, s, e)) < 0 ||
+        (r = parse_composition(spec, s, e)) < 0)
         return r;
     int nd = s->n_dtypes ? s->n_dtypes : 1;
     for (int d = 0; d < nd; d++) {

@@ -2,7 +2,8 @@
 """Gradient and op jobs of conv2d and avg_pool2d (docs/JOBS.md "Gradient
 jobs", docs/MODEL.md "The CNN classifier"): the conv2d and avg_pool2d jobs of
 the shipped suites/gradient.json (plain, strided + padded + dilated, groups 2,
-depthwise, avg_pool2d with and without count_include_pad) pass every check on
+depthwise, avg_pool2d with and without count_include_pad, with ceil_mode and
+with divisor_override) pass every check on
 emu (formula, device, second order, double backward) for every seed, also
 with pairwise and random summation orders and fused multiply-adds; the long
 weight-gradient job fails its device check when emu accumulates in bf16; and a
@@ -61,10 +62,11 @@ def suite_jobs():
 def check_suite(tmp):
     jobs = suite_jobs()
     ops = {(j["op"], json.dumps(j.get("attrs", {}), sort_keys=True)) for j in jobs}
-    ok(len(jobs) == 8 and any('"groups": 3' in a for _, a in ops) and
-       any("count_include_pad" in a for _, a in ops),
+    ok(len(jobs) == 10 and any('"groups": 3' in a for _, a in ops) and
+       any("count_include_pad" in a for _, a in ops) and any("ceil_mode" in a for _, a in ops) and
+       any("divisor_override" in a for _, a in ops),
        "suites/gradient.json holds conv2d (plain, strided, grouped, depthwise, long) and "
-       "avg_pool2d jobs", ops)
+       "avg_pool2d jobs (count_include_pad, ceil_mode, divisor_override)", ops)
     bad, count = [], 0
     for seed in range(1, SEEDS + 1):
         rc, doc, err = run(tmp, [dict(j, seed=seed) for j in jobs], "emu")
@@ -155,6 +157,13 @@ OP_JOBS = [
      "dtypes": ["fp32", "bf16", "fp16"], "shapes": [[1, 2, 7, 9]], "inputs": ["normal", "uniform"]},
     {"kind": "op", "op": "avg_pool2d", "attrs": {"kernel": 8}, "dtypes": ["fp32"],
      "shapes": [[4, 16, 8, 8]], "inputs": ["uniform"]},
+    {"kind": "op", "op": "avg_pool2d", "attrs": {"kernel": 3, "stride": 2, "padding": 1,
+                                                 "ceil_mode": True},
+     "dtypes": ["fp32", "bf16"], "shapes": [[1, 2, 8, 10]], "inputs": ["normal", "uniform"]},
+    {"kind": "op", "op": "avg_pool2d", "attrs": {"kernel": 3, "ceil_mode": True,
+                                                 "count_include_pad": False,
+                                                 "divisor_override": 5},
+     "dtypes": ["fp32", "bf16"], "shapes": [[2, 3, 7, 8]], "inputs": ["normal"]},
 ]
 
 

@@ -212,13 +212,17 @@ def conv2d(xs, a):
 
 
 def avg_pool2d(x, a):
-    """A square window, the stride defaulting to it, ceil_mode off; the divisor
-    convention is the attribute count_include_pad (default true, PyTorch's)."""
+    """A square window, the stride defaulting to it; ceil_mode (default off),
+    count_include_pad (default true) and divisor_override (default none) as
+    the catalog's attributes, which are PyTorch's."""
     if x.dim() != 4:
         raise HarnessError("shape", f"avg_pool2d needs [N, C, H, W], got {list(x.shape)}")
     k = int(a.get("kernel", 2))
+    d = a.get("divisor_override")
     return F.avg_pool2d(x, k, stride=int(a.get("stride", k)), padding=int(a.get("padding", 0)),
-                        count_include_pad=bool(a.get("count_include_pad", True)))
+                        ceil_mode=bool(a.get("ceil_mode", False)),
+                        count_include_pad=bool(a.get("count_include_pad", True)),
+                        divisor_override=int(d) if d is not None else None)
 
 
 def max_pool2d(x, a):

@@ -107,7 +107,9 @@ def expr(op, a, args):
         args = f"{x[0]}, {k}, {int(a.get('stride', k))}, {int(a.get('padding', 0))}"
         if op == "max_pool2d":
             return f"F.max_pool2d({args})"
-        return f"F.avg_pool2d({args}, False, {bool(a.get('count_include_pad', True))})"
+        d = a.get("divisor_override")
+        return (f"F.avg_pool2d({args}, {bool(a.get('ceil_mode', False))}, "
+                f"{bool(a.get('count_include_pad', True))}, {int(d) if d is not None else None})")
     if op == "flatten":
         return f"torch.flatten({x[0]}, 1)"
     raise HarnessError("unsupported", f"op '{op}' has no module in this harness")

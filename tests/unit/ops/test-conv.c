@@ -239,6 +239,116 @@ static void test_pool(void)
     nv_tensor_free(x), nv_tensor_free(y), nv_tensor_free(z);
 }
 
+/* ceil_mode and divisor_override (PyTorch's AvgPool2d): output sizes by
+ * H_out = ceil((H + 2p - k) / s) + 1, less the last window when it would
+ * start in the right padding; divisors clipped to the padded input; hand
+ * values. */
+static nv_tensor *pool_ref(const char *json, int64_t h, int64_t *ret_oh, int *ret_r)
+{
+    const nv_op_def *op = nv_op_find("avg_pool2d");
+    nv_op_attrs a;
+    char *msg, err[256];
+    int r = attrs("avg_pool2d", json, &a, &msg);
+    free(msg);
+    nv_tensor *x = nv_tensor_new(NV_DT_FP64, 4, (int64_t[]){1, 1, h, h});
+    for (int64_t e = 0; e < x->numel; e++)
+        x->data[e] = (double)(e + 1);
+    const nv_tensor *in[1] = {x};
+    int nd = 0;
+    int64_t shape[NV_MAX_DIMS] = {0};
+    r |= nv_op_infer(op, &a, 1, in, &nd, shape, err, sizeof err);
+    nv_tensor *y = r == 0 ? nv_tensor_new(NV_DT_FP64, 4, shape) : NULL;
+    if (y)
+        r |= nv_op_reference(op, &a, 1, in, y, NULL, NULL);
+    *ret_oh = r == 0 ? shape[2] : -1;
+    *ret_r = r;
+    nv_tensor_free(x);
+    return y;
+}
+
+static void test_pool_ceil(void)
+{
+    int64_t oh;
+    int r;
+    /* 1..9 in 3x3, kernel 2 stride 2: floor gives 1x1; ceil 2x2, the windows
+     * (0, 1), (1, 0), (1, 1) past the input: 1 2 4 5 / 4, 3 6 / 2, 7 8 / 2, 9 / 1 */
+    nv_tensor *y = pool_ref("{\"kernel\": 2, \"ceil_mode\": true}", 3, &oh, &r);
+    tap_ok(r == 0 && oh == 2 && y->data[0] == 3 && y->data[1] == 4.5 && y->data[2] == 7.5 &&
+               y->data[3] == 9,
+           "ceil_mode kernel 2 on 3x3: 2x2, 3 4.5 7.5 9 (divisors clipped to the input)");
+    nv_tensor_free(y);
+    y = pool_ref("{\"kernel\": 2}", 3, &oh, &r);
+    tap_ok(r == 0 && oh == 1 && y->data[0] == 3, "floor mode on the same: 1x1, 3");
+    nv_tensor_free(y);
+    /* 1..16 in 4x4, kernel 3 stride 2 padding 1: floor 2x2, ceil 3x3; window
+     * (0, 0) holds 1 2 5 6 and 5 padding zeros (divisor 9 with padding, 4
+     * without), (2, 2) holds 16, one row and column of padding and a row and
+     * column past the padded input: divisor 2 x 2 = 4 with padding, 1 without */
+    y = pool_ref("{\"kernel\": 3, \"stride\": 2, \"padding\": 1, \"ceil_mode\": true}", 4, &oh,
+                 &r);
+    tap_ok(r == 0 && oh == 3 && y->data[0] == 14.0 / 9 && y->data[8] == 4,
+           "ceil_mode 3x3 stride 2 padding 1 on 4x4: 3x3, corner 14/9, last 16/4 (padding "
+           "counted inside the padded input only)");
+    nv_tensor_free(y);
+    y = pool_ref("{\"kernel\": 3, \"stride\": 2, \"padding\": 1, \"ceil_mode\": true, "
+                 "\"count_include_pad\": false}",
+                 4, &oh, &r);
+    tap_ok(r == 0 && oh == 3 && y->data[0] == 3.5 && y->data[8] == 16,
+           "the same without padding counted: 14/4, 16/1");
+    nv_tensor_free(y);
+    /* 5x5, kernel 2 stride 2 padding 1: ceil((5 + 2 - 2) / 2) + 1 = 4, but the
+     * 4th window would start at 6 - 1 = 5, in the right padding: 3 */
+    y = pool_ref("{\"kernel\": 2, \"padding\": 1, \"ceil_mode\": true}", 5, &oh, &r);
+    tap_ok(r == 0 && oh == 3,
+           "ceil_mode drops a last window that would start in the right padding (5x5, k 2, p 1: "
+           "3, not 4): %lld",
+           (long long)oh);
+    nv_tensor_free(y);
+    /* divisor_override 1: the window sums, 12 9 15 9 on 1..9 with ceil_mode */
+    y = pool_ref("{\"kernel\": 2, \"ceil_mode\": true, \"divisor_override\": 1}", 3, &oh, &r);
+    tap_ok(r == 0 && oh == 2 && y->data[0] == 12 && y->data[1] == 9 && y->data[2] == 15 &&
+               y->data[3] == 9,
+           "divisor_override 1: window sums 12 9 15 9");
+    nv_tensor_free(y);
+    /* VJP with divisor_override 3, kernel 2 stride 1 on 3x3: x[1, 1] is in 4
+     * windows, each passing gy / 3 */
+    const nv_op_def *op = nv_op_find("avg_pool2d");
+    nv_op_attrs a;
+    char *msg;
+    r = attrs("avg_pool2d", "{\"kernel\": 2, \"stride\": 1, \"divisor_override\": 3}", &a, &msg);
+    nv_tensor *x = nv_tensor_new(NV_DT_FP64, 4, (int64_t[]){1, 1, 3, 3});
+    for (int e = 0; e < 9; e++)
+        x->data[e] = e + 1;
+    const nv_tensor *in[1] = {x};
+    double gy[4] = {3, 3, 3, 3}, gx[9];
+    double *pg[1] = {gx};
+    r |= nv_op_vjp(op, &a, 1, in, gy, pg, NULL);
+    tap_ok(r == 0 && gx[4] == 4 && gx[0] == 1 && gx[1] == 2,
+           "divisor_override VJP: centre 4, corner 1, edge 2 (gy 3 / 3 per window)");
+    nv_tensor_free(x);
+    r = attrs("avg_pool2d", "{\"divisor_override\": 0}", &a, &msg);
+    tap_ok(r < 0 && msg && strstr(msg, "'divisor_override' must be an integer in 1.."),
+           "divisor_override 0 refused: %s", msg ? msg : "");
+    free(msg);
+    r = attrs("avg_pool2d", "{\"ceil_mode\": 1}", &a, &msg);
+    tap_ok(r < 0 && msg && strstr(msg, "'ceil_mode' must be true or false"),
+           "ceil_mode 1 refused: %s", msg ? msg : "");
+    free(msg);
+    r = attrs("conv2d", "{\"ceil_mode\": true}", &a, &msg);
+    tap_ok(r < 0 && msg && strstr(msg, "unknown attribute 'ceil_mode'"), "conv2d takes no ceil_mode");
+    free(msg);
+    json_t *j = nv_op_attrs_to_json(op, &(nv_op_attrs){.kernel = 2, .stride = 2});
+    json_t *k = nv_op_attrs_to_json(
+        op, &(nv_op_attrs){.kernel = 2, .stride = 2, .ceil_mode = true, .divisor_override = 3});
+    tap_ok(j && k && !json_object_get(j, "ceil_mode") && !json_object_get(j, "divisor_override") &&
+               json_is_true(json_object_get(k, "ceil_mode")) &&
+               json_integer_value(json_object_get(k, "divisor_override")) == 3,
+           "attrs_to_json names ceil_mode and divisor_override only when set (older jobs keep "
+           "their canonical form)");
+    json_decref(j);
+    json_decref(k);
+}
+
 static void test_lengths_errors(void)
 {
     const nv_op_def *op = nv_op_find("conv2d");
@@ -288,6 +398,7 @@ int main(void)
 {
     test_conv();
     test_pool();
+    test_pool_ceil();
     test_lengths_errors();
     return tap_done();
 }

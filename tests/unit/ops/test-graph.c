@@ -219,6 +219,46 @@ static void test_fusedspec(void)
              attention);
     fused_refused("op key", spec, "/op", "unknown key 'op'");
     fused_refused("graph missing", "{\"kind\": \"fused\"}", "/graph", "missing \"graph\"");
+    /* The composition criterion (docs/JOBS.md "Fused jobs", "composition"). */
+    snprintf(spec, sizeof spec,
+             "{\"kind\": \"fused\", \"graph\": %s, \"dtypes\": [\"bf16\"], "
+             "\"composition\": {\"execution\": \"unfused\", \"band_factor\": 8}}",
+             attention);
+    j = json_loads(spec, 0, NULL);
+    s = NULL;
+    r = nv_fusedspec_parse(j, &s, NULL, NULL);
+    tap_ok(r == 0 && s->composition && !s->composition_fused && s->band_factor == 8,
+           "composition: the unfused execution, band factor 8");
+    nv_fusedspec_free(s);
+    json_decref(j);
+    snprintf(spec, sizeof spec, "{\"kind\": \"fused\", \"graph\": %s, \"dtypes\": [\"bf16\"]}",
+             attention);
+    j = json_loads(spec, 0, NULL);
+    s = NULL;
+    r = nv_fusedspec_parse(j, &s, NULL, NULL);
+    tap_ok(r == 0 && !s->composition && s->band_factor == 4,
+           "no composition: none judged, the factor defaults to the model's 4");
+    nv_fusedspec_free(s);
+    json_decref(j);
+    static const struct {
+        const char *what, *comp, *ptr, *msg;
+    } bad[] = {
+        {"composition not an object", "true", "/composition", "must be an object"},
+        {"composition without execution", "{}", "/composition/execution", "must be \"unfused\""},
+        {"composition execution unknown", "{\"execution\": \"eager\"}",
+         "/composition/execution", "'eager' must be"},
+        {"composition unknown key", "{\"execution\": \"fused\", \"band\": 2}", "/composition",
+         "unknown key 'band'"},
+        {"composition band factor below 1", "{\"execution\": \"fused\", \"band_factor\": 0.5}",
+         "/composition/band_factor", "must be a number"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(spec, sizeof spec,
+                 "{\"kind\": \"fused\", \"graph\": %s, \"dtypes\": [\"bf16\"], "
+                 "\"composition\": %s}",
+                 attention, bad[i].comp);
+        fused_refused(bad[i].what, spec, bad[i].ptr, bad[i].msg);
+    }
 }
 
 /* Reference: x = [1, 3], y = [2^-30, 0.5] (fp32). h = x + y, d = h - x, e = d * d.

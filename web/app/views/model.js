@@ -70,7 +70,11 @@ function divergence(c, suiteCase) {
         : local.error || undefined],
       ['Reproducer', loc ? h('span', {id: 'model-localized', dataset: {state: loc.state}},
         loc.state === 'op_case' ? `an op case of ${fd.op} alone`
-          : loc.state === 'fused_case' ? `a fused case of layer ${fd.layer}` : 'none', ': ', h('span.muted', loc.reason)) : undefined],
+          : loc.state === 'fused_case' ? `a fused case of layer ${fd.layer}`
+          : loc.state === 'composition_case' && loc.composition
+            ? `a fused composition case of ${num(loc.composition.nodes)} nodes ending at ${fd.node} ` +
+              `(e_dev ${num(loc.composition.e_dev)}, band ${num(loc.composition.band)})`
+          : 'none', ': ', h('span.muted', loc.reason)) : undefined],
       ['Signature', c.signature ? h('code', {title: c.signature.id}, String(c.signature.id).slice(0, 16)) : undefined],
       ['Gate', c.repro_rate ? `${num(c.repro_rate.failed)} of ${num(c.repro_rate.runs)} runs failed, ` +
         `${num(c.repro_rate.bit_identical)} bit-identical` : undefined],

@@ -66,6 +66,12 @@ int fused_verdict(fcase *c, const char *v, const char *cls, const char *fmt, ...
  * first divergent node, fill the case JSON, report a failure. 0 or -ENOMEM. */
 int fused_compare(fcase *c);
 
+/* The composition criterion (composition.c): every graph output of the
+ * spec's execution judged by the model's band on the case's inputs, into the
+ * case's "composition"; *ret_out the first output outside its band, or -1.
+ * 0; 1 when the case got its verdict (a reference error); -ENOMEM. */
+int fused_composition(fcase *c, int *ret_out);
+
 /* "timing_ms" of the case. 0 or -ENOMEM. */
 int fused_timing(fcase *c);
 

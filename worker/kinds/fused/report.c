@@ -423,6 +423,39 @@ static int compare_nodes(fcase *c, int *ret_first)
     return 0;
 }
 
+/* Every node within its tolerance: the composition criterion decides. Its
+ * first divergent node is the first graph output outside the band, judged in
+ * its dtype (the signature's "dtype"), class out_of_band. */
+static int composition_verdict(fcase *c)
+{
+    int k;
+    int r = fused_composition(c, &k);
+    if (r != 0)
+        return r < 0 ? r : 0;
+    if (k < 0)
+        return fused_verdict(c, "passed", NULL, NULL);
+    const nv_graph_node *n = &c->g.nodes[k];
+    const json_t *outs = json_object_get(json_object_get(c->cj, "composition"), "outputs");
+    const json_t *fig = NULL;
+    for (size_t i = 0; i < json_array_size(outs); i++)
+        if (!strcmp(json_string_value(json_object_get(json_array_get(outs, i), "node")), n->name))
+            fig = json_array_get(outs, i);
+    json_t *fd = json_pack("{s:s, s:s, s:s, s:s, s:s, s:O?, s:O?}", "node", n->name, "op",
+                           n->op->name, "execution",
+                           c->j->s->composition_fused ? "fused" : "unfused", "dtype",
+                           nv_dtype_name(n->dtype), "criterion", "composition", "e_dev",
+                           json_object_get(fig, "e_dev"), "band", json_object_get(fig, "band"));
+    if (!fd || json_object_set_new(c->cj, "first_divergent", fd) ||
+        json_object_set_new(c->cj, "first_mismatches", json_array()))
+        return -ENOMEM;
+    r = fused_verdict(c, "failed", "out_of_band",
+                      "composition: graph output '%s' (op '%s') has e_dev %.3g, outside the band "
+                      "%.3g, while every node is within its own tolerance",
+                      n->name, n->op->name, json_number_value(json_object_get(fig, "e_dev")),
+                      json_number_value(json_object_get(fig, "band")));
+    return r < 0 ? r : report_failure(c);
+}
+
 int fused_compare(fcase *c)
 {
     int first;
@@ -439,6 +472,8 @@ int fused_compare(fcase *c)
     }
     if (summary(c, first) < 0 || first_divergent(c, first) < 0)
         return -ENOMEM;
+    if (first < 0 && c->j->s->composition)
+        return composition_verdict(c);
     if (first < 0)
         return fused_verdict(c, "passed", NULL, NULL);
     const nv_graph_node *n = &c->g.nodes[first];

@@ -122,9 +122,12 @@ static int from_artifact(nvw_frepro *fr, const nv_artifact *a, char **ret_err)
         snprintf(name, sizeof name, "input:%s", gi->name);
         r = tensor_of(a, name, gi->dtype, gi->ndim, gi->shape, false, &fr->in[i], ret_err);
     }
+    const char *ex =
+        json_string_value(json_object_get(json_object_get(spec, "composition"), "execution"));
+    snprintf(fr->stored, sizeof fr->stored, "%s", ex && !strcmp(ex, "unfused") ? "unfused:" : "fused:");
     for (int k = 0; r == 0 && k < g->n_nodes; k++) {
         const nv_graph_node *n = &g->nodes[k];
-        snprintf(name, sizeof name, "fused:%s", n->name);
+        snprintf(name, sizeof name, "%s%s", fr->stored, n->name);
         r = tensor_of(a, name, n->dtype, n->ndim, n->shape, true, &fr->fus[k], ret_err);
     }
     return r;

@@ -32,7 +32,9 @@ typedef struct nvw_frepro {
     nv_graph *g;     /* the graph inferred for the case dtype */
     nv_dtype dt;     /* the case dtype */
     nv_tensor **in;  /* g->n_inputs stored inputs ("input:NAME") */
-    nv_tensor **fus; /* g->n_nodes stored fused values ("fused:NODE") */
+    nv_tensor **fus; /* g->n_nodes stored values of the judged execution ("fused:NODE";
+                        "unfused:NODE" under a composition criterion of the unfused one) */
+    char stored[12];   /* that prefix: "fused:" or "unfused:" */
     nv_tensor **ref; /* reference values rounded to each node's dtype (lazy) */
     char cls[NVW_FNAME_MAX], op[NVW_FNAME_MAX], judge[NVW_FNAME_MAX], node[NVW_FNAME_MAX];
     char backend[512]; /* the spec probes run on (recorded in a minimized artifact) */

@@ -38,14 +38,16 @@ static bool same_values(const nv_tensor *a, const nv_tensor *b)
     return true;
 }
 
-/* Every node's fused value against the stored one (the stored graph only). */
+/* Every node's value of the judged execution against the stored one (the
+ * stored graph only). */
 static int compare_stored(const nvw_frepro *fr, const nvw_failure *f)
 {
     int seen = 0;
+    size_t pl = strlen(fr->stored);
     for (int i = 0; i < f->n_tensors; i++) {
-        if (strncmp(f->names[i], "fused:", 6))
+        if (strncmp(f->names[i], fr->stored, pl))
             continue;
-        int id = nv_graph_lookup(fr->g, f->names[i] + 6);
+        int id = nv_graph_lookup(fr->g, f->names[i] + pl);
         if (id < 0 || !same_values(f->tensors[i], fr->fus[id]))
             return 0;
         seen++;

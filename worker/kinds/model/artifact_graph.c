@@ -20,23 +20,11 @@
 #include "core/spec/fusedspec.h"
 #include "model_internal.h"
 
-/* What of the case graph the layer's subgraph holds. */
-typedef struct lsub {
-    int layer;
-    bool node[NV_GRAPH_MAX_NODES];  /* the layer's nodes */
-    bool ginput[NV_GRAPH_MAX_INPUTS]; /* graph inputs the layer reads */
-    bool upstream[NV_GRAPH_MAX_NODES]; /* nodes outside the layer it reads */
-    bool output[NV_GRAPH_MAX_NODES];   /* layer nodes read outside it, and the layer's output */
-} lsub;
-
-static void select_layer(const mcase *c, int k, lsub *ls)
+void model_sub_select(const mcase *c, model_sub *ls)
 {
-    memset(ls, 0, sizeof *ls);
     const nv_graph *g = &c->g;
-    ls->layer = c->j->s->node_layer[k];
-    for (int q = 0; q < g->n_nodes; q++)
-        ls->node[q] = c->j->s->node_layer[q] == ls->layer;
-    ls->output[c->j->s->layers[ls->layer].output] = true;
+    memset(ls->ginput, 0, sizeof ls->ginput);
+    memset(ls->upstream, 0, sizeof ls->upstream);
     for (int q = 0; q < g->n_nodes; q++)
         for (int i = 0; i < g->nodes[q].n_in; i++) {
             int id = g->nodes[q].in[i];
@@ -44,7 +32,22 @@ static void select_layer(const mcase *c, int k, lsub *ls)
                 ls->ginput[-1 - id] = true;
             else if (ls->node[q] && !ls->node[id])
                 ls->upstream[id] = true;
-            else if (!ls->node[q] && id >= 0 && ls->node[id])
+        }
+}
+
+static void select_layer(const mcase *c, int k, model_sub *ls)
+{
+    memset(ls, 0, sizeof *ls);
+    const nv_graph *g = &c->g;
+    ls->layer = c->j->s->node_layer[k];
+    for (int q = 0; q < g->n_nodes; q++)
+        ls->node[q] = c->j->s->node_layer[q] == ls->layer;
+    model_sub_select(c, ls);
+    ls->output[c->j->s->layers[ls->layer].output] = true;
+    for (int q = 0; q < g->n_nodes; q++)
+        for (int i = 0; i < g->nodes[q].n_in; i++) {
+            int id = g->nodes[q].in[i];
+            if (!ls->node[q] && id >= 0 && ls->node[id])
                 ls->output[id] = true;
         }
     for (int o = 0; o < g->n_outputs; o++)
@@ -70,7 +73,7 @@ static json_t *input_json(const char *name, int nd, const int64_t *sh, bool set,
 
 /* The fused graph of the layer: inputs (graph inputs, then upstream nodes, in
  * graph order), the layer's nodes in topological order, its outputs. */
-static json_t *graph_json(const mcase *c, const lsub *ls)
+json_t *model_sub_graph(const mcase *c, const model_sub *ls)
 {
     const nv_graph *g = &c->g;
     json_t *ins = json_array(), *nodes = json_array(), *outs = json_array();
@@ -114,7 +117,7 @@ static json_t *graph_json(const mcase *c, const lsub *ls)
 
 /* The value of upstream node q as the subgraph's input: the device's, in the
  * node dtype. */
-static nv_tensor *upstream_value(const mcase *c, int q)
+nv_tensor *model_upstream_value(const mcase *c, int q)
 {
     const nv_tensor *d = c->dev[q];
     nv_tensor *t = nv_tensor_new(c->g.nodes[q].dtype, d->ndim, d->shape);
@@ -126,7 +129,7 @@ static nv_tensor *upstream_value(const mcase *c, int q)
 /* The fused job and its case: the judged dtype of a fused node is its own
  * dtype when intermediate_dtype is the case dtype (worker/kinds/fused/report.c),
  * the dtype the model judged the op in. */
-static json_t *fused_manifest(mcase *c, int k, const lsub *ls, const char *cls, json_t *graph,
+static json_t *fused_manifest(mcase *c, int k, const model_sub *ls, const char *cls, json_t *graph,
                               char *ret_hash)
 {
     const json_t *d = c->j->b.describe;
@@ -179,7 +182,7 @@ static json_t *fused_manifest(mcase *c, int k, const lsub *ls, const char *cls, 
 int model_graph_artifact(mcase *c, int k, const char *cls)
 {
     const nv_graph *g = &c->g;
-    lsub *ls = malloc(sizeof *ls);
+    model_sub *ls = malloc(sizeof *ls);
     if (!ls)
         return -ENOMEM;
     select_layer(c, k, ls);
@@ -188,7 +191,7 @@ int model_graph_artifact(mcase *c, int k, const char *cls)
     const nv_tensor **ts = calloc((size_t)cap, sizeof *ts);
     nv_tensor **owned = calloc((size_t)g->n_nodes, sizeof *owned);
     char(*buf)[NV_GRAPH_MAX_NAME + 16] = calloc((size_t)cap, sizeof *buf);
-    json_t *graph = graph_json(c, ls), *m = NULL;
+    json_t *graph = model_sub_graph(c, ls), *m = NULL;
     char hash[65] = "";
     if (!names || !ts || !owned || !buf || !graph)
         goto out;
@@ -203,7 +206,7 @@ int model_graph_artifact(mcase *c, int k, const char *cls)
         }
     for (int q = 0; q < g->n_nodes; q++)
         if (ls->upstream[q]) {
-            if (!(owned[q] = upstream_value(c, q)))
+            if (!(owned[q] = model_upstream_value(c, q)))
                 goto out;
             snprintf(buf[n], sizeof buf[n], "input:%s", g->nodes[q].name);
             ts[n++] = owned[q];

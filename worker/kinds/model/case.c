@@ -12,6 +12,7 @@
 #include "common/sha256.h"
 #include "core/ref/reference.h"
 #include "model_internal.h"
+#include "worker/runner/band.h"
 #include "worker/runner/graph_exec.h"
 #include "worker/runner/params.h"
 
@@ -83,47 +84,16 @@ void model_weights_hash(const nv_modelspec *s, const nv_graph *g, nv_tensor *con
     nv_sha256_to_hex(d, out);
 }
 
-/* A reference node by node (model_internal.h): each node's exact value from the reference's own
- * upstream values (nv_graph_node_reference). round_all: rounded once to the
- * node's dtype (RNE), the model-dtype reference; else kept as the double
- * nearest the exact value, the fp64 reference, except that a cast node is
- * rounded to its target: an explicit quantization is part of the model in
- * every precision (the graph reference of the fused kind keeps it exact). */
 int model_reference(mcase *c, nv_tensor *const *in, nv_tensor **out, bool round_all, char *err,
                     size_t errlen)
 {
-    for (int k = 0; k < c->g.n_nodes; k++) {
-        const nv_graph_node *n = &c->g.nodes[k];
-        nv_tensor *hi = NULL, *abs = NULL;
-        int r = nv_graph_node_reference(&c->g, k, (const nv_tensor *const *)in, out, &hi, &abs,
-                                        err, errlen);
-        nv_tensor_free(abs);
-        if (r < 0)
-            return r;
-        bool cast = n->op->kind == NV_OPK_CAST;
-        nv_dtype dt = cast ? n->attrs.cast_to : n->dtype;
-        if (round_all || cast)
-            for (int64_t q = 0; q < hi->numel; q++)
-                hi->data[q] = nv_dtype_round(dt, hi->data[q], &NV_ROUND_DEFAULT, 0);
-        hi->dtype = round_all || cast ? n->dtype : NV_DT_FP64;
-        out[k] = hi;
-    }
-    return 0;
+    return nvw_band_reference(&c->g, in, out, round_all, err, errlen);
 }
 
-/* The declared accumulator for the case dtype (describe()'s contract entry,
- * else fp32; docs/MODEL.md "The band"). */
+/* The declared accumulator for the case dtype (docs/MODEL.md "The band"). */
 static void accumulator(mcase *c)
 {
-    const json_t *contract = json_object_get(c->j->b.describe, "contract");
-    const json_t *entry = json_object_get(contract, nv_dtype_name(c->dt));
-    const json_t *acc = json_object_get(json_object_get(entry, "accumulator"), "dtype");
-    nv_dtype a = NV_DT_FP32;
-    if (!json_is_string(acc) || nv_dtype_from_name(json_string_value(acc), &a) < 0 ||
-        !nv_dtype_get(a)->is_float || a == NV_DT_E8M0)
-        a = c->dt == NV_DT_FP64 ? NV_DT_FP64 : NV_DT_FP32;
-    c->acc_name = nv_dtype_name(a);
-    c->u_acc = ldexp(1.0, -(nv_dtype_get(a)->mant_bits + 1));
+    nvw_band_accumulator(c->j->b.describe, c->dt, &c->acc_name, &c->u_acc);
 }
 
 static int run_body(mcase *c)

@@ -12,23 +12,11 @@
 #include "core/numerics/compare.h"
 #include "core/ref/reference.h"
 #include "model_internal.h"
+#include "worker/runner/band.h"
 
-/* ||x - r||_2 / ||r||_2 (||x - r||_2 when ||r||_2 = 0); +Inf when x has a
- * non-finite value where r is finite, or the other way round. */
 double model_rel_err(const nv_tensor *x, const nv_tensor *r)
 {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < r->numel; i++) {
-        double a = x->data[nv_tensor_offset_linear(x, i)];
-        double b = r->data[nv_tensor_offset_linear(r, i)];
-        if (isfinite(a) != isfinite(b) || isnan(a) != isnan(b))
-            return INFINITY;
-        if (!isfinite(b))
-            continue; /* same infinity or both NaN: no error */
-        num += (a - b) * (a - b);
-        den += b * b;
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
+    return nvw_band_rel_err(x, r);
 }
 
 /* ULP statistics of x against r in dtype dt (nv_compare's, with no limit). */
@@ -44,24 +32,30 @@ static void ulp_stats(const nv_tensor *x, const nv_tensor *r, nv_dtype dt, mnode
     }
 }
 
-/* Per node: errors, the longest reduction feeding it, the band. */
-static void node_figures(mcase *c)
+/* Per node: errors, the longest reduction feeding it, the band
+ * (worker/runner/band.h). */
+static int node_figures(mcase *c)
 {
     const nv_graph *g = &c->g;
+    nvw_band *b = calloc((size_t)g->n_nodes, sizeof *b);
+    if (!b)
+        return -ENOMEM;
     for (int k = 0; k < g->n_nodes; k++) {
-        const nv_graph_node *n = &g->nodes[k];
-        mnode *m = &c->res[k];
-        m->k_red = nv_graph_reduction_len(g, k);
-        for (int i = 0; i < n->n_in; i++)
-            if (n->in[i] >= 0 && c->res[n->in[i]].k_red > m->k_red)
-                m->k_red = c->res[n->in[i]].k_red;
-        m->e_dev = model_rel_err(c->dev[k], c->r64[k]);
-        m->e_dt = model_rel_err(c->rdt[k], c->r64[k]);
-        double u = ldexp(1.0, -(nv_dtype_get(n->dtype)->mant_bits + 1));
-        m->band = MODEL_BAND_FACTOR * (m->e_dt + (double)m->k_red * c->u_acc) + u;
-        m->in_band = m->e_dev <= m->band; /* NaN is outside */
-        ulp_stats(c->dev[k], c->r64[k], n->dtype, m);
+        b[k].e_dev = model_rel_err(c->dev[k], c->r64[k]);
+        b[k].e_dt = model_rel_err(c->rdt[k], c->r64[k]);
     }
+    nvw_band_finish(g, MODEL_BAND_FACTOR, c->u_acc, b);
+    for (int k = 0; k < g->n_nodes; k++) {
+        mnode *m = &c->res[k];
+        m->e_dev = b[k].e_dev;
+        m->e_dt = b[k].e_dt;
+        m->band = b[k].band;
+        m->k_red = b[k].k_red;
+        m->in_band = b[k].in_band;
+        ulp_stats(c->dev[k], c->r64[k], g->nodes[k].dtype, m);
+    }
+    free(b);
+    return 0;
 }
 
 static int set_num(json_t *o, const char *k, double v)
@@ -195,7 +189,8 @@ static int layer_criterion(json_t *crit, int n_out)
 
 int model_judge(mcase *c)
 {
-    node_figures(c);
+    if (node_figures(c) < 0)
+        return -ENOMEM;
     json_t *nodes = json_array(), *crit = json_object();
     int n_out = 0, k_first;
     for (int k = 0; nodes && k < c->g.n_nodes; k++) {

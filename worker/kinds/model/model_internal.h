@@ -6,6 +6,7 @@
 #include "core/numerics/tensor.h"
 #include "core/spec/modelspec.h"
 #include "model.h"
+#include "worker/runner/band.h"
 #include "worker/runner/job.h"
 
 #define MODEL_ERRLEN 512
@@ -120,8 +121,31 @@ int model_localized(mcase *c, const char *state, const char *why);
  * 0 or -ENOMEM. */
 int model_graph_artifact(mcase *c, int k, const char *cls);
 
+/* What of the case graph a subgraph artifact holds (artifact_graph.c). */
+typedef struct model_sub {
+    int layer;
+    bool node[NV_GRAPH_MAX_NODES];     /* the subgraph's nodes */
+    bool ginput[NV_GRAPH_MAX_INPUTS];  /* graph inputs they read */
+    bool upstream[NV_GRAPH_MAX_NODES]; /* nodes outside the subgraph they read */
+    bool output[NV_GRAPH_MAX_NODES];   /* the subgraph's outputs */
+} model_sub;
+
+/* ginput and upstream of ls from its node set (artifact_graph.c). */
+void model_sub_select(const mcase *c, model_sub *ls);
+/* The fused graph of ls: inputs (graph inputs, then upstream nodes, in graph
+ * order), its nodes in topological order, its outputs; NULL on ENOMEM. */
+json_t *model_sub_graph(const mcase *c, const model_sub *ls);
+/* The device's value of upstream node q as a subgraph input, in the node dtype. */
+nv_tensor *model_upstream_value(const mcase *c, int q);
+/* The artifact of an eager failure at node k whose op alone is within its
+ * tolerance (artifact_compo.c): the smallest subgraph ending at k (its layer,
+ * then consecutive layers before it, then a contiguous node range) whose
+ * output, fed the captured inputs, leaves the model's band, as a fused case
+ * judged by the composition criterion. 0 or -ENOMEM. */
+int model_composition_artifact(mcase *c, int k);
+
 /* The band factor F of docs/MODEL.md "The band". */
-#define MODEL_BAND_FACTOR 4.0
+#define MODEL_BAND_FACTOR NVW_BAND_FACTOR
 
 /* ||x - r||_2 / ||r||_2 (absolute when ||r||_2 = 0), +Inf on a non-finite
  * mismatch (judge.c). */
