@@ -69,14 +69,8 @@ int nvo_sum_exact_rd(const nvo_rd *rd, double *ret_hi, double *ret_lo, nv_mag *r
 /* The exact sum held in MPFR, divided there at 128 bits: the quotient is rounded
  * once (2^-128 relative) and nothing on the way is limited by fp64's range, so a
  * mean whose sum overflows fp64 is still exact (docs/TOLERANCES.md "References"). */
-int nvo_mean_exact_rd(const nvo_rd *rd, double *ret_hi, double *ret_lo, nv_mag *ret_abs,
-                      nv_mag *ret_peak)
-{
-    nvo_mean_exact_div(v, n, n > 0 ? n : 1, ret_hi, ret_lo, ret_abs, ret_peak);
-}
-
-void nvo_mean_exact_div(const double *v, int64_t n, int64_t d, double *ret_hi, double *ret_lo,
-                        nv_mag *ret_abs, nv_mag *ret_peak)
+static int mean_exact_div_rd(const nvo_rd *rd, int64_t d, double *ret_hi, double *ret_lo,
+                             nv_mag *ret_abs, nv_mag *ret_peak)
 {
     nv_xacc a, abs;
     nv_xacc_init(&a);
@@ -91,7 +85,6 @@ void nvo_mean_exact_div(const double *v, int64_t n, int64_t d, double *ret_hi, d
                 nv_xacc_add(&abs, fabs(v[i]));
         }
     }
-    int64_t n = rd->len;
     mpfr_t s, q, tmp;
     mpfr_inits2(128, s, q, tmp, (mpfr_ptr)0);
     nv_xacc_get_mpfr(&a, s);
@@ -104,6 +97,20 @@ void nvo_mean_exact_div(const double *v, int64_t n, int64_t d, double *ret_hi, d
         *ret_abs = nv_mag_mul(sa, nv_mag_from_d(1.0 / (double)(d > 0 ? d : 1)));
     mpfr_clears(s, q, tmp, (mpfr_ptr)0);
     return 0;
+}
+
+int nvo_mean_exact_rd(const nvo_rd *rd, double *ret_hi, double *ret_lo, nv_mag *ret_abs,
+                      nv_mag *ret_peak)
+{
+    return mean_exact_div_rd(rd, rd->len, ret_hi, ret_lo, ret_abs, ret_peak);
+}
+
+void nvo_mean_exact_div(const double *v, int64_t n, int64_t d, double *ret_hi, double *ret_lo,
+                        nv_mag *ret_abs, nv_mag *ret_peak)
+{
+    nvo_rd rd;
+    nvo_rd_array(&rd, v, n);
+    mean_exact_div_rd(&rd, d, ret_hi, ret_lo, ret_abs, ret_peak); /* an array never fails */
 }
 
 void nvo_mean_exact(const double *v, int64_t n, double *ret_hi, double *ret_lo, nv_mag *ret_abs,
