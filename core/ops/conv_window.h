@@ -10,7 +10,9 @@
  *  - from a patch position kk of group q: the outputs (n, oh, ow) whose patch
  *    reads x there (not the zero padding), n major, then oh, then ow, with the
  *    x element each reads.
- * Header-only: the loops are the inner loops of both backward passes. */
+ * and the terms of conv2d's dx and dW elements gathered along them (the dot
+ * products both sides then sum, each in its own arithmetic). Header-only: the
+ * loops are the inner loops of both backward passes. */
 #ifndef NUMVAL_CORE_OPS_CONV_WINDOW_H
 #define NUMVAL_CORE_OPS_CONV_WINDOW_H
 
@@ -115,6 +117,39 @@ static inline bool nv_conv_reads_next(nv_conv_reads *r)
             return true;
     }
     return false;
+}
+
+/* The terms of conv2d's dx at input element e: gy at each output a tap
+ * reaches (into ta) times the kernel at that tap (into tb; 0 when w is NULL),
+ * for every output channel of e's group. Returns the count; ta and tb hold
+ * cog kh kw. */
+static inline int64_t nv_conv_dx_terms(const nv_conv_geom *g, int64_t e, const double *gy,
+                                       const double *w, double *ta, double *tb)
+{
+    nv_conv_xpos x = nv_conv_xpos_of(g, e);
+    int64_t q = x.ch / g->cg, c = x.ch % g->cg, m = 0;
+    nv_conv_taps t = nv_conv_taps_start(g, x.h, x.v);
+    while (nv_conv_taps_next(&t))
+        for (int64_t co = q * g->cog; co < (q + 1) * g->cog; co++) {
+            ta[m] = gy[nv_conv_y_index(g, x.n, co, t.oh, t.ow)];
+            tb[m++] = w ? w[co * g->k + (c * g->kh + t.i) * g->kw + t.j] : 0;
+        }
+    return m;
+}
+
+/* The terms of conv2d's dW at weight element f = co k + kk: gy of output
+ * channel co (into ta) times the x each output's patch reads at kk (into tb;
+ * 0 when x is NULL). Returns the count; ta and tb hold n oh ow. */
+static inline int64_t nv_conv_dw_terms(const nv_conv_geom *g, int64_t f, const double *gy,
+                                       const double *x, double *ta, double *tb)
+{
+    int64_t co = f / g->k, m = 0;
+    nv_conv_reads r = nv_conv_reads_start(g, co / g->cog, f % g->k);
+    while (nv_conv_reads_next(&r)) {
+        ta[m] = gy[nv_conv_y_index(g, r.n, co, r.oh, r.ow)];
+        tb[m++] = x ? x[r.e] : 0;
+    }
+    return m;
 }
 
 #endif

@@ -74,16 +74,8 @@ static int conv_vjp(const nv_conv_geom *g, const double *xd, const double *wd, c
         free(tb);
         return NV_E_NOMEM;
     }
-    int64_t hw = g->kh * g->kw;
     for (int64_t e = 0; (gx || magx) && e < g->n * g->c * g->h * g->w; e++) {
-        nv_conv_xpos x = nv_conv_xpos_of(g, e);
-        int64_t q = x.ch / g->cg, c = x.ch % g->cg, m = 0;
-        nv_conv_taps t = nv_conv_taps_start(g, x.h, x.v);
-        while (nv_conv_taps_next(&t))
-            for (int64_t co = q * g->cog; co < (q + 1) * g->cog; co++) {
-                ta[m] = gy[nv_conv_y_index(g, x.n, co, t.oh, t.ow)];
-                tb[m++] = wd ? wd[co * g->k + c * hw + t.i * g->kw + t.j] : 0;
-            }
+        int64_t m = nv_conv_dx_terms(g, e, gy, wd, ta, tb);
         double hi, lo;
         nv_mag abs;
         nv_dd_dot(ta, 1, tb, 1, m, &hi, &lo, &abs);
@@ -93,12 +85,7 @@ static int conv_vjp(const nv_conv_geom *g, const double *xd, const double *wd, c
             magx[e] = nv_mag_to_d(abs);
     }
     for (int64_t f = 0; (gw || magw) && f < g->co * g->k; f++) {
-        int64_t co = f / g->k, m = 0;
-        nv_conv_reads r = nv_conv_reads_start(g, co / g->cog, f % g->k);
-        while (nv_conv_reads_next(&r)) {
-            ta[m] = gy[nv_conv_y_index(g, r.n, co, r.oh, r.ow)];
-            tb[m++] = xd ? xd[r.e] : 0;
-        }
+        int64_t m = nv_conv_dw_terms(g, f, gy, xd, ta, tb);
         double hi, lo;
         nv_mag abs;
         nv_dd_dot(ta, 1, tb, 1, m, &hi, &lo, &abs);

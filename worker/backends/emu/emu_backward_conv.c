@@ -20,25 +20,12 @@ static int conv_grads(emu_call *c, const nv_conv_geom *g, const emu_bwd_io *io, 
                       double *tb)
 {
     const double *x = io->x[0]->data, *w = io->x[1]->data, *gy = io->gy->data;
-    int64_t hw = g->kh * g->kw;
     for (int64_t e = 0; e < io->x[0]->numel; e++) {
-        nv_conv_xpos p = nv_conv_xpos_of(g, e);
-        int64_t q = p.ch / g->cg, cc = p.ch % g->cg, m = 0;
-        nv_conv_taps t = nv_conv_taps_start(g, p.h, p.v);
-        while (nv_conv_taps_next(&t))
-            for (int64_t co = q * g->cog; co < (q + 1) * g->cog; co++) {
-                ta[m] = gy[nv_conv_y_index(g, p.n, co, t.oh, t.ow)];
-                tb[m++] = w[co * g->k + cc * hw + t.i * g->kw + t.j];
-            }
+        int64_t m = nv_conv_dx_terms(g, e, gy, w, ta, tb);
         io->gx[0][e] = emu_sum(c, c->accum, ta, 1, tb, 1, m);
     }
     for (int64_t f = 0; f < g->co * g->k; f++) {
-        int64_t co = f / g->k, m = 0;
-        nv_conv_reads r = nv_conv_reads_start(g, co / g->cog, f % g->k);
-        while (nv_conv_reads_next(&r)) {
-            ta[m] = gy[nv_conv_y_index(g, r.n, co, r.oh, r.ow)];
-            tb[m++] = x[r.e];
-        }
+        int64_t m = nv_conv_dw_terms(g, f, gy, x, ta, tb);
         io->gx[1][f] = emu_sum(c, c->accum, ta, 1, tb, 1, m);
     }
     return NV_OK;
