@@ -22,7 +22,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
 import {fileURLToPath} from 'node:url';
-import {startService, stopService, api, waitJob, prerequisites, visit, shown} from './service.mjs';
+import {startService, stopService, api, waitJob, prerequisites, visit, shown, openPage} from './service.mjs';
 import {num} from '../../web/app/util.js';
 import {checkTitle, figures, firstShared, keepRates, overlaps} from '../../web/app/views/rng.js';
 
@@ -67,10 +67,7 @@ before(async () => {
     ids[k] = r.body.job.id;
   }
   for (const [k, id] of Object.entries(ids)) jobs[k] = await waitJob(svc, id, 120000);
-  const {chromium} = await import('playwright-core');
-  browser = await chromium.launch({executablePath: CHROMIUM, args: ['--no-sandbox'], headless: true});
-  page = await (await browser.newContext({viewport: {width: 1280, height: 860}})).newPage();
-  page.on('pageerror', (e) => { throw new Error(`page error: ${e.message}`); });
+  ({browser, page} = await openPage(CHROMIUM));
 }, {timeout: 170000});
 
 after(async () => {

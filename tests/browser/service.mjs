@@ -140,6 +140,17 @@ export async function stopService(svc) {
   started.delete(child);
 }
 
+// Debian's chromium (at chromiumPath) headless through playwright-core, and a
+// 1280 x 860 page whose uncaught page errors fail the test: {browser, page}.
+// The caller closes browser.
+export async function openPage(chromiumPath) {
+  const {chromium} = await import('playwright-core');
+  const browser = await chromium.launch({executablePath: chromiumPath, args: ['--no-sandbox'], headless: true});
+  const page = await (await browser.newContext({viewport: {width: 1280, height: 860}})).newPage();
+  page.on('pageerror', (e) => { throw new Error(`page error: ${e.message}`); });
+  return {browser, page};
+}
+
 // Runs `action` (a goto, a click, a select) and waits until the web UI has rendered
 // the view of `route` because of it: #main's data-route (set by web/app/app.js once
 // a view has rendered) equals route (the hash without '#'; a RegExp is tested against
