@@ -22,7 +22,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
 import {fileURLToPath} from 'node:url';
-import {startService, stopService, api, waitJob, prerequisites, visit, shown, openPage} from './service.mjs';
+import {startService, stopService, api, runJobs, prerequisites, visit, shown, openPage} from './service.mjs';
 import {num} from '../../web/app/util.js';
 import {checkTitle, figures, firstShared, keepRates, overlaps} from '../../web/app/views/rng.js';
 
@@ -60,13 +60,8 @@ before(async () => {
     devices: {emureuse: 'emu:rng_restore=reuse', emuoverlap: 'emu:rng_streams=overlap',
       emufresh: 'emu:rng_recompute=fresh', emuthr: 'emu:rng_threshold=fp8_e4m3'}});
   const want = {ok: 'emu0', reuse: 'emureuse', overlap: 'emuoverlap', fresh: 'emufresh', threshold: 'emuthr'};
-  const ids = {};
-  for (const [k, device] of Object.entries(want)) {
-    const r = await api(svc, 'POST', '/jobs', {...shipped(), device}, svc.submitToken);
-    assert.equal(r.status, 201, JSON.stringify(r.body));
-    ids[k] = r.body.job.id;
-  }
-  for (const [k, id] of Object.entries(ids)) jobs[k] = await waitJob(svc, id, 120000);
+  Object.assign(jobs, await runJobs(svc, Object.fromEntries(Object.entries(want)
+    .map(([k, device]) => [k, {...shipped(), device}])), 120000));
   ({browser, page} = await openPage(CHROMIUM));
 }, {timeout: 170000});
 
