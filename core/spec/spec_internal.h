@@ -1,5 +1,6 @@
 /* Field checkers shared by the job-spec parsers (jobspec.c, jobspec_gradient.c,
- * jobspec_fused.c, jobspec_longrun.c) and the job kinds. Internal to
+ * jobspec_fused.c, jobspec_longrun.c, jobspec_rng.c, jobspec_contract.c,
+ * jobspec_serving.c ...) and the job kinds. Internal to
  * core/spec: not installed, not part of the plugin ABI.
  *
  * Every spec error has one shape: a JSON pointer (RFC 6901) and a message that
