@@ -268,7 +268,9 @@ static void vjp_elementwise(int id, const nv_op_def *op, const nv_op_attrs *a,
 {
     int64_t n = in[0]->numel;
     for (int64_t e = 0; e < n; e++) {
-        double d[3], dabs[3];
+        /* 0 where an op has no such input: d_multi's magnitude loop reads all
+         * three partials, a binary op sets two */
+        double d[3] = {0, 0, 0}, dabs[3] = {0, 0, 0};
         if (op->kind == NV_OPK_UNARY) {
             d_unary(id, a, in[0]->data[e], &d[0], &dabs[0]);
         } else {

@@ -21,23 +21,13 @@
 #include <stdlib.h>
 
 #include "backward_internal.h"
+#include "core/ops/conv_window.h"
 #include "ddsum.h"
 #include "numval/backend.h"
 
 static int geom(int id, const nv_op_attrs *a, const nv_tensor *const *in, nv_conv_geom *g)
 {
     return nv_conv_geom_of(a, in[0], id == NVO_AVG_POOL2D ? NULL : in[1], g) < 0 ? NV_E_INVALID : 0;
-}
-
-/* The output row o in [0, n_out) a tap at offset off = i d reaches from
- * input row h, or -1: h = o s - p + off. */
-static int64_t out_row(const nv_conv_geom *g, int64_t h, int64_t off, int64_t n_out)
-{
-    int64_t t = h + g->padding - off;
-    if (t < 0 || t % g->stride)
-        return -1;
-    t /= g->stride;
-    return t < n_out ? t : -1;
 }
 
 int nvb_forward_conv(int id, const nv_op_attrs *a, const nv_tensor *const *in, double *out)
@@ -84,20 +74,8 @@ static int conv_vjp(const nv_conv_geom *g, const double *xd, const double *wd, c
         free(tb);
         return NV_E_NOMEM;
     }
-    int64_t hw = g->kh * g->kw;
     for (int64_t e = 0; (gx || magx) && e < g->n * g->c * g->h * g->w; e++) {
-        int64_t v = e % g->w, h = (e / g->w) % g->h, ch = (e / (g->w * g->h)) % g->c;
-        int64_t n = e / (g->w * g->h * g->c), q = ch / g->cg, c = ch % g->cg, m = 0;
-        for (int64_t i = 0; i < g->kh; i++) {
-            int64_t oh = out_row(g, h, i * g->dilation, g->oh);
-            for (int64_t j = 0; oh >= 0 && j < g->kw; j++) {
-                int64_t ow = out_row(g, v, j * g->dilation, g->ow);
-                for (int64_t co = q * g->cog; ow >= 0 && co < (q + 1) * g->cog; co++) {
-                    ta[m] = gy[((n * g->co + co) * g->oh + oh) * g->ow + ow];
-                    tb[m++] = wd ? wd[co * g->k + c * hw + i * g->kw + j] : 0;
-                }
-            }
-        }
+        int64_t m = nv_conv_dx_terms(g, e, gy, wd, ta, tb);
         double hi, lo;
         nv_mag abs;
         nv_dd_dot(ta, 1, tb, 1, m, &hi, &lo, &abs);
@@ -107,16 +85,7 @@ static int conv_vjp(const nv_conv_geom *g, const double *xd, const double *wd, c
             magx[e] = nv_mag_to_d(abs);
     }
     for (int64_t f = 0; (gw || magw) && f < g->co * g->k; f++) {
-        int64_t co = f / g->k, kk = f % g->k, q = co / g->cog, m = 0;
-        for (int64_t n = 0; n < g->n; n++)
-            for (int64_t oh = 0; oh < g->oh; oh++)
-                for (int64_t ow = 0; ow < g->ow; ow++) {
-                    int64_t e = nv_conv_x_index(g, n, q, oh, ow, kk);
-                    if (e < 0)
-                        continue;
-                    ta[m] = gy[((n * g->co + co) * g->oh + oh) * g->ow + ow];
-                    tb[m++] = xd ? xd[e] : 0;
-                }
+        int64_t m = nv_conv_dw_terms(g, f, gy, xd, ta, tb);
         double hi, lo;
         nv_mag abs;
         nv_dd_dot(ta, 1, tb, 1, m, &hi, &lo, &abs);
@@ -142,16 +111,13 @@ static int pool_vjp(const nv_conv_geom *g, const nv_op_attrs *a, const double *g
         return NV_E_NOMEM;
     }
     for (int64_t e = 0; e < g->n * g->c * g->h * g->w; e++) {
-        int64_t v = e % g->w, h = (e / g->w) % g->h, nc = e / (g->w * g->h), m = 0;
-        for (int64_t i = 0; i < g->kh; i++) {
-            int64_t oh = out_row(g, h, i, g->oh);
-            for (int64_t j = 0; oh >= 0 && j < g->kw; j++) {
-                int64_t ow = out_row(g, v, j, g->ow);
-                if (ow < 0)
-                    continue;
-                ta[m] = gy[(nc * g->oh + oh) * g->ow + ow];
-                tb[m++] = 1.0 / (double)nv_pool_divisor(g, a, oh, ow);
-            }
+        /* pool geometry: one output channel per channel, dilation 1 */
+        nv_conv_xpos x = nv_conv_xpos_of(g, e);
+        int64_t m = 0;
+        nv_conv_taps t = nv_conv_taps_start(g, x.h, x.v);
+        while (nv_conv_taps_next(&t)) {
+            ta[m] = gy[nv_conv_y_index(g, x.n, x.ch, t.oh, t.ow)];
+            tb[m++] = 1.0 / (double)nv_pool_divisor(g, a, t.oh, t.ow);
         }
         double hi, lo;
         nv_mag abs;

@@ -59,56 +59,24 @@ static int parse_dtypes(nv_spec_err *e, const json_t *spec, nv_contract_spec *s)
     return 0;
 }
 
-static int parse_probes(nv_spec_err *e, const json_t *spec, nv_contract_spec *s)
+static int parse_all(const json_t *spec, void *ret, nv_spec_err *e)
 {
-    const json_t *a = json_object_get(spec, "probes");
-    if (!a) {
-        for (int p = 0; p < NV_CPROBE_COUNT; p++)
-            s->probe[p] = true;
-        return 0;
-    }
-    if (!json_is_array(a) || json_array_size(a) == 0)
-        return nv_spec_fail_value(e, "/probes", a, "must be a non-empty array of probe names");
-    size_t i;
-    const json_t *v;
-    json_array_foreach(a, i, v)
-    {
-        char ptr[32];
-        snprintf(ptr, sizeof ptr, "/probes/%zu", i);
-        int found = -1;
-        for (int p = 0; p < NV_CPROBE_COUNT && json_is_string(v); p++)
-            if (!strcmp(json_string_value(v), probe_names[p]))
-                found = p;
-        if (found < 0)
-            return nv_spec_fail_value(
-                e, ptr, v, "is not a probe (conversion, arithmetic, accumulation, transcendental)");
-        if (s->probe[found])
-            return nv_spec_fail(e, ptr, "duplicate probe '%s'", probe_names[found]);
-        s->probe[found] = true;
-    }
-    return 0;
-}
-
-static int parse_all(const json_t *spec, nv_contract_spec *s, nv_spec_err *e)
-{
+    nv_contract_spec *s = ret;
     if (nv_spec_kind_of(spec) != NV_SPEC_KIND_CONTRACT)
         return nv_spec_fail(e, "/kind", "a contract spec has \"kind\": \"contract\"");
-    const char *k = nv_spec_unknown_key(spec, top_keys);
-    if (k)
-        return nv_spec_fail(e, "", "unknown key '%s' in a contract spec", k);
-    int64_t repeats, sweep, seed;
-    int r = parse_dtypes(e, spec, s);
-    r = r ? r : parse_probes(e, spec, s);
+    int64_t sweep, seed;
+    int r = nv_spec_no_unknown(e, spec, top_keys, "", false, "in a contract spec");
+    r = r ? r : parse_dtypes(e, spec, s);
+    r = r ? r : nv_spec_names(e, spec, "probes", probe_names, NV_CPROBE_COUNT, "probe", s->probe);
     /* 2 repetitions are the least that can show a difference; 64 keeps one
      * job's probing under its time budget. */
-    r = r ? r : nv_spec_int(e, spec, "", "repeats", 4, 2, 64, &repeats);
+    r = r ? r : nv_spec_int32(e, spec, "", "repeats", 4, 2, 64, &s->repeats);
     /* 2^20 points per function: the sweep stays seconds, not hours. */
     r = r ? r : nv_spec_int(e, spec, "", "fp32_sweep", 4096, 0, 1 << 20, &sweep);
     r = r ? r : nv_spec_int(e, spec, "", "seed", 1, 0, INT64_MAX, &seed);
     r = r ? r : nv_spec_bool(e, spec, "", "judge", true, &s->judge);
     if (r)
         return r;
-    s->repeats = (int)repeats;
     s->fp32_sweep = sweep;
     s->seed = (uint64_t)seed;
     return 0;
@@ -117,17 +85,11 @@ static int parse_all(const json_t *spec, nv_contract_spec *s, nv_spec_err *e)
 int nv_contract_parse(const json_t *spec, nv_contract_spec **ret, char **ret_pointer,
                       char **ret_msg)
 {
-    nv_spec_err e = {0};
-    nv_contract_spec *s = calloc(1, sizeof *s);
-    if (!s)
-        return -ENOMEM;
-    int r = nv_spec_err_finish(&e, parse_all(spec, s, &e), ret_pointer, ret_msg);
-    if (r < 0) {
-        free(s);
-        return r;
-    }
-    *ret = s;
-    return 0;
+    void *s = NULL;
+    int r = nv_spec_parse_new(spec, sizeof(nv_contract_spec), parse_all, &s, ret_pointer, ret_msg);
+    if (r == 0)
+        *ret = s;
+    return r;
 }
 
 void nv_contract_free(nv_contract_spec *s)

@@ -23,48 +23,16 @@ static const char *const top_keys[] = {"kind",   "name",    "description", "devi
                                        "checks", "dropout", NULL};
 static const char *const dropout_keys[] = {"p", "n", "offset", "alpha", NULL};
 
-static int parse_checks(nv_spec_err *e, const json_t *spec, nv_rngspec *s)
-{
-    const json_t *a = json_object_get(spec, "checks");
-    if (!a) {
-        for (int c = 0; c < NV_RNGC_COUNT; c++)
-            s->check[c] = true;
-        return 0;
-    }
-    if (!json_is_array(a) || json_array_size(a) == 0)
-        return nv_spec_fail_value(e, "/checks", a, "must be a non-empty array of check names");
-    size_t i;
-    const json_t *v;
-    json_array_foreach(a, i, v)
-    {
-        char ptr[32];
-        snprintf(ptr, sizeof ptr, "/checks/%zu", i);
-        int found = -1;
-        for (int c = 0; c < NV_RNGC_COUNT && json_is_string(v); c++)
-            if (!strcmp(json_string_value(v), check_names[c]))
-                found = c;
-        if (found < 0)
-            return nv_spec_fail_value(
-                e, ptr, v, "is not a check (seeding, state, streams, dropout, recompute)");
-        if (s->check[found])
-            return nv_spec_fail(e, ptr, "duplicate check '%s'", check_names[found]);
-        s->check[found] = true;
-    }
-    return 0;
-}
-
 static int parse_dropout(nv_spec_err *e, const json_t *spec, nv_rngspec *s)
 {
     const json_t *d = json_object_get(spec, "dropout");
     if (d && !json_is_object(d))
         return nv_spec_fail_value(e, "/dropout", d, "must be an object");
-    const char *k = nv_spec_unknown_key(d, dropout_keys);
-    if (k)
-        return nv_spec_fail(e, "/dropout", "unknown key '%s' in dropout", k);
+    int r = nv_spec_no_unknown(e, d, dropout_keys, "/dropout", false, "in dropout");
     /* 2^16 elements: at alpha 1e-6 the keep-rate test detects a keep rate off
      * by 0.013 (p = 0.5) or 0.0077 (p = 0.1) with power 0.95 (docs/JOBS.md
      * "RNG jobs"); 2^22 bounds a mask's memory at 16 MiB. */
-    int r = nv_spec_int(e, d, "/dropout", "n", 65536, 1024, 1 << 22, &s->dropout_n);
+    r = r ? r : nv_spec_int(e, d, "/dropout", "n", 65536, 1024, 1 << 22, &s->dropout_n);
     r = r ? r : nv_spec_int(e, d, "/dropout", "offset", 1000, 0, 1 << 24, &s->offset);
     /* alpha: the probability that a correct generator fails the keep-rate
      * test; 0.05 is the loosest a check that runs nightly should have. */
@@ -103,35 +71,32 @@ static int parse_dropout(nv_spec_err *e, const json_t *spec, nv_rngspec *s)
     return 0;
 }
 
-static int parse_all(const json_t *spec, nv_rngspec *s, nv_spec_err *e)
+static int parse_all(const json_t *spec, void *ret, nv_spec_err *e)
 {
+    nv_rngspec *s = ret;
     if (nv_spec_kind_of(spec) != NV_SPEC_KIND_RNG)
         return nv_spec_fail(e, "/kind", "an RNG spec has \"kind\": \"rng\"");
-    const char *k = nv_spec_unknown_key(spec, top_keys);
-    if (k)
-        return nv_spec_fail(e, "", "unknown key '%s' in an RNG spec", k);
-    int64_t seed, streams, window;
+    int64_t seed;
+    int r = nv_spec_no_unknown(e, spec, top_keys, "", false, "in an RNG spec");
     /* seed < 2^53 so every seed (and seed + streams) is exact in JSON and in
      * a harness's double. */
-    int r = nv_spec_int(e, spec, "", "seed", 1, 0, (1ll << 53) - 64, &seed);
+    r = r ? r : nv_spec_int(e, spec, "", "seed", 1, 0, (1ll << 53) - 64, &seed);
     /* n >= 64 so a draw holds windows enough to show an overlap; 2^20 bounds it. */
     r = r ? r : nv_spec_int(e, spec, "", "n", 4096, 64, 1 << 20, &s->n);
-    r = r ? r : nv_spec_int(e, spec, "", "streams", 8, 2, 64, &streams);
+    r = r ? r : nv_spec_int32(e, spec, "", "streams", 8, 2, 64, &s->streams);
     /* window 2..8: a shorter window shares by chance, a longer one misses
      * short overlaps (docs/JOBS.md "RNG jobs", the streams check). */
-    r = r ? r : nv_spec_int(e, spec, "", "window", 3, 2, 8, &window);
-    r = r ? r : parse_checks(e, spec, s);
+    r = r ? r : nv_spec_int32(e, spec, "", "window", 3, 2, 8, &s->window);
+    r = r ? r : nv_spec_names(e, spec, "checks", check_names, NV_RNGC_COUNT, "check", s->check);
     r = r ? r : parse_dropout(e, spec, s);
     if (r)
         return r;
     s->seed = (uint64_t)seed;
-    s->streams = (int)streams;
-    s->window = (int)window;
-    if (s->check[NV_RNGC_STREAMS] && 2 * streams * s->n > NV_RNG_MAX_WINDOWS)
+    if (s->check[NV_RNGC_STREAMS] && 2 * s->streams * s->n > NV_RNG_MAX_WINDOWS)
         return nv_spec_fail(e, "/streams",
                             "streams x 2 x n = %lld windows is more than the overlap test sorts "
                             "(%d): fewer streams or a smaller n",
-                            (long long)(2 * streams * s->n), NV_RNG_MAX_WINDOWS);
+                            (long long)(2 * s->streams * s->n), NV_RNG_MAX_WINDOWS);
     s->n_cases = s->check[NV_RNGC_SEEDING] + s->check[NV_RNGC_STATE] + s->check[NV_RNGC_STREAMS] +
                  (int64_t)s->n_p * (s->check[NV_RNGC_DROPOUT] + s->check[NV_RNGC_RECOMPUTE]);
     if (s->n_cases == 0)
@@ -154,17 +119,11 @@ void nv_rngspec_case(const nv_rngspec *s, int64_t i, nv_rng_check *ret_check, in
 
 int nv_rngspec_parse(const json_t *spec, nv_rngspec **ret, char **ret_pointer, char **ret_msg)
 {
-    nv_spec_err e = {0};
-    nv_rngspec *s = calloc(1, sizeof *s);
-    if (!s)
-        return -ENOMEM;
-    int r = nv_spec_err_finish(&e, parse_all(spec, s, &e), ret_pointer, ret_msg);
-    if (r < 0) {
-        free(s);
-        return r;
-    }
-    *ret = s;
-    return 0;
+    void *s = NULL;
+    int r = nv_spec_parse_new(spec, sizeof(nv_rngspec), parse_all, &s, ret_pointer, ret_msg);
+    if (r == 0)
+        *ret = s;
+    return r;
 }
 
 int nv_rngspec_validate(const json_t *spec, char **ret_pointer, char **ret_msg)

@@ -32,27 +32,7 @@ const char *nv_serving_check_name(nv_serving_check c)
     return c < NV_SERVE_CHECK_COUNT ? check_names[c] : "?";
 }
 
-static int unknown(nv_spec_err *e, const json_t *obj, const char *const *keys, const char *base,
-                   const char *what)
-{
-    const char *key = nv_spec_unknown_key(obj, keys);
-    if (!key)
-        return 0;
-    char ptr[300];
-    nv_spec_pointer(ptr, sizeof ptr, base, key);
-    return nv_spec_fail(e, ptr, "unknown key '%s' for %s (docs/JOBS.md \"Serving jobs\")", key,
-                        what);
-}
-
-static int int_field(nv_spec_err *e, const json_t *o, const char *base, const char *key,
-                     int64_t dflt, int64_t lo, int64_t hi, int *ret)
-{
-    int64_t v;
-    int r = nv_spec_int(e, o, base, key, dflt, lo, hi, &v);
-    if (r == 0)
-        *ret = (int)v;
-    return r;
-}
+#define SERVING_DOC " (docs/JOBS.md \"Serving jobs\")"
 
 /* "weights": {"safetensors": PATH, "sha256": HEX?}; the file is read on the
  * worker host (worker/kinds/serving/weights.c), never here. */
@@ -65,7 +45,8 @@ static int parse_weights(const json_t *spec, nv_servingspec *s, nv_spec_err *e)
     if (!json_is_object(w))
         return nv_spec_fail_value(e, "/weights", w,
                                   "must be an object {\"safetensors\": PATH, \"sha256\": HEX?}");
-    int r = unknown(e, w, keys, "/weights", "\"weights\" (safetensors, sha256)");
+    int r = nv_spec_no_unknown(e, w, keys, "/weights", true,
+                               "for \"weights\" (safetensors, sha256)" SERVING_DOC);
     const json_t *p = json_object_get(w, "safetensors");
     const char *path = json_string_value(p);
     if (r == 0 && (!path || !*path || strlen(path) >= NV_SERVING_MAX_PATH))
@@ -93,12 +74,12 @@ static int parse_decoder(const json_t *spec, nv_servingspec *s, nv_spec_err *e)
         return nv_spec_fail_value(e, "/decoder", d,
                                   "must be an object with the decoder's sizes (vocab, width, "
                                   "heads, layers, ffn)");
-    int r = unknown(e, d, decoder_keys, "/decoder", "the decoder");
-    r = r ? r : int_field(e, d, "/decoder", "vocab", 64, 2, 4096, &s->vocab);
-    r = r ? r : int_field(e, d, "/decoder", "width", 32, 2, 1024, &s->width);
-    r = r ? r : int_field(e, d, "/decoder", "heads", 2, 1, 64, &s->heads);
-    r = r ? r : int_field(e, d, "/decoder", "layers", 2, 1, 16, &s->layers);
-    r = r ? r : int_field(e, d, "/decoder", "ffn", 64, 1, 4096, &s->ffn);
+    int r = nv_spec_no_unknown(e, d, decoder_keys, "/decoder", true, "for the decoder" SERVING_DOC);
+    r = r ? r : nv_spec_int32(e, d, "/decoder", "vocab", 64, 2, 4096, &s->vocab);
+    r = r ? r : nv_spec_int32(e, d, "/decoder", "width", 32, 2, 1024, &s->width);
+    r = r ? r : nv_spec_int32(e, d, "/decoder", "heads", 2, 1, 64, &s->heads);
+    r = r ? r : nv_spec_int32(e, d, "/decoder", "layers", 2, 1, 16, &s->layers);
+    r = r ? r : nv_spec_int32(e, d, "/decoder", "ffn", 64, 1, 4096, &s->ffn);
     r = r ? r : nv_spec_number(e, d, "/decoder", "rope_base", 10000, 2, 1e9, &s->rope_base);
     if (r < 0)
         return r;
@@ -147,20 +128,20 @@ static int parse_check(const json_t *spec, nv_servingspec *s, nv_spec_err *e)
                                   "must be \"prefill_decode\", \"long_context\", \"batch\", "
                                   "\"sustained\", \"paged\" or \"sampling\"");
     s->check = (nv_serving_check)k;
-    int r = int_field(e, spec, "", "prompt", 16, 1, 4096, &s->prompt);
-    r = r ? r : int_field(e, spec, "", "context", 1024, 2, NV_SERVING_MAX_CONTEXT, &s->context);
-    r = r ? r : int_field(e, spec, "", "every", 64, 1, NV_SERVING_MAX_CONTEXT, &s->every);
-    r = r ? r : int_field(e, spec, "", "steps", 8, 1, 256, &s->steps);
-    r = r ? r : int_field(e, spec, "", "requests", 8, 1, NV_SERVING_MAX_REQUESTS, &s->requests);
-    r = r ? r : int_field(e, spec, "", "page", 4, 1, 4096, &s->page);
-    r = r ? r : int_field(e, spec, "", "pages", 6, 1, 1 << 20, &s->pages);
+    int r = nv_spec_int32(e, spec, "", "prompt", 16, 1, 4096, &s->prompt);
+    r = r ? r : nv_spec_int32(e, spec, "", "context", 1024, 2, NV_SERVING_MAX_CONTEXT, &s->context);
+    r = r ? r : nv_spec_int32(e, spec, "", "every", 64, 1, NV_SERVING_MAX_CONTEXT, &s->every);
+    r = r ? r : nv_spec_int32(e, spec, "", "steps", 8, 1, 256, &s->steps);
+    r = r ? r : nv_spec_int32(e, spec, "", "requests", 8, 1, NV_SERVING_MAX_REQUESTS, &s->requests);
+    r = r ? r : nv_spec_int32(e, spec, "", "page", 4, 1, 4096, &s->page);
+    r = r ? r : nv_spec_int32(e, spec, "", "pages", 6, 1, 1 << 20, &s->pages);
     r = r ? r : parse_others(spec, s, e);
     /* the sampling defaults: a temperature below 1, a top-k and a top-p that
      * both cut (docs/SERVING.md "Repeated sampling") */
     r = r ? r : nv_spec_number(e, spec, "", "temperature", 0.7, 0x1p-20, 1e6, &s->temperature);
     r = r ? r : nv_spec_number(e, spec, "", "top_p", 0.9, 0x1p-20, 1, &s->top_p);
-    r = r ? r : int_field(e, spec, "", "top_k", 40, 0, 4096, &s->top_k);
-    r = r ? r : int_field(e, spec, "", "draws", 20000, 100, NV_SERVING_MAX_DRAWS, &s->draws);
+    r = r ? r : nv_spec_int32(e, spec, "", "top_k", 40, 0, 4096, &s->top_k);
+    r = r ? r : nv_spec_int32(e, spec, "", "draws", 20000, 100, NV_SERVING_MAX_DRAWS, &s->draws);
     if (r < 0)
         return r;
     int64_t need = (s->prompt + s->steps + s->page - 1) / s->page;
@@ -196,11 +177,12 @@ static int parse_check(const json_t *spec, nv_servingspec *s, nv_spec_err *e)
     return 0;
 }
 
-static int parse_all(const json_t *spec, nv_servingspec *s, nv_spec_err *e)
+static int parse_all(const json_t *spec, void *ret, nv_spec_err *e)
 {
+    nv_servingspec *s = ret;
     if (!json_is_object(spec))
         return nv_spec_fail(e, "", "a job spec must be a JSON object");
-    int r = unknown(e, spec, job_keys, "", "a serving job");
+    int r = nv_spec_no_unknown(e, spec, job_keys, "", true, "for a serving job" SERVING_DOC);
     r = r ? r : parse_decoder(spec, s, e);
     r = r ? r : parse_weights(spec, s, e);
     r = r ? r : parse_check(spec, s, e);
@@ -222,17 +204,11 @@ static int parse_all(const json_t *spec, nv_servingspec *s, nv_spec_err *e)
 int nv_servingspec_parse(const json_t *spec, nv_servingspec **ret, char **ret_pointer,
                          char **ret_msg)
 {
-    nv_spec_err e = {0};
-    nv_servingspec *s = calloc(1, sizeof *s);
-    if (!s)
-        return -ENOMEM;
-    int r = nv_spec_err_finish(&e, parse_all(spec, s, &e), ret_pointer, ret_msg);
-    if (r < 0) {
-        free(s);
-        return r;
-    }
-    *ret = s;
-    return 0;
+    void *s = NULL;
+    int r = nv_spec_parse_new(spec, sizeof(nv_servingspec), parse_all, &s, ret_pointer, ret_msg);
+    if (r == 0)
+        *ret = s;
+    return r;
 }
 
 int nv_servingspec_validate(const json_t *spec, char **ret_pointer, char **ret_msg)

@@ -195,6 +195,86 @@ int nv_spec_choice(nv_spec_err *e, const json_t *obj, const char *base, const ch
     return 0;
 }
 
+int nv_spec_no_unknown(nv_spec_err *e, const json_t *obj, const char *const *keys, const char *ptr,
+                       bool at_key, const char *where)
+{
+    const char *key = nv_spec_unknown_key(obj, keys);
+    if (!key)
+        return 0;
+    char at[300];
+    snprintf(at, sizeof at, "%s", ptr);
+    if (at_key)
+        nv_spec_pointer(at, sizeof at, ptr, key);
+    return nv_spec_fail(e, at, "unknown key '%s' %s", key, where);
+}
+
+int nv_spec_int32(nv_spec_err *e, const json_t *obj, const char *base, const char *key,
+                  int64_t dflt, int64_t lo, int64_t hi, int *ret)
+{
+    int64_t v;
+    int r = nv_spec_int(e, obj, base, key, dflt, lo, hi, &v);
+    if (r == 0)
+        *ret = (int)v;
+    return r;
+}
+
+int nv_spec_names(nv_spec_err *e, const json_t *spec, const char *key, const char *const *names,
+                  int n, const char *noun, bool *set)
+{
+    char ptr[160];
+    nv_spec_pointer(ptr, sizeof ptr, "", key);
+    const json_t *a = json_object_get(spec, key);
+    if (!a) {
+        for (int c = 0; c < n; c++)
+            set[c] = true;
+        return 0;
+    }
+    char what[300];
+    if (!json_is_array(a) || json_array_size(a) == 0) {
+        snprintf(what, sizeof what, "must be a non-empty array of %s names", noun);
+        return nv_spec_fail_value(e, ptr, a, what);
+    }
+    size_t i;
+    const json_t *v;
+    json_array_foreach(a, i, v)
+    {
+        char at[192];
+        snprintf(at, sizeof at, "%s/%zu", ptr, i);
+        int found = -1;
+        for (int c = 0; c < n && json_is_string(v); c++)
+            if (!strcmp(json_string_value(v), names[c]))
+                found = c;
+        if (found < 0) {
+            int o = snprintf(what, sizeof what, "is not a %s (", noun);
+            for (int c = 0; c < n && o > 0 && (size_t)o < sizeof what; c++)
+                o += snprintf(what + o, sizeof what - (size_t)o, "%s%s", c ? ", " : "", names[c]);
+            if (o > 0 && (size_t)o < sizeof what)
+                snprintf(what + o, sizeof what - (size_t)o, ")");
+            return nv_spec_fail_value(e, at, v, what);
+        }
+        if (set[found])
+            return nv_spec_fail(e, at, "duplicate %s '%s'", noun, names[found]);
+        set[found] = true;
+    }
+    return 0;
+}
+
+int nv_spec_parse_new(const json_t *spec, size_t size, nv_spec_parse_fn parse_all, void **ret,
+                      char **ret_pointer, char **ret_msg)
+{
+    nv_spec_err e = {0};
+    void *s = calloc(1, size);
+    if (!s)
+        return -ENOMEM;
+    int r = nv_spec_err_finish(&e, parse_all(spec, s, &e), ret_pointer, ret_msg);
+    if (r < 0) {
+        free(s);
+        return r;
+    }
+    *ret = s;
+    return 0;
+}
+
 static const char *const kind_names[NV_SPEC_KIND_COUNT] = {
     [NV_SPEC_KIND_OP] = "op",
     [NV_SPEC_KIND_GRADIENT] = "gradient",

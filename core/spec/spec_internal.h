@@ -1,5 +1,6 @@
 /* Field checkers shared by the job-spec parsers (jobspec.c, jobspec_gradient.c,
- * jobspec_fused.c, jobspec_longrun.c) and the job kinds. Internal to
+ * jobspec_fused.c, jobspec_longrun.c, jobspec_rng.c, jobspec_contract.c,
+ * jobspec_serving.c ...) and the job kinds. Internal to
  * core/spec: not installed, not part of the plugin ABI.
  *
  * Every spec error has one shape: a JSON pointer (RFC 6901) and a message that
@@ -79,6 +80,34 @@ int nv_spec_choice(nv_spec_err *e, const json_t *obj, const char *base, const ch
  * into dtypes[] (room for NV_DT_COUNT) and *ret_n; errors at "/dtypes/i".
  * 0 or -EINVAL / -ENOMEM (the model and serving kinds). */
 int nv_spec_float_dtypes(nv_spec_err *e, const json_t *spec, nv_dtype *dtypes, int *ret_n);
+
+/* The key-list and parse boilerplate of the kinds' parsers (rng, contract,
+ * serving). */
+
+/* The first key of obj not in keys (nv_spec_unknown_key) as the error
+ * "unknown key '<key>' <where>" at ptr, or at "<ptr>/<key>" with at_key.
+ * 0 when every key is known. */
+int nv_spec_no_unknown(nv_spec_err *e, const json_t *obj, const char *const *keys, const char *ptr,
+                       bool at_key, const char *where);
+
+/* nv_spec_int into an int (lo and hi within int's range). */
+int nv_spec_int32(nv_spec_err *e, const json_t *obj, const char *base, const char *key,
+                  int64_t dflt, int64_t lo, int64_t hi, int *ret);
+
+/* spec[key]: a non-empty array of distinct names out of names[0..n), each
+ * setting its set[i]; absent: every set[i] true. Errors, noun "check":
+ * "/key: '<v>' must be a non-empty array of check names", "/key/i: '<v>' is
+ * not a check (NAME, NAME, ...)", "/key/i: duplicate check 'NAME'". */
+int nv_spec_names(nv_spec_err *e, const json_t *spec, const char *key, const char *const *names,
+                  int n, const char *noun, bool *set);
+
+/* A kind's parse entry: a zeroed spec of size bytes (calloc) filled by
+ * parse_all, which records its errors in e; through nv_spec_err_finish. 0 with
+ * *ret (the caller frees it with free()), -EINVAL with the pointer and
+ * message, -ENOMEM. */
+typedef int (*nv_spec_parse_fn)(const json_t *spec, void *ret, nv_spec_err *e);
+int nv_spec_parse_new(const json_t *spec, size_t size, nv_spec_parse_fn parse_all, void **ret,
+                      char **ret_pointer, char **ret_msg);
 
 /* The job kinds a spec's "kind" names (docs/JOBS.md), in the order error
  * messages list them. */

@@ -140,6 +140,32 @@ export async function stopService(svc) {
   started.delete(child);
 }
 
+// Submits each spec of specs ({key: job spec}) with the submit token, all before
+// waiting for any (the devices run them in parallel), then waits for each to
+// finish: {key: the finished job}.
+export async function runJobs(svc, specs, timeoutMs) {
+  const ids = {};
+  for (const [k, spec] of Object.entries(specs)) {
+    const r = await api(svc, 'POST', '/jobs', spec, svc.submitToken);
+    if (r.status !== 201) throw new Error(`job ${k} not accepted: ${r.status} ${JSON.stringify(r.body)}`);
+    ids[k] = r.body.job.id;
+  }
+  const jobs = {};
+  for (const [k, id] of Object.entries(ids)) jobs[k] = await waitJob(svc, id, timeoutMs);
+  return jobs;
+}
+
+// Debian's chromium (at chromiumPath) headless through playwright-core, and a
+// 1280 x 860 page whose uncaught page errors fail the test: {browser, page}.
+// The caller closes browser.
+export async function openPage(chromiumPath) {
+  const {chromium} = await import('playwright-core');
+  const browser = await chromium.launch({executablePath: chromiumPath, args: ['--no-sandbox'], headless: true});
+  const page = await (await browser.newContext({viewport: {width: 1280, height: 860}})).newPage();
+  page.on('pageerror', (e) => { throw new Error(`page error: ${e.message}`); });
+  return {browser, page};
+}
+
 // Runs `action` (a goto, a click, a select) and waits until the web UI has rendered
 // the view of `route` because of it: #main's data-route (set by web/app/app.js once
 // a view has rendered) equals route (the hash without '#'; a RegExp is tested against

@@ -23,7 +23,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
 import {fileURLToPath} from 'node:url';
-import {startService, stopService, api, waitJob, prerequisites, visit, shown} from './service.mjs';
+import {startService, stopService, api, runJobs, prerequisites, visit, shown, openPage} from './service.mjs';
 import {num} from '../../web/app/util.js';
 import {criterionOf} from '../../web/app/views/serving.js';
 import {samplingBars, samplingOf} from '../../web/app/views/serving-sampling.js';
@@ -111,18 +111,10 @@ before(async () => {
   const want = {pdKv: ['prefill_decode', 'emukv'], lcOk: ['long_context', 'emu0'], lcKv: ['long_context', 'emukv'],
     batchSplit: ['batch', 'emusplit'], sustSplit: ['sustained', 'emusplit'], pagedOk: ['paged', 'emu0'],
     pagedKv: ['paged', 'emukv']};
-  const ids = {};
-  for (const [k, [check, device]] of Object.entries(want)) {
-    const r = await api(svc, 'POST', '/jobs', {...shipped(check), device}, svc.submitToken);
-    assert.equal(r.status, 201, JSON.stringify(r.body));
-    ids[k] = r.body.job.id;
-  }
-  for (const [k, id] of Object.entries(ids)) jobs[k] = await waitJob(svc, id, 120000);
+  Object.assign(jobs, await runJobs(svc, Object.fromEntries(Object.entries(want)
+    .map(([k, [check, device]]) => [k, {...shipped(check), device}])), 120000));
   jobs.sampling = await uploadSampling();
-  const {chromium} = await import('playwright-core');
-  browser = await chromium.launch({executablePath: CHROMIUM, args: ['--no-sandbox'], headless: true});
-  page = await (await browser.newContext({viewport: {width: 1280, height: 860}})).newPage();
-  page.on('pageerror', (e) => { throw new Error(`page error: ${e.message}`); });
+  ({browser, page} = await openPage(CHROMIUM));
 }, {timeout: 170000});
 
 after(async () => {

@@ -21,37 +21,19 @@ usage: test_conv_grad.py NUMVAL_WORKER FAULT_CONVGRAD_SO SOURCE_ROOT   (TAP)"""
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nvtap import ok, finish  # noqa: E402
+from nvsuite import run_suite, cases  # noqa: E402
 
 WORKER, FAULT, ROOT = sys.argv[1:4]
 SEEDS = int(os.environ.get("NUMVAL_CONV_GRAD_SEEDS", "3"))
 
 
 def run(tmp, jobs, backend):
-    path = os.path.join(tmp, "suite.json")
-    out = os.path.join(tmp, "out.json")
-    with open(path, "w") as f:
-        json.dump({"name": "conv-grad", "jobs": jobs}, f)
-    if os.path.exists(out):
-        os.unlink(out)
-    p = subprocess.run([WORKER, "run", path, "--backend", backend, "--output", out],
-                       capture_output=True, text=True, timeout=280)
-    doc = None
-    if os.path.exists(out):
-        with open(out) as f:
-            doc = json.load(f)
-    return p.returncode, doc, p.stderr
-
-
-def cases(doc):
-    for job in (doc or {}).get("results", []):
-        for c in job.get("cases", []):
-            yield job, c
+    return run_suite(WORKER, tmp, "conv-grad", jobs, backend, timeout=280)
 
 
 def suite_jobs():

@@ -11,39 +11,20 @@ against central differences) passes. The exact sum of repeated rows is
 checked by hand in tests/unit/ops/test-backward.c.
 
 usage: test_layout_grad.py NUMVAL_WORKER FAULT_EMBEDGRAD_SO   (TAP)"""
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
 from nvtap import ok, finish
+from nvsuite import run_suite, cases
 
 WORKER, FAULT = sys.argv[1:3]
 SEEDS = int(os.environ.get("NUMVAL_LAYOUT_GRAD_SEEDS", "5"))
 
 
 def run(tmp, jobs, backend):
-    path = os.path.join(tmp, "suite.json")
-    out = os.path.join(tmp, "out.json")
-    with open(path, "w") as f:
-        json.dump({"name": "layout-grad", "jobs": jobs}, f)
-    if os.path.exists(out):
-        os.unlink(out)
-    p = subprocess.run([WORKER, "run", path, "--backend", backend, "--output", out],
-                       capture_output=True, text=True, timeout=300)
-    doc = None
-    if os.path.exists(out):
-        with open(out) as f:
-            doc = json.load(f)
-    return p.returncode, doc, p.stderr
-
-
-def cases(doc):
-    for job in (doc or {}).get("results", []):
-        for c in job.get("cases", []):
-            yield job, c
+    return run_suite(WORKER, tmp, "layout-grad", jobs, backend, timeout=300)
 
 
 def jobs(seed):

@@ -24,6 +24,7 @@ import sys
 import tempfile
 
 from nvtap import ok, finish
+from nvsuite import run_suite, cases
 
 WORKER, ROOT = sys.argv[1:3]
 SEEDS = int(os.environ.get("NUMVAL_MODEL_SEEDS", "10"))
@@ -39,25 +40,7 @@ def run(tmp, jobs, backend, seed, threads=2):
     jobs = copy.deepcopy(jobs)
     for j in jobs:
         j["seed"] = seed
-    path = os.path.join(tmp, "suite.json")
-    out = os.path.join(tmp, "out.json")
-    with open(path, "w") as f:
-        json.dump({"name": "model-test", "jobs": jobs}, f)
-    if os.path.exists(out):
-        os.unlink(out)
-    p = subprocess.run([WORKER, "run", path, "--backend", backend, "--threads", str(threads),
-                        "--output", out], capture_output=True, text=True, timeout=300)
-    doc = None
-    if os.path.exists(out):
-        with open(out) as f:
-            doc = json.load(f)
-    return p.returncode, doc, p.stderr
-
-
-def cases(doc):
-    for job in (doc or {}).get("results", []):
-        for c in job.get("cases", []):
-            yield job, c
+    return run_suite(WORKER, tmp, "model-test", jobs, backend, timeout=300, threads=threads)
 
 
 def unit_roundoff(dt):

@@ -73,18 +73,25 @@ int nvw_runner_run(const nvw_runner *k, nvw_job_base *base, void *job, const jso
 int nvw_read_describe(const nv_backend *table, const char *options, const char *who, json_t **ret,
                       char **ret_err);
 
-/* The head of a graph kind's result (fused, model), its keys in this order:
- * "verdict" (failed when a case failed, else error when one erred or has no
- * verdict, else passed; over base->cases), "kind" and "op" (both kind),
- * "graph_hash", "backend", describe()'s "device", "mode", "contract" and
- * "build" (as "backend_build"), "build" (the spec's, else describe()'s) and
- * "seed". The kind adds its own keys, then nvw_result_close. New reference,
- * NULL on ENOMEM. */
+/* Over base->cases: the verdict ("failed" when a case failed, else "error"
+ * when one erred or has no verdict, else "passed"); the summary {"cases",
+ * "passed", "failed", "errors"} (new reference); the cases as an array (each
+ * a new reference). The JSON ones are NULL on ENOMEM. */
+const char *nvw_result_verdict(const nvw_job_base *base);
+json_t *nvw_result_summary(const nvw_job_base *base);
+json_t *nvw_result_cases(const nvw_job_base *base);
+
+/* The head of a kind's result (fused, model, rng), its keys in this order:
+ * "verdict" (nvw_result_verdict), "kind" and "op" (both kind), "graph_hash"
+ * (left out when graph_hash is NULL), "backend", describe()'s "device",
+ * "mode", "contract" and "build" (as "backend_build"), "build" (the spec's,
+ * else describe()'s) and "seed". The kind adds its own keys, then
+ * nvw_result_close. New reference, NULL on ENOMEM. */
 json_t *nvw_result_open(const nvw_job_base *base, const char *kind, const char *graph_hash,
                         uint64_t seed);
-/* Append "summary" ({cases, passed, failed, errors}), "cases" (base->cases,
- * each a new reference) and the spec's "name" where it has one to r (stolen):
- * r, or NULL on ENOMEM (r freed). */
+/* Append "summary" (nvw_result_summary), "cases" (nvw_result_cases) and the
+ * spec's "name" where it has one to r (stolen): r, or NULL on ENOMEM (r
+ * freed). */
 json_t *nvw_result_close(const nvw_job_base *base, json_t *r);
 /* nvw_result_open with key: value where graph_hash goes (the job's subject: a
  * serving job's "check"). */

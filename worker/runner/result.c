@@ -1,5 +1,5 @@
-/* The head and tail of a graph kind's result, and a failed case handed to
- * on_failure (job.h). */
+/* The head and tail of a kind's result, the verdict, summary and cases they
+ * are made of, and a failed case handed to on_failure (job.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +22,35 @@ static tally count(const nvw_job_base *b)
     return t;
 }
 
+static const char *verdict_of(tally t)
+{
+    return t.failed ? "failed" : t.errors ? "error" : "passed";
+}
+
+const char *nvw_result_verdict(const nvw_job_base *b)
+{
+    return verdict_of(count(b));
+}
+
+json_t *nvw_result_summary(const nvw_job_base *b)
+{
+    tally t = count(b);
+    return json_pack("{s:I, s:I, s:I, s:I}", "cases", (json_int_t)b->n_cases, "passed",
+                     (json_int_t)t.passed, "failed", (json_int_t)t.failed, "errors",
+                     (json_int_t)t.errors);
+}
+
+json_t *nvw_result_cases(const nvw_job_base *b)
+{
+    json_t *cases = json_array();
+    for (int64_t i = 0; cases && i < b->n_cases; i++)
+        if (json_array_append(cases, b->cases[i])) {
+            json_decref(cases);
+            cases = NULL;
+        }
+    return cases;
+}
+
 json_t *nvw_result_open(const nvw_job_base *b, const char *kind, const char *graph_hash,
                         uint64_t seed)
 {
@@ -31,31 +60,19 @@ json_t *nvw_result_open(const nvw_job_base *b, const char *kind, const char *gra
 json_t *nvw_result_open_keyed(const nvw_job_base *b, const char *kind, const char *key,
                               const char *value, uint64_t seed)
 {
-    tally t = count(b);
     const json_t *d = b->describe, *build = json_object_get(b->spec_json, "build");
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:O?, s:I}", "verdict",
-                     t.failed   ? "failed"
-                     : t.errors ? "error"
-                                : "passed",
-                     "kind", kind, "op", kind, key, value, "backend", b->backend_spec, "device",
-                     json_object_get(d, "device"), "mode", json_object_get(d, "mode"), "contract",
-                     json_object_get(d, "contract"), "backend_build", json_object_get(d, "build"),
-                     "build", build ? build : json_object_get(d, "build"), "seed",
-                     (json_int_t)seed);
+    /* s*: a NULL value leaves its key out (jansson >= 2.11) */
+    return json_pack("{s:s, s:s, s:s, s:s*, s:s, s:O?, s:O?, s:O?, s:O?, s:O?, s:I}", "verdict",
+                     nvw_result_verdict(b), "kind", kind, "op", kind, key, value, "backend",
+                     b->backend_spec, "device", json_object_get(d, "device"), "mode",
+                     json_object_get(d, "mode"), "contract", json_object_get(d, "contract"),
+                     "backend_build", json_object_get(d, "build"), "build",
+                     build ? build : json_object_get(d, "build"), "seed", (json_int_t)seed);
 }
 
 json_t *nvw_result_close(const nvw_job_base *b, json_t *r)
 {
-    tally t = count(b);
-    json_t *cases = json_array();
-    for (int64_t i = 0; cases && i < b->n_cases; i++)
-        if (json_array_append(cases, b->cases[i])) {
-            json_decref(cases);
-            cases = NULL;
-        }
-    json_t *sum = json_pack("{s:I, s:I, s:I, s:I}", "cases", (json_int_t)b->n_cases, "passed",
-                            (json_int_t)t.passed, "failed", (json_int_t)t.failed, "errors",
-                            (json_int_t)t.errors);
+    json_t *cases = nvw_result_cases(b), *sum = nvw_result_summary(b);
     const char *name = json_string_value(json_object_get(b->spec_json, "name"));
     if (!r || !cases || !sum) {
         json_decref(cases);

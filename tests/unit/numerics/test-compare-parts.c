@@ -5,9 +5,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "tests/unit/tap.h"
+#include "compare_fixture.h"
 #include "core/numerics/compare.h"
 
 #define N 50000
@@ -15,37 +15,7 @@
 static uint64_t rs = 88172645463325252ull;
 static uint64_t next(void)
 {
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return rs;
-}
-
-static bool same(double a, double b)
-{
-    return memcmp(&a, &b, sizeof a) == 0;
-}
-
-/* Field by field, doubles by their bits. */
-static bool same_result(const nv_compare_result *a, const nv_compare_result *b)
-{
-    bool ok = a->compared == b->compared && a->mismatches == b->mismatches &&
-              a->nan_mismatches == b->nan_mismatches && a->inf_mismatches == b->inf_mismatches &&
-              a->zero_sign_mismatches == b->zero_sign_mismatches && same(a->max_ulp, b->max_ulp) &&
-              same(a->mean_ulp, b->mean_ulp) && same(a->p99_ulp, b->p99_ulp) &&
-              same(a->max_abs, b->max_abs) && same(a->max_rel, b->max_rel) &&
-              same(a->max_allowed, b->max_allowed) && same(a->headroom, b->headroom) &&
-              a->failure == b->failure && a->n_first == b->n_first && same(a->lambda, b->lambda) &&
-              same(a->p_fail, b->p_fail) && same(a->headroom_worst_case, b->headroom_worst_case) &&
-              a->intermediate_overflows == b->intermediate_overflows &&
-              a->first_overflow.index == b->first_overflow.index &&
-              same(a->first_overflow_peak, b->first_overflow_peak) &&
-              a->has_ulp_hist == b->has_ulp_hist && a->nonfinite == b->nonfinite &&
-              memcmp(a->ulp_hist, b->ulp_hist, sizeof a->ulp_hist) == 0;
-    for (int k = 0; ok && k < a->n_first; k++)
-        ok = a->first[k].index == b->first[k].index && same(a->first[k].got, b->first[k].got) &&
-             same(a->first[k].ulp_err, b->first[k].ulp_err) && a->first[k].kind == b->first[k].kind;
-    return ok;
+    return cf_next(&rs);
 }
 
 static double got[N], exact[N], lo[N], abs_sum[N], peak[N], ue[N];
@@ -79,16 +49,9 @@ static void fill(void)
 
 static nv_tolerance tol_of(nv_tol_metric m)
 {
-    nv_tolerance t;
-    memset(&t, 0, sizeof t);
-    t.metric = m;
-    t.max_ulp = 2;
-    t.rtol = 1e-6;
-    t.atol = 1e-30;
+    nv_tolerance t = cf_tol(m, 1e-6);
     t.c = 1;
     t.growth = NV_GROWTH_PROBABILISTIC;
-    t.reason_code = NV_REASON_APPROXIMATION_ERROR;
-    strcpy(t.reason, "test");
     return t;
 }
 
@@ -96,23 +59,7 @@ static nv_tolerance tol_of(nv_tol_metric m)
 static int in_parts(const nv_compare_input *whole, const nv_tolerance *t, int64_t blk,
                     bool keep_ue, nv_compare_result *ret)
 {
-    static nv_compare_part acc, p;
-    nv_compare_part_init(&acc, NULL);
-    for (int64_t base = 0; base < whole->n; base += blk) {
-        nv_compare_input in = *whole;
-        in.n = whole->n - base < blk ? whole->n - base : blk;
-        in.got += base;
-        in.exact += base;
-        in.exact_lo += base;
-        in.abs_sum += base;
-        in.peak += base;
-        nv_compare_part_init(&p, keep_ue ? ue : NULL);
-        if (nv_compare_part_run(&in, base, whole->n, t, &p) < 0)
-            return -1;
-        nv_compare_part_merge(&acc, &p);
-    }
-    nv_compare_part_finish(&acc, whole->n, t, ret);
-    return 0;
+    return cf_in_parts(whole, t, blk, keep_ue ? ue : NULL, ret);
 }
 
 int main(void)
@@ -139,7 +86,7 @@ int main(void)
         bool ok = r == 0 && whole.mismatches > NV_COMPARE_FIRST && whole.intermediate_overflows > 0;
         ok = ok && whole.nan_mismatches > 0 && whole.inf_mismatches > 0 && whole.zero_sign_mismatches > 0;
         for (size_t b = 0; ok && b < sizeof blocks / sizeof blocks[0]; b++)
-            ok = in_parts(&in, &t, blocks[b], true, &parts) == 0 && same_result(&whole, &parts);
+            ok = in_parts(&in, &t, blocks[b], true, &parts) == 0 && cf_same_result(&whole, &parts);
         tap_ok(ok, "%s: blocks of 1, 7, 4096 and 65536 merged give nv_compare's result bit for bit "
                    "(%lld mismatches, %lld overflows, mean %.17g)",
                names[m], (long long)whole.mismatches, (long long)whole.intermediate_overflows,
@@ -151,7 +98,7 @@ int main(void)
     nv_compare_result whole, parts;
     nv_compare(&in, &t, &whole);
     in_parts(&in, &t, 7, false, &parts);
-    tap_ok(!same(whole.mean_ulp, parts.mean_ulp) && fabs(whole.mean_ulp - parts.mean_ulp) < 1e-12,
+    tap_ok(!cf_same(whole.mean_ulp, parts.mean_ulp) && fabs(whole.mean_ulp - parts.mean_ulp) < 1e-12,
            "block sums added as terms: mean %.17g, not one pass's %.17g (why parts keep ue)",
            parts.mean_ulp, whole.mean_ulp);
     return tap_done();

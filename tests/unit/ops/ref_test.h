@@ -19,9 +19,12 @@ typedef struct res {
     nv_tensor *hi, *lo, *abs;
 } res;
 
+/* The op's reference result into *r: 0, or the error (r then holds no
+ * tensors, so res_free is safe either way). */
 static inline int run(const char *op, const char *attrs, int n, nv_tensor **in, nv_dtype out_dt,
                       res *r)
 {
+    *r = (res){NULL, NULL, NULL};
     nv_op_attrs a;
     char *msg = NULL;
     json_t *j = attrs ? json_loads(attrs, 0, NULL) : NULL;

@@ -9,6 +9,7 @@ import {tolMetric, tolReason, listOf, fieldTitle} from './common.js';
 import {fusedSection} from './fused.js';
 import {modelSection, suiteCaseOf} from './model.js';
 import {servingSection} from './serving.js';
+import {rngSection} from './rng.js';
 import {bitsHex, bitFields} from '../bits.js';
 import {histogram, elementBins, trimBins} from '../charts.js';
 import {href} from '../router.js';
@@ -186,6 +187,7 @@ export async function renderCase(ctx) {
     fusedSection(c),
     modelSection(c, {suiteCase: await suiteCaseOf(c)}),
     servingSection(c),
+    rngSection([c], {title: 'RNG check'}),
     section('Tolerance', t ? h('div', {id: 'tolerance'}, kv([
       ['Allowed', tolMetric(t)],
       ['Reason', tolReason(t)],

@@ -9,6 +9,7 @@ import {casesTable, scanUlps} from './cases-table.js';
 import {longrunSection} from './longrun.js';
 import {modelSection, suiteCaseOf} from './model.js';
 import {servingSection} from './serving.js';
+import {rngSection} from './rng.js';
 
 const ACTIVE = ['queued', 'leased', 'running'];
 const HIST_MAX = 5000;
@@ -103,12 +104,18 @@ export async function renderJob(ctx) {
     section('Summary', sumBox, actions, specBox, asRun),
     lrBox);
   // A model or serving job: its first failed case (else its first) as the model
-  // or serving view.
+  // or serving view. An RNG job: every case, one per check (at most 19 by the
+  // spec's limits), as the RNG view.
   const modelBox = h('div');
   main.append(modelBox);
   async function model() {
-    if (!['model', 'serving'].includes(job.kind) || ACTIVE.includes(job.state) || modelBox.firstChild) return;
+    if (!['model', 'serving', 'rng'].includes(job.kind) || ACTIVE.includes(job.state) || modelBox.firstChild) return;
     const all = (await getJson(`/jobs/${encodeURIComponent(id)}/cases?limit=200`)).cases || [];
+    if (job.kind === 'rng') {
+      const sec = ctx.alive() ? rngSection(all) : null;
+      if (sec) modelBox.append(sec);
+      return;
+    }
     const c = all.find((x) => x.verdict === 'failed') || all[0];
     if (c && ctx.alive()) {
       const caseHref = `#/cases/${encodeURIComponent(c.id)}`;
@@ -119,9 +126,9 @@ export async function renderJob(ctx) {
   }
   await model().catch((e) => modelBox.replaceChildren(errorBox(e)));
   // A long-run job has no cases: its result is the training record above. A
-  // serving case has no ULP metrics (its check's figures are the serving view).
+  // serving or RNG case has no ULP metrics (its check's figures are its view).
   const cases = job.kind !== 'longrun';
-  const ulps = cases && job.kind !== 'serving';
+  const ulps = cases && !['serving', 'rng'].includes(job.kind);
   let histHead = null;
   if (cases) {
     const histSec = ulps ? section('Per-case maximum ULP error', histBox) : null;

@@ -13,50 +13,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/ops/conv_window.h"
 #include "emu_backward.h"
-
-/* As ref_conv_backward.c: the output row a tap at offset off reaches from
- * input row h, or -1. */
-static int64_t out_row(const nv_conv_geom *g, int64_t h, int64_t off, int64_t n_out)
-{
-    int64_t t = h + g->padding - off;
-    if (t < 0 || t % g->stride)
-        return -1;
-    t /= g->stride;
-    return t < n_out ? t : -1;
-}
 
 static int conv_grads(emu_call *c, const nv_conv_geom *g, const emu_bwd_io *io, double *ta,
                       double *tb)
 {
     const double *x = io->x[0]->data, *w = io->x[1]->data, *gy = io->gy->data;
-    int64_t hw = g->kh * g->kw;
     for (int64_t e = 0; e < io->x[0]->numel; e++) {
-        int64_t v = e % g->w, h = (e / g->w) % g->h, ch = (e / (g->w * g->h)) % g->c;
-        int64_t n = e / (g->w * g->h * g->c), q = ch / g->cg, cc = ch % g->cg, m = 0;
-        for (int64_t i = 0; i < g->kh; i++) {
-            int64_t oh = out_row(g, h, i * g->dilation, g->oh);
-            for (int64_t j = 0; oh >= 0 && j < g->kw; j++) {
-                int64_t ow = out_row(g, v, j * g->dilation, g->ow);
-                for (int64_t co = q * g->cog; ow >= 0 && co < (q + 1) * g->cog; co++) {
-                    ta[m] = gy[((n * g->co + co) * g->oh + oh) * g->ow + ow];
-                    tb[m++] = w[co * g->k + cc * hw + i * g->kw + j];
-                }
-            }
-        }
+        int64_t m = nv_conv_dx_terms(g, e, gy, w, ta, tb);
         io->gx[0][e] = emu_sum(c, c->accum, ta, 1, tb, 1, m);
     }
     for (int64_t f = 0; f < g->co * g->k; f++) {
-        int64_t co = f / g->k, kk = f % g->k, q = co / g->cog, m = 0;
-        for (int64_t n = 0; n < g->n; n++)
-            for (int64_t oh = 0; oh < g->oh; oh++)
-                for (int64_t ow = 0; ow < g->ow; ow++) {
-                    int64_t e = nv_conv_x_index(g, n, q, oh, ow, kk);
-                    if (e < 0)
-                        continue;
-                    ta[m] = gy[((n * g->co + co) * g->oh + oh) * g->ow + ow];
-                    tb[m++] = x[e];
-                }
+        int64_t m = nv_conv_dw_terms(g, f, gy, x, ta, tb);
         io->gx[1][f] = emu_sum(c, c->accum, ta, 1, tb, 1, m);
     }
     return NV_OK;

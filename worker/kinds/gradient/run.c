@@ -120,30 +120,21 @@ static json_t *g_case(void *job, void *ctx, int64_t i)
     return nvw_grad_case(job, ctx, i);
 }
 
+/* Not nvw_result_open's head: a gradient result has no "backend_build" or
+ * "seed" at the top (each case has its seed); the verdict, summary and cases
+ * are the runner's. */
 static json_t *g_result(void *job)
 {
     const gjob *j = job;
-    int64_t n = j->g->base->n_cases, passed = 0, failed = 0, errors = 0;
-    json_t *cases = json_array();
-    for (int64_t i = 0; cases && i < n; i++) {
-        const char *v = json_string_value(json_object_get(j->b.cases[i], "verdict"));
-        passed += v && !strcmp(v, "passed");
-        failed += v && !strcmp(v, "failed");
-        errors += !v || !strcmp(v, "error");
-        json_array_append(cases, j->b.cases[i]);
-    }
     json_t *build = json_object_get(j->b.spec_json, "build");
     json_t *r = json_pack(
-        "{s:s, s:s, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:{s:I, s:I, s:I, s:I}, s:o}", "verdict",
-        failed   ? "failed"
-        : errors ? "error"
-                 : "passed",
-        "kind", "gradient", "op", j->g->base->op->name, "backend", j->b.backend_spec, "device",
-        json_object_get(j->b.describe, "device"), "mode", json_object_get(j->b.describe, "mode"),
-        "contract", json_object_get(j->b.describe, "contract"), "build",
-        build ? build : json_object_get(j->b.describe, "build"), "summary", "cases", (json_int_t)n,
-        "passed", (json_int_t)passed, "failed", (json_int_t)failed, "errors", (json_int_t)errors,
-        "cases", cases);
+        "{s:s, s:s, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:o, s:o}", "verdict",
+        nvw_result_verdict(&j->b), "kind", "gradient", "op", j->g->base->op->name, "backend",
+        j->b.backend_spec, "device", json_object_get(j->b.describe, "device"), "mode",
+        json_object_get(j->b.describe, "mode"), "contract",
+        json_object_get(j->b.describe, "contract"), "build",
+        build ? build : json_object_get(j->b.describe, "build"), "summary",
+        nvw_result_summary(&j->b), "cases", nvw_result_cases(&j->b));
     if (r)
         json_object_set_new(r, "gradient", nvw_grad_settings(j));
     return r;

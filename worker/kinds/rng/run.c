@@ -86,43 +86,29 @@ static json_t *r_case(void *job, void *ctx, int64_t i)
     return c.cj;
 }
 
+/* The head and tail of nvw_result_open / nvw_result_close (no graph), the
+ * job's settings between them. */
 static json_t *r_result(void *job)
 {
     const rjob *j = job;
     const nv_rngspec *s = j->s;
-    int64_t n = s->n_cases, passed = 0, failed = 0, errors = 0;
-    json_t *cases = json_array();
-    for (int64_t i = 0; cases && i < n; i++) {
-        const char *v = json_string_value(json_object_get(j->b.cases[i], "verdict"));
-        passed += v && !strcmp(v, "passed");
-        failed += v && !strcmp(v, "failed");
-        errors += !v || !strcmp(v, "error");
-        json_array_append(cases, j->b.cases[i]);
-    }
+    json_t *r = nvw_result_open(&j->b, "rng", NULL, s->seed);
     json_t *ps = json_array();
     for (int i = 0; ps && i < s->n_p; i++)
-        json_array_append_new(ps, json_real(s->p[i]));
-    json_t *build = json_object_get(j->b.spec_json, "build");
-    json_t *r = json_pack(
-        "{s:s, s:s, s:s, s:s, s:O?, s:O?, s:O?, s:O?, s:O?, s:I, s:I, s:i, s:i, "
-        "s:{s:o, s:I, s:I, s:f}, s:{s:I, s:I, s:I, s:I}, s:o}",
-        "verdict",
-        failed   ? "failed"
-        : errors ? "error"
-                 : "passed",
-        "kind", "rng", "op", "rng", "backend", j->b.backend_spec, "device",
-        json_object_get(j->b.describe, "device"), "mode", json_object_get(j->b.describe, "mode"),
-        "contract", json_object_get(j->b.describe, "contract"), "backend_build",
-        json_object_get(j->b.describe, "build"), "build",
-        build ? build : json_object_get(j->b.describe, "build"), "seed", (json_int_t)s->seed, "n",
-        (json_int_t)s->n, "streams", s->streams, "window", s->window, "dropout", "p", ps, "n",
-        (json_int_t)s->dropout_n, "offset", (json_int_t)s->offset, "alpha", s->alpha, "summary",
-        "cases", (json_int_t)n, "passed", (json_int_t)passed, "failed", (json_int_t)failed,
-        "errors", (json_int_t)errors, "cases", cases);
-    const char *name = json_string_value(json_object_get(j->b.spec_json, "name"));
-    if (r && name)
-        json_object_set_new(r, "name", json_string(name));
-    return r;
+        if (json_array_append_new(ps, json_real(s->p[i]))) {
+            json_decref(ps);
+            ps = NULL;
+        }
+    json_t *settings = json_pack("{s:I, s:i, s:i, s:{s:o, s:I, s:I, s:f}}", "n", (json_int_t)s->n,
+                                 "streams", s->streams, "window", s->window, "dropout", "p", ps,
+                                 "n", (json_int_t)s->dropout_n, "offset", (json_int_t)s->offset,
+                                 "alpha", s->alpha);
+    if (r && (!settings || json_object_update(r, settings))) {
+        json_decref(r);
+        r = NULL;
+    }
+    json_decref(settings);
+    return nvw_result_close(&j->b, r);
 }
 
 static void r_done(void *job)
