@@ -524,6 +524,28 @@ RM_INLINE fast_kind fast_try(nv_fn f, double x, const nv_dtype_info *in, bool ne
     return FAST_VALUE;
 }
 
+/* Where the exact value is past fp64's overflow threshold or below half its
+ * smallest subnormal, the pair of refmath.h is fixed (+-DBL_MAX, +-2^970) or
+ * (0, +2^-1074), so MPFR need not compute e^(2.5e8) to say so: e^710 > 2^1024,
+ * e^-746 < 2^-1076, and the same for 2^x and e^x - 1 (whose other tail is
+ * fast_tail's). Half the fp32 encodings are such arguments of exp. */
+RM_INLINE bool far_pair(nv_fn f, double x, double *ret_hi, double *ret_lo)
+{
+    double over = f == NV_FN_EXP || f == NV_FN_EXPM1 ? 710 : f == NV_FN_EXP2 ? 1025 : INFINITY;
+    double under = f == NV_FN_EXP ? -746 : f == NV_FN_EXP2 ? -1077 : -INFINITY;
+    if (x >= over) {
+        *ret_hi = 0x1.fffffffffffffp1023;
+        *ret_lo = 0x1p970;
+        return true;
+    }
+    if (x <= under) {
+        *ret_hi = 0;
+        *ret_lo = 0x1p-1074;
+        return true;
+    }
+    return false;
+}
+
 /* One element of nv_ref_eval, the target's info (fast_target) hoisted. */
 RM_INLINE void eval_one(nv_fn f, double x, const nv_dtype_info *in, double *ret_hi,
                         double *ret_lo)
@@ -532,6 +554,10 @@ RM_INLINE void eval_one(nv_fn f, double x, const nv_dtype_info *in, double *ret_
     if (special_inl(f, x, &v)) {
         *ret_hi = v;
         *ret_lo = 0;
+        return;
+    }
+    if (far_pair(f, x, ret_hi, ret_lo)) {
+        count_fast();
         return;
     }
     int64_t c;

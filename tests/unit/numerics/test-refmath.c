@@ -79,6 +79,36 @@ static void test_exp_near_zero(void)
            (unsigned long long)(fast1 - fast0), (unsigned long long)(mp1 - mp0));
 }
 
+/* exp, exp2 and expm1 far past fp64's range: the pair is refmath.h's fixed one
+ * ((DBL_MAX, 2^970) past the overflow threshold, (0, 2^-1074) below half the
+ * smallest subnormal) and rounds as MPFR alone does, on both sides of where
+ * the fixed pair starts. */
+static void test_exp_far(void)
+{
+    static const double xs[] = {709.5, 709.78, 709.79, 710, 711.5, 1e4, 2.5e8, 0x1.fffffep127,
+                                -745.0, -745.13, -745.14, -746, -1e4, -0x1.fffffep127,
+                                1024.5, 1025, 1076.5, -1074.5, -1075.5, -1077, -1e6};
+    static const nv_fn fs[] = {NV_FN_EXP, NV_FN_EXP2, NV_FN_EXPM1};
+    int bad = 0, fixed_bad = 0;
+    for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++)
+        for (size_t k = 0; k < 3; k++) {
+            for (int d = 0; d < N_DTS; d++)
+                bad += check_one(fs[k], xs[i], dts[d], bad < 3);
+            double hi, lo, x = xs[i];
+            nv_ref_eval(fs[k], x, NV_DT_FP32, &hi, &lo);
+            bool over = fs[k] == NV_FN_EXP2 ? x >= 1025 : x >= 710;
+            bool under = fs[k] == NV_FN_EXP ? x <= -746 : fs[k] == NV_FN_EXP2 && x <= -1077;
+            if ((over && !(hi == 0x1.fffffffffffffp1023 && lo == 0x1p970)) ||
+                (under && !(hi == 0 && !signbit(hi) && lo == 0x1p-1074))) {
+                if (fixed_bad++ < 3)
+                    tap_diag("%s(%a): pair %a + %a", nv_fn_name(fs[k]), x, hi, lo);
+            }
+        }
+    tap_ok(bad == 0 && fixed_bad == 0,
+           "exp, exp2, expm1 far past fp64's range: rounding == MPFR alone (%d differ), "
+           "the fixed pair where it applies (%d not)", bad, fixed_bad);
+}
+
 static void test_random(void)
 {
     for (int f = 0; f < NV_FN_COUNT; f++) {
@@ -482,6 +512,7 @@ int main(void)
     test_pair_accuracy();
     test_random();
     test_exp_near_zero();
+    test_exp_far();
     test_pow();
     test_threads();
     tap_ok(strcmp(nv_fn_name(NV_FN_GELU_TANH), "gelu_tanh") == 0 && nv_fn_name(NV_FN_COUNT) == NULL,
