@@ -4,19 +4,28 @@ expires, a second worker runs it, and it completes exactly once (one result:
 as many stored cases as the job has, no index twice). Then `numvalctl cancel`
 of a running job: the worker hears it on its next heartbeat, stops the job and
 is free for the next one."""
+import os
 import re
 import signal
 import time
 
 from nvservice import Fail, Service, check, main
 
-# Long enough to be caught mid-run (a few seconds on one thread): 3 dtypes x
-# 5 shapes x 4 inputs x 2 layouts = 120 cases.
-LONG = {"kind": "op", "op": "exp", "dtypes": ["fp32", "bf16", "fp16"],
+# Long enough to be caught mid-run whatever the worker's speed: the test
+# plugin as the device, each of its calls made 150 ms longer (delay_ms), so
+# the job's 40 cases (5 shapes x 4 inputs x 2 layouts) last at least 6 s.
+LONG = {"kind": "op", "op": "exp", "dtypes": ["fp32"],
         "shapes": [[4096], [64, 257], [128, 129], [9000], [300, 300]],
         "layouts": ["contiguous", "transposed"],
         "inputs": ["normal", "uniform", "large", "near_zero"], "seed": 5}
-N_CASES = 120
+N_CASES = 40
+
+
+def slow_backend():
+    path = os.environ.get("NV_TEST_PLUGIN")
+    if not path:
+        raise Fail("NV_TEST_PLUGIN (the test plugin's path) is not set; run through meson")
+    return "plugin:%s?delay_ms=150" % path
 
 
 def test(bins):
@@ -25,7 +34,7 @@ def test(bins):
         st, body = s.api("POST", "/api/v1/jobs", dict(LONG, device="emu0"), scope="submit")
         check(st == 201, "job accepted (%s %s)" % (st, body))
         job_id = body["job"]["id"]
-        w1 = s.start_worker("emu0", "emu")
+        w1 = s.start_worker("emu0", slow_backend())
         deadline = time.time() + 180
         while time.time() < deadline:
             job = s.job(job_id)
@@ -40,7 +49,7 @@ def test(bins):
         s.kill_worker(w1, signal.SIGKILL)
         check(True, "worker killed with SIGKILL at %d/%d cases" %
               (done_at_kill, job["cases_total"]))
-        s.start_worker("emu0", "emu")
+        s.start_worker("emu0", slow_backend())
         jobs = s.wait_jobs([job_id], timeout=400)
         job = jobs[job_id]
         check(job["state"] == "passed", "job completed as passed (%s)" % job["state"])

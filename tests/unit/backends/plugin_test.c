@@ -1,16 +1,20 @@
 /* A tiny third-party device for the loader tests: built only against
  * include/numval/backend.h, as a lab's plugin would be. It implements neg, add,
- * exp and sum (along the last axis) on fp32 tensors of any layout. Variants:
+ * exp and sum (along the last axis) on fp32 tensors of any layout. Option
+ * delay_ms=N makes every call take N ms longer: a slow device whose jobs last
+ * as long as a test needs them to, however fast the worker gets. Variants:
  * -DWRONG_ABI exports abi_version 999; -DNO_ENTRY exports no entry symbol. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "numval/backend.h"
 
 typedef struct ctx {
     char describe[512];
+    long delay_ms;
 } ctx;
 
 static int p_open(const char *options, void **ret_ctx, char *err, size_t errlen)
@@ -23,6 +27,16 @@ static int p_open(const char *options, void **ret_ctx, char *err, size_t errlen)
     if (!c) {
         snprintf(err, errlen, "out of memory");
         return NV_E_NOMEM;
+    }
+    const char *d = options ? strstr(options, "delay_ms=") : NULL;
+    if (d) {
+        char *end;
+        c->delay_ms = strtol(d + 9, &end, 10);
+        if (end == d + 9 || c->delay_ms < 0 || c->delay_ms > 10000) {
+            snprintf(err, errlen, "test plugin: delay_ms must be 0..10000, got '%s'", d + 9);
+            free(c);
+            return NV_E_INVALID;
+        }
     }
     snprintf(c->describe, sizeof(c->describe),
              "{\"device\": \"plugin-test\", \"build\": {\"name\": \"plugin-test\", "
@@ -81,7 +95,12 @@ static int alloc_out(nv_tensor_view *o, int ndim, const int64_t *shape)
 
 static int p_forward(void *c, nv_op_call *call, char *err, size_t errlen)
 {
-    (void)c;
+    long ms = ((ctx *)c)->delay_ms;
+    if (ms > 0) {
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0)
+            ;
+    }
     const nv_tensor_view *x = call->inputs;
     if (call->n_inputs < 1 || x->dtype != NV_DT_FP32 || call->n_outputs != 1) {
         snprintf(err, errlen, "test plugin: fp32 inputs and one output only");
