@@ -78,6 +78,7 @@ int nvw_binades_add(nvw_binades *b, const nv_compare_input *ci, const nv_toleran
 {
     const nv_dtype_info *di = nv_dtype_get(b->in_dt);
     nv_round_mode rne = {0};
+    bool fp32 = b->in_dt == NV_DT_FP32;
     for (int64_t k = 0; k < ci->n; k++) {
         nv_compare_elem_out o;
         int r = nv_compare_elem(ci, k, tol, &o);
@@ -89,8 +90,23 @@ int nvw_binades_add(nvw_binades *b, const nv_compare_input *ci, const nv_toleran
         bn->mismatches += o.mismatch;
         if (!o.finite)
             continue;
-        uint64_t enc = nv_dtype_encode(b->in_dt, x, &rne, 0); /* x is of the dtype: exact */
+        /* Most elements are better than their binade's worst and the list's
+         * last: those need no encoding. */
+        bool list = b->n_worst < NVW_WORST || o.ulp_err >= b->worst[NVW_WORST - 1].ulp_err;
+        if (bn->has_worst && o.ulp_err < bn->max_ulp && !list)
+            continue;
+        uint64_t enc;
+        if (fp32) {
+            float f = (float)x;
+            uint32_t u;
+            memcpy(&u, &f, sizeof u);
+            enc = u;
+        } else {
+            enc = nv_dtype_encode(b->in_dt, x, &rne, 0); /* x is of the dtype: exact */
+        }
         bin_worst(bn, o.ulp_err, enc, base + k);
+        if (!list)
+            continue;
         nvw_worst w = {.enc = enc, .index = base + k, .in = x, .got = ci->got[k],
                        .exact = o.exact_lo != 0 ? o.exact + o.exact_lo : o.exact,
                        .ulp_err = o.ulp_err};
