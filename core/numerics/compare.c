@@ -581,3 +581,37 @@ int nv_compare(const nv_compare_input *in, const nv_tolerance *tol, nv_compare_r
     return 0;
 }
 
+
+/* compare_one's rules for one element, without its statistics: the same
+ * arithmetic, so that a caller's per-element figures agree with the result's
+ * (the overflow rule aside: callers pass no peak). */
+int nv_compare_elem(const nv_compare_input *in, int64_t k, const nv_tolerance *tol,
+                    nv_compare_elem_out *ret)
+{
+    const nv_dtype_info *di = in && tol ? nv_dtype_get(in->dtype) : NULL;
+    if (!di || k < 0 || k >= in->n || tol->metric == NV_TOL_BOUND || in->peak)
+        return -EINVAL;
+    double g_out = in->got[k], e = in->exact[k], lo = in->exact_lo ? in->exact_lo[k] : 0;
+    double g = nvc_ulp_overflow_value(tol, in->dtype, g_out, e, lo);
+    nv_failure_class sc;
+    *ret = (nv_compare_elem_out){.exact = e, .exact_lo = lo};
+    if (special_kind(g, e, &sc)) {
+        ret->ulp_err = sc == NV_FAIL_NONE ? 0 : INFINITY;
+        ret->mismatch = sc != NV_FAIL_NONE;
+        return 0;
+    }
+    double s, t;
+    nv_two_sum(g, -e, &s, &t);
+    double err = fabs(s + (t - lo));
+    double ex = lo != 0 ? e + lo : e;
+    double ulp = exact_ulp(in->dtype, di, e, lo);
+    double ue = err / ulp;
+    bool pass = tol->metric == NV_TOL_ULP ? ue <= tol->max_ulp
+                                          : err <= tol->atol + tol->rtol * fabs(ex);
+    bool sign = in->zero_sign && di->is_float && di->is_signed && g == 0 &&
+                signbit(g) != signbit(e);
+    ret->finite = true;
+    ret->ulp_err = ue;
+    ret->mismatch = !pass || sign;
+    return 0;
+}

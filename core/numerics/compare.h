@@ -5,6 +5,7 @@
 #ifndef NUMVAL_COMPARE_H
 #define NUMVAL_COMPARE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "dtype.h"
@@ -140,6 +141,18 @@ void nv_compare_part_merge(nv_compare_part *acc, const nv_compare_part *p);
 /* The result of the whole from acc: what nv_compare returns. */
 void nv_compare_part_finish(const nv_compare_part *acc, int64_t n_total, const nv_tolerance *tol,
                             nv_compare_result *ret);
+
+/* Element k of a comparison by nv_compare's per-element rules: finite is a pair
+ * judged by value (one that counts in max_ulp), ulp_err its error (NaN/Inf
+ * pairs: 0 when they match, inf when not), mismatch whether nv_compare counts
+ * it in mismatches. Metric "bound" and a peak (the intermediate-overflow rule)
+ * are -EINVAL here. */
+typedef struct nv_compare_elem_out {
+    bool finite, mismatch;
+    double ulp_err, exact, exact_lo;
+} nv_compare_elem_out;
+int nv_compare_elem(const nv_compare_input *in, int64_t k, const nv_tolerance *tol,
+                    nv_compare_elem_out *ret);
 
 /* Same metrics for fp32 pairs where ref is the exact value as fp32 (benchmarks,
  * bulk tensors): the single-pass, vectorisable kernel. Metric "bound" is -EINVAL

@@ -28,6 +28,7 @@
 
 #include "core/ref/refmath.h"
 #include "core/ref/reference.h"
+#include "binades.h"
 #include "case_internal.h"
 
 #define BLOCK_ELEMS_DEFAULT (INT64_C(1) << 16)
@@ -41,6 +42,7 @@ typedef struct slot {
     double first_in[NV_COMPARE_FIRST][NV_JOB_MAX_TENSORS];
     bool fell_back, det;
     json_t *stop; /* the block ended the case: its verdict keys */
+    nvw_binades *bd; /* a sweep or exhaustive unary case's, else NULL */
 } slot;
 
 typedef struct blk_run {
@@ -60,6 +62,7 @@ typedef struct blk_run {
     double first_in[NV_COMPARE_FIRST][NV_JOB_MAX_TENSORS];
     bool fell_back, det, stopped, nomem;
     json_t *stop;
+    nvw_binades *bd; /* merged binades, when the case gets them */
 } blk_run;
 
 static bool elementwise_kind(const nv_op_def *op)
@@ -274,6 +277,11 @@ static int run_block(blk_run *br, case_state *w, double *const *vals, int64_t b,
     for (int k = 0; k < sl->part.r.n_first; k++)
         for (int i = 0; i < cs->n_in; i++)
             sl->first_in[k][i] = vals[i][sl->part.r.first[k].index - base];
+    if (sl->bd) {
+        nvw_binades_init(sl->bd, cs->meta[0].dtype);
+        if (nvw_binades_add(sl->bd, &ci, &br->tol, vals[0], base) < 0)
+            return -EINVAL; /* nv_compare_part_run took this tolerance */
+    }
     return 0;
 }
 
@@ -296,6 +304,8 @@ static void merge_ready(blk_run *br)
                 nv_compare_part_merge(&br->acc, &sl->part);
                 for (int k = 0; k < br->acc.r.n_first - n0; k++)
                     memcpy(br->first_in[n0 + k], sl->first_in[k], sizeof br->first_in[0]);
+                if (br->bd && sl->bd)
+                    nvw_binades_merge(br->bd, sl->bd);
             }
         }
         json_decref(sl->stop);
@@ -414,7 +424,8 @@ static int run_all(blk_run *br)
         return -ENOMEM;
     int r = 0;
     for (int k = 0; k < br->window && r == 0; k++)
-        if (!(br->slots[k].ue = malloc((size_t)(br->rows_per * br->inner) * sizeof(double))))
+        if (!(br->slots[k].ue = malloc((size_t)(br->rows_per * br->inner) * sizeof(double))) ||
+            (br->bd && !(br->slots[k].bd = malloc(sizeof *br->slots[k].bd))))
             r = -ENOMEM;
     pthread_mutex_init(&br->gen_lock, NULL);
     pthread_mutex_init(&br->lock, NULL);
@@ -441,6 +452,7 @@ static int run_all(blk_run *br)
     pthread_mutex_destroy(&br->gen_lock);
     for (int k = 0; k < br->window; k++) {
         free(br->slots[k].ue);
+        free(br->slots[k].bd);
         json_decref(br->slots[k].stop);
     }
     free(br->slots);
@@ -485,6 +497,11 @@ int nvw_op_run_blocked(case_state *cs)
     if (nvw_case_tolerance(cs->job, cs->c.dtype, cs->out_dt, &br.tol) < 0)
         return -EINVAL; /* nvw_op_blocked checked it */
     nv_compare_part_init(&br.acc, NULL);
+    nvw_binades bd;
+    if (nvw_binades_wanted(cs->s->op->kind, cs->n_in, cs->c.cls, m0->dtype)) {
+        nvw_binades_init(&bd, m0->dtype);
+        br.bd = &bd;
+    }
     int r = run_all(&br);
     if (r == 0 && br.fell_back && json_object_set_new(cs->cj, "fell_back", json_true()))
         r = -ENOMEM;
@@ -498,6 +515,8 @@ int nvw_op_run_blocked(case_state *cs)
                              cs->out_dt, &acc);
         r = nvw_op_judge(cs, &br.tol, &cmp, &acc, br.det,
                          (const double(*)[NV_JOB_MAX_TENSORS])br.first_in);
+        if (r == 0 && br.bd)
+            r = nvw_binades_json(br.bd, cs->cj);
         const char *v = json_string_value(json_object_get(cs->cj, "verdict"));
         if (r == 0 && v && strcmp(v, "failed") == 0)
             r = report(cs, &br);

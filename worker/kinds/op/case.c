@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/ref/reference.h"
+#include "binades.h"
 #include "case_internal.h"
 
 const char *nvw_op_code_name(int r)
@@ -423,6 +424,23 @@ int nvw_op_bad_tolerance(case_state *cs, const nv_tolerance *tol)
                           cs->s->op->name);
 }
 
+/* The binades of a case run whole: its input in element order, as a blocked
+ * case has it (blocks.c). */
+static int whole_binades(case_state *cs, const nv_compare_input *ci, const nv_tolerance *tol)
+{
+    nv_tensor *x = nv_tensor_contiguous(cs->in[0]);
+    nvw_binades *bd = malloc(sizeof *bd);
+    int r = x && bd ? 0 : -ENOMEM;
+    if (r == 0) {
+        nvw_binades_init(bd, x->dtype);
+        r = nvw_binades_add(bd, ci, tol, x->data, 0);
+        r = r == 0 ? nvw_binades_json(bd, cs->cj) : -ENOMEM;
+    }
+    nv_tensor_free(x);
+    free(bd);
+    return r;
+}
+
 static int compare_case(case_state *cs, bool deterministic)
 {
     const nvw_op_job *job = cs->job;
@@ -464,7 +482,11 @@ static int compare_case(case_state *cs, bool deterministic)
     nv_compare_result cmp;
     if (nv_compare(&ci, &tol, &cmp) < 0)
         return nvw_op_bad_tolerance(cs, &tol);
-    return nvw_op_judge(cs, &tol, &cmp, &acc, deterministic, NULL);
+    r = nvw_op_judge(cs, &tol, &cmp, &acc, deterministic, NULL);
+    if (r == 0 && cs->in[0] && nvw_binades_wanted(cs->s->op->kind, cs->n_in, cs->c.cls,
+                                                  cs->in[0]->dtype))
+        r = whole_binades(cs, &ci, &tol);
+    return r;
 }
 
 /* on_failure, serially: the exact inputs and the device output. */

@@ -1,0 +1,202 @@
+/* The binades of a sweep or exhaustive case (binades.h). An element's error
+ * and mismatch come from nv_compare_elem, nv_compare's own per-element rules,
+ * so a binade's max_ulp is the case's max_ulp over the elements it holds and
+ * the binades' mismatches add up to the case's. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/ops/catalog.h"
+#include "core/numerics/inputs.h"
+#include "binades.h"
+
+enum { B_ZERO = 0, B_SUB = 1, B_EXP0 = 2, B_INF = NVW_BIN_EXPS + 2, B_NAN = NVW_BIN_EXPS + 3 };
+#define EXP_LO (-126)
+
+bool nvw_binades_wanted(int op_kind, int n_in, int cls, nv_dtype in_dt)
+{
+    const nv_dtype_info *di = nv_dtype_get(in_dt);
+    return op_kind == NV_OPK_UNARY && n_in == 1 && (cls == NV_IN_SWEEP || cls == NV_IN_EXHAUSTIVE) &&
+           di && di->is_float && di->is_signed && di->emin >= EXP_LO && di->emax <= 127;
+}
+
+void nvw_binades_init(nvw_binades *b, nv_dtype in_dt)
+{
+    memset(b, 0, sizeof *b);
+    b->in_dt = in_dt;
+}
+
+static int bin_of(const nv_dtype_info *di, double x)
+{
+    if (isnan(x))
+        return B_NAN;
+    if (isinf(x))
+        return B_INF;
+    if (x == 0)
+        return B_ZERO;
+    if (fabs(x) < di->min_normal)
+        return B_SUB;
+    return B_EXP0 + ilogb(x) - EXP_LO;
+}
+
+/* The total order of elements: larger error first, then encoding, then index. */
+static bool worse(double ue, uint64_t enc, int64_t i, const nvw_worst *w)
+{
+    if (ue != w->ulp_err)
+        return ue > w->ulp_err;
+    if (enc != w->enc)
+        return enc < w->enc;
+    return i < w->index;
+}
+
+static void worst_insert(nvw_binades *b, const nvw_worst *e)
+{
+    if (b->n_worst == NVW_WORST && !worse(e->ulp_err, e->enc, e->index, &b->worst[NVW_WORST - 1]))
+        return;
+    int k = b->n_worst < NVW_WORST ? b->n_worst++ : NVW_WORST - 1;
+    while (k > 0 && worse(e->ulp_err, e->enc, e->index, &b->worst[k - 1])) {
+        b->worst[k] = b->worst[k - 1];
+        k--;
+    }
+    b->worst[k] = *e;
+}
+
+static void bin_worst(nvw_bin *bn, double ue, uint64_t enc, int64_t i)
+{
+    nvw_worst cur = {.enc = bn->worst_enc, .index = bn->worst_index, .ulp_err = bn->max_ulp};
+    if (!bn->has_worst || worse(ue, enc, i, &cur)) {
+        bn->has_worst = true;
+        bn->max_ulp = ue;
+        bn->worst_enc = enc;
+        bn->worst_index = i;
+    }
+}
+
+int nvw_binades_add(nvw_binades *b, const nv_compare_input *ci, const nv_tolerance *tol,
+                    const double *in, int64_t base)
+{
+    const nv_dtype_info *di = nv_dtype_get(b->in_dt);
+    nv_round_mode rne = {0};
+    bool fp32 = b->in_dt == NV_DT_FP32;
+    for (int64_t k = 0; k < ci->n; k++) {
+        nv_compare_elem_out o;
+        int r = nv_compare_elem(ci, k, tol, &o);
+        if (r < 0)
+            return r;
+        double x = in[k];
+        nvw_bin *bn = &b->bin[signbit(x) ? 1 : 0][bin_of(di, x)];
+        bn->count++;
+        bn->mismatches += o.mismatch;
+        if (!o.finite)
+            continue;
+        /* Most elements are better than their binade's worst and the list's
+         * last: those need no encoding. */
+        bool list = b->n_worst < NVW_WORST || o.ulp_err >= b->worst[NVW_WORST - 1].ulp_err;
+        if (bn->has_worst && o.ulp_err < bn->max_ulp && !list)
+            continue;
+        uint64_t enc;
+        if (fp32) {
+            float f = (float)x;
+            uint32_t u;
+            memcpy(&u, &f, sizeof u);
+            enc = u;
+        } else {
+            enc = nv_dtype_encode(b->in_dt, x, &rne, 0); /* x is of the dtype: exact */
+        }
+        bin_worst(bn, o.ulp_err, enc, base + k);
+        if (!list)
+            continue;
+        nvw_worst w = {.enc = enc, .index = base + k, .in = x, .got = ci->got[k],
+                       .exact = o.exact_lo != 0 ? o.exact + o.exact_lo : o.exact,
+                       .ulp_err = o.ulp_err};
+        worst_insert(b, &w);
+    }
+    return 0;
+}
+
+void nvw_binades_merge(nvw_binades *acc, const nvw_binades *p)
+{
+    for (int s = 0; s < 2; s++)
+        for (int k = 0; k < NVW_BIN_PER_SIGN; k++) {
+            const nvw_bin *q = &p->bin[s][k];
+            nvw_bin *a = &acc->bin[s][k];
+            a->count += q->count;
+            a->mismatches += q->mismatches;
+            if (q->has_worst)
+                bin_worst(a, q->max_ulp, q->worst_enc, q->worst_index);
+        }
+    for (int k = 0; k < p->n_worst; k++)
+        worst_insert(acc, &p->worst[k]);
+}
+
+static json_t *hex(const nv_dtype_info *di, uint64_t enc)
+{
+    char s[24];
+    snprintf(s, sizeof s, "0x%0*llx", (di->bits + 3) / 4, (unsigned long long)enc);
+    return json_string(s);
+}
+
+/* A double as JSON: a number when finite, else "inf", "-inf" or "nan". */
+static json_t *num(double v)
+{
+    if (isfinite(v))
+        return json_real(v);
+    return json_string(isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+}
+
+static json_t *bin_json(const nv_dtype_info *di, int s, int k, const nvw_bin *bn)
+{
+    json_t *o = json_object();
+    const char *cls = k == B_ZERO ? "zero" : k == B_SUB ? "subnormal" : k == B_INF ? "infinity"
+                      : k == B_NAN ? "nan" : NULL;
+    int bad = !o;
+    if (cls)
+        bad |= json_object_set_new(o, "class", json_string(cls));
+    bad |= json_object_set_new(o, "sign", json_string(s ? "-" : "+"));
+    if (!cls)
+        bad |= json_object_set_new(o, "exponent", json_integer(k - B_EXP0 + EXP_LO));
+    bad |= json_object_set_new(o, "count", json_integer(bn->count));
+    bad |= json_object_set_new(o, "max_ulp", bn->has_worst ? json_real(bn->max_ulp) : json_null());
+    bad |= json_object_set_new(o, "mismatches", json_integer(bn->mismatches));
+    bad |= json_object_set_new(o, "worst_input", bn->has_worst ? hex(di, bn->worst_enc) : json_null());
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* Binades in value order: -NaN, -inf, the negative exponents high to low,
+ * -subnormal, -0, +0, +subnormal, the positive exponents, +inf, +NaN. */
+int nvw_binades_json(const nvw_binades *b, json_t *cj)
+{
+    const nv_dtype_info *di = nv_dtype_get(b->in_dt);
+    json_t *bins = json_array(), *worst = json_array();
+    int bad = !bins || !worst;
+    for (int k = NVW_BIN_PER_SIGN - 1; !bad && k >= 0; k--)
+        if (b->bin[1][k].count)
+            bad |= json_array_append_new(bins, bin_json(di, 1, k, &b->bin[1][k]));
+    for (int k = 0; !bad && k < NVW_BIN_PER_SIGN; k++)
+        if (b->bin[0][k].count)
+            bad |= json_array_append_new(bins, bin_json(di, 0, k, &b->bin[0][k]));
+    for (int k = 0; !bad && k < b->n_worst; k++) {
+        const nvw_worst *w = &b->worst[k];
+        json_t *o = json_object();
+        bad |= !o || json_object_set_new(o, "index", json_integer(w->index)) ||
+               json_object_set_new(o, "input", hex(di, w->enc)) ||
+               json_object_set_new(o, "input_value", num(w->in)) ||
+               json_object_set_new(o, "got", num(w->got)) ||
+               json_object_set_new(o, "exact", num(w->exact)) ||
+               json_object_set_new(o, "ulp_error", json_real(w->ulp_err));
+        bad |= json_array_append_new(worst, o);
+    }
+    if (bad) {
+        json_decref(bins);
+        json_decref(worst);
+        return -ENOMEM;
+    }
+    return json_object_set_new(cj, "binades", bins) || json_object_set_new(cj, "worst", worst)
+               ? -ENOMEM
+               : 0;
+}
