@@ -146,7 +146,8 @@ static void g_done(void *job)
     json_decref(((gjob *)job)->contract);
 }
 
-static const nvw_runner gradient_runner = {.what = "gradient case",
+static const nvw_runner gradient_runner = {.configures = true,
+.what = "gradient case",
                                            .invalid = "invalid gradient job",
                                            .parse = g_parse,
                                            .setup = g_setup,
