@@ -16,7 +16,10 @@ import subprocess
 import sys
 import tempfile
 
+import nvschema
 from nvtap import ok, finish, checks
+
+SCHEMA = nvschema.validator()
 
 WORKER, ROOT, PLUGIN_V4 = sys.argv[1], sys.argv[2], sys.argv[3]
 TORCH = "--torch" in sys.argv[4:]
@@ -44,6 +47,10 @@ def run(tmp, job, backend, timeout=300):
         out = json.loads(p.stdout) if p.stdout.strip() else None
     except ValueError:
         out = None
+    if out is not None:
+        errs = nvschema.errors(SCHEMA, out)
+        ok(not errs, "the %s result on %s is valid against the result schema" %
+           (job.get("kind"), backend.split(" ")[0]), errs)
     return p.returncode, out, p.stderr + p.stdout[:1500]
 
 
@@ -102,6 +109,18 @@ def test_not_offered(tmp):
        "the ABI-4 plugin still loads and passes the job that demands nothing", err)
 
 
+def test_schema_can_fail(tmp):
+    rc, res, err = run(tmp, det(GRAD), "emu:reduce=random")
+    bad = json.loads(json.dumps(res or {}))
+    bad["determinism"] = {"demanded": True, "answered": "yes"}
+    ok(res and nvschema.errors(SCHEMA, bad), "the schema refuses a non-boolean answer")
+    bad = json.loads(json.dumps(res or {}))
+    for c in bad.get("cases", []):
+        del c["error"]
+    ok(res and nvschema.errors(SCHEMA, bad),
+       "the schema refuses a not-honoured gradient case without its message")
+
+
 def test_bad_spec(tmp):
     for name, job in (("op", OP), ("gradient", GRAD), ("fused", FUSED)):
         rc, res, err = run(tmp, det(job, "yes"), "emu")
@@ -131,6 +150,7 @@ def main():
             test_honoured(tmp)
             test_refused(tmp)
             test_not_offered(tmp)
+            test_schema_can_fail(tmp)
             test_bad_spec(tmp)
     finish()
 
