@@ -89,6 +89,14 @@ def test_refused(tmp):
         if "failed" in s:
             ok(s.get("failed") == len(res["cases"]) and s.get("passed") == 0,
                "%s job: the summary counts every case failed (%s)" % (name, s))
+    # An op emu itself lists as non-deterministic keeps its more specific refusal.
+    SUM = dict(OP, op="sum", shapes=[[8, 512]], repeat=1)
+    del SUM["tolerance"]
+    rc, res, err = run(tmp, det(SUM), "emu:reduce=random")
+    cs = (res or {}).get("cases", [])
+    ok(rc == 2 and res and res.get("verdict") == "error" and cs and
+       all(c.get("failure_class") == "nondeterministic_op" for c in cs),
+       "sum on reduce=random: its cases stay nondeterministic_op (exit 2)", err)
     # The same job without the demand runs as before: it passes, and carries no record.
     rc, res, err = run(tmp, OP, "emu:reduce=random")
     ok(rc == 0 and res and "determinism" not in res,

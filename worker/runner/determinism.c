@@ -74,7 +74,7 @@ int nvw_det_fail_cases(json_t *result, const char *why)
     json_t *summary = json_object_get(result, "summary");
     size_t i;
     json_t *c;
-    int r = 0;
+    int r = 0, n_failed = 0;
     json_array_foreach(cases, i, c)
     {
         const char *cls = json_string_value(json_object_get(c, "failure_class"));
@@ -87,8 +87,9 @@ int nvw_det_fail_cases(json_t *result, const char *why)
         r |= json_object_set_new(c, "verdict", json_string("failed"));
         r |= json_object_set_new(c, "failure_class", json_string("deterministic_not_honoured"));
         r |= json_object_set_new(c, "error", json_string(why));
+        n_failed++;
     }
-    if (json_array_size(cases) > 0)
+    if (n_failed > 0)
         r |= json_object_set_new(result, "verdict", json_string("failed"));
     return r ? -ENOMEM : 0;
 }
