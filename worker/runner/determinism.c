@@ -10,10 +10,16 @@
 int nvw_det_configure(const nv_backend *t, void *ctx, char *why, size_t whylen)
 {
     if (!t->configure) {
-        snprintf(why, whylen,
-                 "the job demands \"deterministic\": true and the backend '%s' does not offer "
-                 "configure (backend ABI %u; configure came in ABI 5)",
-                 t->name ? t->name : "?", (unsigned)t->abi_version);
+        if (t->abi_version < 5)
+            snprintf(why, whylen,
+                     "the job demands \"deterministic\": true and the backend '%s' does not "
+                     "offer configure (backend ABI %u; configure came in ABI 5)",
+                     t->name ? t->name : "?", (unsigned)t->abi_version);
+        else
+            snprintf(why, whylen,
+                     "the job demands \"deterministic\": true and the backend '%s' does not "
+                     "offer configure (its table's configure entry is NULL)",
+                     t->name ? t->name : "?");
         return NVW_DET_NOT_OFFERED;
     }
     char answer[ANSWER_LEN] = "", err[512] = "";
