@@ -12,8 +12,8 @@
 
 #include "exec_internal.h"
 
-int exec_configure(void *ctx, const char *config_json, char *answer, size_t answer_len,
-                   char *err, size_t errlen)
+int exec_configure(void *ctx, const char *config_json, char *answer, size_t answer_len, char *err,
+                   size_t errlen)
 {
     exec_ctx *c = ctx;
     int r = NV_OK;

@@ -23,8 +23,8 @@ int nvw_det_configure(const nv_backend *t, void *ctx, char *why, size_t whylen)
         return NVW_DET_NOT_OFFERED;
     }
     char answer[ANSWER_LEN] = "", err[512] = "";
-    int code = t->configure(ctx, "{\"deterministic\": true}", answer, sizeof answer, err,
-                            sizeof err);
+    int code =
+        t->configure(ctx, "{\"deterministic\": true}", answer, sizeof answer, err, sizeof err);
     if (code == NV_E_UNSUPPORTED) {
         snprintf(why, whylen,
                  "the job demands \"deterministic\": true and the backend does not offer "

@@ -73,8 +73,8 @@ static int probe_determinism(const nvw_runner *k, nvw_job_base *base, char **ret
     void *ctx = NULL;
     char err[512] = "";
     if (base->table->open(base->options, &ctx, err, sizeof err) != NV_OK)
-        return nvw_set_err(ret_err, -ENODEV, "backend '%s' failed to open: %s",
-                           base->backend_spec, err);
+        return nvw_set_err(ret_err, -ENODEV, "backend '%s' failed to open: %s", base->backend_spec,
+                           err);
     base->det_answer = nvw_det_configure(base->table, ctx, base->det_why, sizeof base->det_why);
     base->table->close(ctx);
     return 0;
@@ -90,8 +90,7 @@ static int run_cases(const nvw_runner *k, nvw_job_base *base, void *job, char **
         return -ENOMEM;
     nvw_case_pool_job pj = {.opts = base->opts,
                             .backend = {base->table, base->options, base->backend_spec,
-                                        base->det_demanded &&
-                                            base->det_answer == NVW_DET_HONOURED},
+                                        base->det_demanded && base->det_answer == NVW_DET_HONOURED},
                             .n = base->n_cases,
                             .run = k->run_case,
                             .job = job,

@@ -60,8 +60,8 @@ static void f_done(void *job)
     nv_fusedspec_free(((fjob *)job)->s);
 }
 
-static const nvw_runner fused_runner = {.configures = true,
-.what = "fused case",
+static const nvw_runner fused_runner = {.what = "fused case",
+                                        .configures = true,
                                         .invalid = "invalid fused job",
                                         .parse = f_parse,
                                         .check = f_check,

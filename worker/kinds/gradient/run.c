@@ -146,8 +146,8 @@ static void g_done(void *job)
     json_decref(((gjob *)job)->contract);
 }
 
-static const nvw_runner gradient_runner = {.configures = true,
-.what = "gradient case",
+static const nvw_runner gradient_runner = {.what = "gradient case",
+                                           .configures = true,
                                            .invalid = "invalid gradient job",
                                            .parse = g_parse,
                                            .setup = g_setup,

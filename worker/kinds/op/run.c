@@ -45,8 +45,8 @@ static void op_done(void *job)
     nv_jobspec_free(((nvw_op_job *)job)->spec);
 }
 
-static const nvw_runner op_runner = {.configures = true,
-.what = "case",
+static const nvw_runner op_runner = {.what = "case",
+                                     .configures = true,
                                      .invalid = "invalid job spec",
                                      .parse = op_parse,
                                      .setup = op_setup,
