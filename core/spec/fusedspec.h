@@ -28,6 +28,9 @@ typedef struct nv_fusedspec {
     nv_input_class classes[NV_IN_COUNT];
     int samples;
     uint64_t seed;
+    /* "deterministic": the job demands it of the backend (nv_backend.configure,
+     * docs/JOBS.md "Determinism demanded"); default false. */
+    bool deterministic;
     /* "intermediate_dtype": the precision a fused region must keep intermediates
      * in (default fp32): fused node outputs are judged with the propagation
      * allowance of this dtype (docs/JOBS.md). */

@@ -29,6 +29,7 @@ static const char *const fused_keys[] = {"kind",
                                          "intermediate_dtype",
                                          "tolerance_by_dtype",
                                          "composition",
+                                         "deterministic",
                                          NULL};
 
 bool nv_fusedspec_is(const json_t *spec)
@@ -147,6 +148,7 @@ static int parse_misc(const json_t *spec, nv_fusedspec *s, nv_spec_err *e)
     int64_t samples = 1, seed = 0;
     int r = nv_spec_int(e, spec, "", "samples", 1, 1, 1000, &samples);
     r = r ? r : nv_spec_int(e, spec, "", "seed", 0, 0, INT64_MAX, &seed);
+    r = r ? r : nv_spec_bool(e, spec, "", "deterministic", false, &s->deterministic);
     if (r < 0)
         return r;
     s->samples = (int)samples;

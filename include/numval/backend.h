@@ -32,8 +32,10 @@ extern "C" {
  * version 3 appended nv_backend.train (nv_train_call); version 4 appended
  * nv_backend.rng (nv_rng_call) and nv_op_call.node; numval still loads
  * version-1, -2 and -3 tables, which end before rng (a plugin of version 3 or
- * older never reads nv_op_call.node). */
-#define NV_BACKEND_ABI_VERSION 4
+ * older never reads nv_op_call.node); version 5 appended nv_backend.configure
+ * (numval loads version-4 tables, which end before configure, as offering no
+ * configure). */
+#define NV_BACKEND_ABI_VERSION 5
 #define NV_BACKEND_MAX_DIMS 8
 
 enum {
@@ -258,13 +260,25 @@ typedef struct nv_backend {
     /* May be NULL (RNG jobs refused). NV_E_UNSUPPORTED for an action it does
      * not offer, with a message that starts "not offered:". */
     int (*rng)(void *ctx, nv_rng_call *call, char *err, size_t errlen);
+
+    /* ---- ABI version 5 ---- */
+    /* May be NULL (not offered). The job's settings for this context, a JSON
+     * object text {"deterministic": bool}, called right after open and before
+     * any other call when the job demands a setting; unknown keys are ignored.
+     * The backend writes into answer (answer_len >= 4096) a JSON object text
+     * {"deterministic": bool}: what it will actually honour on this context
+     * (docs/BACKEND_ABI.md "Per-job settings"). */
+    int (*configure)(void *ctx, const char *config_json, char *answer, size_t answer_len,
+                     char *err, size_t errlen);
 } nv_backend;
 
 /* The size of a version-1 table (everything before double_backward), of a
- * version-2 one (before train) and of a version-3 one (before rng). */
+ * version-2 one (before train), of a version-3 one (before rng) and of a
+ * version-4 one (before configure). */
 #define NV_BACKEND_V1_SIZE offsetof(nv_backend, double_backward)
 #define NV_BACKEND_V2_SIZE offsetof(nv_backend, train)
 #define NV_BACKEND_V3_SIZE offsetof(nv_backend, rng)
+#define NV_BACKEND_V4_SIZE offsetof(nv_backend, configure)
 
 /* The one symbol a plugin exports. */
 typedef const nv_backend *(*nv_backend_entry_fn)(void);

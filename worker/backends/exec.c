@@ -608,6 +608,7 @@ static const nv_backend exec_table = {
     .double_backward = exec_double_backward,
     .train = exec_train, /* exec_train.c: an optional request */
     .rng = exec_rng,     /* exec_rng.c: an optional request */
+    .configure = exec_configure, /* exec_configure.c: an optional request */
 };
 
 const nv_backend *nvw_exec_table(void)

@@ -53,6 +53,9 @@ int exec_transact(exec_ctx *c, json_t *hdr, const nv_tensor_view *const *ins, in
 int exec_train(void *ctx, nv_train_call *call, char *err, size_t errlen);
 /* The optional "rng" request (exec_rng.c). */
 int exec_rng(void *ctx, nv_rng_call *call, char *err, size_t errlen);
+/* The optional "configure" request (exec_configure.c). */
+int exec_configure(void *ctx, const char *config_json, char *answer, size_t answer_len,
+                   char *err, size_t errlen);
 
 /* Monotonic clock in milliseconds (deadlines). */
 int64_t exec_now_ms(void);

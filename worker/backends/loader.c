@@ -54,9 +54,9 @@ static const char *missing_function(const nv_backend *t)
     return NULL;
 }
 
-/* Versions 1 to 4 are loaded: version 2 only appended double_backward, 3
- * train and 4 rng, so an older table is a prefix of this one
- * (NV_BACKEND_V1_SIZE, NV_BACKEND_V2_SIZE, NV_BACKEND_V3_SIZE). A
+/* Versions 1 to 5 are loaded: version 2 only appended double_backward, 3
+ * train, 4 rng and 5 configure, so an older table is a prefix of this one
+ * (NV_BACKEND_V1_SIZE .. NV_BACKEND_V4_SIZE). A
  * newer or unknown version may have changed what its fields mean: refused. */
 static int check_table(const nv_backend *t, const char *path, char *err, size_t errlen)
 {
@@ -67,14 +67,16 @@ static int check_table(const nv_backend *t, const char *path, char *err, size_t 
     if (t->abi_version < 1 || t->abi_version > NV_BACKEND_ABI_VERSION) {
         snprintf(err, errlen,
                  "plugin '%s' was built for backend ABI version %u, but this numval speaks "
-                 "version %d (and loads version 1 to 3 tables): rebuild it against this numval's "
+                 "version %d (and loads version 1 to %d tables): rebuild it against this numval's "
                  "include/numval/backend.h",
-                 path, (unsigned)t->abi_version, NV_BACKEND_ABI_VERSION);
+                 path, (unsigned)t->abi_version, NV_BACKEND_ABI_VERSION,
+                 NV_BACKEND_ABI_VERSION - 1);
         return -EINVAL;
     }
     size_t need = t->abi_version == 1   ? NV_BACKEND_V1_SIZE
                   : t->abi_version == 2 ? NV_BACKEND_V2_SIZE
                   : t->abi_version == 3 ? NV_BACKEND_V3_SIZE
+                  : t->abi_version == 4 ? NV_BACKEND_V4_SIZE
                                         : sizeof(nv_backend);
     if (t->struct_size < need) {
         snprintf(err, errlen,
@@ -148,7 +150,8 @@ static int load_plugin(const char *rest, nvw_backend **ret, char *err, size_t er
         memcpy(&b->widened, table,
                table->abi_version == 1   ? NV_BACKEND_V1_SIZE
                : table->abi_version == 2 ? NV_BACKEND_V2_SIZE
-                                         : NV_BACKEND_V3_SIZE);
+               : table->abi_version == 3 ? NV_BACKEND_V3_SIZE
+                                         : NV_BACKEND_V4_SIZE);
         b->table = &b->widened;
     }
     *ret = b;

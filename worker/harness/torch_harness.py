@@ -36,7 +36,7 @@ AUTOGRAD = "builtin"  # set by --autograd
 WRONG_OP = None  # set by --wrong-op: that op's modules in a graph request are wrong
 # Optional requests (docs/EXEC_PROTOCOL.md "Optional requests"), listed in the hello;
 # --no-requests lists none (how a harness that predates them looks to the worker).
-REQUESTS = ["graph", "train", "rng", "serve"]
+REQUESTS = ["graph", "train", "rng", "serve", "configure"]
 AT_HELLO = None  # (user, sys) CPU seconds when the hello was sent, for benchmarks
 
 # Element encodings shared with the C ABI (docs/BACKEND_ABI.md). bf16 travels as
@@ -369,6 +369,14 @@ def handle(device, msg, tensors):
         return list(got), list(got.values()), {}
     if kind == "train":
         return torch_train.handle(device, msg, tensors)
+    if kind == "configure" and "configure" in REQUESTS:
+        # The job's demanded determinism (docs/EXEC_PROTOCOL.md "configure"):
+        # the answer is what torch reports after the setting, not the request.
+        want = (msg.get("config") or {}).get("deterministic")
+        if not isinstance(want, bool):
+            raise HarnessError("invalid", "configure: config.deterministic must be a boolean")
+        torch.use_deterministic_algorithms(want)
+        return [], [], {"info": {"deterministic": torch.are_deterministic_algorithms_enabled()}}
     if kind == "serve" and "serve" in REQUESTS:
         return torch_serve.handle(device, msg, tensors)
     raise HarnessError("invalid", f"unknown message type '{kind}'")

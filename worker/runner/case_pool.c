@@ -2,6 +2,7 @@
  * counter, so each index runs exactly once whatever the thread count; the first
  * infrastructure error stops every thread. */
 #include "case_pool.h"
+#include "determinism.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -142,6 +143,15 @@ int nvw_case_pool_backend_open(void *ctx_ud, void **ret_ctx, char *err, size_t e
     void *ctx = NULL;
     if (be->table->open(be->options, &ctx, detail, sizeof detail) != NV_OK) {
         snprintf(err, errlen, "backend '%s' failed to open a context: %s", be->spec, detail);
+        return -ENODEV;
+    }
+    if (be->deterministic &&
+        nvw_det_configure(be->table, ctx, detail, sizeof detail) != NVW_DET_HONOURED) {
+        be->table->close(ctx);
+        snprintf(err, errlen,
+                 "backend '%s' honoured \"deterministic\" on the job's first context but not "
+                 "on a later one: %s",
+                 be->spec, detail);
         return -ENODEV;
     }
     *ret_ctx = ctx;

@@ -64,6 +64,9 @@ typedef struct nvw_case_pool_backend {
     const nv_backend *table;
     const char *options; /* text passed to table->open */
     const char *spec;    /* the backend spec, named in errors */
+    /* Configure every context {"deterministic": true} after it opens; a context
+     * that does not answer true fails the open (-ENODEV). */
+    bool deterministic;
 } nvw_case_pool_backend;
 
 /* table->open(options); on failure -ENODEV and err says "backend 'SPEC' failed

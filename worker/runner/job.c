@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "case_pool.h"
+#include "determinism.h"
 #include "err.h"
 #include "worker/backends/loader.h"
 
@@ -61,6 +62,24 @@ static int open_backend(const nvw_runner *k, nvw_job_base *base, void *job, nvw_
     return nvw_read_describe(base->table, base->options, who, &base->describe, ret_err);
 }
 
+/* A spec demanding "deterministic": true on a kind that configures: ask the
+ * backend on a context of its own; the pool's contexts are configured too when
+ * it honours it. */
+static int probe_determinism(const nvw_runner *k, nvw_job_base *base, char **ret_err)
+{
+    if (!k->configures || !json_is_true(json_object_get(base->spec_json, "deterministic")))
+        return 0;
+    base->det_demanded = true;
+    void *ctx = NULL;
+    char err[512] = "";
+    if (base->table->open(base->options, &ctx, err, sizeof err) != NV_OK)
+        return nvw_set_err(ret_err, -ENODEV, "backend '%s' failed to open: %s", base->backend_spec,
+                           err);
+    base->det_answer = nvw_det_configure(base->table, ctx, base->det_why, sizeof base->det_why);
+    base->table->close(ctx);
+    return 0;
+}
+
 /* The cases of the pool, or the kind's own tasks. */
 static int run_cases(const nvw_runner *k, nvw_job_base *base, void *job, char **ret_err)
 {
@@ -70,7 +89,8 @@ static int run_cases(const nvw_runner *k, nvw_job_base *base, void *job, char **
     if (!base->cases)
         return -ENOMEM;
     nvw_case_pool_job pj = {.opts = base->opts,
-                            .backend = {base->table, base->options, base->backend_spec},
+                            .backend = {base->table, base->options, base->backend_spec,
+                                        base->det_demanded && base->det_answer == NVW_DET_HONOURED},
                             .n = base->n_cases,
                             .run = k->run_case,
                             .job = job,
@@ -96,13 +116,19 @@ int nvw_runner_run(const nvw_runner *k, nvw_job_base *base, void *job, const jso
                         msg ? msg : k->invalid);
         goto out;
     }
-    if ((r = open_backend(k, base, job, &b, &e)) < 0)
+    if ((r = open_backend(k, base, job, &b, &e)) < 0 || (r = probe_determinism(k, base, &e)) < 0)
         goto out;
     if (k->setup && (r = k->setup(job, &e)) < 0)
         goto out;
     if ((r = run_cases(k, base, job, &e)) < 0)
         goto out;
     json_t *result = k->result(job);
+    if (result && base->det_demanded &&
+        (nvw_det_record(result, base->det_answer) < 0 ||
+         (base->det_answer != NVW_DET_HONOURED && nvw_det_fail_cases(result, base->det_why) < 0))) {
+        json_decref(result);
+        result = NULL;
+    }
     if (!result) {
         r = -ENOMEM;
         goto out;

@@ -28,6 +28,12 @@ typedef struct nvw_job_base {
     int64_t n_cases;          /* cases of the pool: set by the kind's setup */
     json_t **cases;           /* n_cases slots: case i in cases[i], whichever thread ran it */
     pthread_mutex_t lock;     /* serializes opts->on_failure */
+    /* The spec's "deterministic": true on a kind that configures: det_answer is
+     * what configure answered on a first context (an NVW_DET_* code,
+     * runner/determinism.h), det_why the message when not honoured. */
+    bool det_demanded;
+    int det_answer;
+    char det_why[768];
 } nvw_job_base;
 
 /* A kind's steps. job is the kind's state (which embeds the nvw_job_base given
@@ -37,6 +43,9 @@ typedef struct nvw_runner {
     const char *what;     /* a case, as named in "out of memory while running a WHAT" */
     const char *invalid;  /* the message of a refused spec whose parser gave none */
     bool backend_unnamed; /* describe() errors name "backend", not "backend 'SPEC'" */
+    /* The spec's top-level "deterministic": true reaches every backend context
+     * through configure (runner/determinism.h); op, gradient and fused. */
+    bool configures;
     /* Parse base->spec_json into the kind's spec: as nv_jobspec_parse (-EINVAL
      * with the JSON pointer and message, both malloc'd, or -ENOMEM). */
     int (*parse)(void *job, char **ret_ptr, char **ret_msg);

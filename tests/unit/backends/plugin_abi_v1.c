@@ -6,7 +6,9 @@
  * crash the test. Built with -DABI_FUTURE it declares the version after
  * numval's instead, which numval must refuse naming both versions. Built with -DABI_V3 it is a
  * version-3 table (struct_size NV_BACKEND_V3_SIZE) whose rng slot aborts:
- * numval must load it with no rng entry. */
+ * numval must load it with no rng entry. Built with -DABI_V4 it is a version-4
+ * table (struct_size NV_BACKEND_V4_SIZE) whose configure slot aborts: numval
+ * must load it as offering no configure. */
 #include <stdlib.h>
 
 #include "numval/backend.h"
@@ -19,6 +21,15 @@ static int never(void *ctx, nv_double_backward_call *call, char *err, size_t err
     (void)ctx, (void)call, (void)err, (void)errlen;
     abort();
 }
+
+#ifdef ABI_V4
+static int never_configure(void *ctx, const char *config_json, char *answer, size_t answer_len,
+                           char *err, size_t errlen)
+{
+    (void)ctx, (void)config_json, (void)answer, (void)answer_len, (void)err, (void)errlen;
+    abort();
+}
+#endif
 
 #ifdef ABI_V3
 static int never_rng(void *ctx, nv_rng_call *call, char *err, size_t errlen)
@@ -34,6 +45,12 @@ const nv_backend *nv_backend_entry(void)
     table.name = "abi_v1";
 #if defined ABI_FUTURE
     table.abi_version = NV_BACKEND_ABI_VERSION + 1;
+#elif defined ABI_V4
+    table.name = "abi_v4";
+    table.abi_version = 4;
+    table.struct_size = (uint32_t)NV_BACKEND_V4_SIZE;
+    table.configure = never_configure;
+    return &table;
 #elif defined ABI_V3
     table.name = "abi_v3";
     table.abi_version = 3;

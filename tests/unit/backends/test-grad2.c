@@ -329,6 +329,12 @@ static void loader_versions(void)
     tap_ok(r == 0 && t && t->abi_version == 3 && !t->rng && t->train && t->double_backward,
            "a version-3 plugin loads with train and double backward but no rng entry (%s)", err);
     nvw_backend_free(b);
+    b = NULL;
+    r = nvw_backend_load("plugin:" PLUGIN_V4, &b, err, sizeof err);
+    t = r == 0 ? nvw_backend_table(b) : NULL;
+    tap_ok(r == 0 && t && t->abi_version == 4 && t->rng && !t->configure,
+           "a version-4 plugin loads with rng but no configure entry (%s)", err);
+    nvw_backend_free(b);
 }
 
 int main(void)

@@ -240,6 +240,30 @@ static void test_fusedspec(void)
            "no composition: none judged, the factor defaults to the model's 4");
     nv_fusedspec_free(s);
     json_decref(j);
+    /* "deterministic" (docs/JOBS.md "Determinism demanded"): a boolean, default false. */
+    snprintf(spec, sizeof spec,
+             "{\"kind\": \"fused\", \"graph\": %s, \"dtypes\": [\"bf16\"], "
+             "\"deterministic\": true}",
+             attention);
+    j = json_loads(spec, 0, NULL);
+    s = NULL;
+    r = nv_fusedspec_parse(j, &s, NULL, NULL);
+    tap_ok(r == 0 && s->deterministic, "deterministic: true is parsed");
+    nv_fusedspec_free(s);
+    json_decref(j);
+    snprintf(spec, sizeof spec, "{\"kind\": \"fused\", \"graph\": %s, \"dtypes\": [\"bf16\"]}",
+             attention);
+    j = json_loads(spec, 0, NULL);
+    s = NULL;
+    r = nv_fusedspec_parse(j, &s, NULL, NULL);
+    tap_ok(r == 0 && !s->deterministic, "deterministic defaults to false");
+    nv_fusedspec_free(s);
+    json_decref(j);
+    snprintf(spec, sizeof spec,
+             "{\"kind\": \"fused\", \"graph\": %s, \"dtypes\": [\"bf16\"], "
+             "\"deterministic\": \"yes\"}",
+             attention);
+    fused_refused("deterministic not a boolean", spec, "/deterministic", "true or false");
     static const struct {
         const char *what, *comp, *ptr, *msg;
     } bad[] = {

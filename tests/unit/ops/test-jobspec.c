@@ -116,6 +116,27 @@ static void test_root(void)
     free(msg);
     nv_jobspec_free(s);
     json_decref(g);
+    /* A gradient job's "deterministic" is checked as an op job's (the same field). */
+    g = json_loads("{\"kind\": \"gradient\", \"op\": \"tanh\", \"dtypes\": [\"fp32\"], "
+                   "\"shapes\": [[8]], \"deterministic\": 1}",
+                   0, NULL);
+    ptr = msg = NULL;
+    tap_ok(nv_jobspec_validate(g, &ptr, &msg) == -EINVAL && ptr &&
+               strcmp(ptr, "/deterministic") == 0 && msg && strstr(msg, "true or false"),
+           "a gradient job's non-boolean deterministic is refused at /deterministic (%s)",
+           msg ? msg : "");
+    free(ptr);
+    free(msg);
+    json_decref(g);
+    g = json_loads("{\"kind\": \"gradient\", \"op\": \"tanh\", \"dtypes\": [\"fp32\"], "
+                   "\"shapes\": [[8]], \"deterministic\": true}",
+                   0, NULL);
+    ptr = msg = NULL;
+    tap_ok(nv_jobspec_validate(g, &ptr, &msg) == 0, "a gradient job takes deterministic: true (%s)",
+           msg ? msg : "");
+    free(ptr);
+    free(msg);
+    json_decref(g);
     char *e = nv_json_pointer_escape("a/b~c");
     tap_ok(e && strcmp(e, "a~1b~0c") == 0, "RFC 6901 escaping: a/b~c -> a~1b~0c");
     free(e);

@@ -377,6 +377,7 @@ static const nv_backend emu_table = {
     .double_backward = emu_double_backward, /* emu_backward_call.c */
     .train = emu_train_call,                /* emu_train.c */
     .rng = emu_rng_call,                    /* emu_rng.c */
+    .configure = emu_configure,             /* emu_describe.c */
 };
 
 const nv_backend *nvw_emu_backend(void)

@@ -265,3 +265,25 @@ char *emu_describe_json(const emu_mode *m)
     json_decref(d);
     return s;
 }
+
+int emu_configure(void *ctx, const char *config_json, char *answer, size_t answer_len, char *err,
+                  size_t errlen)
+{
+    const emu_mode *m = &((emu_ctx *)ctx)->mode;
+    json_error_t jerr;
+    json_t *c = json_loads(config_json ? config_json : "", 0, &jerr);
+    json_t *want = json_object_get(c, "deterministic");
+    if (!json_is_object(c) || (want && !json_is_boolean(want))) {
+        json_decref(c);
+        snprintf(err, errlen, "configure: expected a JSON object {\"deterministic\": bool}");
+        return NV_E_INVALID;
+    }
+    /* What emu does whatever was asked: a random order is drawn afresh per call
+     * (atomics) and no setting makes it repeat; every other knob is a fixed
+     * function of the inputs. */
+    bool random = m->order == EMU_ORDER_RANDOM ||
+                  (m->fused.order_set && m->fused.order == (int)EMU_ORDER_RANDOM);
+    json_decref(c);
+    snprintf(answer, answer_len, "{\"deterministic\": %s}", random ? "false" : "true");
+    return NV_OK;
+}

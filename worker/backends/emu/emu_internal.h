@@ -155,6 +155,10 @@ void emu_mode_default(emu_mode *m);
 int emu_mode_parse(const char *opts, emu_mode *m, char *err, size_t errlen);
 /* The describe() JSON text (malloc'd) for a mode; NULL on ENOMEM. */
 char *emu_describe_json(const emu_mode *m);
+/* nv_backend.configure (emu_describe.c): deterministic unless a reduction order
+ * (reduce= or fused_reduce=) is random. */
+int emu_configure(void *ctx, const char *config_json, char *answer, size_t answer_len, char *err,
+                  size_t errlen);
 const char *emu_order_name(emu_order o);
 
 /* ---- emu_round.c: rounding and correctly rounded basic operations ---- */

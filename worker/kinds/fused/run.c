@@ -61,6 +61,7 @@ static void f_done(void *job)
 }
 
 static const nvw_runner fused_runner = {.what = "fused case",
+                                        .configures = true,
                                         .invalid = "invalid fused job",
                                         .parse = f_parse,
                                         .check = f_check,

@@ -147,6 +147,7 @@ static void g_done(void *job)
 }
 
 static const nvw_runner gradient_runner = {.what = "gradient case",
+                                           .configures = true,
                                            .invalid = "invalid gradient job",
                                            .parse = g_parse,
                                            .setup = g_setup,

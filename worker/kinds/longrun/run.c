@@ -119,7 +119,7 @@ static int lr_run(void *job, char **ret_err)
     lr_ctx *c = job;
     const nvw_run_opts *opts = c->b.opts;
     const nv_longrun_spec *s = c->job.s;
-    nvw_case_pool_backend be = {c->b.table, c->b.options, c->b.backend_spec};
+    nvw_case_pool_backend be = {c->b.table, c->b.options, c->b.backend_spec, false};
     nvw_case_pool p = {
         .threads = opts && opts->threads > 0 ? opts->threads : 1,
         .n = 2 * s->n_seeds + (s->deterministic ? 1 : 0) + (c->job.has_resumed ? 1 : 0),

@@ -30,6 +30,7 @@
 #include "core/ref/reference.h"
 #include "binades.h"
 #include "case_internal.h"
+#include "worker/runner/determinism.h"
 
 #define BLOCK_ELEMS_DEFAULT (INT64_C(1) << 16)
 #define MAX_HELPERS 63
@@ -436,6 +437,13 @@ static int run_all(blk_run *br)
         hs[started] = (helper){.br = br};
         if (b->table->open(b->options, &hs[started].ctx, err, sizeof err) != NV_OK)
             break; /* fewer helpers: the result is the same */
+        /* A helper context gets the job's demanded determinism like the pool's;
+         * one that does not honour it is not used. */
+        if (b->det_demanded && b->det_answer == NVW_DET_HONOURED &&
+            nvw_det_configure(b->table, hs[started].ctx, err, sizeof err) != NVW_DET_HONOURED) {
+            b->table->close(hs[started].ctx);
+            break;
+        }
         if (pthread_create(&hs[started].th, NULL, helper_main, &hs[started]) != 0) {
             b->table->close(hs[started].ctx);
             break;

@@ -46,6 +46,7 @@ static void op_done(void *job)
 }
 
 static const nvw_runner op_runner = {.what = "case",
+                                     .configures = true,
                                      .invalid = "invalid job spec",
                                      .parse = op_parse,
                                      .setup = op_setup,
