@@ -26,21 +26,29 @@ import slurmcluster
 MAX_WORKERS = 4
 IDLE_EXIT_S = 5
 LEASE_MS = 3000
-# The job that is caught mid-run: 120 cases, seconds on one thread (as in
-# test_worker_kill.py); submitted first and at a higher priority, so the
-# first worker claims it.
-LONG = {"kind": "op", "op": "exp", "dtypes": ["fp32", "bf16", "fp16"],
+# The pool's device is the test plugin with every call made 100 ms longer
+# (delay_ms), so that the job caught mid-run lasts seconds however fast the
+# worker gets. That job: 40 cases (at least 4 s); submitted first and at a
+# higher priority, so the first worker claims it.
+LONG = {"kind": "op", "op": "exp", "dtypes": ["fp32"],
         "shapes": [[4096], [64, 257], [128, 129], [9000], [300, 300]],
         "layouts": ["contiguous", "transposed"],
         "inputs": ["normal", "uniform", "large", "near_zero"], "seed": 5, "priority": 10}
-N_LONG_CASES = 120
+N_LONG_CASES = 40
+
+
+def slow_backend():
+    path = os.environ.get("NV_TEST_PLUGIN")
+    if not path:
+        raise Fail("NV_TEST_PLUGIN (the test plugin's path) is not set; run through meson")
+    return "plugin:%s?delay_ms=100" % path
 
 
 def small(seed):
-    # 2 dtypes x 2 shapes x 2 inputs = 8 cases.
-    return {"kind": "op", "op": "tanh", "dtypes": ["fp32", "bf16"],
+    # 2 shapes x 4 inputs = 8 cases (the test plugin offers fp32 exp).
+    return {"kind": "op", "op": "exp", "dtypes": ["fp32"],
             "shapes": [[2048], [64, 65]], "layouts": ["contiguous"],
-            "inputs": ["normal", "uniform"], "seed": seed}
+            "inputs": ["normal", "uniform", "near_zero", "large"], "seed": seed}
 
 
 class Sampler(threading.Thread):
@@ -92,7 +100,7 @@ def test(bins, cluster):
     pool = "\n".join([
         "[pool slurm-emu]",
         "device = emu-slurm",
-        "backend = emu",
+        "backend = " + slow_backend(),
         "partition = numval",
         "gres = nvdev:1",
         "time_limit = 15",
