@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 
+from nvsuite import cases, run_suite
 from nvtap import ok, finish
 
 WORKER, FAULT, ROOT = sys.argv[1:4]
@@ -30,25 +31,7 @@ SEEDS = int(os.environ.get("NUMVAL_ROTARY_SEEDS", "3"))
 
 
 def run(tmp, jobs, backend):
-    path = os.path.join(tmp, "suite.json")
-    out = os.path.join(tmp, "out.json")
-    with open(path, "w") as f:
-        json.dump({"name": "rotary", "jobs": jobs}, f)
-    if os.path.exists(out):
-        os.unlink(out)
-    p = subprocess.run([WORKER, "run", path, "--backend", backend, "--output", out],
-                       capture_output=True, text=True, timeout=600)
-    doc = None
-    if os.path.exists(out):
-        with open(out) as f:
-            doc = json.load(f)
-    return p.returncode, doc, p.stderr
-
-
-def cases(doc):
-    for job in (doc or {}).get("results", []):
-        for c in job.get("cases", []):
-            yield job, c
+    return run_suite(WORKER, tmp, "rotary", jobs, backend, 600)
 
 
 def shipped(name):
