@@ -156,15 +156,7 @@ static json_t *manifest(mcase *c, int k, const cand *cd, const char *level, char
         "{s:s, s:O, s:[s], s:[s], s:I, s:s, s:{s:s, s:f}}", "kind", "fused", "graph", cd->graph,
         "dtypes", dn, "inputs", "normal", "seed", (json_int_t)c->j->s->seed, "intermediate_dtype",
         dn, "composition", "execution", "unfused", "band_factor", MODEL_BAND_FACTOR);
-    nv_fusedspec *fs = NULL;
-    char *ptr = NULL, *msg = NULL;
-    int r = spec ? nv_fusedspec_parse(spec, &fs, &ptr, &msg) : -ENOMEM;
-    if (r == 0)
-        nv_sha256_hex(fs->graph_text, strlen(fs->graph_text), hash);
-    nv_fusedspec_free(fs);
-    free(ptr);
-    free(msg);
-    if (r < 0) {
+    if (model_fused_graph_hash(spec, hash) < 0) {
         json_decref(spec);
         return NULL;
     }

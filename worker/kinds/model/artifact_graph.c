@@ -126,6 +126,22 @@ nv_tensor *model_upstream_value(const mcase *c, int q)
     return t;
 }
 
+/* The graph hash of a fused spec the model kind builds: the fused kind's own
+ * parse, so the artifact's signature is the one its replay computes. 0, or
+ * < 0 when spec is NULL or does not parse (the fused validator's refusal). */
+int model_fused_graph_hash(const json_t *spec, char *ret_hash)
+{
+    nv_fusedspec *fs = NULL;
+    char *ptr = NULL, *msg = NULL;
+    int r = spec ? nv_fusedspec_parse(spec, &fs, &ptr, &msg) : -ENOMEM;
+    if (r == 0)
+        nv_sha256_hex(fs->graph_text, strlen(fs->graph_text), ret_hash);
+    nv_fusedspec_free(fs);
+    free(ptr);
+    free(msg);
+    return r;
+}
+
 /* The fused job and its case: the judged dtype of a fused node is its own
  * dtype when intermediate_dtype is the case dtype (worker/kinds/fused/report.c),
  * the dtype the model judged the op in. */
@@ -137,15 +153,7 @@ static json_t *fused_manifest(mcase *c, int k, const model_sub *ls, const char *
     json_t *spec = json_pack("{s:s, s:O, s:[s], s:[s], s:I, s:s}", "kind", "fused", "graph", graph,
                              "dtypes", dn, "inputs", "normal", "seed", (json_int_t)c->j->s->seed,
                              "intermediate_dtype", dn);
-    nv_fusedspec *fs = NULL;
-    char *ptr = NULL, *msg = NULL;
-    int r = spec ? nv_fusedspec_parse(spec, &fs, &ptr, &msg) : -ENOMEM;
-    if (r == 0)
-        nv_sha256_hex(fs->graph_text, strlen(fs->graph_text), ret_hash);
-    nv_fusedspec_free(fs);
-    free(ptr);
-    free(msg);
-    if (r < 0) {
+    if (model_fused_graph_hash(spec, ret_hash) < 0) {
         json_decref(spec);
         return NULL;
     }

@@ -110,6 +110,10 @@ int model_report_failure(mcase *c, int k);
  * the tolerance. 0, NV_E_* or -ENOMEM (artifact.c). */
 int model_judge_op(const mcase *c, int k, nv_tensor *const *in, nv_dtype dt, nv_tolerance *tol,
                    nv_compare_result *cmp, char cls[48]);
+/* The graph hash of a fused spec the model kind writes, by the fused kind's
+ * own parse; 0 or < 0 (artifact_graph.c). */
+int model_fused_graph_hash(const json_t *spec, char *ret_hash);
+
 /* A tolerance as an artifact's manifest holds it; NULL on ENOMEM (artifact.c). */
 json_t *model_tolerance_json(const nv_tolerance *tol);
 /* "localized" {state, reason} on the case JSON. 0 or -ENOMEM (artifact.c). */
