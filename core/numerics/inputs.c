@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "normal_mvec.h"
 #include "rng.h"
 
 static const char *const class_names[NV_IN_COUNT] = {
@@ -174,13 +175,19 @@ static void gen_normal_n(gen *g, double *out, int64_t count)
         return;
     }
     bool plain32 = g->rq.dtype == NV_DT_FP32 && g->lo == -INFINITY && g->hi == INFINITY;
+    bool vec = plain32 && nvi_normal_mvec_ready();
     double scale = g->di->is_float ? 1 : 16;
     for (; k < count && r->avail > 0; k++)
         out[k] = gen_normal(g);
+    uint8_t und[NV_RNG_BATCH];
     for (; count - k >= NV_RNG_BATCH; k += NV_RNG_BATCH) {
         nv_rng_refill(r);
         r->avail = 0;
+        if (vec)
+            nvi_normal_f32_batch(r->buf, NV_RNG_BATCH, out + k, und);
         for (int j = 0; j < NV_RNG_BATCH; j++) {
+            if (vec && !und[j])
+                continue;
             const uint32_t *w = r->buf + 4 * j;
             uint64_t a = (uint64_t)w[0] << 32 | w[1], b = (uint64_t)w[2] << 32 | w[3];
             /* nv_rng_normal's expression, term for term. */
