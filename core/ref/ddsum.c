@@ -294,9 +294,9 @@ void nv_xacc_add(nv_xacc *a, double x)
  * Exact, so the accumulator holds the value n nv_xacc_add calls give it. */
 #define BIN_FLUSH 1023
 
-static void bins_flush(nv_xacc *a, int64_t *bin)
+static void bins_flush(nv_xacc *a, int64_t *bin, int lo, int hi)
 {
-    for (int be = 1; be < 2047; be++) {
+    for (int be = lo; be <= hi; be++) {
         int64_t v = bin[be];
         if (v == 0)
             continue;
@@ -319,7 +319,7 @@ void nv_xacc_add_n(nv_xacc *a, const double *x, int64_t n)
         return;
     }
     int64_t bin[2048] = {0};
-    int pend = 0;
+    int pend = 0, lo = 2047, hi = 0; /* the fields written since the last flush */
     for (int64_t i = 0; i < n; i++) {
         uint64_t u;
         memcpy(&u, &x[i], sizeof u);
@@ -329,14 +329,19 @@ void nv_xacc_add_n(nv_xacc *a, const double *x, int64_t n)
             continue;
         }
         uint64_t m = (u & ((UINT64_C(1) << 52) - 1)) | (be ? UINT64_C(1) << 52 : 0);
-        bin[be ? be : 1] += u >> 63 ? -(int64_t)m : (int64_t)m;
+        be = be ? be : 1;
+        bin[be] += u >> 63 ? -(int64_t)m : (int64_t)m;
+        lo = be < lo ? be : lo;
+        hi = be > hi ? be : hi;
         a->n++;
         if (++pend == BIN_FLUSH) {
-            bins_flush(a, bin);
+            bins_flush(a, bin, lo, hi);
             pend = 0;
+            lo = 2047;
+            hi = 0;
         }
     }
-    bins_flush(a, bin);
+    bins_flush(a, bin, lo, hi);
 }
 
 /* x y exactly: TwoProduct where neither the product overflows nor its error term
