@@ -14,7 +14,7 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 printf '{"kind": "op", "op": "exp", "dtypes": ["fp32"], "shapes": [[%s]], "inputs": ["normal"], "seed": 1}\n' "$N" >"$T/exp.json"
 printf '{"kind": "op", "op": "sum", "dtypes": ["fp32"], "shapes": [[%s]], "inputs": ["normal"], "seed": 1}\n' "$N" >"$T/sum.json"
-echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); mode: emu exact (round to nearest even), the op's default tolerance (ulp)"
 run() { # label job backend threads
     /usr/bin/time -f "%e %U %M" -o "$T/time" "$W" run "$2" --backend "$3" --threads "$4" >"$T/out.json"
     rc=$?

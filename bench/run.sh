@@ -30,6 +30,7 @@ status=0
 
 run() { # name command...
     echo "==== $1"
+    echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), machine: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) CPUs), load average $(cut -d' ' -f1-3 /proc/loadavg)"
     shift
     "$@" || { echo "==== failed (exit $?): $*"; status=1; }
 }

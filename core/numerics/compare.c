@@ -615,3 +615,50 @@ int nv_compare_elem(const nv_compare_input *in, int64_t k, const nv_tolerance *t
     ret->mismatch = !pass || sign;
     return 0;
 }
+
+/* nv_compare_elem for elements [k0, k0 + n): chunks of ordinary passing pairs
+ * through the vector kernel (its per-element errors are the scalar rule's bit
+ * for bit: compare_vec.c), every other element through nv_compare_elem. In
+ * such a chunk every pair is finite, nonzero and passing, so the overflow
+ * stand-in leaves got as it is, no zero's sign is judged and no element is a
+ * mismatch: nv_compare_elem's outputs exactly. */
+int nv_compare_elems(const nv_compare_input *in, int64_t k0, int64_t n, const nv_tolerance *tol,
+                     nv_compare_elem_out *ret)
+{
+    const nv_dtype_info *di = in && tol ? nv_dtype_get(in->dtype) : NULL;
+    if (!di || k0 < 0 || n < 0 || n > in->n - k0 || tol->metric == NV_TOL_BOUND || in->peak)
+        return -EINVAL;
+    int64_t k = 0;
+    if (di->is_float && di->mant_bits <= 23) {
+        nvc_vec_args va = {.got = in->got,
+                           .hi = in->exact,
+                           .lo = in->exact_lo,
+                           .max_finite = di->max_finite,
+                           .atol = tol->atol,
+                           .rtol = tol->rtol,
+                           .max_ulp = tol->max_ulp,
+                           .emin = di->emin,
+                           .mant_bits = di->mant_bits,
+                           .allclose = tol->metric == NV_TOL_ALLCLOSE};
+        static _Thread_local nvc_vec_out vo;
+        for (; k + NVC_VEC_CHUNK <= n; k += NVC_VEC_CHUNK) {
+            if (!nvc_chunk_vec(&va, k0 + k, NVC_VEC_CHUNK, &vo)) {
+                for (int j = 0; j < NVC_VEC_CHUNK; j++)
+                    if (nv_compare_elem(in, k0 + k + j, tol, &ret[k + j]) < 0)
+                        return -EINVAL;
+                continue;
+            }
+            for (int j = 0; j < NVC_VEC_CHUNK; j++) {
+                int64_t i = k0 + k + j;
+                ret[k + j] = (nv_compare_elem_out){.finite = true,
+                                                   .ulp_err = vo.ue[j],
+                                                   .exact = in->exact[i],
+                                                   .exact_lo = in->exact_lo ? in->exact_lo[i] : 0};
+            }
+        }
+    }
+    for (; k < n; k++)
+        if (nv_compare_elem(in, k0 + k, tol, &ret[k]) < 0)
+            return -EINVAL;
+    return 0;
+}

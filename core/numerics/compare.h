@@ -153,6 +153,10 @@ typedef struct nv_compare_elem_out {
 } nv_compare_elem_out;
 int nv_compare_elem(const nv_compare_input *in, int64_t k, const nv_tolerance *tol,
                     nv_compare_elem_out *ret);
+/* Elements k0 .. k0 + n - 1 into ret[0 .. n): nv_compare_elem's outputs, the
+ * ordinary ones by the vector kernel. Returns 0 or -EINVAL as nv_compare_elem. */
+int nv_compare_elems(const nv_compare_input *in, int64_t k0, int64_t n, const nv_tolerance *tol,
+                     nv_compare_elem_out *ret);
 
 /* Same metrics for fp32 pairs where ref is the exact value as fp32 (benchmarks,
  * bulk tensors): the single-pass, vectorisable kernel. Metric "bound" is -EINVAL

@@ -441,7 +441,15 @@ double nv_dtype_decode(nv_dtype dt, uint64_t bits, bool daz)
     case NV_DT_TF32:
         /* The low 13 fraction bits of the container are not part of the value. */
         return decode_binary(&fmts[dt], (bits & 0xffffffffu) >> 13, daz);
-    case NV_DT_FP32:
+    case NV_DT_FP32: {
+        /* A normal value (the exhaustive and sweep classes decode billions):
+         * decode_binary's last step with fp32's constants. */
+        uint64_t field = (bits >> 23) & 0xff;
+        if (field != 0 && field != 0xff)
+            return bitsd((bits >> 31 & 1) << 63 | (field - 127 + 1023) << 52 |
+                         (bits & 0x7fffff) << 29);
+        return decode_binary(&fmts[dt], bits, daz);
+    }
     case NV_DT_BF16:
     case NV_DT_FP16:
     case NV_DT_FP8_E4M3:

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "normal_mvec.h"
 #include "rng.h"
 
 static const char *const class_names[NV_IN_COUNT] = {
@@ -174,13 +175,19 @@ static void gen_normal_n(gen *g, double *out, int64_t count)
         return;
     }
     bool plain32 = g->rq.dtype == NV_DT_FP32 && g->lo == -INFINITY && g->hi == INFINITY;
+    bool vec = plain32 && nvi_normal_mvec_ready();
     double scale = g->di->is_float ? 1 : 16;
     for (; k < count && r->avail > 0; k++)
         out[k] = gen_normal(g);
+    uint8_t und[NV_RNG_BATCH];
     for (; count - k >= NV_RNG_BATCH; k += NV_RNG_BATCH) {
         nv_rng_refill(r);
         r->avail = 0;
+        if (vec)
+            nvi_normal_f32_batch(r->buf, NV_RNG_BATCH, out + k, und);
         for (int j = 0; j < NV_RNG_BATCH; j++) {
+            if (vec && !und[j])
+                continue;
             const uint32_t *w = r->buf + 4 * j;
             uint64_t a = (uint64_t)w[0] << 32 | w[1], b = (uint64_t)w[2] << 32 | w[3];
             /* nv_rng_normal's expression, term for term. */
@@ -553,11 +560,18 @@ static void gen_sweep_stride(gen *g, const ordinals *o, double *out, int64_t cou
     int64_t n = g->n;
     int t = g->rq.tensor_index > 0 ? g->rq.tensor_index : 0;
     int64_t rot = n > 1 ? ((int64_t)((double)n * 0.381966 * t) | 1) % n : 0;
-    uint64_t step = (uint64_t)sw->stride % span;
+    uint64_t step = (uint64_t)sw->stride % span, off = 0, prev = 0;
     for (int64_t q = 0; q < count; q++) {
         int64_t i = g->pos + q;
         uint64_t p = (uint64_t)(t > 0 ? (i + rot) % n : i);
-        uint64_t off = (uint64_t)(((u128)p * step) % span); /* p * step may pass 2^64 */
+        /* (p step) mod span, from the previous element's when p follows it:
+         * both terms are below span, so one subtraction reduces the sum
+         * (taken before the add, which could pass 2^64). */
+        if (q > 0 && p == prev + 1)
+            off = off >= span - step ? off - (span - step) : off + step;
+        else
+            off = (uint64_t)(((u128)p * step) % span); /* p * step may pass 2^64 */
+        prev = p;
         int64_t k = first + (int64_t)off;
         out[q] = ordinal_value(g, o, (uint64_t)(k < 0 ? -k - 1 : k), k < 0);
     }
@@ -602,15 +616,16 @@ static int gen_exhaustive(gen *g, double *out, int64_t count)
     if (g->di->bits > EXHAUSTIVE_MAX_BITS && !(exhaustive_fp32(g->rq.dtype, g->n) &&
                                                g->rq.tensor_index == 0))
         return -EINVAL;
-    uint64_t B = (uint64_t)1 << g->di->bits;
+    int bits = g->di->bits;
+    uint64_t mask = ((uint64_t)1 << bits) - 1; /* B - 1: B is a power of two */
     int t = g->rq.tensor_index > 0 ? g->rq.tensor_index % 4 : 0;
     for (int64_t k = 0; k < count; k++) {
-        uint64_t u = (uint64_t)(g->pos + k), e = u % B;
+        uint64_t u = (uint64_t)(g->pos + k), e = u & mask;
         if (t > 0) {
             uint64_t q = u;
             for (int a = 0; a < t; a++)
-                q /= B;
-            e = (q + G[t] * e) % B;
+                q >>= bits;
+            e = (q + G[t] * e) & mask;
         }
         out[k] = nv_dtype_decode(g->rq.dtype, e, false);
     }

@@ -286,6 +286,64 @@ void nv_xacc_add(nv_xacc *a, double x)
     xacc_put(a, x, 0);
 }
 
+/* Bins by exponent field (Malcolm's idea, as in Neal's "small
+ * superaccumulator", arXiv:1505.05571): a finite double with field be is an
+ * integer m < 2^53 times 2^(max(be, 1) - 1075), so the signed m of one field
+ * add exactly in an int64; 1023 of them stay below 2^63. Each bin then goes
+ * into the long accumulator as two digits' worth (xacc_put_m takes m < 2^53).
+ * Exact, so the accumulator holds the value n nv_xacc_add calls give it. */
+#define BIN_FLUSH 1023
+
+static void bins_flush(nv_xacc *a, int64_t *bin, int lo, int hi)
+{
+    for (int be = lo; be <= hi; be++) {
+        int64_t v = bin[be];
+        if (v == 0)
+            continue;
+        bin[be] = 0;
+        bool neg = v < 0;
+        uint64_t m = neg ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+        int pos = be - 1075 - NV_XACC_LSB;
+        if (m & DIGIT_MASK)
+            xacc_put_m(a, m & DIGIT_MASK, pos, neg);
+        if (m >> 32)
+            xacc_put_m(a, m >> 32, pos + 32, neg);
+    }
+}
+
+void nv_xacc_add_n(nv_xacc *a, const double *x, int64_t n)
+{
+    if (n < 256) {
+        for (int64_t i = 0; i < n; i++)
+            nv_xacc_add(a, x[i]);
+        return;
+    }
+    int64_t bin[2048] = {0};
+    int pend = 0, lo = 2047, hi = 0; /* the fields written since the last flush */
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t u;
+        memcpy(&u, &x[i], sizeof u);
+        int be = (int)((u >> 52) & 0x7ff);
+        if (be == 0x7ff) {
+            nv_xacc_add(a, x[i]); /* NaN, Inf: counted there (and in a->n) */
+            continue;
+        }
+        uint64_t m = (u & ((UINT64_C(1) << 52) - 1)) | (be ? UINT64_C(1) << 52 : 0);
+        be = be ? be : 1;
+        bin[be] += u >> 63 ? -(int64_t)m : (int64_t)m;
+        lo = be < lo ? be : lo;
+        hi = be > hi ? be : hi;
+        a->n++;
+        if (++pend == BIN_FLUSH) {
+            bins_flush(a, bin, lo, hi);
+            pend = 0;
+            lo = 2047;
+            hi = 0;
+        }
+    }
+    bins_flush(a, bin, lo, hi);
+}
+
 /* x y exactly: TwoProduct where neither the product overflows nor its error term
  * underflows (|x y| >= 2^-969); otherwise both factors are scaled to [0.5, 1) by
  * frexp (exact), their TwoProduct is exact there, and the halves are added with
@@ -467,8 +525,11 @@ void nv_dd_sum(const double *x, int64_t n, int64_t stride, double *ret_hi, doubl
     assert(n >= 0 && (x || n == 0) && ret_hi && ret_lo);
     nv_xacc a;
     nv_xacc_init(&a);
-    for (int64_t i = 0; i < n; i++)
-        nv_xacc_add(&a, x[i * stride]);
+    if (stride == 1)
+        nv_xacc_add_n(&a, x, n);
+    else
+        for (int64_t i = 0; i < n; i++)
+            nv_xacc_add(&a, x[i * stride]);
     nv_xacc_get(&a, ret_hi, ret_lo);
     if (ret_abs_sum)
         *ret_abs_sum = abs_sum(x, n, stride);

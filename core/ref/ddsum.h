@@ -80,6 +80,9 @@ typedef struct nv_xacc {
 
 void nv_xacc_init(nv_xacc *a);
 void nv_xacc_add(nv_xacc *a, double x);                /* exact for every finite x */
+/* x[0..n) as n nv_xacc_add calls would add them (the same exact value and
+ * counts), faster for large n: ddsum.c's exponent bins. */
+void nv_xacc_add_n(nv_xacc *a, const double *x, int64_t n);
 void nv_xacc_add_prod(nv_xacc *a, double x, double y); /* exact for every finite x, y */
 /* The exact sum rounded as described above. Does not modify the value held (the
  * accumulator can keep going). */

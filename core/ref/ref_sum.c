@@ -41,10 +41,9 @@ int nvo_sum_exact_rd(const nvo_rd *rd, double *ret_hi, double *ret_lo, nv_mag *r
         const double *v = nvo_rd_piece(rd, k0, &m);
         if (!v)
             return NV_E_INVALID;
-        for (int64_t i = 0; i < m; i++) {
-            nv_xacc_add(&a, v[i]);
+        nv_xacc_add_n(&a, v, m);
+        for (int64_t i = 0; i < m; i++)
             s += fabs(v[i]);
-        }
     }
     nv_xacc_get(&a, ret_hi, ret_lo);
     if (!ret_abs)

@@ -682,6 +682,14 @@ RM_INLINE double round_one(nv_fn f, double x, nv_dtype dt, const nv_dtype_info *
     return rm_mpfr_round(f, x, 0, dt, m->rounding);
 }
 
+/* round_one with f not known at compile time: the elements the vector
+ * values leave undecided (a few in 2^19 for fp32 targets). */
+static double round_one_any(nv_fn f, double x, nv_dtype dt, const nv_dtype_info *in,
+                            const nv_round_mode *m)
+{
+    return round_one(f, x, dt, in, m);
+}
+
 #define ROUND_N_CASE(F)                                                                            \
     case F:                                                                                        \
         if (batch) {                                                                               \
@@ -708,9 +716,22 @@ void nv_ref_round_n(nv_fn f, const double *x, int64_t n, nv_dtype dt, nv_roundin
                        false};
     const nv_dtype_info *in = fast_target(dt);
     rm_batch bt;
-    bool batch = m.rounding == NV_ROUND_NEAREST_EVEN && rm_batch_setup(f, in, true, &bt);
     double v[BATCH_N];
     uint8_t und[BATCH_N];
+    /* Fewer than a vector's four lanes take the scalar path: nv_ref_round,
+     * one element, stays the independent path the batch is tested against. */
+    if (n >= 4 && m.rounding == NV_ROUND_NEAREST_EVEN && rm_mvec_setup(f, in, &bt)) {
+        for (int64_t i0 = 0; i0 < n; i0 += BATCH_N) {
+            int len = n - i0 < BATCH_N ? (int)(n - i0) : BATCH_N;
+            rm_mvec_values(f, x + i0, len, v);
+            count_fast_n(rm_decide_n(&bt, x + i0, v, len, out + i0, NULL, und));
+            for (int j = 0; j < len; j++)
+                if (und[j])
+                    out[i0 + j] = round_one_any(f, x[i0 + j], dt, in, &m);
+        }
+        return;
+    }
+    bool batch = m.rounding == NV_ROUND_NEAREST_EVEN && rm_batch_setup(f, in, true, &bt);
     /* One loop per function, so that each inlines its own fast path. */
     switch (f) {
         ROUND_N_CASE(NV_FN_EXP)

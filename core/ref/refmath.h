@@ -66,6 +66,12 @@ double nv_ref_pow_round(double x, double y, nv_dtype dt, nv_rounding rounding);
  * references; the thread may compute again afterwards. */
 void nv_ref_thread_done(void);
 
+/* Whether nv_ref_round_n may take its fp64 values from glibc's vector math
+ * library (refmath_mvec.c; on by default where the library and AVX2 are
+ * present). Results are the same either way; tests and benches turn it off
+ * to compare the two paths. Not thread-safe: set it before threads start. */
+void nv_ref_vector_math(bool on);
+
 /* Counters (per process) of fast-path hits and MPFR calls, for benchmarks. */
 void nv_ref_stats(uint64_t *ret_fast, uint64_t *ret_mpfr);
 

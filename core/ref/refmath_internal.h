@@ -52,4 +52,12 @@ bool rm_batch_setup(nv_fn f, const nv_dtype_info *in, bool round, rm_batch *b);
 int rm_decide_n(const rm_batch *b, const double *x, const double *v, int n, double *out,
                 double *lo_out, uint8_t *undecided);
 
+/* The vector values of refmath_mvec.c for nv_ref_round_n under nearest even:
+ * whether f has them here (libmvec present, AVX2, the FP environment at its
+ * default) into target in, with the decision's parameters into *b; then
+ * v[k] = f(x[k]) for k < len, within b->eps relative where the decision
+ * reads them (its range and domain test). */
+bool rm_mvec_setup(nv_fn f, const nv_dtype_info *in, rm_batch *b);
+void rm_mvec_values(nv_fn f, const double *x, int len, double *v);
+
 #endif

@@ -91,6 +91,22 @@ int main(void)
                    "%.17g ulp, mean %.17g)",
                    nv_dtype_name(dts[d]), names[m], (long long)whole.mismatches, whole.max_ulp,
                    whole.mean_ulp);
+            /* nv_compare_elems (vector chunks) against nv_compare_elem, from an
+             * offset that puts the chunks off the arrays' 256-element grid. */
+            static nv_compare_elem_out outs[N];
+            int64_t k0 = 37, bad = 0, vec_like = 0;
+            ok = nv_compare_elems(&in, k0, N - k0, &t, outs) == 0;
+            for (int64_t k = k0; ok && k < N; k++) {
+                nv_compare_elem_out o, *e = &outs[k - k0];
+                ok = nv_compare_elem(&in, k, &t, &o) == 0;
+                bad += o.finite != e->finite || o.mismatch != e->mismatch ||
+                       !cf_same(o.ulp_err, e->ulp_err) || !cf_same(o.exact, e->exact) ||
+                       !cf_same(o.exact_lo, e->exact_lo);
+                vec_like += o.finite && !o.mismatch;
+            }
+            tap_ok(ok && bad == 0 && vec_like > N / 2,
+                   "%s, %s: nv_compare_elems = nv_compare_elem on %lld elements (%lld differ)",
+                   nv_dtype_name(dts[d]), names[m], (long long)(N - k0), (long long)bad);
         }
     }
     return tap_done();

@@ -1,6 +1,7 @@
 /* ddsum: error-free transformations and exact sums, checked against MPFR sums at
  * a precision wide enough to hold every double exactly (the independent oracle). */
 #include <mpfr.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -237,8 +238,91 @@ static void test_dd_acc(void)
     tap_ok(ok, "dd accumulator within the Sum2 error bound");
 }
 
+/* nv_xacc_add_n (exponent bins) against nv_xacc_add one by one: the same
+ * value (as a pair, in MPFR and as a magnitude), specials and counts, on arrays
+ * past the bins' flush length with every kind of double: both signs, the whole
+ * exponent range, subnormals, zeros of both signs, exact cancellations (a bin
+ * that sums to zero), runs of one exponent (a bin near its int64 limit: 1023
+ * significands near 2^53), NaN and infinities. */
+static uint64_t xs = 0x6A09E667F3BCC909ull;
+static uint64_t xnext(void)
+{
+    xs ^= xs << 13;
+    xs ^= xs >> 7;
+    xs ^= xs << 17;
+    return xs;
+}
+
+static double xrand(int kind)
+{
+    uint64_t u = xnext();
+    switch (kind) {
+    case 0: /* any finite double */
+        u &= ~(UINT64_C(0x7ff) << 52) | ((u >> 52) % 2047) << 52;
+        break;
+    case 1: /* subnormal or zero */
+        u &= UINT64_C(0x800fffffffffffff) >> (xnext() % 2 ? 0 : 40);
+        break;
+    case 2: /* one binade, full significands */
+        u = (u & UINT64_C(0x800fffffffffffff)) | UINT64_C(0x3ff) << 52 | UINT64_C(0xfffff) << 32;
+        break;
+    default: { /* special */
+        static const double sp[] = {NAN, INFINITY, -INFINITY, -0.0, 0.0};
+        return sp[xnext() % 5];
+    }
+    }
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+
+static void test_add_n(void)
+{
+    enum { N = 9000 };
+    static double x[N];
+    int bad = 0, runs = 0;
+    for (int rep = 0; rep < 60; rep++, runs++) {
+        int n = 200 + (int)(xnext() % (N - 200));
+        int mode = rep % 6;
+        for (int i = 0; i < n; i++) {
+            int kind = mode == 0 ? 0 : mode == 1 ? (xnext() % 3 ? 2 : 0) : mode == 2 ? 2
+                       : mode == 3 ? (xnext() % 4 == 0 ? 1 : 0) : mode == 4 ? (xnext() % 50 ? 0 : 3)
+                                                            : 2;
+            x[i] = xrand(kind);
+        }
+        if (mode == 5) /* exact cancellation: the second half negates the first */
+            for (int i = n / 2; i < n; i++)
+                x[i] = -x[i - n / 2];
+        if (rep % 12 == 11) /* one sign, one binade: a bin fills towards 2^63 */
+            for (int i = 0; i < n; i++)
+                x[i] = fabs(xrand(2));
+        nv_xacc a, b;
+        nv_xacc_init(&a);
+        nv_xacc_init(&b);
+        for (int i = 0; i < n; i++)
+            nv_xacc_add(&a, x[i]);
+        nv_xacc_add_n(&b, x, n);
+        double ah, al, bh, bl;
+        nv_xacc_get(&a, &ah, &al);
+        nv_xacc_get(&b, &bh, &bl);
+        mpfr_t ma, mb;
+        mpfr_inits2(64, ma, mb, (mpfr_ptr)0);
+        nv_xacc_get_mpfr(&a, ma);
+        nv_xacc_get_mpfr(&b, mb);
+        nv_mag ga = nv_xacc_get_mag(&a), gb = nv_xacc_get_mag(&b);
+        bool same_mp = (mpfr_nan_p(ma) && mpfr_nan_p(mb)) || mpfr_equal_p(ma, mb);
+        bad += memcmp(&ah, &bh, 8) != 0 || memcmp(&al, &bl, 8) != 0 || !same_mp ||
+               nv_mag_cmp(ga, gb) != 0 || a.n != b.n || a.n_nan != b.n_nan ||
+               a.n_pinf != b.n_pinf || a.n_ninf != b.n_ninf;
+        mpfr_clears(ma, mb, (mpfr_ptr)0);
+    }
+    tap_ok(bad == 0, "nv_xacc_add_n = nv_xacc_add one by one on %d arrays of 200..9000 doubles "
+           "(%d differ)", runs, bad);
+}
+
 int main(void)
 {
+    test_add_n();
     test_eft();
     test_exact_sum();
     test_exact_dot();

@@ -428,6 +428,8 @@ static void test_offset(void)
     tap_ok(small, "offset: per-channel parameters get normal values");
 }
 
+__extension__ typedef unsigned __int128 u128;
+
 static void sweep_at(nv_dtype dt, int64_t stride, double from, double to, double *out, int64_t n)
 {
     nv_input_request rq = {.dtype = dt, .target = dt, .cls = NV_IN_SWEEP, .seed = 7,
@@ -465,6 +467,21 @@ static void test_sweep_stride(void)
     sweep_at(NV_DT_BF16, 1, 1e300, 1e301, v, 2);
     tap_ok(ok && isfinite(v[0]) && v[0] == v[1],
            "sweep bounds round inward (bf16 [1.001, 1.02]: 1 + 2^-7, 1 + 2^-6), clipped to max");
+    /* fp64 over [-max, max]: 2 * 0x7ff0000000000000 signed ordinals, a stride
+     * just below that span, so (i stride) mod span passes 2^64 before its
+     * reduction; the ordinal from the value's bits (-k - 1 for -x). */
+    const uint64_t cnt = UINT64_C(0x7ff0000000000000), sp64 = 2 * cnt;
+    const uint64_t st = sp64 - 3;
+    sweep_at(NV_DT_FP64, (int64_t)(st >> 1), -DBL_MAX, DBL_MAX, v, M); /* stride a signed int64 */
+    ok = true;
+    for (int i = 0; i < M; i++) {
+        uint64_t b;
+        memcpy(&b, &v[i], sizeof b);
+        int64_t k = b >> 63 ? -(int64_t)(b & ~(UINT64_C(1) << 63)) - 1 : (int64_t)b;
+        uint64_t off = (uint64_t)(((u128)i * (st >> 1)) % sp64);
+        ok = ok && k == -(int64_t)cnt + (int64_t)off;
+    }
+    tap_ok(ok, "sweep fp64 at stride 2^63 - 2 over [-max, max]: ordinal -count + (i stride mod span)");
 }
 
 static int cmp_double(const void *x, const void *y)

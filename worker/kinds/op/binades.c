@@ -27,6 +27,8 @@ void nvw_binades_init(nvw_binades *b, nv_dtype in_dt)
     b->in_dt = in_dt;
 }
 
+/* A normal x of the dtype is a normal double: its exponent field less the
+ * bias is ilogb(x). */
 static int bin_of(const nv_dtype_info *di, double x)
 {
     if (isnan(x))
@@ -37,7 +39,9 @@ static int bin_of(const nv_dtype_info *di, double x)
         return B_ZERO;
     if (fabs(x) < di->min_normal)
         return B_SUB;
-    return B_EXP0 + ilogb(x) - EXP_LO;
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    return B_EXP0 + (int)((u >> 52) & 0x7ff) - 1023 - EXP_LO;
 }
 
 /* The total order of elements: larger error first, then encoding, then index. */
@@ -79,11 +83,16 @@ int nvw_binades_add(nvw_binades *b, const nv_compare_input *ci, const nv_toleran
     const nv_dtype_info *di = nv_dtype_get(b->in_dt);
     nv_round_mode rne = {0};
     bool fp32 = b->in_dt == NV_DT_FP32;
+    enum { CHUNK = 1024 };
+    nv_compare_elem_out outs[CHUNK];
     for (int64_t k = 0; k < ci->n; k++) {
-        nv_compare_elem_out o;
-        int r = nv_compare_elem(ci, k, tol, &o);
-        if (r < 0)
-            return r;
+        if (k % CHUNK == 0) {
+            int64_t m = ci->n - k < CHUNK ? ci->n - k : CHUNK;
+            int r = nv_compare_elems(ci, k, m, tol, outs);
+            if (r < 0)
+                return r;
+        }
+        const nv_compare_elem_out o = outs[k % CHUNK];
         double x = in[k];
         nvw_bin *bn = &b->bin[signbit(x) ? 1 : 0][bin_of(di, x)];
         bn->count++;
