@@ -27,23 +27,6 @@ void nvw_binades_init(nvw_binades *b, nv_dtype in_dt)
     b->in_dt = in_dt;
 }
 
-/* A normal x of the dtype is a normal double: its exponent field less the
- * bias is ilogb(x). */
-static int bin_of(const nv_dtype_info *di, double x)
-{
-    if (isnan(x))
-        return B_NAN;
-    if (isinf(x))
-        return B_INF;
-    if (x == 0)
-        return B_ZERO;
-    if (fabs(x) < di->min_normal)
-        return B_SUB;
-    uint64_t u;
-    memcpy(&u, &x, sizeof u);
-    return B_EXP0 + (int)((u >> 52) & 0x7ff) - 1023 - EXP_LO;
-}
-
 /* The total order of elements: larger error first, then encoding, then index. */
 static bool worse(double ue, uint64_t enc, int64_t i, const nvw_worst *w)
 {
@@ -77,49 +60,77 @@ static void bin_worst(nvw_bin *bn, double ue, uint64_t enc, int64_t i)
     }
 }
 
+/* bin_of from the bits, for a value x of the dtype: its double exponent field
+ * f is below 1023 + emin exactly when |x| < min_normal = 2^emin. */
+static inline int bin_of_bits(uint64_t u, int field_min)
+{
+    int f = (int)((u >> 52) & 0x7ff);
+    if (f == 0x7ff)
+        return u << 12 ? B_NAN : B_INF;
+    if ((u << 1) == 0)
+        return B_ZERO;
+    if (f < field_min)
+        return B_SUB;
+    return B_EXP0 + f - 1023 - EXP_LO;
+}
+
+/* The list's entry threshold: an element enters it when its error is at
+ * least this (any error while the list is not full). */
+static double list_threshold(const nvw_binades *b)
+{
+    return b->n_worst < NVW_WORST ? -INFINITY : b->worst[NVW_WORST - 1].ulp_err;
+}
+
 int nvw_binades_add(nvw_binades *b, const nv_compare_input *ci, const nv_tolerance *tol,
                     const double *in, int64_t base)
 {
     const nv_dtype_info *di = nv_dtype_get(b->in_dt);
     nv_round_mode rne = {0};
     bool fp32 = b->in_dt == NV_DT_FP32;
+    int field_min = 1023 + di->emin;
     enum { CHUNK = 1024 };
     nv_compare_elem_out outs[CHUNK];
-    for (int64_t k = 0; k < ci->n; k++) {
-        if (k % CHUNK == 0) {
-            int64_t m = ci->n - k < CHUNK ? ci->n - k : CHUNK;
-            int r = nv_compare_elems(ci, k, m, tol, outs);
-            if (r < 0)
-                return r;
+    double thr = list_threshold(b);
+    for (int64_t k0 = 0; k0 < ci->n; k0 += CHUNK) {
+        int64_t m = ci->n - k0 < CHUNK ? ci->n - k0 : CHUNK;
+        int r = nv_compare_elems(ci, k0, m, tol, outs);
+        if (r < 0)
+            return r;
+        for (int64_t j = 0; j < m; j++) {
+            const nv_compare_elem_out *o = &outs[j];
+            int64_t k = k0 + j;
+            double x = in[k];
+            uint64_t u;
+            memcpy(&u, &x, sizeof u);
+            nvw_bin *bn = &b->bin[u >> 63][bin_of_bits(u, field_min)];
+            bn->count++;
+            bn->mismatches += o->mismatch;
+            if (!o->finite)
+                continue;
+            /* Most elements are better than their binade's worst and the
+             * list's last: those need no encoding. */
+            double ue = o->ulp_err;
+            bool list = ue >= thr;
+            if (bn->has_worst && ue < bn->max_ulp && !list)
+                continue;
+            uint64_t enc;
+            if (fp32) {
+                float f = (float)x;
+                uint32_t e32;
+                memcpy(&e32, &f, sizeof e32);
+                enc = e32;
+            } else {
+                enc = nv_dtype_encode(b->in_dt, x, &rne, 0); /* x is of the dtype: exact */
+            }
+            bin_worst(bn, ue, enc, base + k);
+            if (!list)
+                continue;
+            nvw_worst w = {.enc = enc, .index = base + k, .in = x, .got = ci->got[k],
+                           .exact = o->exact_lo != 0 ? o->exact + o->exact_lo : o->exact,
+                           .ulp_err = ue};
+            worst_insert(b, &w);
+            thr = list_threshold(b);
         }
-        const nv_compare_elem_out o = outs[k % CHUNK];
-        double x = in[k];
-        nvw_bin *bn = &b->bin[signbit(x) ? 1 : 0][bin_of(di, x)];
-        bn->count++;
-        bn->mismatches += o.mismatch;
-        if (!o.finite)
-            continue;
-        /* Most elements are better than their binade's worst and the list's
-         * last: those need no encoding. */
-        bool list = b->n_worst < NVW_WORST || o.ulp_err >= b->worst[NVW_WORST - 1].ulp_err;
-        if (bn->has_worst && o.ulp_err < bn->max_ulp && !list)
-            continue;
-        uint64_t enc;
-        if (fp32) {
-            float f = (float)x;
-            uint32_t u;
-            memcpy(&u, &f, sizeof u);
-            enc = u;
-        } else {
-            enc = nv_dtype_encode(b->in_dt, x, &rne, 0); /* x is of the dtype: exact */
-        }
-        bin_worst(bn, o.ulp_err, enc, base + k);
-        if (!list)
-            continue;
-        nvw_worst w = {.enc = enc, .index = base + k, .in = x, .got = ci->got[k],
-                       .exact = o.exact_lo != 0 ? o.exact + o.exact_lo : o.exact,
-                       .ulp_err = o.ulp_err};
-        worst_insert(b, &w);
     }
     return 0;
 }
