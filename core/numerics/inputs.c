@@ -752,6 +752,30 @@ int nv_inputs_stream_next(nv_input_stream *s, double *out, int64_t count)
     return gen_next(&s->g, out, count);
 }
 
+/* Classes whose element i is a function of i alone: "normal" reads one
+ * Philox block per value (nv_rng_normal's four words, then fit, a function of
+ * the value), so value i is block i; "exhaustive" and "sweep" read the
+ * position only (sweep's param form draws normals). Index and scale roles and
+ * every other class draw a varying number of words. */
+bool nv_inputs_stream_seekable(const nv_input_stream *s)
+{
+    const nv_input_request *rq = &s->g.rq;
+    if (rq->domain.role != NV_INPUT_VALUES)
+        return false;
+    return rq->cls == NV_IN_NORMAL || rq->cls == NV_IN_EXHAUSTIVE || rq->cls == NV_IN_SWEEP;
+}
+
+int nv_inputs_stream_seek(nv_input_stream *s, int64_t pos)
+{
+    if (!s || !nv_inputs_stream_seekable(s) || pos < 0 || pos > s->g.n)
+        return -EINVAL;
+    s->g.pos = pos;
+    s->g.rng.ctr[0] = (uint32_t)pos; /* block pos of the stream: nv_rng_init's counter */
+    s->g.rng.ctr[1] = (uint32_t)((uint64_t)pos >> 32);
+    s->g.rng.avail = 0;
+    return 0;
+}
+
 int nv_inputs_generate(const nv_input_request *rq, double *out, int64_t n)
 {
     assert(out || n <= 0);

@@ -135,6 +135,14 @@ int nv_inputs_stream_init(nv_input_stream *s, const nv_input_request *rq, int64_
  * runs past the tensor's n elements. */
 int nv_inputs_stream_next(nv_input_stream *s, double *out, int64_t count);
 
+/* Whether the stream's values are a function of the element index alone
+ * (inputs.c says which), so that it can start anywhere: after
+ * nv_inputs_stream_seek(s, pos), nv_inputs_stream_next writes the values of
+ * elements pos, pos + 1, ... that one pass from 0 writes. Seek returns 0, or
+ * -EINVAL for a stream that is not seekable or pos outside [0, n]. */
+bool nv_inputs_stream_seekable(const nv_input_stream *s);
+int nv_inputs_stream_seek(nv_input_stream *s, int64_t pos);
+
 /* The next representable value of dt above (dir > 0) or below (dir < 0) x, where
  * x is representable in dt; saturates at +-max_finite. */
 double nv_inputs_neighbour(nv_dtype dt, double x, int dir);

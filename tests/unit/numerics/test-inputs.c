@@ -484,6 +484,46 @@ static void test_sweep_stride(void)
     tap_ok(ok, "sweep fp64 at stride 2^63 - 2 over [-max, max]: ordinal -count + (i stride mod span)");
 }
 
+/* A seekable stream started at pos writes what one pass from 0 writes there;
+ * the classes that are not seekable say so. */
+static void test_seek(void)
+{
+    enum { M = 20000 };
+    static double whole[M], part[M];
+    struct {
+        nv_input_class cls;
+        nv_dtype dt;
+        int tensor;
+        bool bounded;
+    } cs[] = {{NV_IN_NORMAL, NV_DT_FP32, 0, false},  {NV_IN_NORMAL, NV_DT_BF16, 1, false},
+              {NV_IN_NORMAL, NV_DT_INT8, 0, false},  {NV_IN_NORMAL, NV_DT_FP32, 2, true},
+              {NV_IN_SWEEP, NV_DT_FP32, 1, false},   {NV_IN_EXHAUSTIVE, NV_DT_FP16, 1, false}};
+    int bad = 0;
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        nv_input_request rq = {.dtype = cs[c].dt, .target = cs[c].dt, .cls = cs[c].cls,
+                               .seed = 11, .case_index = 4, .tensor_index = cs[c].tensor};
+        if (cs[c].bounded)
+            rq.domain = (nv_input_domain){.bounded = true, .lo = 0.25, .hi = 3};
+        nv_inputs_generate(&rq, whole, M);
+        static const int64_t at[] = {0, 1, 7, 8, 4093, 12345, M - 3};
+        for (size_t k = 0; k < sizeof at / sizeof at[0]; k++) {
+            nv_input_stream s;
+            int64_t len = M - at[k] < 1000 ? M - at[k] : 1000;
+            bool ok = nv_inputs_stream_init(&s, &rq, M) == 0 && nv_inputs_stream_seekable(&s) &&
+                      nv_inputs_stream_seek(&s, at[k]) == 0 &&
+                      nv_inputs_stream_next(&s, part, len) == 0 &&
+                      memcmp(part, whole + at[k], (size_t)len * sizeof(double)) == 0;
+            bad += !ok;
+        }
+    }
+    nv_input_request un = {.dtype = NV_DT_FP32, .target = NV_DT_FP32, .cls = NV_IN_UNIFORM};
+    nv_input_stream s;
+    bool refused = nv_inputs_stream_init(&s, &un, M) == 0 && !nv_inputs_stream_seekable(&s) &&
+                   nv_inputs_stream_seek(&s, 5) == -EINVAL;
+    tap_ok(bad == 0 && refused, "seekable streams (normal fp32/bf16/int8/bounded, sweep, "
+           "exhaustive) from 7 positions equal one pass (%d differ); uniform is refused", bad);
+}
+
 static int cmp_double(const void *x, const void *y)
 {
     double u = *(const double *)x, w = *(const double *)y;
@@ -651,6 +691,7 @@ int main(void)
     test_offset();
     test_sweep();
     test_sweep_stride();
+    test_seek();
     test_exhaustive();
     return tap_done();
 }
