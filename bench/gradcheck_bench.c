@@ -14,7 +14,8 @@
  * takes at least MIN_BATCH_S (far above the clock's granularity, so even a
  * 1 us check measures a nonzero time), then batches until min_seconds have
  * elapsed; "seconds" is the best batch's time divided by its k (the per-check
- * time least disturbed by other processes), "reps" the checks run in all.
+ * time least disturbed by other processes), "reps" the checks run in all,
+ * "digest" a hash of the first check's reports (two builds' figures compared).
  * Usage: gradcheck_bench [min_seconds_per_config [op n mode]] (op n mode: that
  * configuration alone; a negative min_seconds -k runs exactly k checks as one
  * batch, for a profiler's instruction counts) */
@@ -68,7 +69,29 @@ static int make(const cfg *c, nv_tensor **in, int *ret_n)
 typedef struct outcome {
     bool passed;
     int64_t checked, fwd, vjp;
+    uint64_t digest; /* of every report's figures: equal builds give equal digests */
 } outcome;
+
+/* FNV-1a over the bytes of x. */
+static uint64_t mix(uint64_t h, const void *x, size_t len)
+{
+    const unsigned char *b = x;
+    for (size_t k = 0; k < len; k++)
+        h = (h ^ b[k]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t digest(uint64_t h, const nvw_grad_report *r)
+{
+    h = mix(h, &r->passed, sizeof r->passed);
+    h = mix(h, &r->checked, sizeof r->checked);
+    h = mix(h, &r->mismatches, sizeof r->mismatches);
+    h = mix(h, &r->max_abs_err, sizeof r->max_abs_err);
+    h = mix(h, &r->worst_ratio, sizeof r->worst_ratio);
+    for (int k = 0; k < r->n_bad; k++)
+        h = mix(h, &r->bad[k], sizeof r->bad[k]);
+    return h;
+}
 
 /* One check of every differentiable input. */
 static void check_once(const nvw_grad_problem *p, bool fast, outcome *ret)
@@ -78,7 +101,7 @@ static void check_once(const nvw_grad_problem *p, bool fast, outcome *ret)
         fprintf(stderr, "check failed to run\n");
         exit(2);
     }
-    outcome o = {.passed = true};
+    outcome o = {.passed = true, .digest = 0xcbf29ce484222325ull};
     for (int i = 0; i < p->n_in; i++) {
         if (!nv_op_grad_input(p->op, i))
             continue;
@@ -86,6 +109,7 @@ static void check_once(const nvw_grad_problem *p, bool fast, outcome *ret)
         o.checked += r[i].checked + st[i].checked;
         o.fwd += r[i].forward_calls + st[i].forward_calls;
         o.vjp += r[i].vjp_calls + st[i].vjp_calls;
+        o.digest = digest(digest(o.digest, &r[i]), &st[i]);
     }
     *ret = o;
 }
@@ -111,14 +135,17 @@ static void run(const cfg *c, bool fast, double min_s)
                           .rtol = 1e-3,
                           .seed = 7,
                           .work = &work};
-    outcome o;
+    outcome o = {0};
+    uint64_t first = 0;
     double best = INFINITY, total = 0;
     bool exact = min_s < 0;
     int64_t k = exact ? (int64_t)-min_s : 1, reps = 0;
     while (total < min_s || !isfinite(best)) {
         double t0 = now();
-        for (int64_t j = 0; j < k; j++)
+        for (int64_t j = 0; j < k; j++) {
             check_once(&p, fast, &o);
+            first = reps + j == 0 ? o.digest : first;
+        }
         double dt = now() - t0;
         total += dt;
         reps += k;
@@ -133,9 +160,11 @@ static void run(const cfg *c, bool fast, double min_s)
         best = fmin(best, dt / (double)k);
     }
     printf("{\"op\": \"%s\", \"n\": %lld, \"mode\": \"%s\", \"seconds\": %.9f, \"reps\": %lld, "
-           "\"checked\": %lld, \"forward_calls\": %lld, \"vjp_calls\": %lld, \"passed\": %s}\n",
+           "\"checked\": %lld, \"forward_calls\": %lld, \"vjp_calls\": %lld, \"passed\": %s, "
+           "\"digest\": \"%016llx\"}\n",
            c->op, (long long)c->n, fast ? "fast" : "full", best, (long long)reps,
-           (long long)o.checked, (long long)o.fwd, (long long)o.vjp, o.passed ? "true" : "false");
+           (long long)o.checked, (long long)o.fwd, (long long)o.vjp, o.passed ? "true" : "false",
+           (unsigned long long)first);
     fflush(stdout);
     nvw_grad_work_done(&work);
     for (int i = 0; i < n_in; i++)

@@ -293,6 +293,12 @@ static void vjp_elementwise(int id, const nv_op_def *op, const nv_op_attrs *a,
 int nv_op_forward_f64(const nv_op_def *op, const nv_op_attrs *a, int n_in,
                       const nv_tensor *const *in, double *out)
 {
+    return nv_op_forward_f64_cached(op, a, n_in, in, out, NULL);
+}
+
+int nv_op_forward_f64_cached(const nv_op_def *op, const nv_op_attrs *a, int n_in,
+                             const nv_tensor *const *in, double *out, nv_ref_cache *cache)
+{
     assert(in && out);
     int id = nvo_op_id(op);
     if (id < 0 || !nv_op_has_backward(op, a) || n_in < op->n_inputs)
@@ -309,11 +315,18 @@ int nv_op_forward_f64(const nv_op_def *op, const nv_op_attrs *a, int n_in,
         return nvb_forward_conv(id, a, in, out);
     if (op->kind == NV_OPK_ROTARY)
         return nvb_forward_rotary(a, in, out);
-    return nvb_forward_rows(id, a, in, out);
+    return nvb_forward_rows(id, a, in, out, cache);
 }
 
 int nv_op_vjp(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
               const double *gy, double *const *gx, double *const *mag)
+{
+    return nv_op_vjp_cached(op, a, n_in, in, gy, gx, mag, NULL);
+}
+
+int nv_op_vjp_cached(const nv_op_def *op, const nv_op_attrs *a, int n_in,
+                     const nv_tensor *const *in, const double *gy, double *const *gx,
+                     double *const *mag, nv_ref_cache *cache)
 {
     assert(in && gy && gx);
     int id = nvo_op_id(op);
@@ -331,7 +344,7 @@ int nv_op_vjp(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tens
         return nvb_vjp_conv(id, a, in, gy, gx, mag);
     if (op->kind == NV_OPK_ROTARY)
         return nvb_vjp_rotary(a, in, gy, gx, mag);
-    return nvb_vjp_rows(id, a, in, gy, gx, mag);
+    return nvb_vjp_rows(id, a, in, gy, gx, mag, cache);
 }
 
 int64_t nv_op_vjp_reduction_len(const nv_op_def *op, const nv_op_attrs *a, int n_in,
