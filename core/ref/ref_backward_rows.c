@@ -119,12 +119,12 @@ static double line_softmax_cached(rowctx *c, int64_t l)
     double inv = 1 / s;
     for (int64_t j = 0; j < n; j++)
         c->buf[j] *= inv;
-    k->lse[l] = m + log(s);
+    k->lse[l] = c->id == NVO_SOFTMAX ? 0 : m + log(s); /* softmax never reads it */
     k->have[l] |= NVB_RC_EXP | NVB_RC_SOFTMAX;
     return k->lse[l];
 }
 
-/* buf[j] = softmax_j; returns log-sum-exp. */
+/* buf[j] = softmax_j; returns log-sum-exp (0 for softmax itself). */
 static double line_softmax(rowctx *c, int64_t l)
 {
     if (c->rc)
@@ -139,7 +139,7 @@ static double line_softmax(rowctx *c, int64_t l)
     double inv = 1 / s; /* one more rounding (2^-53): far below what the checks resolve */
     for (int64_t j = 0; j < c->L.n; j++)
         c->buf[j] *= inv;
-    return m + log(s);
+    return c->id == NVO_SOFTMAX ? 0 : m + log(s); /* softmax never reads it */
 }
 
 static double line_mean(rowctx *c, int64_t l, double *ret_abs)
@@ -234,11 +234,14 @@ static void forward_line(rowctx *c, int64_t l, double *out)
         return;
     }
     case NVO_SOFTMAX:
-    case NVO_LOG_SOFTMAX:
+    case NVO_LOG_SOFTMAX: {
         v = line_softmax(c, l);
+        int64_t st = c->L.inner, b = AT(c, l, 0);
+        const double *x = c->in[0]->data + b;
         for (int64_t j = 0; j < n; j++)
-            out[AT(c, l, j)] = c->id == NVO_SOFTMAX ? c->buf[j] : X(c, l, j) - v;
+            out[b + j * st] = c->id == NVO_SOFTMAX ? c->buf[j] : x[j * st] - v;
         return;
+    }
     default: { /* layer_norm, rms_norm */
         int64_t st = c->L.inner, b = AT(c, l, 0);
         const double *x = c->in[0]->data + b, *w = c->in[1]->data;
