@@ -184,24 +184,33 @@ out:
 
 /* Positions whose numeric columns are judged together: the analytic side is
  * stored by output (one VJP writes an output's positions together), so a
- * block of columns reads it in whole cache lines. */
+ * block of columns reads each of its cache lines once. */
 #define FD_BLOCK 8
+/* Outputs judged together: a tile's analytic lines and numeric values (2
+ * FD_TILE FD_BLOCK doubles) stay in the L1 cache across the block's positions. */
+#define FD_TILE 128
 
-/* Judge the numeric columns q0 .. q1 - 1 (num[(q - q0) ld + o]) against ana. The
- * elements are visited by output, then position, but the report is the one a
- * visit by position, then output would give: its sums and maxima do not
- * depend on the order, and the failures kept are the first by position. */
+/* Judge the numeric columns q0 .. q1 - 1 (num[(q - q0) ld + o]) against ana,
+ * tile by tile of outputs. The report is the one a visit by position, then
+ * output would give: its counts and maxima do not depend on the order, and
+ * the failures kept are the first by position, then output. */
 static void judge_block(const nvw_grad_problem *p, const nv_jac_map *m, const double *ana,
                         const double *num, int64_t ld, int64_t q0, int64_t q1, int64_t *keys,
                         nvw_grad_report *r)
 {
-    for (int64_t o = 0; o < m->n_out; o++) {
-        const int64_t *slot = m->slot + m->out_group[o] * m->n_pos;
-        const double *a = ana + o * m->n_pos;
+    const int64_t *slots[FD_TILE]; /* each output's slot row */
+    for (int64_t o0 = 0; o0 < m->n_out; o0 += FD_TILE) {
+        int64_t o1 = o0 + FD_TILE < m->n_out ? o0 + FD_TILE : m->n_out;
+        for (int64_t o = o0; o < o1; o++)
+            slots[o - o0] = m->slot + m->out_group[o] * m->n_pos;
         for (int64_t q = q0; q < q1; q++) {
-            double n = num[(q - q0) * ld + o];
-            if (slot[q] >= 0 && judge_el(p, r, a[q], n))
-                keep_first(r, keys, q * m->n_out + o, bad_el(p, o, slot[q], a[q], n));
+            const double *col = num + (q - q0) * ld;
+            for (int64_t o = o0; o < o1; o++) {
+                int64_t e = slots[o - o0][q];
+                double a = ana[o * m->n_pos + q];
+                if (e >= 0 && judge_el(p, r, a, col[o]))
+                    keep_first(r, keys, q * m->n_out + o, bad_el(p, o, e, a, col[o]));
+            }
         }
     }
 }
