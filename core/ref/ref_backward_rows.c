@@ -285,9 +285,9 @@ static int ctx_init(rowctx *c, int id, const nv_op_attrs *a, const nv_tensor *co
     c->rc = NULL;
     if (nvb_lines_of(&ops[id], a, in[0], &c->L) < 0)
         return NV_E_SHAPE;
-    if (cache && cached_op(id)) {
-        c->rc = cache;
-        return nvb_cache_bind(cache, id, a, &c->L);
+    if (cache && cached_op(id) && nvb_cache_bind(cache, id, a, &c->L) == 0) {
+        c->rc = cache; /* (without memory for it: the uncached path, same values) */
+        return 0;
     }
     c->buf = c->own = malloc(sizeof(double) * (size_t)(c->L.n > 0 ? c->L.n : 1));
     return c->buf ? 0 : NV_E_NOMEM;
