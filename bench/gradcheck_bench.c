@@ -9,13 +9,23 @@
  * structure, verified by 4 random probes per input: a perturbed input must
  * leave every output outside its group bit-identical); fast mode compares one
  * projection v^T J u per input, as torch's fast_mode does, plus the probes.
- * Usage: gradcheck_bench [min_seconds_per_config] */
+ *
+ * Timing: process CPU time of batches of k checks, k doubled until one batch
+ * takes at least MIN_BATCH_S (far above the clock's granularity, so even a
+ * 1 us check measures a nonzero time), then batches until min_seconds have
+ * elapsed; "seconds" is the best batch's time divided by its k (the per-check
+ * time least disturbed by other processes), "reps" the checks run in all,
+ * "digest" a hash of the first check's reports (two builds' figures compared).
+ * Usage: gradcheck_bench [min_seconds_per_config [op n mode]] (op n mode: that
+ * configuration alone; a negative min_seconds -k runs exactly k checks as one
+ * batch, for a profiler's instruction counts) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "common/sha256.h"
 #include "core/numerics/rng.h"
 #include "core/ref/backward.h"
 #include "worker/kinds/gradient/gradient.h"
@@ -55,6 +65,56 @@ static int make(const cfg *c, nv_tensor **in, int *ret_n)
     return 0;
 }
 
+#define MIN_BATCH_S 2e-3
+
+typedef struct outcome {
+    bool passed;
+    int64_t checked, fwd, vjp;
+} outcome;
+
+/* Every figure of a report into the digest. */
+static void digest(nv_sha256_ctx *h, const nvw_grad_report *r)
+{
+    nv_sha256_update(h, &r->passed, sizeof r->passed);
+    nv_sha256_update(h, &r->checked, sizeof r->checked);
+    nv_sha256_update(h, &r->mismatches, sizeof r->mismatches);
+    nv_sha256_update(h, &r->max_abs_err, sizeof r->max_abs_err);
+    nv_sha256_update(h, &r->worst_ratio, sizeof r->worst_ratio);
+    nv_sha256_update(h, r->bad, sizeof r->bad[0] * (size_t)r->n_bad);
+}
+
+/* One check of every differentiable input; the digest of its reports into
+ * hex (may be NULL). */
+static void check_once(const nvw_grad_problem *p, bool fast, outcome *ret, char hex[65])
+{
+    nvw_grad_report r[NV_OP_MAX_INPUTS], st[NV_OP_MAX_INPUTS];
+    if (nvw_grad_formula_all(p, fast, r, st) < 0) {
+        fprintf(stderr, "check failed to run\n");
+        exit(2);
+    }
+    outcome o = {.passed = true};
+    nv_sha256_ctx h;
+    nv_sha256_init(&h);
+    for (int i = 0; i < p->n_in; i++) {
+        if (!nv_op_grad_input(p->op, i))
+            continue;
+        o.passed = o.passed && r[i].passed && st[i].passed;
+        o.checked += r[i].checked + st[i].checked;
+        o.fwd += r[i].forward_calls + st[i].forward_calls;
+        o.vjp += r[i].vjp_calls + st[i].vjp_calls;
+        if (hex) { /* the first check only: its batch (k = 1) is timed only when it is long */
+            digest(&h, &r[i]);
+            digest(&h, &st[i]);
+        }
+    }
+    uint8_t d[32];
+    if (hex) {
+        nv_sha256_final(&h, d);
+        nv_sha256_to_hex(d, hex);
+    }
+    *ret = o;
+}
+
 static void run(const cfg *c, bool fast, double min_s)
 {
     nv_tensor *in[NV_OP_MAX_INPUTS] = {0};
@@ -76,33 +136,34 @@ static void run(const cfg *c, bool fast, double min_s)
                           .rtol = 1e-3,
                           .seed = 7,
                           .work = &work};
+    outcome o = {0};
+    char first[65] = "";
     double best = INFINITY, total = 0;
-    int reps = 0;
-    int64_t checked = 0, fwd = 0, vjp = 0;
-    bool passed = true;
-    while (total < min_s || reps < 3) {
+    bool exact = min_s < 0;
+    int64_t k = exact ? (int64_t)-min_s : 1, reps = 0;
+    while (total < min_s || !isfinite(best)) {
         double t0 = now();
-        checked = fwd = vjp = 0;
-        nvw_grad_report r[NV_OP_MAX_INPUTS], st[NV_OP_MAX_INPUTS];
-        if (nvw_grad_formula_all(&p, fast, r, st) < 0) {
-            fprintf(stderr, "check failed to run\n");
-            exit(2);
-        }
-        for (int i = 0; i < n_in; i++) {
-            passed = passed && r[i].passed && st[i].passed;
-            checked += r[i].checked + st[i].checked;
-            fwd += r[i].forward_calls + st[i].forward_calls;
-            vjp += r[i].vjp_calls + st[i].vjp_calls;
-        }
+        for (int64_t j = 0; j < k; j++)
+            check_once(&p, fast, &o, reps + j == 0 ? first : NULL);
         double dt = now() - t0;
-        best = fmin(best, dt);
         total += dt;
-        reps++;
+        reps += k;
+        if (exact) {
+            best = dt / (double)k;
+            break;
+        }
+        if (dt < MIN_BATCH_S) { /* too short to time: a longer batch */
+            k *= 2;
+            continue;
+        }
+        best = fmin(best, dt / (double)k);
     }
-    printf("{\"op\": \"%s\", \"n\": %lld, \"mode\": \"%s\", \"seconds\": %.9f, \"reps\": %d, "
-           "\"checked\": %lld, \"forward_calls\": %lld, \"vjp_calls\": %lld, \"passed\": %s}\n",
-           c->op, (long long)c->n, fast ? "fast" : "full", best, reps, (long long)checked,
-           (long long)fwd, (long long)vjp, passed ? "true" : "false");
+    printf("{\"op\": \"%s\", \"n\": %lld, \"mode\": \"%s\", \"seconds\": %.9f, \"reps\": %lld, "
+           "\"checked\": %lld, \"forward_calls\": %lld, \"vjp_calls\": %lld, \"passed\": %s, "
+           "\"digest\": \"%.16s\"}\n",
+           c->op, (long long)c->n, fast ? "fast" : "full", best, (long long)reps,
+           (long long)o.checked, (long long)o.fwd, (long long)o.vjp, o.passed ? "true" : "false",
+           first);
     fflush(stdout);
     nvw_grad_work_done(&work);
     for (int i = 0; i < n_in; i++)
@@ -115,9 +176,15 @@ int main(int argc, char **argv)
     static const cfg cfgs[] = {{"tanh", 16},       {"tanh", 256},       {"tanh", 4096},
                                {"softmax", 16},    {"softmax", 256},    {"softmax", 4096},
                                {"layer_norm", 16}, {"layer_norm", 256}, {"layer_norm", 4096}};
+    const char *only_op = argc > 4 ? argv[2] : NULL, *only_mode = argc > 4 ? argv[4] : NULL;
+    int64_t only_n = argc > 4 ? atoll(argv[3]) : 0;
     for (size_t k = 0; k < sizeof cfgs / sizeof cfgs[0]; k++) {
-        run(&cfgs[k], false, min_s);
-        run(&cfgs[k], true, min_s);
+        if (only_op && (strcmp(only_op, cfgs[k].op) != 0 || only_n != cfgs[k].n))
+            continue;
+        if (!only_mode || !strcmp(only_mode, "full"))
+            run(&cfgs[k], false, min_s);
+        if (!only_mode || !strcmp(only_mode, "fast"))
+            run(&cfgs[k], true, min_s);
     }
     return 0;
 }

@@ -14,9 +14,15 @@ layer_norm (last axis, weight and bias) against central differences in fp64
 torch runs with check_undefined_grad=False (and the batched/forward-AD checks
 off, their defaults), so it does only the Jacobian comparison numval does.
 Timings: process CPU time (the machine may be shared; wall time would charge
-each side for other processes), best of several runs (one run for torch full at
-4096, ~20 s each); torch runs with 1 intra-op thread, numval in one thread.
+each side for other processes) of batches of k checks, k doubled until a batch
+takes at least 2 ms on numval's side (bench/gradcheck_bench.c) and 20 ms on
+torch's, then batches until the time budget is spent; the per-check time is the
+best batch's time over its k (one check for torch full at 4096, ~10-20 s each).
+torch runs with 1 intra-op thread, numval in one thread. The header prints the
+date, the load average (/proc/loadavg) before and after, the machine and the
+numerical mode.
 """
+import datetime
 import json
 import os
 import platform
@@ -26,6 +32,8 @@ import time
 
 import torch
 import torch.nn.functional as F
+
+EPS, ATOL, RTOL = 1e-6, 1e-5, 1e-3
 
 
 def torch_fn(op, n):
@@ -42,16 +50,36 @@ def torch_fn(op, n):
     return (lambda t, ww, bb: F.layer_norm(t, (r,), ww, bb, 1e-5)), (x, w, b)
 
 
+MIN_BATCH_S = 0.02
+
+
 def time_torch(op, n, fast, budget):
+    """Per-check CPU seconds (best batch / its k) and the verdict."""
     fn, args = torch_fn(op, n)
-    best, total, reps = float("inf"), 0.0, 0
-    while reps < 1 or (total < budget and reps < 5):
+    best, total, k = float("inf"), 0.0, 1
+    while best == float("inf") or total < budget:
         t0 = time.process_time()
-        ok = torch.autograd.gradcheck(fn, args, eps=1e-6, atol=1e-5, rtol=1e-3,
-                                      check_undefined_grad=False, fast_mode=fast)
+        for _ in range(k):
+            ok = torch.autograd.gradcheck(fn, args, eps=EPS, atol=ATOL, rtol=RTOL,
+                                          check_undefined_grad=False, fast_mode=fast)
         dt = time.process_time() - t0
-        best, total, reps = min(best, dt), total + dt, reps + 1
+        total += dt
+        if dt < MIN_BATCH_S and budget > 0:
+            k *= 2
+            continue
+        best = min(best, dt / k)
     return best, ok
+
+
+def loadavg():
+    try:
+        return open("/proc/loadavg").read().strip()
+    except OSError:
+        return "unknown"
+
+
+def ratio(t, ours):
+    return f"{t / ours:>9.0f}x" if ours > 0 and t > 0 else f"{'n/a':>10}"
 
 
 def main():
@@ -64,8 +92,16 @@ def main():
                if l.startswith("model name")][0]
     except (OSError, IndexError):
         pass
+    now = datetime.datetime.now(datetime.timezone.utc)
+    print(f"date: {now:%Y-%m-%d %H:%M:%S} UTC")
+    print(f"load average (start): {loadavg()}")
     print(f"machine: {cpu} ({os.cpu_count()} cpus), {platform.platform()}")
     print(f"torch {torch.__version__} (1 thread), numval: fp64 checks in one thread")
+    print(f"numerical mode: fp64 analytic backward vs central differences of the fp64 "
+          f"forward, eps {EPS:g}, atol {ATOL:g}, rtol {RTOL:g} "
+          f"(|analytic - numeric| <= atol + rtol |numeric|)")
+    print("time: process CPU time per check, best batch (numval >= 0.2 s per row; "
+          "torch 0.5 s, one check at 4096 full)")
     p = subprocess.run([bench, "0.2"], capture_output=True, text=True, check=True)
     ours = {(d["op"], d["n"], d["mode"]): d for d in map(json.loads, p.stdout.splitlines())}
     print(f"numval bench: {bench}")
@@ -76,9 +112,10 @@ def main():
             continue
         t, ok = time_torch(op, n, mode == "fast", 0.5 if mode == "fast" or n < 4096 else 0)
         calls = f"{d['forward_calls']}/{d['vjp_calls']}"
-        print(f"{op:<11}{n:>6} {mode:<5}{d['seconds'] * 1e6:>12.1f}{t * 1e6:>14.1f}"
-              f"{t / d['seconds']:>9.0f}x{d['checked']:>16}{calls:>10}"
+        print(f"{op:<11}{n:>6} {mode:<5}{d['seconds'] * 1e6:>12.2f}{t * 1e6:>14.1f}"
+              f"{ratio(t, d['seconds'])}{d['checked']:>16}{calls:>10}"
               f"{str(d['passed'] and ok):>10}", flush=True)
+    print(f"load average (end): {loadavg()}")
 
 
 if __name__ == "__main__":

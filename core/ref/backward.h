@@ -30,6 +30,31 @@ int nv_op_forward_f64(const nv_op_def *op, const nv_op_attrs *a, int n_in,
 int nv_op_vjp(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv_tensor *const *in,
               const double *gy, double *const *gx, double *const *mag);
 
+/* A cache of the row-wise references' line work (softmax's exponentials and
+ * probabilities, the norms' mean, 1/std and mean |x|) across calls on inputs
+ * that change in few places, as the formula check's perturbed forwards and its
+ * VJPs at one point do. The results are bit-identical to the uncached calls: a
+ * line's values are reused only while every element of the line keeps the
+ * bits they were computed from, and an exponential only for an argument with
+ * the same bits (exp is a deterministic function of its argument). For one op
+ * and one attrs at a time (a different op, attrs or shape drops every entry);
+ * the other op kinds ignore it. Not thread-safe: one caller at a time. */
+typedef struct nv_ref_cache nv_ref_cache;
+
+/* New empty cache; NULL on ENOMEM. */
+nv_ref_cache *nv_ref_cache_new(void);
+/* Forget every entry, keeping the memory. */
+void nv_ref_cache_clear(nv_ref_cache *c);
+/* NULL is a no-op. */
+void nv_ref_cache_free(nv_ref_cache *c);
+
+/* nv_op_forward_f64 and nv_op_vjp through cache (may be NULL: the plain calls). */
+int nv_op_forward_f64_cached(const nv_op_def *op, const nv_op_attrs *a, int n_in,
+                             const nv_tensor *const *in, double *out, nv_ref_cache *cache);
+int nv_op_vjp_cached(const nv_op_def *op, const nv_op_attrs *a, int n_in,
+                     const nv_tensor *const *in, const double *gy, double *const *gx,
+                     double *const *mag, nv_ref_cache *cache);
+
 /* Reference second-order VJP (double backward, a VJP of the VJP) in fp64. With
  * g_i = VJP(x, gy)_i the first-order gradients of the differentiable inputs,
  * hx[k] (numel of in[k]) = d/dx_k sum_i <g_i, v[i]> = (H v)_k, where H is the

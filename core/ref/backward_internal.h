@@ -6,10 +6,31 @@
 #include "backward.h"
 #include "core/ops/opmeta.h"
 
+/* The line cache of backward.h (ref_rows_cache.c). Per-line entries are valid
+ * while the line's elements keep the bits saved in x; an exponential (arg,
+ * ex) while its argument keeps its bits. */
+enum { NVB_RC_SOFTMAX = 1, NVB_RC_NORM = 2, NVB_RC_MABS = 4, NVB_RC_EXP = 8 };
+
+struct nv_ref_cache {
+    int id; /* the key: op, the norms' eps (bits), the line view; -1: empty */
+    uint64_t eps_bits;
+    nvb_lines L;
+    size_t cap_el, cap_lines;
+    double *x;                     /* per element, at its own offset: the values last seen */
+    uint8_t *have;                 /* per line: NVB_RC_* */
+    double *lse, *mu, *rstd, *mab; /* per line */
+    double *p, *arg, *ex;          /* per element, line-major (l n + j): softmax, exp memo */
+};
+
+/* Bind c to op id, attrs a and lines L: every entry dropped when the key
+ * changes, the arrays grown to fit. Returns 0 or NV_E_NOMEM. */
+int nvb_cache_bind(nv_ref_cache *c, int id, const nv_op_attrs *a, const nvb_lines *L);
+
 /* Row-wise ops and matmul (ref_backward_rows.c), same contracts as backward.h. */
-int nvb_forward_rows(int id, const nv_op_attrs *a, const nv_tensor *const *in, double *out);
+int nvb_forward_rows(int id, const nv_op_attrs *a, const nv_tensor *const *in, double *out,
+                     nv_ref_cache *cache);
 int nvb_vjp_rows(int id, const nv_op_attrs *a, const nv_tensor *const *in, const double *gy,
-                 double *const *gx, double *const *mag);
+                 double *const *gx, double *const *mag, nv_ref_cache *cache);
 int nvb_forward_matmul(const nv_tensor *const *in, double *out);
 int nvb_vjp_matmul(const nv_tensor *const *in, const double *gy, double *const *gx,
                    double *const *mag);

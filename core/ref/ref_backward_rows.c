@@ -29,7 +29,9 @@ typedef struct rowctx {
     const nv_tensor *const *in;
     nvb_lines L;
     int64_t cur, base; /* the line whose offset base is cached, and that base */
-    double *buf;       /* n scratch */
+    double *buf;       /* n scratch (with a cache: its probabilities of the line) */
+    double *own;       /* buf when it is ours */
+    nv_ref_cache *rc;  /* may be NULL */
 } rowctx;
 
 /* Offset of element j of line l, the line's base cached (an integer division
@@ -60,9 +62,73 @@ static double line_max(rowctx *c, int64_t l, int64_t *ret_arg)
     return m;
 }
 
-/* buf[j] = softmax_j; returns log-sum-exp. */
+static inline bool same_bits(double a, double b)
+{
+    uint64_t u, v;
+    memcpy(&u, &a, sizeof u);
+    memcpy(&v, &b, sizeof v);
+    return u == v;
+}
+
+/* With a cache, before a line's work: entries of a line that changed are
+ * dropped and its new values saved. */
+static void line_sync(rowctx *c, int64_t l)
+{
+    nv_ref_cache *k = c->rc;
+    int64_t b = AT(c, l, 0), st = c->L.inner, n = c->L.n;
+    const double *x = c->in[0]->data + b;
+    double *saved = k->x + b;
+    if (k->have[l] & ~NVB_RC_EXP) {
+        if (st == 1 && memcmp(x, saved, sizeof(double) * (size_t)n) == 0)
+            return;
+        int64_t j = 0;
+        while (st != 1 && j < n && same_bits(x[j * st], saved[j * st]))
+            j++;
+        if (st != 1 && j == n)
+            return;
+    }
+    if (st == 1)
+        memcpy(saved, x, sizeof(double) * (size_t)n);
+    for (int64_t j = 0; st != 1 && j < n; j++)
+        saved[j * st] = x[j * st];
+    k->have[l] &= NVB_RC_EXP;
+}
+
+/* line_softmax through the cache: the line's probabilities and lse when it is
+ * unchanged, else each exponential whose argument kept its bits. */
+static double line_softmax_cached(rowctx *c, int64_t l)
+{
+    nv_ref_cache *k = c->rc;
+    int64_t n = c->L.n, st = c->L.inner, b = l * n;
+    c->buf = k->p + b;
+    if (k->have[l] & NVB_RC_SOFTMAX)
+        return k->lse[l];
+    const double *x = c->in[0]->data + AT(c, l, 0);
+    double m = x[0], s = 0;
+    for (int64_t j = 1; j < n; j++)
+        m = x[j * st] > m ? x[j * st] : m;
+    bool memo = k->have[l] & NVB_RC_EXP;
+    for (int64_t j = 0; j < n; j++) {
+        double t = x[j * st] - m;
+        if (!memo || !same_bits(t, k->arg[b + j])) {
+            k->arg[b + j] = t;
+            k->ex[b + j] = exp(t);
+        }
+        s += c->buf[j] = k->ex[b + j];
+    }
+    double inv = 1 / s;
+    for (int64_t j = 0; j < n; j++)
+        c->buf[j] *= inv;
+    k->lse[l] = c->id == NVO_SOFTMAX ? 0 : m + log(s); /* softmax never reads it */
+    k->have[l] |= NVB_RC_EXP | NVB_RC_SOFTMAX;
+    return k->lse[l];
+}
+
+/* buf[j] = softmax_j; returns log-sum-exp (0 for softmax itself). */
 static double line_softmax(rowctx *c, int64_t l)
 {
+    if (c->rc)
+        return line_softmax_cached(c, l);
     const double *x = c->in[0]->data + AT(c, l, 0);
     int64_t st = c->L.inner;
     double m = x[0], s = 0;
@@ -73,7 +139,7 @@ static double line_softmax(rowctx *c, int64_t l)
     double inv = 1 / s; /* one more rounding (2^-53): far below what the checks resolve */
     for (int64_t j = 0; j < c->L.n; j++)
         c->buf[j] *= inv;
-    return m + log(s);
+    return c->id == NVO_SOFTMAX ? 0 : m + log(s); /* softmax never reads it */
 }
 
 static double line_mean(rowctx *c, int64_t l, double *ret_abs)
@@ -89,11 +155,44 @@ static double line_mean(rowctx *c, int64_t l, double *ret_abs)
 /* mean and 1/sqrt(var + eps) (layer_norm), or 0 and 1/sqrt(mean(x^2) + eps). */
 static void line_norm(rowctx *c, int64_t l, double *mu, double *rstd)
 {
-    double m = c->id == NVO_LAYER_NORM ? line_mean(c, l, NULL) : 0, q = 0;
-    for (int64_t j = 0; j < c->L.n; j++)
-        q += (X(c, l, j) - m) * (X(c, l, j) - m);
+    nv_ref_cache *k = c->rc;
+    if (k && (k->have[l] & NVB_RC_NORM)) {
+        *mu = k->mu[l];
+        *rstd = k->rstd[l];
+        return;
+    }
+    int64_t n = c->L.n, st = c->L.inner;
+    const double *x = c->in[0]->data + AT(c, l, 0);
+    double m = 0, q = 0;
+    if (c->id == NVO_LAYER_NORM) { /* line_mean's mean */
+        for (int64_t j = 0; j < n; j++)
+            m += x[j * st];
+        m /= (double)n;
+    }
+    for (int64_t j = 0; j < n; j++)
+        q += (x[j * st] - m) * (x[j * st] - m);
     *mu = m;
     *rstd = 1 / sqrt(q / (double)c->L.n + c->a->eps);
+    if (k) {
+        k->mu[l] = *mu;
+        k->rstd[l] = *rstd;
+        k->have[l] |= NVB_RC_NORM;
+    }
+}
+
+/* mean |x| of the line (line_mean's ret_abs), through the cache. */
+static double line_mean_abs(rowctx *c, int64_t l)
+{
+    nv_ref_cache *k = c->rc;
+    if (k && (k->have[l] & NVB_RC_MABS))
+        return k->mab[l];
+    double mabs;
+    line_mean(c, l, &mabs);
+    if (k) {
+        k->mab[l] = mabs;
+        k->have[l] |= NVB_RC_MABS;
+    }
+    return mabs;
 }
 
 static double param(rowctx *c, int k, int64_t j)
@@ -135,22 +234,46 @@ static void forward_line(rowctx *c, int64_t l, double *out)
         return;
     }
     case NVO_SOFTMAX:
-    case NVO_LOG_SOFTMAX:
+    case NVO_LOG_SOFTMAX: {
         v = line_softmax(c, l);
+        int64_t st = c->L.inner, b = AT(c, l, 0);
+        const double *x = c->in[0]->data + b;
         for (int64_t j = 0; j < n; j++)
-            out[AT(c, l, j)] = c->id == NVO_SOFTMAX ? c->buf[j] : X(c, l, j) - v;
+            out[b + j * st] = c->id == NVO_SOFTMAX ? c->buf[j] : x[j * st] - v;
         return;
-    default: /* layer_norm, rms_norm */
+    }
+    default: { /* layer_norm, rms_norm */
+        int64_t st = c->L.inner, b = AT(c, l, 0);
+        const double *x = c->in[0]->data + b, *w = c->in[1]->data;
+        const double *bias = c->id == NVO_LAYER_NORM ? c->in[2]->data : NULL;
         line_norm(c, l, &mu, &rstd);
         for (int64_t j = 0; j < n; j++) {
-            double y = (X(c, l, j) - mu) * rstd * param(c, 1, j);
-            out[AT(c, l, j)] = c->id == NVO_LAYER_NORM ? y + param(c, 2, j) : y;
+            double y = (x[j * st] - mu) * rstd * w[j];
+            out[b + j * st] = bias ? y + bias[j] : y;
         }
         return;
     }
+    }
 }
 
-static int ctx_init(rowctx *c, int id, const nv_op_attrs *a, const nv_tensor *const *in)
+/* The ops whose line work the cache holds. */
+static bool cached_op(int id)
+{
+    switch (id) {
+    case NVO_SOFTMAX:
+    case NVO_LOG_SOFTMAX:
+    case NVO_LOGSUMEXP:
+    case NVO_CROSS_ENTROPY:
+    case NVO_LAYER_NORM:
+    case NVO_RMS_NORM:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static int ctx_init(rowctx *c, int id, const nv_op_attrs *a, const nv_tensor *const *in,
+                    nv_ref_cache *cache)
 {
     size_t n;
     const nv_op_def *ops = nv_op_all(&n);
@@ -158,27 +281,37 @@ static int ctx_init(rowctx *c, int id, const nv_op_attrs *a, const nv_tensor *co
     c->cur = -1;
     c->a = a;
     c->in = in;
+    c->buf = c->own = NULL;
+    c->rc = NULL;
     if (nvb_lines_of(&ops[id], a, in[0], &c->L) < 0)
         return NV_E_SHAPE;
-    c->buf = malloc(sizeof(double) * (size_t)(c->L.n > 0 ? c->L.n : 1));
+    if (cache && cached_op(id) && nvb_cache_bind(cache, id, a, &c->L) == 0) {
+        c->rc = cache; /* (without memory for it: the uncached path, same values) */
+        return 0;
+    }
+    c->buf = c->own = malloc(sizeof(double) * (size_t)(c->L.n > 0 ? c->L.n : 1));
     return c->buf ? 0 : NV_E_NOMEM;
 }
 
-int nvb_forward_rows(int id, const nv_op_attrs *a, const nv_tensor *const *in, double *out)
+int nvb_forward_rows(int id, const nv_op_attrs *a, const nv_tensor *const *in, double *out,
+                     nv_ref_cache *cache)
 {
     rowctx c;
-    int r = ctx_init(&c, id, a, in);
+    int r = ctx_init(&c, id, a, in, cache);
     if (r < 0)
         return r;
     int64_t lines = c.L.outer * c.L.inner;
     bool mean = id == NVO_CROSS_ENTROPY && a->reduction_mean; /* output: one scalar */
     double *loss = mean ? malloc(sizeof(double) * (size_t)(lines + 1)) : out;
     if (!loss) {
-        free(c.buf);
+        free(c.own);
         return NV_E_NOMEM;
     }
-    for (int64_t l = 0; l < lines; l++)
+    for (int64_t l = 0; l < lines; l++) {
+        if (c.rc)
+            line_sync(&c, l);
         forward_line(&c, l, loss);
+    }
     if (mean) {
         double s = 0;
         for (int64_t l = 0; l < lines; l++)
@@ -186,7 +319,7 @@ int nvb_forward_rows(int id, const nv_op_attrs *a, const nv_tensor *const *in, d
         out[0] = s / (double)lines;
         free(loss);
     }
-    free(c.buf);
+    free(c.own);
     return 0;
 }
 
@@ -254,8 +387,26 @@ static void vjp_reduce_line(rowctx *c, int64_t l, double g, const vjp_out *o)
     }
 }
 
+/* softmax's gradient alone (no magnitudes): the terms of vjp_softmax_line
+ * that it needs, in the same order. */
+static void vjp_softmax_line_gx(rowctx *c, int64_t l, const double *gy, double *gx)
+{
+    int64_t n = c->L.n, st = c->L.inner, b = AT(c, l, 0);
+    line_softmax(c, l);
+    const double *s = c->buf, *g = gy + b;
+    double dot = 0;
+    for (int64_t j = 0; j < n; j++)
+        dot += g[j * st] * s[j];
+    for (int64_t j = 0; j < n; j++)
+        gx[b + j * st] = s[j] * (g[j * st] - dot);
+}
+
 static void vjp_softmax_line(rowctx *c, int64_t l, const double *gy, const vjp_out *o)
 {
+    if (c->id == NVO_SOFTMAX && !o->mag && o->gx && o->gx[0]) {
+        vjp_softmax_line_gx(c, l, gy, o->gx[0]);
+        return;
+    }
     int64_t n = c->L.n;
     double lse = line_softmax(c, l), dot = 0, dabs = 0, sum = 0, sabs = 0;
     for (int64_t j = 0; j < n; j++) {
@@ -276,14 +427,45 @@ static void vjp_softmax_line(rowctx *c, int64_t l, const double *gy, const vjp_o
     }
 }
 
+/* The norms' gradients alone (no magnitudes): the terms of vjp_norm_line
+ * that they need, in the same order; gx[k] NULL skips input k. */
+static void vjp_norm_line_gx(rowctx *c, int64_t l, const double *gy, double *const *gx)
+{
+    int64_t n = c->L.n, st = c->L.inner, b = AT(c, l, 0);
+    bool ln = c->id == NVO_LAYER_NORM;
+    const double *x = c->in[0]->data + b, *w = c->in[1]->data, *g = gy + b;
+    double mu, rstd, mg = 0, mgx = 0;
+    line_norm(c, l, &mu, &rstd);
+    if (gx[0]) {
+        for (int64_t j = 0; j < n; j++) {
+            double gj = g[j * st] * w[j];
+            mg += gj;
+            mgx += gj * ((x[j * st] - mu) * rstd);
+        }
+        mg /= (double)n, mgx /= (double)n;
+        for (int64_t j = 0; j < n; j++) {
+            double gj = g[j * st] * w[j], xh = (x[j * st] - mu) * rstd;
+            gx[0][b + j * st] = ln ? rstd * (gj - mg - xh * mgx) : rstd * (gj - xh * mgx);
+        }
+    }
+    for (int64_t j = 0; gx[1] && j < n; j++)
+        gx[1][j] += g[j * st] * ((x[j * st] - mu) * rstd);
+    for (int64_t j = 0; ln && gx[2] && j < n; j++)
+        gx[2][j] += g[j * st];
+}
+
 static void vjp_norm_line(rowctx *c, int64_t l, const double *gy, const vjp_out *o)
 {
+    if (!o->mag && o->gx) {
+        vjp_norm_line_gx(c, l, gy, o->gx);
+        return;
+    }
     int64_t n = c->L.n;
     bool ln = c->id == NVO_LAYER_NORM;
     double mu, rstd, mabs = 0, mg = 0, mgx = 0, amg = 0, amgx = 0;
     line_norm(c, l, &mu, &rstd);
     if (ln)
-        line_mean(c, l, &mabs);
+        mabs = line_mean_abs(c, l);
     for (int64_t j = 0; j < n; j++) {
         double g = gy[AT(c, l, j)] * param(c, 1, j);
         double xh = (X(c, l, j) - mu) * rstd, axh = (fabs(X(c, l, j)) + mabs) * rstd;
@@ -319,10 +501,10 @@ static void vjp_ce_line(rowctx *c, int64_t l, double g, const vjp_out *o)
 }
 
 int nvb_vjp_rows(int id, const nv_op_attrs *a, const nv_tensor *const *in, const double *gy,
-                 double *const *gx, double *const *mag)
+                 double *const *gx, double *const *mag, nv_ref_cache *cache)
 {
     rowctx c;
-    int r = ctx_init(&c, id, a, in);
+    int r = ctx_init(&c, id, a, in, cache);
     if (r < 0)
         return r;
     vjp_out o = {gx, mag};
@@ -334,6 +516,8 @@ int nvb_vjp_rows(int id, const nv_op_attrs *a, const nv_tensor *const *in, const
             put(&o, k, j, 0, 0);
     }
     for (int64_t l = 0; l < lines; l++) {
+        if (c.rc)
+            line_sync(&c, l);
         switch (id) {
         case NVO_SOFTMAX:
         case NVO_LOG_SOFTMAX:
@@ -351,7 +535,7 @@ int nvb_vjp_rows(int id, const nv_op_attrs *a, const nv_tensor *const *in, const
             break;
         }
     }
-    free(c.buf);
+    free(c.own);
     return 0;
 }
 
@@ -460,7 +644,7 @@ int nv_op_vjp_sens(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv
         return 0;
     }
     rowctx c;
-    int r = ctx_init(&c, id, a, in);
+    int r = ctx_init(&c, id, a, in, NULL);
     if (r < 0)
         return r;
     for (int64_t l = 0; l < c.L.outer * c.L.inner; l++) {
@@ -486,6 +670,6 @@ int nv_op_vjp_sens(const nv_op_def *op, const nv_op_attrs *a, int n_in, const nv
             sens[e] = v;
         }
     }
-    free(c.buf);
+    free(c.own);
     return 0;
 }

@@ -21,6 +21,7 @@
 typedef struct scratch {
     int64_t n_out;
     double *fp, *fm, *gx, *gy1;
+    nv_ref_cache *rc; /* the reference's line cache (may be NULL) */
 } scratch;
 
 static int64_t out_count(const nvw_grad_problem *p)
@@ -37,37 +38,81 @@ static int64_t out_count(const nvw_grad_problem *p)
     return n;
 }
 
-static int fwd(const nvw_grad_problem *p, double *out, nvw_grad_report *r)
+/* The forward and VJP through rc (may be NULL): the cache reuses the
+ * reference's line work bit for bit, so the checks see the same values. */
+static int fwd(const nvw_grad_problem *p, nv_ref_cache *rc, double *out, nvw_grad_report *r)
 {
     r->forward_calls++;
-    return nv_op_forward_f64(p->op, p->attrs, p->n_in, (const nv_tensor *const *)p->in, out);
+    return nv_op_forward_f64_cached(p->op, p->attrs, p->n_in, (const nv_tensor *const *)p->in, out,
+                                    rc);
 }
 
 /* VJP of input i only into gx. */
-static int vjp(const nvw_grad_problem *p, int i, const double *gy, double *gx, nvw_grad_report *r)
+static int vjp(const nvw_grad_problem *p, nv_ref_cache *rc, int i, const double *gy, double *gx,
+               nvw_grad_report *r)
 {
     double *g[NV_OP_MAX_INPUTS] = {0};
     g[i] = gx;
     r->vjp_calls++;
-    return nv_op_vjp(p->op, p->attrs, p->n_in, (const nv_tensor *const *)p->in, gy, g, NULL);
+    return nv_op_vjp_cached(p->op, p->attrs, p->n_in, (const nv_tensor *const *)p->in, gy, g, NULL,
+                            rc);
 }
 
-static void judge(const nvw_grad_problem *p, nvw_grad_report *r, int64_t o, int64_t e, double a,
-                  double n)
+/* One element: counted, and false when it passes; when it fails, the
+ * failure is counted and the caller records it. */
+static inline bool judge_el(const nvw_grad_problem *p, nvw_grad_report *r, double a, double n)
 {
     double err = fabs(a - n), allowed = p->atol + p->rtol * fabs(n);
     r->checked++;
     if (err > r->max_abs_err || isnan(err))
         r->max_abs_err = isnan(err) ? INFINITY : err;
+    /* The quotient below matters only where it could raise worst_ratio or
+     * exceed 1. Below t (1 - 2^-20), t = allowed min(worst_ratio, 1) a normal
+     * number (each product within 2^-53 of exact), the exact quotient is below
+     * min(worst_ratio, 1), and so is its correct rounding: skipping it changes
+     * nothing (a NaN err fails the test and goes on). */
+    double t = allowed * (r->worst_ratio < 1 ? r->worst_ratio : 1); /* never NaN */
+    if (t >= 0x1p-1000 && err < t * (1 - 0x1p-20))
+        return false;
     double ratio = isnan(err) ? INFINITY : err / allowed;
     if (ratio > r->worst_ratio)
         r->worst_ratio = ratio;
     if (ratio <= 1)
-        return;
+        return false;
     r->passed = false;
     r->mismatches++;
-    if (r->n_bad < NVW_GRAD_MAX_BAD)
-        r->bad[r->n_bad++] = (nvw_grad_bad){o, e, a, n, allowed};
+    return true;
+}
+
+static nvw_grad_bad bad_el(const nvw_grad_problem *p, int64_t o, int64_t e, double a, double n)
+{
+    return (nvw_grad_bad){o, e, a, n, p->atol + p->rtol * fabs(n)};
+}
+
+static void judge(const nvw_grad_problem *p, nvw_grad_report *r, int64_t o, int64_t e, double a,
+                  double n)
+{
+    if (judge_el(p, r, a, n) && r->n_bad < NVW_GRAD_MAX_BAD)
+        r->bad[r->n_bad++] = bad_el(p, o, e, a, n);
+}
+
+/* Record failure b of order key among the first NVW_GRAD_MAX_BAD failures by
+ * key (keys[] holds those of r->bad). */
+static void keep_first(nvw_grad_report *r, int64_t *keys, int64_t key, nvw_grad_bad b)
+{
+    int k = r->n_bad;
+    if (k == NVW_GRAD_MAX_BAD && key > keys[k - 1])
+        return;
+    if (k < NVW_GRAD_MAX_BAD)
+        r->n_bad++;
+    else
+        k--; /* the last one drops out */
+    for (; k > 0 && keys[k - 1] > key; k--) {
+        keys[k] = keys[k - 1];
+        r->bad[k] = r->bad[k - 1];
+    }
+    keys[k] = key;
+    r->bad[k] = b;
 }
 
 static void report_init(nvw_grad_report *r, const char *what)
@@ -93,27 +138,39 @@ static void shift(const nv_jac_map *m, nv_tensor *x, int64_t pos, double d)
 static int analytic(const nvw_grad_problem *p, int i, const nv_jac_map *m, double *ana, scratch *s,
                     nvw_grad_report *r)
 {
-    int64_t *rank = calloc((size_t)(m->n_out ? m->n_out : 1), sizeof *rank);
-    int64_t *cnt = calloc((size_t)(m->n_groups ? m->n_groups : 1), sizeof *cnt);
+    /* rank, then the outputs ordered by rank (ord), where each rank starts in
+     * it (start, max_rank + 1 entries) and a fill cursor per rank; the counts
+     * per group */
+    size_t no = (size_t)m->n_out + 1, ng = (size_t)m->n_groups + 1;
+    int64_t *rank = calloc(4 * no + 1, sizeof *rank);
+    int64_t *cnt = calloc(ng, sizeof *cnt);
     int rc = 0;
     if (!rank || !cnt) {
         rc = -ENOMEM;
         goto out;
     }
-    int64_t max_rank = 0;
+    int64_t *ord = rank + no, *start = ord + no, *at = start + no + 1, max_rank = 0;
     for (int64_t o = 0; o < m->n_out; o++) {
         rank[o] = cnt[m->out_group[o]]++;
         if (rank[o] + 1 > max_rank)
             max_rank = rank[o] + 1;
     }
+    for (int64_t o = 0; o < m->n_out; o++)
+        start[rank[o] + 1]++;
+    for (int64_t k = 0; k < max_rank; k++)
+        start[k + 1] += start[k];
+    for (int64_t o = 0; o < m->n_out; o++)
+        ord[start[rank[o]] + at[rank[o]]++] = o;
+    for (int64_t o = 0; o < m->n_out; o++)
+        s->gy1[o] = 0;
     for (int64_t k = 0; k < max_rank && rc == 0; k++) {
-        for (int64_t o = 0; o < m->n_out; o++)
-            s->gy1[o] = rank[o] == k;
-        rc = vjp(p, i, s->gy1, s->gx, r);
-        for (int64_t o = 0; rc == 0 && o < m->n_out; o++) {
-            if (rank[o] != k)
-                continue;
-            for (int64_t q = 0; q < m->n_pos; q++) {
+        for (int64_t t = start[k]; t < start[k + 1]; t++)
+            s->gy1[ord[t]] = 1;
+        rc = vjp(p, s->rc, i, s->gy1, s->gx, r);
+        for (int64_t t = start[k]; t < start[k + 1]; t++) {
+            int64_t o = ord[t];
+            s->gy1[o] = 0;
+            for (int64_t q = 0; rc == 0 && q < m->n_pos; q++) {
                 int64_t e = m->slot[m->out_group[o] * m->n_pos + q];
                 ana[o * m->n_pos + q] = e >= 0 ? s->gx[e] : 0;
             }
@@ -125,25 +182,67 @@ out:
     return rc;
 }
 
+/* Positions whose numeric columns are judged together: the analytic side is
+ * stored by output (one VJP writes an output's positions together), so a
+ * block of columns reads each of its cache lines once. */
+#define FD_BLOCK 8
+/* Outputs judged together: a tile's analytic lines and numeric values (2
+ * FD_TILE FD_BLOCK doubles) stay in the L1 cache across the block's positions. */
+#define FD_TILE 128
+
+/* Judge the numeric columns q0 .. q1 - 1 (num[(q - q0) ld + o]) against ana,
+ * tile by tile of outputs. The report is the one a visit by position, then
+ * output would give: its counts and maxima do not depend on the order, and
+ * the failures kept are the first by position, then output. */
+static void judge_block(const nvw_grad_problem *p, const nv_jac_map *m, const double *ana,
+                        const double *num, int64_t ld, int64_t q0, int64_t q1, int64_t *keys,
+                        nvw_grad_report *r)
+{
+    const int64_t *slots[FD_TILE]; /* each output's slot row */
+    for (int64_t o0 = 0; o0 < m->n_out; o0 += FD_TILE) {
+        int64_t o1 = o0 + FD_TILE < m->n_out ? o0 + FD_TILE : m->n_out;
+        for (int64_t o = o0; o < o1; o++)
+            slots[o - o0] = m->slot + m->out_group[o] * m->n_pos;
+        for (int64_t q = q0; q < q1; q++) {
+            const double *col = num + (q - q0) * ld;
+            for (int64_t o = o0; o < o1; o++) {
+                int64_t e = slots[o - o0][q];
+                double a = ana[o * m->n_pos + q];
+                if (e >= 0 && judge_el(p, r, a, col[o]))
+                    keep_first(r, keys, q * m->n_out + o, bad_el(p, o, e, a, col[o]));
+            }
+        }
+    }
+}
+
 static int full_check(const nvw_grad_problem *p, int i, const nv_jac_map *m, scratch *s,
                       nvw_grad_report *r)
 {
-    double *ana = malloc(sizeof(double) * (size_t)(m->n_out * m->n_pos + 1));
+    /* the columns' stride is padded by a cache line: at a power of two they
+     * would share the L1 sets the judge reads them through */
+    int64_t ld = m->n_out + 8;
+    size_t na = (size_t)(m->n_out * m->n_pos + 1), nb = (size_t)(FD_BLOCK * ld);
+    double *ana = malloc(sizeof(double) * (na + nb));
     if (!ana)
         return -ENOMEM;
+    double *num = ana + na, h2 = 2 * p->eps;
+    int64_t keys[NVW_GRAD_MAX_BAD];
     int rc = analytic(p, i, m, ana, s, r);
     nv_tensor *x = p->in[i];
-    for (int64_t q = 0; rc == 0 && q < m->n_pos; q++) {
-        shift(m, x, q, p->eps);
-        rc = fwd(p, s->fp, r);
-        shift(m, x, q, -2 * p->eps);
-        rc = rc ? rc : fwd(p, s->fm, r);
-        shift(m, x, q, p->eps);
-        for (int64_t o = 0; rc == 0 && o < m->n_out; o++) {
-            int64_t e = m->slot[m->out_group[o] * m->n_pos + q];
-            if (e >= 0)
-                judge(p, r, o, e, ana[o * m->n_pos + q], (s->fp[o] - s->fm[o]) / (2 * p->eps));
+    for (int64_t q0 = 0; rc == 0 && q0 < m->n_pos; q0 += FD_BLOCK) {
+        int64_t q1 = q0 + FD_BLOCK < m->n_pos ? q0 + FD_BLOCK : m->n_pos;
+        for (int64_t q = q0; rc == 0 && q < q1; q++) {
+            shift(m, x, q, p->eps);
+            rc = fwd(p, s->rc, s->fp, r);
+            shift(m, x, q, -2 * p->eps);
+            rc = rc ? rc : fwd(p, s->rc, s->fm, r);
+            shift(m, x, q, p->eps);
+            double *col = num + (q - q0) * ld;
+            for (int64_t o = 0; o < m->n_out; o++)
+                col[o] = (s->fp[o] - s->fm[o]) / h2;
         }
+        if (rc == 0)
+            judge_block(p, m, ana, num, ld, q0, q1, keys, r);
     }
     free(ana);
     return rc;
@@ -155,21 +254,33 @@ static int full_check(const nvw_grad_problem *p, int i, const nv_jac_map *m, scr
  * magnitude, which is all a projection check needs (an error in J[a, b] shows
  * in v_a u_b, and errors of several elements cannot cancel but by chance),
  * at a quarter of a draw per entry. */
+/* Every entry is +-(128 + k) / 256, exactly, and its square (128 + k)^2 / 2^16
+ * with a 16-bit numerator: the fp64 running sum of the squares is a multiple
+ * of 2^-16 below n, exact while n < 2^37 (53 bits), so it equals the integer
+ * sum of the numerators scaled by 2^-16, which is what is computed (no
+ * rounding either way, in any order). */
+#define UNIT_EXACT_MAX ((int64_t)1 << 36)
+
 static void unit(nv_rng *g, double *v, int64_t n)
 {
     double s = 0;
+    uint64_t sq = 0;
     for (int64_t k = 0; k < n; k += 16) {
         uint32_t w[4];
         nv_philox4x32_10(g->ctr, g->key, w); /* 16 entries per block */
         if (++g->ctr[0] == 0)
             g->ctr[1]++;
-        for (int64_t j = 0; j < 16 && k + j < n; j++) {
-            unsigned b = (w[j >> 2] >> (8 * (j & 3))) & 0xff;
-            double x = (1 - 2 * (double)(b & 1)) * (0.5 + (double)(b >> 1) / 256);
-            v[k + j] = x;
-            s += x * x;
+        int64_t m = n - k < 16 ? n - k : 16;
+        for (int64_t j = 0; j < m; j++) {
+            unsigned b = (w[j >> 2] >> (8 * (j & 3))) & 0xff, q = 128 + (b >> 1);
+            v[k + j] = (b & 1 ? -(double)q : (double)q) * 0x1p-8;
+            sq += (uint64_t)(q * q);
         }
     }
+    if (n < UNIT_EXACT_MAX)
+        s = (double)sq * 0x1p-16;
+    for (int64_t k = 0; n >= UNIT_EXACT_MAX && k < n; k++)
+        s += v[k] * v[k];
     g->avail = 0;
     s = s > 0 ? 1 / sqrt(s) : 1;
     for (int64_t k = 0; k < n; k++)
@@ -187,16 +298,16 @@ static int fast_check(const nvw_grad_problem *p, int i, const nv_jac_map *m, scr
     nv_rng_init(&g, p->seed, p->case_index, 0x100u + (uint32_t)i);
     unit(&g, u, x->numel);
     unit(&g, s->gy1, m->n_out);
-    int rc = vjp(p, i, s->gy1, s->gx, r);
+    int rc = vjp(p, NULL, i, s->gy1, s->gx, r);
     double a = 0, n = 0;
     for (int64_t e = 0; e < x->numel; e++)
         a += s->gx[e] * u[e];
     for (int64_t e = 0; e < x->numel; e++)
         x->data[e] += p->eps * u[e];
-    rc = rc ? rc : fwd(p, s->fp, r);
+    rc = rc ? rc : fwd(p, NULL, s->fp, r);
     for (int64_t e = 0; e < x->numel; e++)
         x->data[e] -= 2 * p->eps * u[e];
-    rc = rc ? rc : fwd(p, s->fm, r);
+    rc = rc ? rc : fwd(p, NULL, s->fm, r);
     for (int64_t e = 0; e < x->numel; e++)
         x->data[e] += p->eps * u[e];
     for (int64_t o = 0; o < m->n_out; o++)
@@ -214,12 +325,12 @@ static int probes(const nvw_grad_problem *p, int i, const nv_jac_map *m, scratch
     nv_tensor *x = p->in[i];
     nv_rng g;
     nv_rng_init(&g, p->seed, p->case_index, 0x200u + (uint32_t)i);
-    int rc = fwd(p, s->fm, r);
+    int rc = fwd(p, s->rc, s->fm, r);
     for (int k = 0; rc == 0 && k < N_PROBES && x->numel > 0; k++) {
         int64_t e = (int64_t)(nv_rng_uniform(&g) * (double)x->numel);
         double keep = x->data[e];
         x->data[e] = keep + 1e-3 * (1 + fabs(keep));
-        rc = fwd(p, s->fp, r);
+        rc = fwd(p, s->rc, s->fp, r);
         x->data[e] = keep;
         for (int64_t o = 0; rc == 0 && o < m->n_out; o++) {
             if (m->out_group[o] == m->in_group[e])
@@ -259,12 +370,27 @@ static void scratch_done(scratch *s)
     free(s->gy1);
 }
 
-int nvw_grad_formula(const nvw_grad_problem *p, int i, bool fast, nvw_grad_report *ret,
-                     nvw_grad_report *ret_structure)
+/* The line cache of one check: the work's, emptied (nothing carries over
+ * from an earlier check), or a new one into *local; NULL without memory (the
+ * uncached calls give the same values). */
+static nv_ref_cache *check_cache(const nvw_grad_problem *p, nv_ref_cache **local)
+{
+    *local = NULL;
+    if (!p->work)
+        return *local = nv_ref_cache_new();
+    if (!p->work->cache)
+        p->work->cache = nv_ref_cache_new();
+    nv_ref_cache_clear(p->work->cache);
+    return p->work->cache;
+}
+
+static int formula(const nvw_grad_problem *p, int i, bool fast, nvw_grad_report *ret,
+                   nvw_grad_report *ret_structure, nv_ref_cache *cache)
 {
     nv_jac_map *m = NULL;
     scratch s;
     int rc = scratch_init(&s, p, i);
+    s.rc = cache;
     if (rc == 0)
         rc = nv_jac_map_new(p->op, p->attrs, p->n_in, (const nv_tensor *const *)p->in, i, &m);
     report_init(ret, fast ? "projection" : "jacobian");
@@ -286,6 +412,15 @@ int nvw_grad_formula(const nvw_grad_problem *p, int i, bool fast, nvw_grad_repor
     }
     nv_jac_map_free(m);
     scratch_done(&s);
+    return rc;
+}
+
+int nvw_grad_formula(const nvw_grad_problem *p, int i, bool fast, nvw_grad_report *ret,
+                     nvw_grad_report *ret_structure)
+{
+    nv_ref_cache *local, *cache = check_cache(p, &local);
+    int rc = formula(p, i, fast, ret, ret_structure, cache);
+    nv_ref_cache_free(local);
     return rc;
 }
 
@@ -360,7 +495,7 @@ static void so_move(so_ctx *c, double t)
 static int so_vjp_at(so_ctx *c, double t, double *out, nvw_grad_report *r)
 {
     so_move(c, t);
-    int rc = vjp(c->p, c->i, c->p->gy, out, r);
+    int rc = vjp(c->p, NULL, c->i, c->p->gy, out, r);
     so_move(c, 0);
     return rc;
 }
@@ -568,7 +703,8 @@ int nvw_grad_second(const nvw_grad_problem *p, int i, bool fast, nvw_grad_report
  * all inputs at once; each input then gets its own projection v^T J_i u_i (two
  * forwards), as torch's fast gradcheck checks each input; an input whose
  * projection fails gets the full check, which names the elements. */
-static int fast_all(const nvw_grad_problem *p, nvw_grad_report *rep, nvw_grad_report *st)
+static int fast_all(const nvw_grad_problem *p, nvw_grad_report *rep, nvw_grad_report *st,
+                    nv_ref_cache *cache)
 {
     int64_t n_out = out_count(p), max_in = 1;
     if (n_out < 0)
@@ -613,10 +749,10 @@ static int fast_all(const nvw_grad_problem *p, nvw_grad_report *rep, nvw_grad_re
             a += gx[i][e] * u[e];
             x->data[e] += p->eps * u[e];
         }
-        rc = fwd(p, fp, &rep[i]);
+        rc = fwd(p, NULL, fp, &rep[i]);
         for (int64_t e = 0; e < x->numel; e++)
             x->data[e] -= 2 * p->eps * u[e];
-        rc = rc ? rc : fwd(p, fm, &rep[i]);
+        rc = rc ? rc : fwd(p, NULL, fm, &rep[i]);
         for (int64_t e = 0; e < x->numel; e++)
             x->data[e] += p->eps * u[e];
         for (int64_t o = 0; o < n_out; o++)
@@ -625,7 +761,7 @@ static int fast_all(const nvw_grad_problem *p, nvw_grad_report *rep, nvw_grad_re
             judge(p, &rep[i], -1, -1, a, num / (2 * p->eps));
         if (rc == 0 && !rep[i].passed) {
             nvw_grad_report full;
-            rc = nvw_grad_formula(p, i, false, &full, &st[i]);
+            rc = formula(p, i, false, &full, &st[i], cache);
             if (rc == 0 && !full.passed)
                 rep[i] = full;
         }
@@ -638,6 +774,8 @@ void nvw_grad_work_done(nvw_grad_work *w)
 {
     if (!w)
         return;
+    nv_ref_cache_free(w->cache);
+    w->cache = NULL;
     free(w->buf);
     w->buf = NULL;
     w->cap = 0;
@@ -646,14 +784,13 @@ void nvw_grad_work_done(nvw_grad_work *w)
 int nvw_grad_formula_all(const nvw_grad_problem *p, bool fast, nvw_grad_report *rep,
                          nvw_grad_report *st)
 {
+    nv_ref_cache *local, *cache = check_cache(p, &local);
+    int rc = 0;
     if (fast)
-        return fast_all(p, rep, st);
-    for (int i = 0; i < p->n_in; i++) {
-        if (!nv_op_grad_input(p->op, i))
-            continue;
-        int rc = nvw_grad_formula(p, i, false, &rep[i], &st[i]);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
+        rc = fast_all(p, rep, st, cache);
+    for (int i = 0; !fast && rc == 0 && i < p->n_in; i++)
+        if (nv_op_grad_input(p->op, i))
+            rc = formula(p, i, false, &rep[i], &st[i], cache);
+    nv_ref_cache_free(local);
+    return rc;
 }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "core/numerics/tensor.h"
+#include "core/ref/backward.h"
 #include "core/spec/gradspec.h"
 #include "worker/repro/cmd.h"
 #include "worker/repro/gate.h"
@@ -72,7 +73,8 @@ typedef struct nvw_grad_report {
  * release with nvw_grad_work_done. */
 typedef struct nvw_grad_work {
     double *buf;
-    size_t cap; /* doubles */
+    size_t cap;          /* doubles */
+    nv_ref_cache *cache; /* the reference's line cache, emptied at each check */
 } nvw_grad_work;
 
 void nvw_grad_work_done(nvw_grad_work *w);
