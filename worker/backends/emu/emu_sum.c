@@ -4,6 +4,7 @@
  * Numerical Algorithms, 2nd ed., ch. 4 (recursive: (n-1)u; pairwise: ceil(log2 n)u). */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/ref/blocksum.h"
 #include "emu_internal.h"
@@ -15,25 +16,33 @@
 typedef struct sum_seq {
     emu_call *c;
     nv_dtype dt;
-    const double *x, *y;
-    int64_t sx, sy;
-    bool fused;   /* y present and fma=on */
-    bool blocked; /* accum_block > 1 or accum_align=truncate: nv_block_sum's adder */
+    const emu_vec *x, *y; /* y NULL: a sum; y == x: a sum of squares */
+    bool fused;           /* y present and fma=on */
+    bool blocked;         /* accum_block > 1 or accum_align=truncate: nv_block_sum's adder */
 } sum_seq;
+
+/* The second factor of term i, x its first. */
+static inline double y_at(const sum_seq *s, int64_t i, double x)
+{
+    return s->y == s->x ? x : emu_vec_at(s->y, i);
+}
 
 /* Term i rounded to dt: a value or a rounded product. */
 static inline double term(const sum_seq *s, int64_t i)
 {
+    double x = emu_vec_at(s->x, i);
     if (!s->y)
-        return emu_round(s->c, s->dt, s->x[i * s->sx]);
-    return emu_mul(s->c, s->dt, s->x[i * s->sx], s->y[i * s->sy]);
+        return emu_round(s->c, s->dt, x);
+    return emu_mul(s->c, s->dt, x, y_at(s, i, x));
 }
 
 /* acc + term i: with fma=on the product enters the sum unrounded. */
 static inline double step(const sum_seq *s, double acc, int64_t i)
 {
-    if (s->fused)
-        return emu_fma(s->c, s->dt, s->x[i * s->sx], s->y[i * s->sy], acc);
+    if (s->fused) {
+        double x = emu_vec_at(s->x, i);
+        return emu_fma(s->c, s->dt, x, y_at(s, i, x), acc);
+    }
     return emu_add(s->c, s->dt, acc, term(s, i));
 }
 
@@ -62,7 +71,7 @@ static void block_term(const sum_seq *s, int64_t i, double *t, int *n)
         t[(*n)++] = term(s, i);
         return;
     }
-    double x = s->x[i * s->sx], y = s->y[i * s->sy], p = x * y;
+    double x = emu_vec_at(s->x, i), y = y_at(s, i, x), p = x * y;
     t[(*n)++] = p;
     if (isfinite(p))
         t[(*n)++] = fma(x, y, -p);
@@ -97,18 +106,45 @@ static double run(const sum_seq *s, int64_t first, int64_t stride, int64_t count
     return acc;
 }
 
-/* Plain fp32 / fp64 sequential sums: the hardware adds are the emulated ones. */
+/* Element i of an fp32 view (element stride st) as a float. */
+static inline float f32_at(const void *enc, int64_t i, int64_t st)
+{
+    float f;
+    memcpy(&f, (const char *)enc + i * st * 4, 4);
+    return f;
+}
+
+/* Plain fp32 / fp64 sequential sums: the hardware adds are the emulated ones.
+ * An fp32 view without DAZ is read as floats: the values its decoding gives. */
 static double run_fast(const sum_seq *s, int64_t n)
 {
+    const emu_vec *v = s->x;
+    const double *x = v->map ? NULL : v->d;
+    bool f32 = !v->d && !v->map && v->dt == NV_DT_FP32 && !v->daz;
+    int64_t st = v->st;
     if (s->dt == NV_DT_FP64) {
-        double acc = s->x[0];
-        for (int64_t i = 1; i < n; i++)
-            acc += s->x[i * s->sx];
+        double acc = emu_vec_at(v, 0);
+        if (x)
+            for (int64_t i = 1; i < n; i++)
+                acc += x[i * st];
+        else if (f32)
+            for (int64_t i = 1; i < n; i++)
+                acc += f32_at(v->enc, i, st);
+        else
+            for (int64_t i = 1; i < n; i++)
+                acc += emu_vec_at(v, i);
         return acc;
     }
-    float acc = (float)s->x[0];
-    for (int64_t i = 1; i < n; i++)
-        acc += (float)s->x[i * s->sx];
+    float acc = (float)emu_vec_at(v, 0);
+    if (x)
+        for (int64_t i = 1; i < n; i++)
+            acc += (float)x[i * st];
+    else if (f32)
+        for (int64_t i = 1; i < n; i++)
+            acc += f32_at(v->enc, i, st);
+    else
+        for (int64_t i = 1; i < n; i++)
+            acc += (float)emu_vec_at(v, i);
     return acc;
 }
 
@@ -192,13 +228,11 @@ static double random_order(const sum_seq *s, int64_t n)
     return acc;
 }
 
-double emu_sum(emu_call *c, nv_dtype dt, const double *x, int64_t sx, const double *y, int64_t sy,
-               int64_t n)
+double emu_sum_vec(emu_call *c, nv_dtype dt, const emu_vec *x, const emu_vec *y, int64_t n)
 {
     if (n <= 0)
         return 0.0;
-    sum_seq s = {c, dt, x, y, sx, sy, y && c->m->fma,
-                 c->m->accum_block > 1 || c->m->accum_truncate};
+    sum_seq s = {c, dt, x, y, y && c->m->fma, c->m->accum_block > 1 || c->m->accum_truncate};
     int64_t k = c->m->order_k > 0 ? c->m->order_k : 1;
     switch (c->m->order) {
     case EMU_ORDER_SEQUENTIAL:
@@ -217,6 +251,13 @@ double emu_sum(emu_call *c, nv_dtype dt, const double *x, int64_t sx, const doub
         return randtree(&s, (uint64_t)k, 0, n);
     }
     return run(&s, 0, 1, n);
+}
+
+double emu_sum(emu_call *c, nv_dtype dt, const double *x, int64_t sx, const double *y, int64_t sy,
+               int64_t n)
+{
+    emu_vec xv = {.d = x, .st = sx}, yv = {.d = y, .st = sy};
+    return emu_sum_vec(c, dt, &xv, y ? &yv : NULL, n);
 }
 
 /* ---- the fp32 fused dot-product fast path ----
