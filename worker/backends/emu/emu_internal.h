@@ -233,16 +233,20 @@ int emu_view_decode(const nv_tensor_view *v, bool daz, double *dst);
  * double, IEEE 754-2019 §5.4.2; the conversion keeps a NaN's payload as
  * nvw_view_decode's does), bf16 by a shift, DAZ reading a subnormal as the zero
  * of its sign; NaN patterns and every other dtype through nv_dtype_decode. */
+static inline float emu_decode_f32(const void *p, int64_t off, bool daz)
+{
+    float f;
+    memcpy(&f, (const unsigned char *)p + off * 4, 4);
+    if (daz && f != 0 && fabsf(f) < 0x1p-126f)
+        f = copysignf(0.0f, f);
+    return f;
+}
+
 static inline double emu_decode_at(nv_dtype dt, const void *p, int64_t off, bool daz)
 {
     const unsigned char *b = p;
-    if (dt == NV_DT_FP32) {
-        float f;
-        memcpy(&f, b + off * 4, 4);
-        if (daz && f != 0 && fabsf(f) < 0x1p-126f)
-            f = copysignf(0.0f, f);
-        return f;
-    }
+    if (dt == NV_DT_FP32)
+        return emu_decode_f32(p, off, daz);
     if (dt == NV_DT_FP64) {
         double d;
         memcpy(&d, b + off * 8, 8);
