@@ -3,7 +3,10 @@
  *
  * Kernels work on decoded values (doubles, contiguous row-major) so that the same
  * kernels serve the op entry point and, later, backward and fused graph entry
- * points: a caller chooses the dtypes each stage rounds to through emu_call. */
+ * points: a caller chooses the dtypes each stage rounds to through emu_call.
+ * The one exception is a large reduction at the op entry (emu_reduce_view): it
+ * reads the caller's encoded view in place, decoding each element as it reads
+ * it, so that no decoded copy of the size of its input exists. */
 #ifndef NUMVAL_WORKER_EMU_INTERNAL_H
 #define NUMVAL_WORKER_EMU_INTERNAL_H
 
