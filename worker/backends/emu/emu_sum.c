@@ -103,9 +103,9 @@ static double fast_v(const sum_seq *s, int64_t n)
     return acc;
 }
 
-/* The same of the values of an fp32 view (emu_vec without map): its floats
- * are the values its decoding gives; daz a constant in each caller below, so
- * that each loop is its own. */
+/* The same of the values of an fp32 view: its floats are the values its
+ * decoding gives; daz a constant in each caller below, so that each loop is
+ * its own. */
 static inline double fast_f32(const sum_seq *s, int64_t n, bool daz)
 {
     const void *enc = s->vx->enc;
@@ -124,12 +124,22 @@ static inline double fast_f32(const sum_seq *s, int64_t n, bool daz)
 
 static double fast_f(const sum_seq *s, int64_t n)
 {
+    if (s->vx->map)
+        return fast_v(s, n);
     return s->vx->daz ? fast_f32(s, n, true) : fast_f32(s, n, false);
+}
+
+/* Term i of an fp32 view: its value, mapped where the emu_vec says. */
+static inline double f32_term(const emu_vec *v, int64_t i)
+{
+    double x = emu_decode_f32(v->enc, i * v->st, v->daz);
+    return v->map ? v->map(v->map_ud, x) : x;
 }
 
 /* The orders three times, each with its own reads inlined: over decoded terms
  * (emu_sum, the kernels' path), over emu_vec terms (emu_sum_vec) and over the
- * values of an fp32 view (emu_sum_vec's common case: no per-term dispatch). */
+ * values of an fp32 view (emu_sum_vec's common case: no per-term dispatch on
+ * the dtype). */
 #define T(name) name##_d
 #define X(s, i) ((s)->x[(i) * (s)->sx])
 #define Y(s, i, x) ((s)->y[(i) * (s)->sy])
@@ -149,7 +159,7 @@ static double fast_f(const sum_seq *s, int64_t n)
 #undef X
 
 #define T(name) name##_f
-#define X(s, i) emu_decode_f32((s)->vx->enc, (i) * (s)->vx->st, (s)->vx->daz)
+#define X(s, i) f32_term((s)->vx, i)
 #include "emu_sum_order.h"
 #undef T
 #undef X
@@ -174,7 +184,7 @@ double emu_sum_vec(emu_call *c, nv_dtype dt, const emu_vec *x, const emu_vec *y,
     sum_seq s = {.c = c, .dt = dt, .vx = x, .vy = y,
                  .fused = y && c->m->fma,
                  .blocked = c->m->accum_block > 1 || c->m->accum_truncate};
-    bool f32 = !x->d && !x->map && x->dt == NV_DT_FP32 && (!y || y == x);
+    bool f32 = !x->d && x->dt == NV_DT_FP32 && (!y || y == x);
     return f32 ? sum_f(&s, n) : sum_v(&s, n);
 }
 
