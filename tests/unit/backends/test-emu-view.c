@@ -40,8 +40,8 @@ static bool same_bits(double x, double y)
  * mismatches and shows the first. */
 static int64_t decode_diff(nv_dtype dt, const void *buf, int64_t n, bool daz)
 {
-    nv_tensor_view v = {.dtype = (int32_t)dt, .ndim = 1, .shape = {n}, .strides = {1},
-                        .data = (void *)buf};
+    nv_tensor_view v = {
+        .dtype = (int32_t)dt, .ndim = 1, .shape = {n}, .strides = {1}, .data = (void *)buf};
     double *want = malloc((size_t)n * sizeof *want);
     int64_t bad = 0;
     if (!want || nvw_view_decode(&v, daz, want) < 0) {
@@ -89,8 +89,7 @@ static void test_decode(void)
         tap_ok(b16 == 0 && h16 == 0 && f32 == 0 && f64 == 0,
                "emu_decode_at == nvw_view_decode, daz=%s: all bf16 and fp16 patterns, fp32 "
                "edges and 1e6 random patterns, fp64 edges (%lld, %lld, %lld, %lld differ)",
-               daz ? "on" : "off", (long long)b16, (long long)h16, (long long)f32,
-               (long long)f64);
+               daz ? "on" : "off", (long long)b16, (long long)h16, (long long)f32, (long long)f64);
     }
     free(p32);
 }
@@ -120,11 +119,11 @@ static uint64_t gen_bits(nv_dtype dt, vclass k, int64_t j, nv_rng *g)
         /* a tenth of the terms from the special patterns, the rest any pattern */
         uint32_t s = nv_rng_u32(g) % 100;
         if (s < 2)
-            return (s ? sign : 0) | inf;                       /* +-Inf */
+            return (s ? sign : 0) | inf; /* +-Inf */
         if (s < 4)
-            return (s == 3 ? sign : 0) | inf | (1 + (u & 7));  /* NaN, signalling, payload */
+            return (s == 3 ? sign : 0) | inf | (1 + (u & 7)); /* NaN, signalling, payload */
         if (s < 6)
-            return (s == 5 ? sign : 0);                        /* +-0 */
+            return (s == 5 ? sign : 0); /* +-0 */
         if (s < 10)
             return (u & sign) | (u & ((1ull << in->mant_bits) - 1)); /* +-subnormal */
         return u;
@@ -326,8 +325,8 @@ static void test_kernels(void)
                         }
                         char what[128];
                         snprintf(what, sizeof what, "%s %s %s shape %d axis %d",
-                                 nv_dtype_name(dtypes[di]), vclass_names[k], layout_names[l],
-                                 si, sc->axis);
+                                 nv_dtype_name(dtypes[di]), vclass_names[k], layout_names[l], si,
+                                 sc->axis);
                         for (int oi = 0; oi < N_OPS; oi++)
                             compare(&ctx, &ops[oi], &v, sc->axis, what, &t);
                         nvw_view_free(&v);
@@ -350,8 +349,13 @@ static unsigned char *forward_bytes(emu_ctx *ctx, const char *op, const char *at
     const nv_backend *b = nvw_emu_backend();
     nv_tensor_view out;
     memset(&out, 0, sizeof out);
-    nv_op_call call = {.op = op, .attrs_json = attrs, .out_dtype = NV_DT_FP32, .n_inputs = 1,
-                       .inputs = (nv_tensor_view *)v, .n_outputs = 1, .outputs = &out};
+    nv_op_call call = {.op = op,
+                       .attrs_json = attrs,
+                       .out_dtype = NV_DT_FP32,
+                       .n_inputs = 1,
+                       .inputs = (nv_tensor_view *)v,
+                       .n_outputs = 1,
+                       .outputs = &out};
     char err[256];
     if (b->forward(ctx, &call, err, sizeof err) != NV_OK) {
         tap_diag("%s %s: %s", op, attrs, err);
@@ -379,7 +383,8 @@ static void test_forward(void)
         int64_t runs = 0, bad = 0, copies = 0;
         for (int si = 0; si < 4; si++)
             for (int q = 0; q < 5; q++) {
-                static const int lq[5] = {L_CONTIG, L_STRIDED, L_TRANSPOSED, L_STRIDED, L_TRANSPOSED};
+                static const int lq[5] = {L_CONTIG, L_STRIDED, L_TRANSPOSED, L_STRIDED,
+                                          L_TRANSPOSED};
                 static const vclass kq[5] = {V_NORMAL, V_NORMAL, V_NORMAL, V_SUBNORMAL, V_CANCEL};
                 int l = lq[q];
                 vclass k = kq[q];

@@ -328,8 +328,8 @@ bool emu_reduce_reads_view(const nv_op_def *op);
 /* emu_reduce_op on the view v, read where it lies (any strides, any dtype),
  * each element decoded as emu_view_decode with DAZ daz decodes it: the same
  * out bit for bit, and the same draws from the call's streams. */
-int emu_reduce_view(emu_call *c, const nv_op_def *op, const nv_op_attrs *a,
-                    const nv_tensor_view *v, bool daz, double *out, char *err, size_t errlen);
+int emu_reduce_view(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, const nv_tensor_view *v,
+                    bool daz, double *out, char *err, size_t errlen);
 /* The most elements of an input emu_forward decodes for a reduction that
  * emu_reduce_view can read in place (2^16; tests move it to run both paths
  * through the whole call). */

@@ -374,14 +374,14 @@ bool emu_reduce_reads_view(const nv_op_def *op)
     return op->kind == NV_OPK_REDUCE && kind_of(op->name) <= R_NORM2;
 }
 
-int emu_reduce_view(emu_call *c, const nv_op_def *op, const nv_op_attrs *a,
-                    const nv_tensor_view *v, bool daz, double *out, char *err, size_t errlen)
+int emu_reduce_view(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, const nv_tensor_view *v,
+                    bool daz, double *out, char *err, size_t errlen)
 {
     red r;
     red_in ri = {.v = v, .daz = daz, .ax = red_init(&r, c, op, a, v->ndim, v->shape)};
     red_kind k = kind_of(op->name);
-    bool tmp = ((k == R_VAR && !a->welford) || k == R_NORM2) &&
-               c->rm.rounding == NV_ROUND_STOCHASTIC;
+    bool tmp =
+        ((k == R_VAR && !a->welford) || k == R_NORM2) && c->rm.rounding == NV_ROUND_STOCHASTIC;
     if (tmp && !(r.tmp = tmp_new(&r, err, errlen)))
         return NV_E_NOMEM;
     reduce_rows(&r, k, &ri, out);

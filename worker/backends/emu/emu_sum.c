@@ -171,9 +171,9 @@ double emu_sum(emu_call *c, nv_dtype dt, const double *x, int64_t sx, const doub
 {
     if (n <= 0)
         return 0.0;
-    sum_seq s = {.c = c, .dt = dt, .x = x, .y = y, .sx = sx, .sy = sy,
-                 .fused = y && c->m->fma,
-                 .blocked = c->m->accum_block > 1 || c->m->accum_truncate};
+    sum_seq s = {.c = c, .dt = dt, .x = x, .y = y, .sx = sx, .sy = sy};
+    s.fused = y && c->m->fma;
+    s.blocked = c->m->accum_block > 1 || c->m->accum_truncate;
     return sum_d(&s, n);
 }
 
@@ -181,9 +181,9 @@ double emu_sum_vec(emu_call *c, nv_dtype dt, const emu_vec *x, const emu_vec *y,
 {
     if (n <= 0)
         return 0.0;
-    sum_seq s = {.c = c, .dt = dt, .vx = x, .vy = y,
-                 .fused = y && c->m->fma,
-                 .blocked = c->m->accum_block > 1 || c->m->accum_truncate};
+    sum_seq s = {.c = c, .dt = dt, .vx = x, .vy = y};
+    s.fused = y && c->m->fma;
+    s.blocked = c->m->accum_block > 1 || c->m->accum_truncate;
     bool f32 = !x->d && x->dt == NV_DT_FP32 && (!y || y == x);
     return f32 ? sum_f(&s, n) : sum_v(&s, n);
 }
