@@ -6,8 +6,9 @@
 # peer doing the comparable work in one process (the fp32 input drawn, an
 # fp32 sum and an fp64 sum as the reference). The device's own memory is
 # printed beside numval's: the view it reads (4 bytes per fp32 element, held
-# for its one call) and what emu decodes it into (8 bytes per element) are
-# the device's, computed from n, not measured. Usage:
+# for its one call) and what emu decodes it into (8 bytes per element, only
+# up to 2^16 elements: a larger reduction reads the view in place,
+# emu_reduce_view) are the device's, computed from n, not measured. Usage:
 #   bench/reduce_case_bench.sh [BUILD_DIR] [N ...]   (default build-bench-svc, 10^6 10^7 10^8)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,7 +27,7 @@ for N in "$@"; do
     v=$(/usr/bin/python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["cases"][0]; print(c["verdict"], c.get("max_ulp"))' "$T/out.json" 2>/dev/null)
     awk -v w="$wall" -v u="$user" -v r="$rss" -v n="$N" -v rc="$rc" -v v="$v" 'BEGIN {
         printf "numval sum fp32 n=%-10d %8.1f ns/elt wall %6.1f ns/elt cpu  peak RSS %7.1f MB  (device view %6.1f MB, emu decoded %6.1f MB; exit %d, %s)\n",
-               n, w * 1e9 / n, u * 1e9 / n, r / 1024, n * 4 / 1048576, n * 8 / 1048576, rc, v }'
+               n, w * 1e9 / n, u * 1e9 / n, r / 1024, n * 4 / 1048576, (n > 65536 ? 0 : n * 8) / 1048576, rc, v }'
     if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
         /usr/bin/python3 - "$N" <<'PY'
 import resource, sys, time

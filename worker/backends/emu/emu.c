@@ -76,8 +76,8 @@ static uint64_t fnv1a(const char *s)
 }
 
 /* Resolve the call's dtypes (DESIGN.md "Devices and backends"; docs/BACKEND_ABI.md). */
-static void call_init(emu_call *ec, emu_ctx *ctx, const nv_op_def *op, const nv_op_attrs *a,
-                      nv_dtype out, int64_t numel, const char *node)
+void emu_call_init(emu_call *ec, emu_ctx *ctx, const nv_op_def *op, const nv_op_attrs *a,
+                   nv_dtype out, int64_t numel, const char *node)
 {
     const emu_mode *m = &ctx->mode;
     memset(ec, 0, sizeof(*ec));
@@ -200,6 +200,7 @@ typedef struct fwd_state {
     nv_tensor in[EMU_MAX_INPUTS]; /* data in the context's scratch */
     const nv_tensor *inp[EMU_MAX_INPUTS];
     int n_in;
+    const nv_tensor_view *view; /* the input read in place (in[0] without data), or NULL */
 } fwd_state;
 
 /* Scratch buffer k of the context with room for n doubles, or NULL on ENOMEM. */
@@ -216,8 +217,8 @@ static double *scratch(emu_ctx *ctx, int k, int64_t n)
     return ctx->scratch[k];
 }
 
-/* A decoded contiguous copy of view v in scratch buffer k. */
-static int decode_input(emu_ctx *ctx, int k, const nv_tensor_view *v, nv_tensor *t)
+/* t with the shape of view v, contiguous row-major, without data. */
+static int tensor_of(const nv_tensor_view *v, nv_tensor *t)
 {
     if (!nv_dtype_get((nv_dtype)v->dtype) || v->ndim < 0 || v->ndim > NV_MAX_DIMS)
         return NV_E_INVALID;
@@ -233,10 +234,31 @@ static int decode_input(emu_ctx *ctx, int k, const nv_tensor_view *v, nv_tensor 
         t->numel *= v->shape[d];
     }
     t->storage_len = t->numel;
+    return NV_OK;
+}
+
+/* A decoded contiguous copy of view v in scratch buffer k. */
+static int decode_input(emu_ctx *ctx, int k, const nv_tensor_view *v, nv_tensor *t)
+{
+    int r = tensor_of(v, t);
+    if (r < 0)
+        return r;
     t->data = scratch(ctx, k, t->numel);
     if (!t->data)
         return NV_E_NOMEM;
     return emu_view_decode(v, ctx->mode.daz, t->data) < 0 ? NV_E_INVALID : NV_OK;
+}
+
+int64_t emu_view_min = 1 << 16;
+
+/* The one input of a reduction emu_reduce_view reads in place, when it has more
+ * than emu_view_min elements: t its shape without data. A copy that small costs
+ * little, and small calls keep the decoded path. */
+static bool reads_in_place(const nv_op_def *op, const nv_op_call *call, nv_tensor *t)
+{
+    const nv_tensor_view *v = &call->inputs[0];
+    return call->n_inputs == 1 && emu_reduce_reads_view(op) && v->data &&
+           tensor_of(v, t) == NV_OK && t->numel > emu_view_min;
 }
 
 int emu_view_decode(const nv_tensor_view *v, bool daz, double *dst)
@@ -249,21 +271,8 @@ int emu_view_decode(const nv_tensor_view *v, bool daz, double *dst)
     }
     if (!contiguous)
         return nvw_view_decode(v, daz, dst);
-    const unsigned char *p = v->data;
-    for (int64_t i = 0; i < n; i++) {
-        uint16_t h;
-        memcpy(&h, p + 2 * i, 2);
-        if ((h & 0x7f80) == 0x7f80 && (h & 0x7f)) { /* NaN */
-            dst[i] = nv_dtype_decode(NV_DT_BF16, h, daz);
-            continue;
-        }
-        if (daz && (h & 0x7f80) == 0) /* DAZ: a subnormal reads as a signed zero */
-            h &= 0x8000;
-        uint32_t u = (uint32_t)h << 16;
-        float f;
-        memcpy(&f, &u, 4);
-        dst[i] = f;
-    }
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = emu_decode_at(NV_DT_BF16, v->data, i, daz);
     return 0;
 }
 
@@ -293,7 +302,12 @@ static int decode_call(emu_ctx *ctx, nv_op_call *call, const nv_op_def **ret_op,
         snprintf(err, errlen, "op '%s' called with '%d' inputs", op->name, call->n_inputs);
         return NV_E_INVALID;
     }
-    for (int i = 0; i < call->n_inputs; i++) {
+    if (call->n_inputs > 0 && reads_in_place(op, call, &s->in[0])) {
+        s->view = &call->inputs[0];
+        s->inp[0] = &s->in[0];
+        s->n_in = 1;
+    }
+    for (int i = s->n_in; i < call->n_inputs; i++) {
         int r = decode_input(ctx, i, &call->inputs[i], &s->in[i]);
         if (r == NV_E_NOMEM) {
             snprintf(err, errlen, "out of memory");
@@ -346,9 +360,11 @@ static int emu_forward(void *vctx, nv_op_call *call, char *err, size_t errlen)
         goto out;
     }
     emu_call ec;
-    call_init(&ec, ctx, op, &a, out_dt, numel, call->node);
+    emu_call_init(&ec, ctx, op, &a, out_dt, numel, call->node);
     if (op->kind == NV_OPK_SELECT)
         r = emu_select(&ctx->mode, op, &a, s.inp, vals, &ctx->draws, err, errlen);
+    else if (s.view)
+        r = emu_reduce_view(&ec, op, &a, s.view, ctx->mode.daz, vals, err, errlen);
     else
         r = run_kernel(&ec, op, &a, s.n_in, s.inp, vals, err, errlen);
     if (r < 0)

@@ -3,7 +3,10 @@
  *
  * Kernels work on decoded values (doubles, contiguous row-major) so that the same
  * kernels serve the op entry point and, later, backward and fused graph entry
- * points: a caller chooses the dtypes each stage rounds to through emu_call. */
+ * points: a caller chooses the dtypes each stage rounds to through emu_call.
+ * The one exception is a large reduction at the op entry (emu_reduce_view): it
+ * reads the caller's encoded view in place, decoding each element as it reads
+ * it, so that no decoded copy of the size of its input exists. */
 #ifndef NUMVAL_WORKER_EMU_INTERNAL_H
 #define NUMVAL_WORKER_EMU_INTERNAL_H
 
@@ -135,6 +138,12 @@ typedef struct emu_call {
     uint64_t order_state; /* random order stream (fresh per call) */
 } emu_call;
 
+/* The call of op (attrs a, output dtype out, numel output elements, graph
+ * node name or NULL) on context ctx, as emu_forward makes it: the dtypes of its
+ * stages and its rounding and order streams (a fresh order stream per call). */
+void emu_call_init(emu_call *ec, emu_ctx *ctx, const nv_op_def *op, const nv_op_attrs *a,
+                   nv_dtype out, int64_t numel, const char *node);
+
 /* ---- emu_rng.c ---- */
 int emu_rng_call(void *ctx, nv_rng_call *call, char *err, size_t errlen);
 
@@ -222,6 +231,67 @@ static inline bool emu_store_exact(nv_dtype dt, void *buf, int64_t i, double v)
  * same values bit for bit (NaN patterns go through nv_dtype_decode). */
 int emu_view_decode(const nv_tensor_view *v, bool daz, double *dst);
 
+/* Element off (in elements) of encoded data p of dtype dt, decoded as
+ * emu_view_decode decodes it: fp32 and fp64 by a load (a float is exactly its
+ * double, IEEE 754-2019 §5.4.2; the conversion keeps a NaN's payload as
+ * nvw_view_decode's does), bf16 by a shift, DAZ reading a subnormal as the zero
+ * of its sign; NaN patterns and every other dtype through nv_dtype_decode. */
+static inline float emu_decode_f32(const void *p, int64_t off, bool daz)
+{
+    float f;
+    memcpy(&f, (const unsigned char *)p + off * 4, 4);
+    if (daz && f != 0 && fabsf(f) < 0x1p-126f)
+        f = copysignf(0.0f, f);
+    return f;
+}
+
+static inline double emu_decode_at(nv_dtype dt, const void *p, int64_t off, bool daz)
+{
+    const unsigned char *b = p;
+    if (dt == NV_DT_FP32)
+        return emu_decode_f32(p, off, daz);
+    if (dt == NV_DT_FP64) {
+        double d;
+        memcpy(&d, b + off * 8, 8);
+        if (daz && d != 0 && fabs(d) < 0x1p-1022)
+            d = copysign(0.0, d);
+        return d;
+    }
+    if (dt != NV_DT_BF16)
+        return nv_dtype_decode(dt, nv_dtype_load_bits(dt, p, off), daz);
+    uint16_t h;
+    memcpy(&h, b + off * 2, 2);
+    if ((h & 0x7f80) == 0x7f80 && (h & 0x7f)) /* NaN */
+        return nv_dtype_decode(NV_DT_BF16, h, daz);
+    if (daz && (h & 0x7f80) == 0)
+        h &= 0x8000;
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* The n terms a kernel reads: decoded doubles d[i * st], or, with d NULL, the
+ * elements enc[i * st] of a device's encoded view read in place (emu_decode_at),
+ * so that a large reduction needs no decoded copy of its input; map, when set,
+ * is applied to each value read (a pure function of it: the caller computes it
+ * on the fly only where no rounding draws from the stochastic stream). */
+typedef struct emu_vec {
+    const double *d;
+    const void *enc;
+    nv_dtype dt;
+    bool daz;
+    int64_t st;
+    double (*map)(const void *ud, double v);
+    const void *map_ud;
+} emu_vec;
+
+static inline double emu_vec_at(const emu_vec *v, int64_t i)
+{
+    double x = v->d ? v->d[i * v->st] : emu_decode_at(v->dt, v->enc, i * v->st, v->daz);
+    return v->map ? v->map(v->map_ud, x) : x;
+}
+
 /* ---- emu_fn.c ---- */
 /* f(x) in dt by the mode's transcendental quality; the exact kind rounds once. */
 double emu_fn(emu_call *c, nv_fn f, double x, nv_dtype dt);
@@ -251,6 +321,19 @@ int emu_elementwise(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, int 
                     const nv_tensor *const *in, double *out, char *err, size_t errlen);
 int emu_reduce_op(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, int n_in,
                   const nv_tensor *const *in, double *out, char *err, size_t errlen);
+/* Reductions whose one input emu_reduce_view reads in place: sum, mean, max,
+ * var and norm2 (the ones whose terms are the input's values, read in any
+ * order: no decoded copy of an input of the job's size needs to exist). */
+bool emu_reduce_reads_view(const nv_op_def *op);
+/* emu_reduce_op on the view v, read where it lies (any strides, any dtype),
+ * each element decoded as emu_view_decode with DAZ daz decodes it: the same
+ * out bit for bit, and the same draws from the call's streams. */
+int emu_reduce_view(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, const nv_tensor_view *v,
+                    bool daz, double *out, char *err, size_t errlen);
+/* The most elements of an input emu_forward decodes for a reduction that
+ * emu_reduce_view can read in place (2^16; tests move it to run both paths
+ * through the whole call). */
+extern int64_t emu_view_min;
 int emu_matmul(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, int n_in,
                const nv_tensor *const *in, double *out, char *err, size_t errlen);
 /* conv2d and avg_pool2d (emu_conv.c): in[] = x (, weight), contiguous. */
@@ -273,6 +356,8 @@ int emu_select(const emu_mode *m, const nv_op_def *op, const nv_op_attrs *a,
  * fma=on, else rounded to dt first. n == 0 gives +0. */
 double emu_sum(emu_call *c, nv_dtype dt, const double *x, int64_t sx, const double *y, int64_t sy,
                int64_t n);
+/* The same over emu_vec terms (y NULL: a sum; y == x: the sum of the squares). */
+double emu_sum_vec(emu_call *c, nv_dtype dt, const emu_vec *x, const emu_vec *y, int64_t n);
 /* out[i*N + j] = emu_sum(c, dt, A(i, .), B(., j), K) for i < M, j < N, with
  * A(i, k) = a[i*asi + k*ask], B(k, j) = b[k*bsk + j*bsj], computed at once with
  * the hardware's fp32 fma where that gives the same bits: the call qualifies

@@ -14,16 +14,23 @@ typedef struct red {
     const nv_op_attrs *a;
     nv_dtype cd, ad;
     int64_t outer, n, inner;
-    double *tmp; /* n scratch values */
+    /* n scratch values; NULL (inputs read in place, emu_reduce_view) where var
+     * and norm2 may compute their terms as the sum reads them */
+    double *tmp;
 } red;
+
+static emu_vec decoded(const double *x, int64_t st)
+{
+    return (emu_vec){.d = x, .st = st};
+}
 
 /* Reduction length 0 is possible for sum only (catalog.c refuses the others). */
 
-static double row_max(const double *x, int64_t st, int64_t n)
+static double row_max(const emu_vec *x, int64_t n)
 {
     double m = -INFINITY;
     for (int64_t j = 0; j < n; j++) {
-        double v = x[j * st];
+        double v = emu_vec_at(x, j);
         if (isnan(v))
             return v;
         if (v > m)
@@ -46,29 +53,68 @@ static double exp_sum(red *r, const double *x, int64_t st, double m)
 static double row_logsumexp(red *r, const double *x, int64_t st)
 {
     emu_call *c = r->c;
-    double m = emu_round(c, r->cd, row_max(x, st, r->n));
+    emu_vec xv = decoded(x, st);
+    double m = emu_round(c, r->cd, row_max(&xv, r->n));
     if (isinf(m))
         return m; /* all -inf: -inf; any +inf: +inf (log of an infinite sum) */
     double s = exp_sum(r, x, st, m);
     return emu_add(c, r->cd, m, emu_fn(c, NV_FN_LOG, s, r->cd));
 }
 
+/* A term of var or norm2 computed from the value read: v rounded to accum,
+ * then less the mean (var) or scaled by 2^-e (norm2). */
+typedef struct term_map {
+    emu_call *c;
+    nv_dtype ad;
+    double m;
+    int e;
+} term_map;
+
+static double deviation(const void *ud, double v)
+{
+    const term_map *t = ud;
+    return emu_add(t->c, t->ad, emu_round(t->c, t->ad, v), -t->m);
+}
+
+static double scaled(const void *ud, double v)
+{
+    const term_map *t = ud;
+    return ldexp(emu_round(t->c, t->ad, v), -t->e);
+}
+
+/* The sum of the squares of f(x_j), f a term_map function: from r->tmp filled
+ * in order j, or computed as the sum reads them, which gives the same terms
+ * where no rounding draws from the stochastic stream (emu_reduce_view keeps
+ * r->tmp under stochastic rounding, where the order of the draws is the
+ * result's). */
+static double sum_sq_of(red *r, const emu_vec *x, double (*f)(const void *, double),
+                        const term_map *t)
+{
+    if (!r->tmp) {
+        emu_vec fx = *x;
+        fx.map = f;
+        fx.map_ud = t;
+        return emu_sum_vec(r->c, r->ad, &fx, &fx, r->n);
+    }
+    for (int64_t j = 0; j < r->n; j++)
+        r->tmp[j] = f(t, emu_vec_at(x, j));
+    return emu_sum(r->c, r->ad, r->tmp, 1, r->tmp, 1, r->n);
+}
+
 /* Variance: two-pass (mean, then the sum of squared deviations) or Welford's
  * update, each step rounded in accum (Higham §1.9, Chan-Golub-LeVeque 1983). */
-static double row_var(red *r, const double *x, int64_t st)
+static double row_var(red *r, const emu_vec *x)
 {
     emu_call *c = r->c;
     nv_dtype ad = r->ad;
     double denom = (double)(r->n - r->a->correction);
     if (!r->a->welford) {
-        double m = emu_div(c, ad, emu_sum(c, ad, x, st, NULL, 0, r->n), (double)r->n);
-        for (int64_t j = 0; j < r->n; j++)
-            r->tmp[j] = emu_add(c, ad, emu_round(c, ad, x[j * st]), -m);
-        return emu_div(c, ad, emu_sum(c, ad, r->tmp, 1, r->tmp, 1, r->n), denom);
+        term_map t = {c, ad, emu_div(c, ad, emu_sum_vec(c, ad, x, NULL, r->n), (double)r->n), 0};
+        return emu_div(c, ad, sum_sq_of(r, x, deviation, &t), denom);
     }
     double mean = 0, m2 = 0;
     for (int64_t j = 0; j < r->n; j++) {
-        double v = emu_round(c, ad, x[j * st]);
+        double v = emu_round(c, ad, emu_vec_at(x, j));
         double delta = emu_add(c, ad, v, -mean);
         mean = emu_add(c, ad, mean, emu_div(c, ad, delta, (double)(j + 1)));
         double delta2 = emu_add(c, ad, v, -mean);
@@ -86,20 +132,20 @@ static double row_var(red *r, const double *x, int64_t st)
  * the intermediate squares of values near the format's max or min stay in range
  * (docs/TOLERANCES.md "Intermediate overflow": a device that does not scale
  * overflows its accumulator, a documented outcome, or underflows to a wrong 0). */
-static double row_norm2(red *r, const double *x, int64_t st)
+static double row_norm2(red *r, const emu_vec *x)
 {
     emu_call *c = r->c;
     double mx = 0;
-    for (int64_t j = 0; j < r->n; j++)
-        if (isfinite(x[j * st]))
-            mx = fmax(mx, fabs(x[j * st]));
-    int e = 0;
+    for (int64_t j = 0; j < r->n; j++) {
+        double v = emu_vec_at(x, j);
+        if (isfinite(v))
+            mx = fmax(mx, fabs(v));
+    }
+    term_map t = {c, r->ad, 0, 0};
     if (mx > 0)
-        frexp(mx, &e);
-    for (int64_t j = 0; j < r->n; j++)
-        r->tmp[j] = ldexp(emu_round(c, r->ad, x[j * st]), -e);
-    double s = emu_sqrt(c, r->ad, emu_sum(c, r->ad, r->tmp, 1, r->tmp, 1, r->n));
-    return emu_round(c, r->ad, ldexp(s, e));
+        frexp(mx, &t.e);
+    double s = emu_sqrt(c, r->ad, sum_sq_of(r, x, scaled, &t));
+    return emu_round(c, r->ad, ldexp(s, t.e));
 }
 
 /* layer_norm / rms_norm over the last axis (inner == 1). */
@@ -133,7 +179,8 @@ static void row_softmax(red *r, bool log_form, const double *x, int64_t st, doub
 {
     emu_call *c = r->c;
     nv_dtype cd = r->cd;
-    double m = emu_round(c, cd, row_max(x, st, r->n));
+    emu_vec xv = decoded(x, st);
+    double m = emu_round(c, cd, row_max(&xv, r->n));
     double s = exp_sum(r, x, st, m);
     double ls = log_form ? emu_fn(c, NV_FN_LOG, s, cd) : 0;
     for (int64_t j = 0; j < r->n; j++) {
@@ -196,40 +243,72 @@ static red_kind kind_of(const char *name)
     return R_LOGSOFTMAX;
 }
 
-static void reduce_rows(red *r, red_kind k, const double *x, double *out)
+/* The input of reduce_rows: a decoded row-major tensor x, or (x NULL) a view v
+ * read in place, decoded element by element with DAZ daz. */
+typedef struct red_in {
+    const double *x;
+    const nv_tensor_view *v;
+    bool daz;
+    int ax;
+} red_in;
+
+/* Row (o, i) of the input: the n elements along the axis with outer index o and
+ * inner index i (row-major over the axes before and after it). */
+static emu_vec row_of(const red *r, const red_in *in, int64_t o, int64_t i)
+{
+    if (in->x)
+        return decoded(in->x + o * r->n * r->inner + i, r->inner);
+    const nv_tensor_view *v = in->v;
+    int64_t off = 0;
+    for (int d = v->ndim - 1; d > in->ax; d--) {
+        off += i % v->shape[d] * v->strides[d];
+        i /= v->shape[d];
+    }
+    for (int d = in->ax - 1; d >= 0; d--) {
+        off += o % v->shape[d] * v->strides[d];
+        o /= v->shape[d];
+    }
+    nv_dtype dt = (nv_dtype)v->dtype;
+    return (emu_vec){.enc = (const char *)v->data + off * nv_dtype_get(dt)->storage_bytes,
+                     .dt = dt,
+                     .daz = in->daz,
+                     .st = v->strides[in->ax]};
+}
+
+static void reduce_rows(red *r, red_kind k, const red_in *in, double *out)
 {
     emu_call *c = r->c;
     nv_dtype ad = r->ad;
     int64_t st = r->inner;
     for (int64_t o = 0; o < r->outer; o++) {
         for (int64_t i = 0; i < r->inner; i++) {
-            const double *row = x + o * r->n * r->inner + i;
+            emu_vec row = row_of(r, in, o, i);
             double *yrow = out + o * r->n * r->inner + i; /* shape-keeping ops */
             double *dst = out + o * r->inner + i;         /* axis-removing ops */
             switch (k) {
             case R_SUM:
-                *dst = emu_sum(c, ad, row, st, NULL, 0, r->n);
+                *dst = emu_sum_vec(c, ad, &row, NULL, r->n);
                 break;
             case R_MEAN:
-                *dst = emu_div(c, ad, emu_sum(c, ad, row, st, NULL, 0, r->n), (double)r->n);
+                *dst = emu_div(c, ad, emu_sum_vec(c, ad, &row, NULL, r->n), (double)r->n);
                 break;
             case R_MAX:
-                *dst = row_max(row, st, r->n);
+                *dst = row_max(&row, r->n);
                 break;
             case R_VAR:
-                *dst = row_var(r, row, st);
+                *dst = row_var(r, &row);
                 break;
             case R_NORM2:
-                *dst = row_norm2(r, row, st);
+                *dst = row_norm2(r, &row);
                 break;
-            case R_LSE:
-                *dst = row_logsumexp(r, row, st);
+            case R_LSE: /* decoded inputs only (emu_reduce_reads_view) */
+                *dst = row_logsumexp(r, row.d, st);
                 break;
             case R_SOFTMAX:
-                row_softmax(r, false, row, st, yrow);
+                row_softmax(r, false, row.d, st, yrow);
                 break;
             case R_LOGSOFTMAX:
-                row_softmax(r, true, row, st, yrow);
+                row_softmax(r, true, row.d, st, yrow);
                 break;
             }
         }
@@ -245,21 +324,35 @@ static int norm_axis(const nv_op_attrs *a, const char *name, int ndim)
     return a->axis < 0 ? a->axis + ndim : a->axis;
 }
 
+/* r for the reduction of op along its axis of a tensor of this shape; the axis. */
+static int red_init(red *r, emu_call *c, const nv_op_def *op, const nv_op_attrs *a, int ndim,
+                    const int64_t *shape)
+{
+    int ax = norm_axis(a, op->name, ndim);
+    *r = (red){c, a, c->compute, c->accum, 1, shape[ax], 1, NULL};
+    for (int d = 0; d < ax; d++)
+        r->outer *= shape[d];
+    for (int d = ax + 1; d < ndim; d++)
+        r->inner *= shape[d];
+    return ax;
+}
+
+static double *tmp_new(const red *r, char *err, size_t errlen)
+{
+    double *t = malloc((size_t)(r->n > 0 ? r->n : 1) * sizeof(double));
+    if (!t)
+        snprintf(err, errlen, "out of memory");
+    return t;
+}
+
 int emu_reduce_op(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, int n_in,
                   const nv_tensor *const *in, double *out, char *err, size_t errlen)
 {
     const nv_tensor *x = in[0];
-    int ax = norm_axis(a, op->name, x->ndim);
-    red r = {c, a, c->compute, c->accum, 1, x->shape[ax], 1, NULL};
-    for (int d = 0; d < ax; d++)
-        r.outer *= x->shape[d];
-    for (int d = ax + 1; d < x->ndim; d++)
-        r.inner *= x->shape[d];
-    r.tmp = malloc((size_t)(r.n > 0 ? r.n : 1) * sizeof(double));
-    if (!r.tmp) {
-        snprintf(err, errlen, "out of memory");
+    red r;
+    red_in ri = {.x = x->data, .ax = red_init(&r, c, op, a, x->ndim, x->shape)};
+    if (!(r.tmp = tmp_new(&r, err, errlen)))
         return NV_E_NOMEM;
-    }
     int rc = NV_OK;
     if (!strcmp(op->name, "cross_entropy")) {
         rc = cross_entropy(&r, x, in[1], out, err, errlen);
@@ -269,9 +362,29 @@ int emu_reduce_op(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, int n_
             row_norm(&r, layer, x->data + o * r.n, in[1]->data, layer ? in[2]->data : NULL,
                      out + o * r.n);
     } else {
-        reduce_rows(&r, kind_of(op->name), x->data, out);
+        reduce_rows(&r, kind_of(op->name), &ri, out);
     }
     (void)n_in;
     free(r.tmp);
     return rc;
+}
+
+bool emu_reduce_reads_view(const nv_op_def *op)
+{
+    return op->kind == NV_OPK_REDUCE && kind_of(op->name) <= R_NORM2;
+}
+
+int emu_reduce_view(emu_call *c, const nv_op_def *op, const nv_op_attrs *a, const nv_tensor_view *v,
+                    bool daz, double *out, char *err, size_t errlen)
+{
+    red r;
+    red_in ri = {.v = v, .daz = daz, .ax = red_init(&r, c, op, a, v->ndim, v->shape)};
+    red_kind k = kind_of(op->name);
+    bool tmp =
+        ((k == R_VAR && !a->welford) || k == R_NORM2) && c->rm.rounding == NV_ROUND_STOCHASTIC;
+    if (tmp && !(r.tmp = tmp_new(&r, err, errlen)))
+        return NV_E_NOMEM;
+    reduce_rows(&r, k, &ri, out);
+    free(r.tmp);
+    return NV_OK;
 }

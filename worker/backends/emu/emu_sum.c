@@ -4,6 +4,7 @@
  * Numerical Algorithms, 2nd ed., ch. 4 (recursive: (n-1)u; pairwise: ceil(log2 n)u). */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/ref/blocksum.h"
 #include "emu_internal.h"
@@ -15,27 +16,12 @@
 typedef struct sum_seq {
     emu_call *c;
     nv_dtype dt;
-    const double *x, *y;
+    const double *x, *y; /* decoded terms x[i * sx] (y[i * sy]; y NULL: a sum) */
     int64_t sx, sy;
-    bool fused;   /* y present and fma=on */
-    bool blocked; /* accum_block > 1 or accum_align=truncate: nv_block_sum's adder */
+    const emu_vec *vx, *vy; /* or terms read through emu_vec_at (vy == vx: squares) */
+    bool fused;             /* a product and fma=on */
+    bool blocked;           /* accum_block > 1 or accum_align=truncate: nv_block_sum's adder */
 } sum_seq;
-
-/* Term i rounded to dt: a value or a rounded product. */
-static inline double term(const sum_seq *s, int64_t i)
-{
-    if (!s->y)
-        return emu_round(s->c, s->dt, s->x[i * s->sx]);
-    return emu_mul(s->c, s->dt, s->x[i * s->sx], s->y[i * s->sy]);
-}
-
-/* acc + term i: with fma=on the product enters the sum unrounded. */
-static inline double step(const sum_seq *s, double acc, int64_t i)
-{
-    if (s->fused)
-        return emu_fma(s->c, s->dt, s->x[i * s->sx], s->y[i * s->sy], acc);
-    return emu_add(s->c, s->dt, acc, term(s, i));
-}
 
 /* One rounding of the block t[0..n) under the call's mode (blocksum.h). */
 static double block(const sum_seq *s, const double *t, int n)
@@ -54,98 +40,6 @@ static double acc_add(const sum_seq *s, double a, double b)
     return block(s, t, 2);
 }
 
-/* Term i into t[*n] (and t[*n + 1]): a value, or a product, exact when fused
- * (its two halves, Dekker's TwoProduct through fma), else rounded first. */
-static void block_term(const sum_seq *s, int64_t i, double *t, int *n)
-{
-    if (!s->fused) {
-        t[(*n)++] = term(s, i);
-        return;
-    }
-    double x = s->x[i * s->sx], y = s->y[i * s->sy], p = x * y;
-    t[(*n)++] = p;
-    if (isfinite(p))
-        t[(*n)++] = fma(x, y, -p);
-}
-
-/* A sequential run with a multi-term adder (Fasi et al. 2021 §3): the
- * accumulator and the next accum_block terms are added with one rounding; the
- * first block is the first accum_block terms alone. */
-static double run_blocked(const sum_seq *s, int64_t first, int64_t stride, int64_t count)
-{
-    double t[2 * EMU_MAX_BLOCK + 1], acc = 0;
-    int w = s->c->m->accum_block;
-    for (int64_t j = 0; j < count;) {
-        int n = 0;
-        if (j > 0)
-            t[n++] = acc;
-        for (int q = 0; q < w && j < count; q++, j++)
-            block_term(s, first + j * stride, t, &n);
-        acc = block(s, t, n);
-    }
-    return acc;
-}
-
-/* Terms first, first + stride, ... (count of them), left to right. */
-static double run(const sum_seq *s, int64_t first, int64_t stride, int64_t count)
-{
-    if (s->blocked)
-        return run_blocked(s, first, stride, count);
-    double acc = term(s, first);
-    for (int64_t j = 1; j < count; j++)
-        acc = step(s, acc, first + j * stride);
-    return acc;
-}
-
-/* Plain fp32 / fp64 sequential sums: the hardware adds are the emulated ones. */
-static double run_fast(const sum_seq *s, int64_t n)
-{
-    if (s->dt == NV_DT_FP64) {
-        double acc = s->x[0];
-        for (int64_t i = 1; i < n; i++)
-            acc += s->x[i * s->sx];
-        return acc;
-    }
-    float acc = (float)s->x[0];
-    for (int64_t i = 1; i < n; i++)
-        acc += (float)s->x[i * s->sx];
-    return acc;
-}
-
-static double pairwise(const sum_seq *s, int64_t lo, int64_t n)
-{
-    if (n == 1)
-        return term(s, lo);
-    int64_t h = n / 2;
-    double a = pairwise(s, lo, h);
-    double b = pairwise(s, lo + h, n - h);
-    return acc_add(s, a, b);
-}
-
-/* Lanes [lo, lo + m) of a tree:k reduction, combined pairwise; lane j runs the
- * terms j, j + k, ... sequentially (a GPU block: strided per-thread loops, then a
- * shared-memory tree). */
-static double lanes(const sum_seq *s, int64_t n, int64_t k, int64_t lo, int64_t m)
-{
-    if (m == 1)
-        return run(s, lo, k, (n - lo + k - 1) / k);
-    int64_t h = m / 2;
-    double a = lanes(s, n, k, lo, h);
-    double b = lanes(s, n, k, lo + h, m - h);
-    return acc_add(s, a, b);
-}
-
-static double splitk(const sum_seq *s, int64_t n, int64_t k)
-{
-    int64_t chunk = (n + k - 1) / k;
-    double acc = run(s, 0, 1, chunk < n ? chunk : n);
-    for (int64_t lo = chunk; lo < n; lo += chunk) {
-        int64_t m = n - lo < chunk ? n - lo : chunk;
-        acc = acc_add(s, acc, run(s, lo, 1, m));
-    }
-    return acc;
-}
-
 /* randtree:S: [lo, lo + n) split at 1 + h mod (n - 1), h drawn from S, lo and n
  * (splitmix64 of S * golden ^ lo << 32 ^ n): an arbitrary binary tree, the same
  * on every call, for testing the tree reveal of the contract kind. */
@@ -153,15 +47,6 @@ int64_t emu_randtree_split(uint64_t seed, int64_t lo, int64_t n)
 {
     uint64_t z = seed * 0x9E3779B97F4A7C15ull ^ ((uint64_t)lo << 32) ^ (uint64_t)n;
     return 1 + (int64_t)(emu_splitmix(&z) % (uint64_t)(n - 1));
-}
-
-static double randtree(const sum_seq *s, uint64_t seed, int64_t lo, int64_t n)
-{
-    if (n == 1)
-        return term(s, lo);
-    int64_t h = emu_randtree_split(seed, lo, n);
-    double a = randtree(s, seed, lo, h);
-    return acc_add(s, a, randtree(s, seed, lo + h, n - h));
 }
 
 static uint64_t gcd64(uint64_t a, uint64_t b)
@@ -175,48 +60,132 @@ static uint64_t gcd64(uint64_t a, uint64_t b)
 }
 
 /* A fresh order per call: i -> (a i + b) mod n with gcd(a, n) = 1, a permutation
- * drawn from the per-call stream, then left to right (as atomics land). */
-static double random_order(const sum_seq *s, int64_t n)
+ * drawn from the per-call stream (*ret_a, *ret_b), then left to right (as
+ * atomics land). */
+static void random_perm(const sum_seq *s, uint64_t n, uint64_t *ret_a, uint64_t *ret_b)
 {
-    uint64_t un = (uint64_t)n;
-    uint64_t a = 1 + emu_splitmix(&s->c->order_state) % (un > 1 ? un - 1 : 1);
-    while (gcd64(a, un) != 1)
-        a = a % (un - 1) + 1;
-    uint64_t b = emu_splitmix(&s->c->order_state) % un;
-    uint64_t idx = b;
-    double acc = term(s, (int64_t)idx);
-    for (uint64_t j = 1; j < un; j++) {
-        idx = (idx + a) % un;
-        acc = step(s, acc, (int64_t)idx);
+    uint64_t a = 1 + emu_splitmix(&s->c->order_state) % (n > 1 ? n - 1 : 1);
+    while (gcd64(a, n) != 1)
+        a = a % (n - 1) + 1;
+    *ret_a = a;
+    *ret_b = emu_splitmix(&s->c->order_state) % n;
+}
+
+/* Plain fp32 / fp64 sequential sums of decoded terms: the hardware adds are
+ * the emulated ones. */
+static double fast_d(const sum_seq *s, int64_t n)
+{
+    if (s->dt == NV_DT_FP64) {
+        double acc = s->x[0];
+        for (int64_t i = 1; i < n; i++)
+            acc += s->x[i * s->sx];
+        return acc;
     }
+    float acc = (float)s->x[0];
+    for (int64_t i = 1; i < n; i++)
+        acc += (float)s->x[i * s->sx];
     return acc;
 }
+
+/* The same of emu_vec terms. */
+static double fast_v(const sum_seq *s, int64_t n)
+{
+    const emu_vec *v = s->vx;
+    if (s->dt == NV_DT_FP64) {
+        double acc = emu_vec_at(v, 0);
+        for (int64_t i = 1; i < n; i++)
+            acc += emu_vec_at(v, i);
+        return acc;
+    }
+    float acc = (float)emu_vec_at(v, 0);
+    for (int64_t i = 1; i < n; i++)
+        acc += (float)emu_vec_at(v, i);
+    return acc;
+}
+
+/* The same of the values of an fp32 view: its floats are the values its
+ * decoding gives; daz a constant in each caller below, so that each loop is
+ * its own. */
+static inline double fast_f32(const sum_seq *s, int64_t n, bool daz)
+{
+    const void *enc = s->vx->enc;
+    int64_t st = s->vx->st;
+    if (s->dt == NV_DT_FP64) {
+        double acc = emu_decode_f32(enc, 0, daz);
+        for (int64_t i = 1; i < n; i++)
+            acc += emu_decode_f32(enc, i * st, daz);
+        return acc;
+    }
+    float acc = emu_decode_f32(enc, 0, daz);
+    for (int64_t i = 1; i < n; i++)
+        acc += emu_decode_f32(enc, i * st, daz);
+    return acc;
+}
+
+static double fast_f(const sum_seq *s, int64_t n)
+{
+    if (s->vx->map)
+        return fast_v(s, n);
+    return s->vx->daz ? fast_f32(s, n, true) : fast_f32(s, n, false);
+}
+
+/* Term i of an fp32 view: its value, mapped where the emu_vec says. */
+static inline double f32_term(const emu_vec *v, int64_t i)
+{
+    double x = emu_decode_f32(v->enc, i * v->st, v->daz);
+    return v->map ? v->map(v->map_ud, x) : x;
+}
+
+/* The orders three times, each with its own reads inlined: over decoded terms
+ * (emu_sum, the kernels' path), over emu_vec terms (emu_sum_vec) and over the
+ * values of an fp32 view (emu_sum_vec's common case: no per-term dispatch on
+ * the dtype). */
+#define T(name) name##_d
+#define X(s, i) ((s)->x[(i) * (s)->sx])
+#define Y(s, i, x) ((s)->y[(i) * (s)->sy])
+#define HAS_Y(s) ((s)->y != NULL)
+#include "emu_sum_order.h"
+#undef T
+#undef X
+#undef Y
+#undef HAS_Y
+
+#define T(name) name##_v
+#define X(s, i) emu_vec_at((s)->vx, i)
+#define Y(s, i, x) ((s)->vy == (s)->vx ? (x) : emu_vec_at((s)->vy, i))
+#define HAS_Y(s) ((s)->vy != NULL)
+#include "emu_sum_order.h"
+#undef T
+#undef X
+
+#define T(name) name##_f
+#define X(s, i) f32_term((s)->vx, i)
+#include "emu_sum_order.h"
+#undef T
+#undef X
+#undef Y
+#undef HAS_Y
 
 double emu_sum(emu_call *c, nv_dtype dt, const double *x, int64_t sx, const double *y, int64_t sy,
                int64_t n)
 {
     if (n <= 0)
         return 0.0;
-    sum_seq s = {c, dt, x, y, sx, sy, y && c->m->fma,
-                 c->m->accum_block > 1 || c->m->accum_truncate};
-    int64_t k = c->m->order_k > 0 ? c->m->order_k : 1;
-    switch (c->m->order) {
-    case EMU_ORDER_SEQUENTIAL:
-        if (!y && c->plain && !s.blocked && (dt == NV_DT_FP32 || dt == NV_DT_FP64))
-            return run_fast(&s, n);
-        return run(&s, 0, 1, n);
-    case EMU_ORDER_PAIRWISE:
-        return pairwise(&s, 0, n);
-    case EMU_ORDER_TREE:
-        return lanes(&s, n, k, 0, n < k ? n : k);
-    case EMU_ORDER_SPLITK:
-        return splitk(&s, n, k);
-    case EMU_ORDER_RANDOM:
-        return random_order(&s, n);
-    case EMU_ORDER_RANDTREE:
-        return randtree(&s, (uint64_t)k, 0, n);
-    }
-    return run(&s, 0, 1, n);
+    sum_seq s = {.c = c, .dt = dt, .x = x, .y = y, .sx = sx, .sy = sy};
+    s.fused = y && c->m->fma;
+    s.blocked = c->m->accum_block > 1 || c->m->accum_truncate;
+    return sum_d(&s, n);
+}
+
+double emu_sum_vec(emu_call *c, nv_dtype dt, const emu_vec *x, const emu_vec *y, int64_t n)
+{
+    if (n <= 0)
+        return 0.0;
+    sum_seq s = {.c = c, .dt = dt, .vx = x, .vy = y};
+    s.fused = y && c->m->fma;
+    s.blocked = c->m->accum_block > 1 || c->m->accum_truncate;
+    bool f32 = !x->d && x->dt == NV_DT_FP32 && (!y || y == x);
+    return f32 ? sum_f(&s, n) : sum_v(&s, n);
 }
 
 /* ---- the fp32 fused dot-product fast path ----
