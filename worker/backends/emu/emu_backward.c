@@ -208,10 +208,45 @@ static void multi(emu_call *c, int id, double g, const double *v, double *gx)
     }
 }
 
+/* gelu's (erf form) VJP over all elements with its two functions batched: the
+ * arguments of erf and exp for a block of elements, each array through one
+ * nv_ref_round_n, then unary()'s arithmetic. With the exact kind and plain
+ * rounding emu_fn is nv_ref_round, and nv_ref_round_n gives every element what
+ * nv_ref_round gives it (refmath.h), so the values are unary()'s. */
+#define GELU_BLOCK 256
+
+static void gelu_erf_batched(emu_call *c, const emu_bwd_io *io, int64_t n)
+{
+    nv_dtype cd = c->compute;
+    double u[GELU_BLOCK], w[GELU_BLOCK], xs[GELU_BLOCK];
+    const double k_pdf = emu_round(c, cd, INV_SQRT_2PI);
+    for (int64_t e0 = 0; e0 < n; e0 += GELU_BLOCK) {
+        int len = n - e0 < GELU_BLOCK ? (int)(n - e0) : GELU_BLOCK;
+        for (int j = 0; j < len; j++) {
+            double x = io->x[0] ? emu_round(c, cd, io->x[0]->data[e0 + j]) : 0;
+            xs[j] = x;
+            u[j] = emu_mul(c, cd, x, M_SQRT1_2);
+            w[j] = emu_mul(c, cd, -0.5, emu_mul(c, cd, x, x));
+        }
+        nv_ref_round_n(NV_FN_ERF, u, len, cd, c->rm.rounding, u);
+        nv_ref_round_n(NV_FN_EXP, w, len, cd, c->rm.rounding, w);
+        for (int j = 0; j < len; j++) {
+            double g = emu_round(c, cd, io->gy->data[e0 + j]), x = xs[j];
+            double cdf = emu_mul(c, cd, 0.5, emu_add(c, cd, 1, u[j]));
+            double pdf = emu_mul(c, cd, k_pdf, w[j]);
+            io->gx[0][e0 + j] = emu_mul(c, cd, g, emu_add(c, cd, cdf, emu_mul(c, cd, x, pdf)));
+        }
+    }
+}
+
 int emu_bwd_elementwise(emu_call *c, int id, const nv_op_def *op, const nv_op_attrs *a,
                         const emu_bwd_io *io)
 {
     int64_t n = io->gy->numel;
+    if (id == EMU_B_GELU && !a->gelu_tanh && c->m->transcendental == EMU_TR_EXACT && c->plain) {
+        gelu_erf_batched(c, io, n);
+        return NV_OK;
+    }
     for (int64_t e = 0; e < n; e++) {
         double g = emu_round(c, c->compute, io->gy->data[e]);
         if (op->kind == NV_OPK_UNARY) {

@@ -185,10 +185,38 @@ static inline double emu_round(emu_call *c, nv_dtype dt, double x)
 /* The exact value hi + lo (|lo| <= ulp(hi)/2, as from two_sum) rounded to dt. */
 double emu_round2(emu_call *c, nv_dtype dt, double hi, double lo);
 
-/* Correctly rounded basic operations in dt (IEEE 754-2019 §5.4.1). */
-double emu_add(emu_call *c, nv_dtype dt, double a, double b);
-double emu_mul(emu_call *c, nv_dtype dt, double a, double b);
-double emu_div(emu_call *c, nv_dtype dt, double a, double b);
+/* Correctly rounded basic operations in dt (IEEE 754-2019 §5.4.1). Plain fp32
+ * and fp64 are the hardware's operations, inline (they sit in per-element
+ * loops); fp32 rounds through fp64, which is innocuous for +, *, / since
+ * 53 >= 2*24 + 2 (Figueroa, "When is double rounding innocuous?", 1995). The
+ * other cases are emu_round.c's. */
+double emu_add_slow(emu_call *c, nv_dtype dt, double a, double b);
+double emu_mul_slow(emu_call *c, nv_dtype dt, double a, double b);
+double emu_div_slow(emu_call *c, nv_dtype dt, double a, double b);
+static inline double emu_add(emu_call *c, nv_dtype dt, double a, double b)
+{
+    if (c->plain && dt == NV_DT_FP32)
+        return (double)(float)(a + b);
+    if (c->plain && dt == NV_DT_FP64)
+        return a + b;
+    return emu_add_slow(c, dt, a, b);
+}
+static inline double emu_mul(emu_call *c, nv_dtype dt, double a, double b)
+{
+    if (c->plain && dt == NV_DT_FP32)
+        return (double)(float)(a * b);
+    if (c->plain && dt == NV_DT_FP64)
+        return a * b;
+    return emu_mul_slow(c, dt, a, b);
+}
+static inline double emu_div(emu_call *c, nv_dtype dt, double a, double b)
+{
+    if (c->plain && dt == NV_DT_FP32)
+        return (double)(float)(a / b);
+    if (c->plain && dt == NV_DT_FP64)
+        return a / b;
+    return emu_div_slow(c, dt, a, b);
+}
 double emu_sqrt(emu_call *c, nv_dtype dt, double a);
 double emu_fma(emu_call *c, nv_dtype dt, double a, double b, double s);
 

@@ -56,17 +56,36 @@ static bool row_major(const nv_tensor *t)
 }
 
 /* ---- tensors across the ABI ----
- * views.h's nvw_view_from_tensor / nvw_tensor_from_view, with a fast path
- * for contiguous bf16 (the AMP dtype): bf16 is fp32 without its low 16 fraction
- * bits, so a bf16 value's encoding is the upper half of its fp32 encoding and
- * decoding is a shift. Elements that are NaN (payloads are nv_dtype_encode's
+ * views.h's nvw_view_from_tensor / nvw_tensor_from_view, with fast paths for
+ * contiguous fp32 (a conversion, as views.c stores it) and bf16 (the AMP
+ * dtype): bf16 is fp32 without its low 16 fraction bits, so a bf16 value's
+ * encoding is the upper half of its fp32 encoding and decoding is a shift. Elements that are NaN (payloads are nv_dtype_encode's
  * business, IEEE 754-2019 §6.2.3) or not exact bf16 values go through the
  * general encoder and decoder, so the bytes and values are views.h's
  * (test-train-exec compares them over all 65536 patterns). */
+static void view_header(const nv_tensor *t, void *buf, nv_tensor_view *ret)
+{
+    memset(ret, 0, sizeof *ret);
+    ret->dtype = (int32_t)t->dtype;
+    ret->ndim = t->ndim;
+    for (int d = 0; d < t->ndim; d++)
+        ret->shape[d] = t->shape[d], ret->strides[d] = t->strides[d];
+    ret->data = buf;
+}
+
 int nvw_exec_to_view(const nv_tensor *t, nv_tensor_view *ret)
 {
-    if (t->dtype != NV_DT_BF16 || !row_major(t) || t->numel == 0)
+    if ((t->dtype != NV_DT_BF16 && t->dtype != NV_DT_FP32) || !row_major(t) || t->numel == 0)
         return nvw_view_from_tensor(t, ret);
+    if (t->dtype == NV_DT_FP32) { /* views.c stores fp32 by conversion: the same bytes */
+        float *f = malloc((size_t)t->numel * sizeof *f);
+        if (!f)
+            return -ENOMEM;
+        for (int64_t i = 0; i < t->numel; i++)
+            f[i] = (float)t->data[i];
+        view_header(t, f, ret);
+        return 0;
+    }
     uint16_t *buf = malloc((size_t)t->numel * sizeof *buf);
     if (!buf)
         return -ENOMEM;
@@ -80,12 +99,7 @@ int nvw_exec_to_view(const nv_tensor *t, nv_tensor_view *ret)
         else
             buf[i] = (uint16_t)nv_dtype_encode(NV_DT_BF16, v, &NV_ROUND_DEFAULT, 0);
     }
-    memset(ret, 0, sizeof *ret);
-    ret->dtype = (int32_t)t->dtype;
-    ret->ndim = t->ndim;
-    for (int d = 0; d < t->ndim; d++)
-        ret->shape[d] = t->shape[d], ret->strides[d] = t->strides[d];
-    ret->data = buf;
+    view_header(t, buf, ret);
     return 0;
 }
 
