@@ -247,6 +247,11 @@ int emu_bwd_elementwise(emu_call *c, int id, const nv_op_def *op, const nv_op_at
         gelu_erf_batched(c, io, n);
         return NV_OK;
     }
+    if (id == EMU_B_ADD) { /* multi()'s add: the rounded gy to both inputs */
+        for (int64_t e = 0; e < n; e++)
+            io->gx[0][e] = io->gx[1][e] = emu_round(c, c->compute, io->gy->data[e]);
+        return NV_OK;
+    }
     for (int64_t e = 0; e < n; e++) {
         double g = emu_round(c, c->compute, io->gy->data[e]);
         if (op->kind == NV_OPK_UNARY) {

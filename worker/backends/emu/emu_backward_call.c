@@ -144,7 +144,15 @@ static int encode(emu_call *ec, const nv_tensor *like, const double *vals, nv_te
      * (emu_store_exact); not under stochastic rounding, whose stream the general
      * path draws from. */
     bool exact = ec->storage == dt && ec->rm.rounding != NV_ROUND_STOCHASTIC;
+    /* plain fp32: emu_round is the conversion to float and emu_store_exact
+     * stores that float; a NaN takes the general path below */
+    bool f32 = exact && ec->plain && dt == NV_DT_FP32;
     for (int64_t i = 0; i < n; i++) {
+        float f = (float)vals[i];
+        if (f32 && !isnan(f)) {
+            memcpy(buf + i * 4, &f, 4);
+            continue;
+        }
         double v = emu_round(ec, ec->storage, vals[i]);
         if (exact && emu_store_exact(dt, buf, i, v))
             continue;
