@@ -431,26 +431,30 @@ static int host_backward(nvw_exec *ex, const nv_op_def *op, const char *attrs, i
 }
 
 /* The saved tensors the backend's describe() lists for op: "input:i" or
- * "output:0". */
-static int dev_saved(nvw_exec *ex, const nv_op_def *op, const nv_tensor_view *iv,
-                     const nv_tensor_view *yv, nv_tensor_view *sv, int *ret_n)
+ * "output:0". With sv NULL: whether the output is among them (its view is
+ * made only then). */
+static bool dev_saved(nvw_exec *ex, const nv_op_def *op, const nv_tensor_view *iv,
+                      const nv_tensor_view *yv, nv_tensor_view *sv, int *ret_n)
 {
     const json_t *want = json_object_get(ex->saved, op->name);
     size_t k;
     const json_t *v;
     int n = 0;
+    bool out = false;
     json_array_foreach(want, k, v)
     {
         const char *name = json_string_value(v);
         if (!name || n >= NV_OP_MAX_INPUTS)
             break;
-        if (strncmp(name, "input:", 6) == 0 && atoi(name + 6) < op->n_inputs)
-            sv[n++] = iv[atoi(name + 6)];
-        else
-            sv[n++] = *yv;
+        bool in = strncmp(name, "input:", 6) == 0 && atoi(name + 6) < op->n_inputs;
+        out |= !in;
+        if (sv)
+            sv[n] = in ? iv[atoi(name + 6)] : *yv;
+        n++;
     }
-    *ret_n = n;
-    return 0;
+    if (ret_n)
+        *ret_n = n;
+    return out;
 }
 
 static int dev_backward(nvw_exec *ex, const nv_op_def *op, const char *attrs, int n,
@@ -471,7 +475,7 @@ static int dev_backward(nvw_exec *ex, const nv_op_def *op, const char *attrs, in
     int r = 0, n_views = 0, n_saved = 0, n_grads = 0;
     for (; n_views < n && r == 0; n_views++)
         r = nvw_exec_to_view(in[n_views], &iv[n_views]);
-    if (r == 0)
+    if (r == 0 && dev_saved(ex, op, iv, NULL, NULL, NULL))
         r = nvw_exec_to_view(y, &yv);
     if (r == 0)
         r = nvw_exec_to_view(gy, &gv);
