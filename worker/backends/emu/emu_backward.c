@@ -252,6 +252,13 @@ int emu_bwd_elementwise(emu_call *c, int id, const nv_op_def *op, const nv_op_at
             io->gx[0][e] = io->gx[1][e] = emu_round(c, c->compute, io->gy->data[e]);
         return NV_OK;
     }
+    return emu_bwd_elementwise_each(c, id, op, a, io);
+}
+
+int emu_bwd_elementwise_each(emu_call *c, int id, const nv_op_def *op, const nv_op_attrs *a,
+                             const emu_bwd_io *io)
+{
+    int64_t n = io->gy->numel;
     for (int64_t e = 0; e < n; e++) {
         double g = emu_round(c, c->compute, io->gy->data[e]);
         if (op->kind == NV_OPK_UNARY) {

@@ -87,6 +87,11 @@ static inline void two_sum(double a, double b, double *s, double *e)
 
 double emu_add_slow(emu_call *c, nv_dtype dt, double a, double b)
 {
+    if (c->plain && (dt == NV_DT_FP32 || dt == NV_DT_FP64)) {
+        /* fp32: double rounding through fp64 is innocuous for + since 53 >= 2*24+2
+         * (Figueroa, "When is double rounding innocuous?", 1995). */
+        return dt == NV_DT_FP32 ? (double)(float)(a + b) : a + b;
+    }
     double s, e;
     two_sum(a, b, &s, &e);
     if (s == 0 && e == 0) {
@@ -102,6 +107,8 @@ double emu_add_slow(emu_call *c, nv_dtype dt, double a, double b)
 double emu_mul_slow(emu_call *c, nv_dtype dt, double a, double b)
 {
     double p = a * b;
+    if (c->plain && (dt == NV_DT_FP32 || dt == NV_DT_FP64))
+        return dt == NV_DT_FP32 ? (double)(float)p : p; /* innocuous: 53 >= 2*24+2 */
     if (!isfinite(p) || p == 0)
         return emu_round(c, dt, p);
     return emu_round2(c, dt, p, fma(a, b, -p));
@@ -110,6 +117,8 @@ double emu_mul_slow(emu_call *c, nv_dtype dt, double a, double b)
 double emu_div_slow(emu_call *c, nv_dtype dt, double a, double b)
 {
     double q = a / b;
+    if (c->plain && (dt == NV_DT_FP32 || dt == NV_DT_FP64))
+        return dt == NV_DT_FP32 ? (double)(float)q : q; /* innocuous: 53 >= 2*24+2 */
     if (!isfinite(q) || q == 0)
         return emu_round(c, dt, q);
     double r = fma(-q, b, a); /* exact remainder a - q b */
