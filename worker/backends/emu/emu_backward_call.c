@@ -60,8 +60,8 @@ static nv_tensor *from_view(const nv_tensor_view *v, bool daz)
 {
     if (v->dtype != NV_DT_BF16 || v->ndim < 0 || v->ndim > NV_MAX_DIMS)
         return nvw_tensor_from_view(v, daz);
-    nv_tensor *t = nv_tensor_new(NV_DT_BF16, v->ndim, v->shape);
-    if (t && emu_view_decode(v, daz, t->data) < 0) {
+    nv_tensor *t = nv_tensor_new_uninit(NV_DT_BF16, v->ndim, v->shape);
+    if (t && emu_view_decode(v, daz, t->data) < 0) { /* else every element decoded */
         nv_tensor_free(t);
         t = NULL;
     }

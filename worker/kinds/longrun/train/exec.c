@@ -111,7 +111,7 @@ nv_tensor *nvw_exec_from_view(const nv_tensor_view *v)
         fast = v->shape[d] >= 0 && (v->shape[d] <= 1 || v->strides[d] == n);
         n *= v->shape[d];
     }
-    nv_tensor *t = fast ? nv_tensor_new(NV_DT_BF16, v->ndim, v->shape) : NULL;
+    nv_tensor *t = fast ? nv_tensor_new_uninit(NV_DT_BF16, v->ndim, v->shape) : NULL;
     if (!t)
         return nvw_tensor_from_view(v, false);
     const unsigned char *p = v->data;
