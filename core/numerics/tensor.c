@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-nv_tensor *nv_tensor_new(nv_dtype dt, int ndim, const int64_t *shape)
+static nv_tensor *tensor_new(nv_dtype dt, int ndim, const int64_t *shape, bool zero)
 {
     if (ndim < 0 || ndim > NV_MAX_DIMS || (ndim > 0 && !shape) || !nv_dtype_get(dt))
         return NULL;
@@ -21,7 +21,8 @@ nv_tensor *nv_tensor_new(nv_dtype dt, int ndim, const int64_t *shape)
     if (!t)
         return NULL;
     /* calloc(0) may return NULL; keep one element so data is always valid. */
-    t->data = calloc(numel > 0 ? (size_t)numel : 1, sizeof(double));
+    size_t n = numel > 0 ? (size_t)numel : 1;
+    t->data = zero || numel == 0 ? calloc(n, sizeof(double)) : malloc(n * sizeof(double));
     if (!t->data) {
         free(t);
         return NULL;
@@ -38,6 +39,16 @@ nv_tensor *nv_tensor_new(nv_dtype dt, int ndim, const int64_t *shape)
     t->numel = numel;
     t->storage_len = numel;
     return t;
+}
+
+nv_tensor *nv_tensor_new(nv_dtype dt, int ndim, const int64_t *shape)
+{
+    return tensor_new(dt, ndim, shape, true);
+}
+
+nv_tensor *nv_tensor_new_uninit(nv_dtype dt, int ndim, const int64_t *shape)
+{
+    return tensor_new(dt, ndim, shape, false);
 }
 
 void nv_tensor_free(nv_tensor *t)

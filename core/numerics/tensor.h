@@ -25,6 +25,9 @@ typedef struct nv_tensor {
 /* Contiguous row-major tensor of zeros. Returns NULL on allocation failure or a
  * bad shape (ndim > NV_MAX_DIMS, negative extent, numel overflow). */
 nv_tensor *nv_tensor_new(nv_dtype dt, int ndim, const int64_t *shape);
+/* The same with data left unset: for a caller that writes every element
+ * (decoders), where zeroing is a pass over memory for nothing. */
+nv_tensor *nv_tensor_new_uninit(nv_dtype dt, int ndim, const int64_t *shape);
 void nv_tensor_free(nv_tensor *t); /* NULL is a no-op */
 
 /* Element offset in data of the multi-index idx (ndim entries). */

@@ -208,8 +208,90 @@ static void multi(emu_call *c, int id, double g, const double *v, double *gx)
     }
 }
 
+/* gelu's (erf form) VJP over all elements with its two functions batched: the
+ * arguments of erf and exp for a block of elements, each array through one
+ * nv_ref_round_n, then unary()'s arithmetic. With the exact kind and plain
+ * rounding emu_fn is nv_ref_round, and nv_ref_round_n gives every element what
+ * nv_ref_round gives it (refmath.h), so the values are unary()'s. */
+#define GELU_BLOCK 256
+
+/* The arithmetic of a block in fp32 itself (plain fp32 compute): every
+ * operand of unary()'s fp32 steps is an fp32 value, so each step rounded once
+ * by the float operation is the step rounded through fp64 (innocuous, as in
+ * emu_mul), and x/sqrt(2) keeps its fp64 product. A result that is NaN is
+ * recomputed by unary(): which NaN an operation returns follows operand order
+ * (IEEE 754-2019 §6.2.3), and a non-NaN result had no NaN on its way (every
+ * step propagates one), so its value is the one IEEE rounding defines. */
+static void gelu_erf_block_f32(emu_call *c, const nv_op_attrs *a, const emu_bwd_io *io,
+                               int64_t e0, int len, double *u, double *w)
+{
+    float xf[GELU_BLOCK], r[GELU_BLOCK];
+    const double *xd = io->x[0] ? io->x[0]->data + e0 : NULL, *gd = io->gy->data + e0;
+    for (int j = 0; j < len; j++) {
+        float x = xd ? (float)xd[j] : 0.0f;
+        xf[j] = x;
+        u[j] = (float)((double)x * M_SQRT1_2);
+        w[j] = -0.5f * (x * x);
+    }
+    nv_ref_round_n(NV_FN_ERF, u, len, NV_DT_FP32, c->rm.rounding, u);
+    nv_ref_round_n(NV_FN_EXP, w, len, NV_DT_FP32, c->rm.rounding, w);
+    const float k_pdf = (float)INV_SQRT_2PI;
+    for (int j = 0; j < len; j++) {
+        float cdf = 0.5f * (1.0f + (float)u[j]), pdf = k_pdf * (float)w[j];
+        r[j] = (float)gd[j] * (cdf + xf[j] * pdf);
+    }
+    double *gx = io->gx[0] + e0;
+    for (int j = 0; j < len; j++)
+        gx[j] = isnan(r[j]) ? unary(c, EMU_B_GELU, a, emu_round(c, NV_DT_FP32, gd[j]), xf[j], 0)
+                            : r[j];
+}
+
+static void gelu_erf_batched(emu_call *c, const nv_op_attrs *a, const emu_bwd_io *io, int64_t n)
+{
+    nv_dtype cd = c->compute;
+    double u[GELU_BLOCK], w[GELU_BLOCK], xs[GELU_BLOCK];
+    const double k_pdf = emu_round(c, cd, INV_SQRT_2PI);
+    for (int64_t e0 = 0; e0 < n; e0 += GELU_BLOCK) {
+        int len = n - e0 < GELU_BLOCK ? (int)(n - e0) : GELU_BLOCK;
+        if (cd == NV_DT_FP32) {
+            gelu_erf_block_f32(c, a, io, e0, len, u, w);
+            continue;
+        }
+        for (int j = 0; j < len; j++) {
+            double x = io->x[0] ? emu_round(c, cd, io->x[0]->data[e0 + j]) : 0;
+            xs[j] = x;
+            u[j] = emu_mul(c, cd, x, M_SQRT1_2);
+            w[j] = emu_mul(c, cd, -0.5, emu_mul(c, cd, x, x));
+        }
+        nv_ref_round_n(NV_FN_ERF, u, len, cd, c->rm.rounding, u);
+        nv_ref_round_n(NV_FN_EXP, w, len, cd, c->rm.rounding, w);
+        for (int j = 0; j < len; j++) {
+            double g = emu_round(c, cd, io->gy->data[e0 + j]), x = xs[j];
+            double cdf = emu_mul(c, cd, 0.5, emu_add(c, cd, 1, u[j]));
+            double pdf = emu_mul(c, cd, k_pdf, w[j]);
+            io->gx[0][e0 + j] = emu_mul(c, cd, g, emu_add(c, cd, cdf, emu_mul(c, cd, x, pdf)));
+        }
+    }
+}
+
 int emu_bwd_elementwise(emu_call *c, int id, const nv_op_def *op, const nv_op_attrs *a,
                         const emu_bwd_io *io)
+{
+    int64_t n = io->gy->numel;
+    if (id == EMU_B_GELU && !a->gelu_tanh && c->m->transcendental == EMU_TR_EXACT && c->plain) {
+        gelu_erf_batched(c, a, io, n);
+        return NV_OK;
+    }
+    if (id == EMU_B_ADD) { /* multi()'s add: the rounded gy to both inputs */
+        for (int64_t e = 0; e < n; e++)
+            io->gx[0][e] = io->gx[1][e] = emu_round(c, c->compute, io->gy->data[e]);
+        return NV_OK;
+    }
+    return emu_bwd_elementwise_each(c, id, op, a, io);
+}
+
+int emu_bwd_elementwise_each(emu_call *c, int id, const nv_op_def *op, const nv_op_attrs *a,
+                             const emu_bwd_io *io)
 {
     int64_t n = io->gy->numel;
     for (int64_t e = 0; e < n; e++) {

@@ -85,6 +85,10 @@ void emu_bwd_call_init(emu_call *ec, const emu_mode *m, const nv_op_def *op, con
 
 int emu_bwd_elementwise(emu_call *c, int id, const nv_op_def *op, const nv_op_attrs *a,
                         const emu_bwd_io *io);
+/* The same element by element, without emu_bwd_elementwise's batched paths
+ * (which must give its values: test-emu-trainfast compares them). */
+int emu_bwd_elementwise_each(emu_call *c, int id, const nv_op_def *op, const nv_op_attrs *a,
+                             const emu_bwd_io *io);
 int emu_bwd_rows(emu_call *c, int id, const nv_op_def *op, const nv_op_attrs *a,
                  const emu_bwd_io *io, char *err, size_t errlen);
 int emu_bwd_matmul(emu_call *c, const emu_bwd_io *io);

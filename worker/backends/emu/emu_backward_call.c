@@ -17,6 +17,7 @@ typedef struct bstate {
     json_t *attrs_json;
     nv_tensor *in[NV_OP_MAX_INPUTS];
     nv_tensor *saved[NV_OP_MAX_INPUTS + 1];
+    bool saved_is_in[NV_OP_MAX_INPUTS + 1]; /* saved[k] is an in[] tensor, not owned */
     nv_tensor *gy;
     double *gx[NV_OP_MAX_INPUTS];
     int n_in, n_saved;
@@ -59,12 +60,34 @@ static nv_tensor *from_view(const nv_tensor_view *v, bool daz)
 {
     if (v->dtype != NV_DT_BF16 || v->ndim < 0 || v->ndim > NV_MAX_DIMS)
         return nvw_tensor_from_view(v, daz);
-    nv_tensor *t = nv_tensor_new(NV_DT_BF16, v->ndim, v->shape);
-    if (t && emu_view_decode(v, daz, t->data) < 0) {
+    nv_tensor *t = nv_tensor_new_uninit(NV_DT_BF16, v->ndim, v->shape);
+    if (t && emu_view_decode(v, daz, t->data) < 0) { /* else every element decoded */
         nv_tensor_free(t);
         t = NULL;
     }
     return t;
+}
+
+/* The input whose view is v's very layout over the same memory, or -1: its
+ * decoded tensor serves for v (decoding is a function of the view). */
+static int same_input(const nv_backward_call *call, int n_in, const nv_tensor_view *v)
+{
+    for (int i = 0; i < n_in; i++) {
+        const nv_tensor_view *u = &call->inputs[i];
+        bool same = u->data == v->data && u->dtype == v->dtype && u->ndim == v->ndim;
+        for (int d = 0; same && d < v->ndim; d++)
+            same = u->shape[d] == v->shape[d] && u->strides[d] == v->strides[d];
+        if (same)
+            return i;
+    }
+    return -1;
+}
+
+static void free_saved(bstate *s)
+{
+    for (int i = 0; i < s->n_saved; i++)
+        if (!s->saved_is_in[i])
+            nv_tensor_free(s->saved[i]);
 }
 
 /* Decode inputs, the saved tensors (in the order of the emu's saved list) and
@@ -92,7 +115,11 @@ static int decode(const emu_ctx *ctx, const nv_op_def *op, const nv_backward_cal
                     op->name, (long)json_array_size(want));
     io->shape0 = s->in[0];
     for (int k = 0; k < call->n_saved; k++) {
-        if (!(s->saved[k] = from_view(&call->saved[k], daz)))
+        int same = call->saved[k].ndim >= 0 && call->saved[k].ndim <= NV_MAX_DIMS
+                       ? same_input(call, op->n_inputs, &call->saved[k])
+                       : -1;
+        s->saved_is_in[k] = same >= 0;
+        if (!(s->saved[k] = same >= 0 ? s->in[same] : from_view(&call->saved[k], daz)))
             return fail(err, errlen, NV_E_INVALID,
                         "backward of '%s': saved tensor %d is not "
                         "a valid tensor view",
@@ -144,7 +171,15 @@ static int encode(emu_call *ec, const nv_tensor *like, const double *vals, nv_te
      * (emu_store_exact); not under stochastic rounding, whose stream the general
      * path draws from. */
     bool exact = ec->storage == dt && ec->rm.rounding != NV_ROUND_STOCHASTIC;
+    /* plain fp32: emu_round is the conversion to float and emu_store_exact
+     * stores that float; a NaN takes the general path below */
+    bool f32 = exact && ec->plain && dt == NV_DT_FP32;
     for (int64_t i = 0; i < n; i++) {
+        float f = (float)vals[i];
+        if (f32 && !isnan(f)) {
+            memcpy(buf + i * 4, &f, 4);
+            continue;
+        }
         double v = emu_round(ec, ec->storage, vals[i]);
         if (exact && emu_store_exact(dt, buf, i, v))
             continue;
@@ -267,8 +302,7 @@ out:
     free(msg);
     for (int i = 0; i < s.n_in; i++)
         nv_tensor_free(s.in[i]);
-    for (int i = 0; i < s.n_saved; i++)
-        nv_tensor_free(s.saved[i]);
+    free_saved(&s);
     nv_tensor_free(s.gy);
     for (int i = 0; i < NV_OP_MAX_INPUTS; i++)
         free(s.gx[i]);
@@ -378,8 +412,7 @@ int emu_double_backward(void *vctx, nv_double_backward_call *call, char *err, si
     free(msg);
     for (int i = 0; i < s.n_in; i++)
         nv_tensor_free(s.in[i]);
-    for (int i = 0; i < s.n_saved; i++)
-        nv_tensor_free(s.saved[i]);
+    free_saved(&s);
     nv_tensor_free(s.gy);
     for (int i = 0; i < NV_OP_MAX_INPUTS; i++) {
         free(s.gx[i]);

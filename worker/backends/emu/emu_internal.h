@@ -194,10 +194,31 @@ static inline double emu_round(emu_call *c, nv_dtype dt, double x)
 /* The exact value hi + lo (|lo| <= ulp(hi)/2, as from two_sum) rounded to dt. */
 double emu_round2(emu_call *c, nv_dtype dt, double hi, double lo);
 
-/* Correctly rounded basic operations in dt (IEEE 754-2019 §5.4.1). */
-double emu_add(emu_call *c, nv_dtype dt, double a, double b);
-double emu_mul(emu_call *c, nv_dtype dt, double a, double b);
-double emu_div(emu_call *c, nv_dtype dt, double a, double b);
+/* Correctly rounded basic operations in dt (IEEE 754-2019 §5.4.1). Plain fp32
+ * and fp64 are the hardware's operations (fp32 rounds through fp64, innocuous
+ * for +, *, / since 53 >= 2*24 + 2: Figueroa, "When is double rounding
+ * innocuous?", 1995), inline since they sit in per-element loops. A NaN
+ * result goes to emu_round.c's function: which of two NaN operands an
+ * operation returns is not fixed (IEEE 754-2019 §6.2.3) but follows the
+ * operand order of the compiled code, and there it is a op b, the first
+ * operand's NaN, whatever the inlined caller's register allocation. */
+double emu_add_slow(emu_call *c, nv_dtype dt, double a, double b);
+double emu_mul_slow(emu_call *c, nv_dtype dt, double a, double b);
+double emu_div_slow(emu_call *c, nv_dtype dt, double a, double b);
+#define EMU_PLAIN_OP(name, expr)                                                                   \
+    static inline double emu_##name(emu_call *c, nv_dtype dt, double a, double b)                  \
+    {                                                                                              \
+        if (c->plain && (dt == NV_DT_FP32 || dt == NV_DT_FP64)) {                                  \
+            double r = expr;                                                                       \
+            if (!isnan(r))                                                                         \
+                return dt == NV_DT_FP32 ? (double)(float)r : r;                                    \
+        }                                                                                          \
+        return emu_##name##_slow(c, dt, a, b);                                                     \
+    }
+EMU_PLAIN_OP(add, a + b)
+EMU_PLAIN_OP(mul, a * b)
+EMU_PLAIN_OP(div, a / b)
+#undef EMU_PLAIN_OP
 double emu_sqrt(emu_call *c, nv_dtype dt, double a);
 double emu_fma(emu_call *c, nv_dtype dt, double a, double b, double s);
 

@@ -113,6 +113,11 @@ static int dequant(emu_call *c, const nv_op_attrs *a, const nv_tensor *x, const 
                    double *dst)
 {
     nv_dtype ad = c->accum;
+    if (!requant && a->scale == NV_SCALE_NONE) { /* the loop below without scales */
+        for (int64_t i = 0; i < rows * cols; i++)
+            dst[i] = emu_round(c, ad, x->data[off + i]);
+        return NV_OK;
+    }
     bool exact_scale = a->scale == NV_SCALE_BLOCK || a->scale == NV_SCALE_NONE;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t q = 0; q < cols; q++) {

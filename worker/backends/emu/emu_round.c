@@ -85,7 +85,7 @@ static inline void two_sum(double a, double b, double *s, double *e)
     *e = (a - av) + (b - bv);
 }
 
-double emu_add(emu_call *c, nv_dtype dt, double a, double b)
+double emu_add_slow(emu_call *c, nv_dtype dt, double a, double b)
 {
     if (c->plain && (dt == NV_DT_FP32 || dt == NV_DT_FP64)) {
         /* fp32: double rounding through fp64 is innocuous for + since 53 >= 2*24+2
@@ -104,7 +104,7 @@ double emu_add(emu_call *c, nv_dtype dt, double a, double b)
     return emu_round2(c, dt, s, isfinite(s) ? e : 0);
 }
 
-double emu_mul(emu_call *c, nv_dtype dt, double a, double b)
+double emu_mul_slow(emu_call *c, nv_dtype dt, double a, double b)
 {
     double p = a * b;
     if (c->plain && (dt == NV_DT_FP32 || dt == NV_DT_FP64))
@@ -114,7 +114,7 @@ double emu_mul(emu_call *c, nv_dtype dt, double a, double b)
     return emu_round2(c, dt, p, fma(a, b, -p));
 }
 
-double emu_div(emu_call *c, nv_dtype dt, double a, double b)
+double emu_div_slow(emu_call *c, nv_dtype dt, double a, double b)
 {
     double q = a / b;
     if (c->plain && (dt == NV_DT_FP32 || dt == NV_DT_FP64))

@@ -287,13 +287,25 @@ int emu_dot_fast(const emu_call *c, nv_dtype dt, const double *a, int64_t asi, i
     if (!af)
         return 0;
     float *bf = af + M * K;
+    /* Without early exits, so that the conversions vectorize; a transposed
+     * operand is read in its memory order. */
     bool ok = true;
-    for (int64_t i = 0; i < M && ok; i++)
-        for (int64_t k = 0; k < K && ok; k++)
-            ok = as_f32(a[i * asi + k * ask], &af[i * K + k]);
-    for (int64_t k = 0; k < K && ok; k++)
-        for (int64_t j = 0; j < N && ok; j++)
-            ok = as_f32(b[k * bsk + j * bsj], &bf[k * N + j]);
+    if (ask < asi)
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t k = 0; k < K; k++)
+                ok &= as_f32(a[i * asi + k * ask], &af[i * K + k]);
+    else
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t i = 0; i < M; i++)
+                ok &= as_f32(a[i * asi + k * ask], &af[i * K + k]);
+    if (ok && bsj < bsk)
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t j = 0; j < N; j++)
+                ok &= as_f32(b[k * bsk + j * bsj], &bf[k * N + j]);
+    else if (ok)
+        for (int64_t j = 0; j < N; j++)
+            for (int64_t k = 0; k < K; k++)
+                ok &= as_f32(b[k * bsk + j * bsj], &bf[k * N + j]);
     if (ok) {
 #ifdef EMU_HAVE_AVX2_FMA
         if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))

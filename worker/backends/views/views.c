@@ -211,10 +211,10 @@ nv_tensor *nvw_tensor_from_view(const nv_tensor_view *v, bool daz)
 {
     if (!view_shape_ok(v))
         return NULL;
-    nv_tensor *t = nv_tensor_new((nv_dtype)v->dtype, v->ndim, v->shape);
+    nv_tensor *t = nv_tensor_new_uninit((nv_dtype)v->dtype, v->ndim, v->shape);
     if (!t)
         return NULL;
-    if (nvw_view_decode(v, daz, t->data) < 0) {
+    if (nvw_view_decode(v, daz, t->data) < 0) { /* else every element decoded */
         nv_tensor_free(t);
         return NULL;
     }

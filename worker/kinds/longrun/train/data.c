@@ -27,7 +27,19 @@ static double teacher_probs(const nvw_data *d, const double *x, double *p)
         feat[j] = acc / sqrt((double)T);
     }
     double hid[1024]; /* the teacher's hidden layer, once per example */
-    for (int h = 0; h < H; h++) {
+    int h = 0;
+    /* four units at a time, each summed over j in order as below: the same
+     * values, four independent chains instead of one */
+    for (; h + 4 <= H; h += 4) {
+        const double *w = d->t1 + (int64_t)h * D;
+        double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        for (int j = 0; j < D; j++) {
+            a0 += w[j] * feat[j], a1 += w[D + j] * feat[j];
+            a2 += w[2 * D + j] * feat[j], a3 += w[3 * D + j] * feat[j];
+        }
+        hid[h] = tanh(a0), hid[h + 1] = tanh(a1), hid[h + 2] = tanh(a2), hid[h + 3] = tanh(a3);
+    }
+    for (; h < H; h++) {
         double a = 0;
         for (int j = 0; j < D; j++)
             a += d->t1[h * D + j] * feat[j];

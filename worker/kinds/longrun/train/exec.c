@@ -56,17 +56,36 @@ static bool row_major(const nv_tensor *t)
 }
 
 /* ---- tensors across the ABI ----
- * views.h's nvw_view_from_tensor / nvw_tensor_from_view, with a fast path
- * for contiguous bf16 (the AMP dtype): bf16 is fp32 without its low 16 fraction
- * bits, so a bf16 value's encoding is the upper half of its fp32 encoding and
- * decoding is a shift. Elements that are NaN (payloads are nv_dtype_encode's
+ * views.h's nvw_view_from_tensor / nvw_tensor_from_view, with fast paths for
+ * contiguous fp32 (a conversion, as views.c stores it) and bf16 (the AMP
+ * dtype): bf16 is fp32 without its low 16 fraction bits, so a bf16 value's
+ * encoding is the upper half of its fp32 encoding and decoding is a shift. Elements that are NaN (payloads are nv_dtype_encode's
  * business, IEEE 754-2019 §6.2.3) or not exact bf16 values go through the
  * general encoder and decoder, so the bytes and values are views.h's
  * (test-train-exec compares them over all 65536 patterns). */
+static void view_header(const nv_tensor *t, void *buf, nv_tensor_view *ret)
+{
+    memset(ret, 0, sizeof *ret);
+    ret->dtype = (int32_t)t->dtype;
+    ret->ndim = t->ndim;
+    for (int d = 0; d < t->ndim; d++)
+        ret->shape[d] = t->shape[d], ret->strides[d] = t->strides[d];
+    ret->data = buf;
+}
+
 int nvw_exec_to_view(const nv_tensor *t, nv_tensor_view *ret)
 {
-    if (t->dtype != NV_DT_BF16 || !row_major(t) || t->numel == 0)
+    if ((t->dtype != NV_DT_BF16 && t->dtype != NV_DT_FP32) || !row_major(t) || t->numel == 0)
         return nvw_view_from_tensor(t, ret);
+    if (t->dtype == NV_DT_FP32) { /* views.c stores fp32 by conversion: the same bytes */
+        float *f = malloc((size_t)t->numel * sizeof *f);
+        if (!f)
+            return -ENOMEM;
+        for (int64_t i = 0; i < t->numel; i++)
+            f[i] = (float)t->data[i];
+        view_header(t, f, ret);
+        return 0;
+    }
     uint16_t *buf = malloc((size_t)t->numel * sizeof *buf);
     if (!buf)
         return -ENOMEM;
@@ -80,12 +99,7 @@ int nvw_exec_to_view(const nv_tensor *t, nv_tensor_view *ret)
         else
             buf[i] = (uint16_t)nv_dtype_encode(NV_DT_BF16, v, &NV_ROUND_DEFAULT, 0);
     }
-    memset(ret, 0, sizeof *ret);
-    ret->dtype = (int32_t)t->dtype;
-    ret->ndim = t->ndim;
-    for (int d = 0; d < t->ndim; d++)
-        ret->shape[d] = t->shape[d], ret->strides[d] = t->strides[d];
-    ret->data = buf;
+    view_header(t, buf, ret);
     return 0;
 }
 
@@ -97,7 +111,7 @@ nv_tensor *nvw_exec_from_view(const nv_tensor_view *v)
         fast = v->shape[d] >= 0 && (v->shape[d] <= 1 || v->strides[d] == n);
         n *= v->shape[d];
     }
-    nv_tensor *t = fast ? nv_tensor_new(NV_DT_BF16, v->ndim, v->shape) : NULL;
+    nv_tensor *t = fast ? nv_tensor_new_uninit(NV_DT_BF16, v->ndim, v->shape) : NULL;
     if (!t)
         return nvw_tensor_from_view(v, false);
     const unsigned char *p = v->data;
@@ -417,26 +431,30 @@ static int host_backward(nvw_exec *ex, const nv_op_def *op, const char *attrs, i
 }
 
 /* The saved tensors the backend's describe() lists for op: "input:i" or
- * "output:0". */
-static int dev_saved(nvw_exec *ex, const nv_op_def *op, const nv_tensor_view *iv,
-                     const nv_tensor_view *yv, nv_tensor_view *sv, int *ret_n)
+ * "output:0". With sv NULL: whether the output is among them (its view is
+ * made only then). */
+static bool dev_saved(nvw_exec *ex, const nv_op_def *op, const nv_tensor_view *iv,
+                      const nv_tensor_view *yv, nv_tensor_view *sv, int *ret_n)
 {
     const json_t *want = json_object_get(ex->saved, op->name);
     size_t k;
     const json_t *v;
     int n = 0;
+    bool out = false;
     json_array_foreach(want, k, v)
     {
         const char *name = json_string_value(v);
         if (!name || n >= NV_OP_MAX_INPUTS)
             break;
-        if (strncmp(name, "input:", 6) == 0 && atoi(name + 6) < op->n_inputs)
-            sv[n++] = iv[atoi(name + 6)];
-        else
-            sv[n++] = *yv;
+        bool in = strncmp(name, "input:", 6) == 0 && atoi(name + 6) < op->n_inputs;
+        out |= !in;
+        if (sv)
+            sv[n] = in ? iv[atoi(name + 6)] : *yv;
+        n++;
     }
-    *ret_n = n;
-    return 0;
+    if (ret_n)
+        *ret_n = n;
+    return out;
 }
 
 static int dev_backward(nvw_exec *ex, const nv_op_def *op, const char *attrs, int n,
@@ -457,7 +475,7 @@ static int dev_backward(nvw_exec *ex, const nv_op_def *op, const char *attrs, in
     int r = 0, n_views = 0, n_saved = 0, n_grads = 0;
     for (; n_views < n && r == 0; n_views++)
         r = nvw_exec_to_view(in[n_views], &iv[n_views]);
-    if (r == 0)
+    if (r == 0 && dev_saved(ex, op, iv, NULL, NULL, NULL))
         r = nvw_exec_to_view(y, &yv);
     if (r == 0)
         r = nvw_exec_to_view(gy, &gv);

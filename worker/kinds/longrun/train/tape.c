@@ -143,9 +143,10 @@ int nvw_tape_expand(nvw_tape *tp, int v, int64_t rows)
     nv_tensor *o = nv_tensor_new(t->dtype, 2, shape);
     if (!o)
         return -ENOMEM;
+    bool dense = nv_tensor_dense(t);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < t->numel; c++)
-            o->data[r * t->numel + c] = t->data[nv_tensor_offset_linear(t, c)];
+            o->data[r * t->numel + c] = t->data[nv_tensor_offset_lin(t, dense, c)];
     return record(tp, NVW_N_EXPAND, NULL, NULL, 1, &v, o);
 }
 
