@@ -438,6 +438,23 @@ static inline void compare_one(const nv_compare_input *in, int64_t base, int64_t
     }
 }
 
+/* The vector kernel's arguments for in under tol (a float output of at most
+ * 23 fraction bits, metric ulp or allclose). */
+static nvc_vec_args vec_args(const nv_compare_input *in, const nv_tolerance *tol,
+                             const nv_dtype_info *di)
+{
+    return (nvc_vec_args){.got = in->got,
+                          .hi = in->exact,
+                          .lo = in->exact_lo,
+                          .max_finite = di->max_finite,
+                          .atol = tol->atol,
+                          .rtol = tol->rtol,
+                          .max_ulp = tol->max_ulp,
+                          .emin = di->emin,
+                          .mant_bits = di->mant_bits,
+                          .allclose = tol->metric == NV_TOL_ALLCLOSE};
+}
+
 /* Elements [0, in->n) of in, which are elements base.. of the comparison, into
  * p: in index order, exactly as one pass over the whole comparison would.
  * Chunks of ordinary passing pairs of a float format up to fp32 go through
@@ -455,16 +472,7 @@ static void compare_range(const nv_compare_input *in, int64_t base, const nv_tol
     int64_t k = 0;
     if ((tol->metric == NV_TOL_ULP || tol->metric == NV_TOL_ALLCLOSE) && di->is_float &&
         di->mant_bits <= 23) {
-        nvc_vec_args va = {.got = in->got,
-                           .hi = in->exact,
-                           .lo = in->exact_lo,
-                           .max_finite = di->max_finite,
-                           .atol = tol->atol,
-                           .rtol = tol->rtol,
-                           .max_ulp = tol->max_ulp,
-                           .emin = di->emin,
-                           .mant_bits = di->mant_bits,
-                           .allclose = tol->metric == NV_TOL_ALLCLOSE};
+        nvc_vec_args va = vec_args(in, tol, di);
         static _Thread_local nvc_vec_out vo;
         for (; k + NVC_VEC_CHUNK <= in->n; k += NVC_VEC_CHUNK) {
             if (!nvc_chunk_vec(&va, k, NVC_VEC_CHUNK, &vo)) {
@@ -630,16 +638,7 @@ int nv_compare_elems(const nv_compare_input *in, int64_t k0, int64_t n, const nv
         return -EINVAL;
     int64_t k = 0;
     if (di->is_float && di->mant_bits <= 23) {
-        nvc_vec_args va = {.got = in->got,
-                           .hi = in->exact,
-                           .lo = in->exact_lo,
-                           .max_finite = di->max_finite,
-                           .atol = tol->atol,
-                           .rtol = tol->rtol,
-                           .max_ulp = tol->max_ulp,
-                           .emin = di->emin,
-                           .mant_bits = di->mant_bits,
-                           .allclose = tol->metric == NV_TOL_ALLCLOSE};
+        nvc_vec_args va = vec_args(in, tol, di);
         static _Thread_local nvc_vec_out vo;
         for (; k + NVC_VEC_CHUNK <= n; k += NVC_VEC_CHUNK) {
             if (!nvc_chunk_vec(&va, k0 + k, NVC_VEC_CHUNK, &vo)) {

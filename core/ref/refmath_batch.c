@@ -36,8 +36,7 @@ bool rm_batch_setup(nv_fn f, const nv_dtype_info *in, bool round, rm_batch *b)
 {
     if (!in || in->mant_bits > 28) /* the cell index must fit 32 bits */
         return false;
-    *b = (rm_batch){.eps = 0x1p-48, .max_finite = in->max_finite, .emin = in->emin,
-                    .mant_bits = in->mant_bits, .domain = RM_DOMAIN_ALL, .round = round};
+    *b = rm_batch_for(in, 0x1p-48, round);
     switch (f) {
     case NV_FN_EXP:
     case NV_FN_EXP2:

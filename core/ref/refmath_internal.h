@@ -41,6 +41,13 @@ typedef struct rm_batch {
     bool round; /* nv_ref_round_n under nearest even; else nv_ref_eval_n's pair */
 } rm_batch;
 
+/* The decision's parameters for target in with bound eps, domain ALL. */
+static inline rm_batch rm_batch_for(const nv_dtype_info *in, double eps, bool round)
+{
+    return (rm_batch){.eps = eps, .max_finite = in->max_finite, .emin = in->emin,
+                      .mant_bits = in->mant_bits, .domain = RM_DOMAIN_ALL, .round = round};
+}
+
 /* Whether f batches (a function whose fast path is fast_eval alone, no tail)
  * into the target in (fast_target's), and its batch parameters into *b. */
 bool rm_batch_setup(nv_fn f, const nv_dtype_info *in, bool round, rm_batch *b);

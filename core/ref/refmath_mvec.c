@@ -72,8 +72,7 @@ bool rm_mvec_setup(nv_fn f, const nv_dtype_info *in, rm_batch *b)
     if (!mvec_enabled || !in || in->mant_bits > 28 || !__builtin_cpu_supports("avx2") ||
         fegetround() != FE_TONEAREST || (_mm_getcsr() & 0x8040) != 0)
         return false;
-    *b = (rm_batch){.eps = 0x1p-44, .max_finite = in->max_finite, .emin = in->emin,
-                    .mant_bits = in->mant_bits, .domain = RM_DOMAIN_ALL, .round = true};
+    *b = rm_batch_for(in, 0x1p-44, true);
     switch (f) {
     case NV_FN_EXP:
     case NV_FN_EXP2:
