@@ -32,8 +32,8 @@
 #include <immintrin.h>
 #define MVEC 1
 typedef double v4d __attribute__((vector_size(32)));
-extern v4d _ZGVdN4v_log(v4d);
-extern v4d _ZGVdN4v_cos(v4d);
+extern __attribute__((target("avx2"))) v4d _ZGVdN4v_log(v4d);
+extern __attribute__((target("avx2"))) v4d _ZGVdN4v_cos(v4d);
 #endif
 
 static int normal_mvec_on = 1;
@@ -74,8 +74,12 @@ __attribute__((target("avx2,fma"))) void nvi_normal_f32_batch(const uint32_t *wo
     const v4d z = {0, 0, 0, 0};
     for (int k = 0; k + 4 <= n; k += 4) {
         v4d u1, u2;
-        for (int j = 0; j < 4; j++)
-            uniforms(words + 4 * (k + j), &u1[j], &u2[j]);
+        for (int j = 0; j < 4; j++) {
+            double a, b; /* clang takes no address of a vector's element */
+            uniforms(words + 4 * (k + j), &a, &b);
+            u1[j] = a;
+            u2[j] = b;
+        }
         v4d l = _ZGVdN4v_log(u1), c = _ZGVdN4v_cos(2.0 * M_PI * u2);
         v4d v = (v4d)_mm256_sqrt_pd((__m256d)(-2.0 * l)) * c;
         v4d a = (v4d)((v4l)v & INT64_C(0x7fffffffffffffff)), e = a * 0x1p-43;

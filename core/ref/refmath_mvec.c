@@ -42,16 +42,16 @@ typedef double v4d __attribute__((vector_size(32)));
 
 /* The x86_64 vector ABI names (glibc's math-vector.h, "d" = AVX2, N4 = four
  * lanes, v = one vector argument); called only when the CPU has AVX2. */
-extern v4d _ZGVdN4v_exp(v4d);
-extern v4d _ZGVdN4v_exp2(v4d);
-extern v4d _ZGVdN4v_expm1(v4d);
-extern v4d _ZGVdN4v_log(v4d);
-extern v4d _ZGVdN4v_log2(v4d);
-extern v4d _ZGVdN4v_log1p(v4d);
-extern v4d _ZGVdN4v_sin(v4d);
-extern v4d _ZGVdN4v_cos(v4d);
-extern v4d _ZGVdN4v_tanh(v4d);
-extern v4d _ZGVdN4v_erf(v4d);
+extern __attribute__((target("avx2"))) v4d _ZGVdN4v_exp(v4d);
+extern __attribute__((target("avx2"))) v4d _ZGVdN4v_exp2(v4d);
+extern __attribute__((target("avx2"))) v4d _ZGVdN4v_expm1(v4d);
+extern __attribute__((target("avx2"))) v4d _ZGVdN4v_log(v4d);
+extern __attribute__((target("avx2"))) v4d _ZGVdN4v_log2(v4d);
+extern __attribute__((target("avx2"))) v4d _ZGVdN4v_log1p(v4d);
+extern __attribute__((target("avx2"))) v4d _ZGVdN4v_sin(v4d);
+extern __attribute__((target("avx2"))) v4d _ZGVdN4v_cos(v4d);
+extern __attribute__((target("avx2"))) v4d _ZGVdN4v_tanh(v4d);
+extern __attribute__((target("avx2"))) v4d _ZGVdN4v_erf(v4d);
 
 typedef v4d (*vfn)(v4d);
 #endif
