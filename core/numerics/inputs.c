@@ -556,7 +556,8 @@ static void gen_sweep_stride(gen *g, const ordinals *o, double *out, int64_t cou
     int64_t last = signed_ordinal(g, o, bound_in_dtype(g, sw->to, -1));
     if (!o->two_signs && first < 0)
         first = 0;
-    uint64_t span = last >= first ? (uint64_t)(last - first) + 1 : 1;
+    /* In unsigned arithmetic: fp64's signed ordinals span more than int64. */
+    uint64_t span = last >= first ? (uint64_t)last - (uint64_t)first + 1 : 1;
     int64_t n = g->n;
     int t = g->rq.tensor_index > 0 ? g->rq.tensor_index : 0;
     int64_t rot = n > 1 ? ((int64_t)((double)n * 0.381966 * t) | 1) % n : 0;
@@ -572,7 +573,7 @@ static void gen_sweep_stride(gen *g, const ordinals *o, double *out, int64_t cou
         else
             off = (uint64_t)(((u128)p * step) % span); /* p * step may pass 2^64 */
         prev = p;
-        int64_t k = first + (int64_t)off;
+        int64_t k = (int64_t)((uint64_t)first + off); /* first + off lies in [first, last] */
         out[q] = ordinal_value(g, o, (uint64_t)(k < 0 ? -k - 1 : k), k < 0);
     }
 }

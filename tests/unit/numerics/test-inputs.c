@@ -479,7 +479,7 @@ static void test_sweep_stride(void)
         memcpy(&b, &v[i], sizeof b);
         int64_t k = b >> 63 ? -(int64_t)(b & ~(UINT64_C(1) << 63)) - 1 : (int64_t)b;
         uint64_t off = (uint64_t)(((u128)i * (st >> 1)) % sp64);
-        ok = ok && k == -(int64_t)cnt + (int64_t)off;
+        ok = ok && (uint64_t)k == (uint64_t)0 - cnt + off; /* modulo 2^64: no int64 overflow */
     }
     tap_ok(ok, "sweep fp64 at stride 2^63 - 2 over [-max, max]: ordinal -count + (i stride mod span)");
 }
