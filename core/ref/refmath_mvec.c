@@ -56,50 +56,6 @@ extern __attribute__((target("avx2"))) v4d _ZGVdN4v_erf(v4d);
 typedef v4d (*vfn)(v4d);
 #endif
 
-static int mvec_enabled = 1;
-
-void nv_ref_vector_math(bool on)
-{
-    mvec_enabled = on;
-}
-
-bool rm_mvec_setup(nv_fn f, const nv_dtype_info *in, rm_batch *b)
-{
-#ifdef MVEC
-    /* libmvec is tested in round to nearest only, and its range reductions
-     * may rely on it (the wiki above); FTZ or DAZ left set by a plugin would
-     * change its internals too. Both are read once per call, not per element. */
-    if (!mvec_enabled || !in || in->mant_bits > 28 || !__builtin_cpu_supports("avx2") ||
-        fegetround() != FE_TONEAREST || (_mm_getcsr() & 0x8040) != 0)
-        return false;
-    *b = rm_batch_for(in, 0x1p-44, true);
-    switch (f) {
-    case NV_FN_EXP:
-    case NV_FN_EXP2:
-    case NV_FN_EXPM1:
-    case NV_FN_SIN:
-    case NV_FN_COS:
-    case NV_FN_TANH:
-    case NV_FN_ERF:
-        return true;
-    case NV_FN_LOG:
-    case NV_FN_LOG2:
-        b->domain = RM_DOMAIN_POSITIVE;
-        return true;
-    case NV_FN_LOG1P:
-        b->domain = RM_DOMAIN_ABOVE_M1;
-        return true;
-    default:
-        return false;
-    }
-#else
-    (void)f;
-    (void)in;
-    (void)b;
-    return false;
-#endif
-}
-
 #ifdef MVEC
 static vfn vector_fn(nv_fn f)
 {
@@ -129,6 +85,40 @@ static vfn vector_fn(nv_fn f)
     }
 }
 
+#endif
+
+static int mvec_enabled = 1;
+
+void nv_ref_vector_math(bool on)
+{
+    mvec_enabled = on;
+}
+
+bool rm_mvec_setup(nv_fn f, const nv_dtype_info *in, rm_batch *b)
+{
+#ifdef MVEC
+    /* libmvec is tested in round to nearest only, and its range reductions
+     * may rely on it (the wiki above); FTZ or DAZ left set by a plugin would
+     * change its internals too. Both are read once per call, not per element. */
+    if (!mvec_enabled || !in || in->mant_bits > 28 || !__builtin_cpu_supports("avx2") ||
+        fegetround() != FE_TONEAREST || (_mm_getcsr() & 0x8040) != 0)
+        return false;
+    if (!vector_fn(f))
+        return false;
+    *b = rm_batch_for(in, 0x1p-44, true);
+    b->domain = f == NV_FN_LOG || f == NV_FN_LOG2 ? RM_DOMAIN_POSITIVE
+                : f == NV_FN_LOG1P                ? RM_DOMAIN_ABOVE_M1
+                                                  : RM_DOMAIN_ALL;
+    return true;
+#else
+    (void)f;
+    (void)in;
+    (void)b;
+    return false;
+#endif
+}
+
+#ifdef MVEC
 /* The vector type crosses only this function's calls (AVX2 code, entered
  * after rm_mvec_setup's CPU check). */
 __attribute__((target("avx2,fma"))) void rm_mvec_values(nv_fn f, const double *x, int len,
