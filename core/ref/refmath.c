@@ -344,6 +344,9 @@ static inline const nv_dtype_info *fast_target(nv_dtype dt)
  * needs only L's sign, and need_l false skips computing it. An L that
  * underflowed or was skipped is +-2^-1074: every value strictly between A and
  * A -+ 2^-59 |A| rounds alike in every format here. */
+/* Below this |x|, e^x is fast_tail's pair 1 + expm1(x). */
+#define EXP_TAIL_BELOW 0x1p-36
+
 RM_INLINE bool fast_tail(nv_fn f, double x, bool need_l, double *ret_a, double *ret_l,
                          double *ret_eps)
 {
@@ -405,7 +408,7 @@ RM_INLINE bool fast_tail(nv_fn f, double x, bool need_l, double *ret_a, double *
         /* Near 0, e^x = 1 + expm1(x): the 2^23 x 99 fp32 encodings below 2^-25 in
          * magnitude (40% of all) would otherwise each take MPFR, because fp64
          * holds 1 + x to no better than the decision's bound. */
-        if (ax >= 0x1p-36 || x == 0)
+        if (ax >= EXP_TAIL_BELOW || x == 0)
             return false;
         a = 1.0;
         deep = ax < 0x1p-59;
@@ -529,10 +532,16 @@ RM_INLINE fast_kind fast_try(nv_fn f, double x, const nv_dtype_info *in, bool ne
  * (0, +2^-1074), so MPFR need not compute e^(2.5e8) to say so: e^710 > 2^1024,
  * e^-746 < 2^-1076, and the same for 2^x and e^x - 1 (whose other tail is
  * fast_tail's). Half the fp32 encodings are such arguments of exp. */
+RM_INLINE void far_bounds(nv_fn f, double *over, double *under)
+{
+    *over = f == NV_FN_EXP || f == NV_FN_EXPM1 ? 710 : f == NV_FN_EXP2 ? 1025 : INFINITY;
+    *under = f == NV_FN_EXP ? -746 : f == NV_FN_EXP2 ? -1077 : -INFINITY;
+}
+
 RM_INLINE bool far_pair(nv_fn f, double x, double *ret_hi, double *ret_lo)
 {
-    double over = f == NV_FN_EXP || f == NV_FN_EXPM1 ? 710 : f == NV_FN_EXP2 ? 1025 : INFINITY;
-    double under = f == NV_FN_EXP ? -746 : f == NV_FN_EXP2 ? -1077 : -INFINITY;
+    double over, under;
+    far_bounds(f, &over, &under);
     if (x >= over) {
         *ret_hi = 0x1.fffffffffffffp1023;
         *ret_lo = 0x1p970;
@@ -593,6 +602,55 @@ RM_INLINE bool batch_special(const rm_batch *b, double x)
 
 #define BATCH_N 256
 
+/* The scalar path's rules past the cell decision, for the batch
+ * (refmath_internal.h says which and why the saturated tails are exact). */
+static void rm_batch_far(rm_batch *b, nv_fn f, nv_dtype dt, const nv_round_mode *m)
+{
+    b->far = true;
+    if (!b->round) {
+        far_bounds(f, &b->far_over, &b->far_under);
+        /* eval_one's pair is the tail's there, not (v, 0): leave it to eval_one. */
+        if (f == NV_FN_EXP)
+            b->tail_below = EXP_TAIL_BELOW;
+        return;
+    }
+    b->over[0] = nv_dtype_round(dt, 0x1.fffffffffffffp1023, m, 0);
+    b->over[1] = nv_dtype_round(dt, -0x1.fffffffffffffp1023, m, 0);
+    b->under[0] = nv_dtype_round(dt, 0x1p-1000, m, 0);
+    b->under[1] = nv_dtype_round(dt, -0x1p-1000, m, 0);
+    b->tiny_sign = tiny_sign(f);
+    if (b->mant_bits > 28 || m->rounding != NV_ROUND_NEAREST_EVEN)
+        return;
+    switch (f) {
+    case NV_FN_EXP: /* |e^x - 1| < 2^-35 */
+        b->sat = RM_SAT_ABS;
+        b->sat_lo = 0;
+        b->sat_hi = EXP_TAIL_BELOW;
+        b->sat_val = 1;
+        break;
+    case NV_FN_TANH: /* 1 - tanh 13 = 2 / (e^26 + 1) < 2^-36 */
+        b->sat = RM_SAT_ODD;
+        b->sat_lo = 13;
+        b->sat_hi = INFINITY;
+        b->sat_val = 1;
+        break;
+    case NV_FN_ERF: /* erfc 4.5 < 2^-32 (A&S 7.1.13) */
+        b->sat = RM_SAT_ODD;
+        b->sat_lo = 4.5;
+        b->sat_hi = INFINITY;
+        b->sat_val = 1;
+        break;
+    case NV_FN_EXPM1: /* e^-25 < 2^-36 */
+        b->sat = RM_SAT_SIGNED;
+        b->sat_lo = -INFINITY;
+        b->sat_hi = -25;
+        b->sat_val = -1;
+        break;
+    default:
+        break;
+    }
+}
+
 /* v = fast_eval(f, x) over a chunk (none for a special x: its value is unused). */
 RM_INLINE void batch_values(nv_fn f, const rm_batch *b, const double *x, int len, double *v)
 {
@@ -624,6 +682,8 @@ void nv_ref_eval_n(nv_fn f, const double *x, int64_t n, nv_dtype dt, double *hi,
     const nv_dtype_info *in = fast_target(dt);
     rm_batch bt;
     bool batch = rm_batch_setup(f, in, false, &bt);
+    if (batch)
+        rm_batch_far(&bt, f, dt, NULL);
     double v[BATCH_N];
     uint8_t und[BATCH_N];
     /* One loop per function, so that each inlines its own fast path. */
@@ -721,6 +781,7 @@ void nv_ref_round_n(nv_fn f, const double *x, int64_t n, nv_dtype dt, nv_roundin
     /* Fewer than a vector's four lanes take the scalar path: nv_ref_round,
      * one element, stays the independent path the batch is tested against. */
     if (n >= 4 && m.rounding == NV_ROUND_NEAREST_EVEN && rm_mvec_setup(f, in, &bt)) {
+        rm_batch_far(&bt, f, dt, &m);
         for (int64_t i0 = 0; i0 < n; i0 += BATCH_N) {
             int len = n - i0 < BATCH_N ? (int)(n - i0) : BATCH_N;
             rm_mvec_values(f, x + i0, len, v);
@@ -732,6 +793,8 @@ void nv_ref_round_n(nv_fn f, const double *x, int64_t n, nv_dtype dt, nv_roundin
         return;
     }
     bool batch = m.rounding == NV_ROUND_NEAREST_EVEN && rm_batch_setup(f, in, true, &bt);
+    if (batch)
+        rm_batch_far(&bt, f, dt, &m);
     /* One loop per function, so that each inlines its own fast path. */
     switch (f) {
         ROUND_N_CASE(NV_FN_EXP)

@@ -109,12 +109,42 @@ int rm_decide_n(const rm_batch *b, const double *x, const double *v, int n, doub
         } else {
             res = vv;
         }
+        v4d lres = z;
+        if (b->far) {
+            if (b->round) {
+                v4l big = ~spec & (a > huge) & (a == a);
+                v4l small = ~spec & (a < tiny), vz = vv == z;
+                v4l pos = SELL(vz, zl - (b->tiny_sign > 0), vv > z);
+                v4l neg = SELL(vz, zl - (b->tiny_sign < 0), vv < z);
+                v4l under = small & (pos | (neg & ~(xv > z)));
+                v4d ovr = SELD(((v4l)vv < 0), z + b->over[1], z + b->over[0]);
+                v4d unr = SELD(pos, z + b->under[0], z + b->under[1]);
+                res = SELD(big, ovr, SELD(under, unr, res));
+                ok |= big | under;
+                if (b->sat != RM_SAT_NONE) {
+                    v4d q = b->sat == RM_SAT_SIGNED ? xv : xa;
+                    v4l sat = ~spec & (q >= z + b->sat_lo) & (q < z + b->sat_hi);
+                    v4d sv = z + b->sat_val;
+                    if (b->sat == RM_SAT_ODD)
+                        sv = SELD(((v4l)xv < 0), -sv, sv);
+                    res = SELD(sat, sv, res);
+                    ok |= sat;
+                }
+            } else {
+                /* far_pair precedes the fast path in eval_one: it overrides. */
+                v4l fo = ~spec & (xv >= z + b->far_over), fu = ~spec & (xv <= z + b->far_under);
+                ok &= ~(xa < z + b->tail_below);
+                res = SELD(fo, dmax, SELD(fu, z, res));
+                lres = SELD(fo, z + 0x1p970, SELD(fu, z + 0x1p-1074, z));
+                ok |= fo | fu;
+            }
+        }
         v4d w = SELD(ok, res, ov); /* undecided lanes keep out (it may alias x) */
         memcpy(out + k, &w, sizeof w);
         if (lo_out) {
             v4d lv;
             memcpy(&lv, lo_out + k, sizeof lv);
-            lv = SELD(ok, z, lv);
+            lv = SELD(ok, lres, lv);
             memcpy(lo_out + k, &lv, sizeof lv);
         }
         nd -= ok; /* ok is -1 where decided */

@@ -33,19 +33,45 @@ bool rm_on_half_quantum(double x, const nv_dtype_info *in);
  * log, log2, sqrt, rsqrt), the finite nonzero x > -1 (ABOVE_M1: log1p). */
 enum { RM_DOMAIN_ALL, RM_DOMAIN_POSITIVE, RM_DOMAIN_ABOVE_M1 };
 
+/* The rules of the scalar path that the batch also applies where its value
+ * v leaves the cell decision (rm_batch_far in refmath.c fills them; zeroed,
+ * none applies):
+ *   round: |v| > 2^1000 (not NaN) gives fast_try's stand-in, rounded:
+ *          over[v < 0]; |v| < 2^-960 gives under[sign] with fast_try's sign
+ *          rule (v's sign, tiny_sign(f) for a zero v, undecided for a
+ *          negative exact value of a positive x or a sign unknown);
+ *          sat: x in the saturated tail [sat_lo, sat_hi] (bounds of |x|, or
+ *          of x for SAT_SIGNED) gives sat_val with x's sign (SAT_ODD) or as
+ *          it is: e^x within 2^-35 of 1 below |x| < 2^-36, 1 - |tanh| and
+ *          erfc below 2^-32 past 13 and 4.5, e^x - 1 within 2^-36 of -1
+ *          below -25, all nearer than the half quantum 2^-(p+2) >= 2^-30
+ *          beside 1 of every batch target (p <= 28): the correctly
+ *          rounded value under nearest even is that limit, as the scalar
+ *          tail's pair decides it.
+ *   pair:  x >= far_over or x <= far_under gives far_pair's fixed pair;
+ *          |x| < tail_below is left undecided (eval_one's pair there is its
+ *          tail's, which v alone does not give). */
+enum { RM_SAT_NONE, RM_SAT_ABS, RM_SAT_ODD, RM_SAT_SIGNED };
+
 typedef struct rm_batch {
     double eps;        /* fast_eval's bound for the function */
     double max_finite; /* of the target */
     int64_t emin, mant_bits;
     int domain;
     bool round; /* nv_ref_round_n under nearest even; else nv_ref_eval_n's pair */
+    bool far;   /* the rules above are filled */
+    int tiny_sign, sat;
+    double over[2], under[2]; /* [0] for a positive value, [1] negative */
+    double sat_lo, sat_hi, sat_val;
+    double far_over, far_under, tail_below;
 } rm_batch;
 
 /* The decision's parameters for target in with bound eps, domain ALL. */
 static inline rm_batch rm_batch_for(const nv_dtype_info *in, double eps, bool round)
 {
     return (rm_batch){.eps = eps, .max_finite = in->max_finite, .emin = in->emin,
-                      .mant_bits = in->mant_bits, .domain = RM_DOMAIN_ALL, .round = round};
+                      .mant_bits = in->mant_bits, .domain = RM_DOMAIN_ALL, .round = round,
+                      .far_over = __builtin_inf(), .far_under = -__builtin_inf()};
 }
 
 /* Whether f batches (a function whose fast path is fast_eval alone, no tail)

@@ -79,6 +79,14 @@ static double edge(nv_fn f)
         e = erf_e;
         break;
     }
+    /* The batch's saturated tails and stand-ins (refmath_internal.h): at
+     * and around their thresholds, and far past them. */
+    static const double far_e[] = {0x1p-36, 13, 4.5, -25, 710, -746, -745.5, 1e4, 1025, -1077};
+    if (next() % 4 == 0) {
+        double c = far_e[next() % (sizeof far_e / sizeof far_e[0])];
+        double y = (double)(float)(c * (1 + ldexp((double)(next() % 64) - 32, -24)));
+        return f == NV_FN_LOG1P || f == NV_FN_LOG || f == NV_FN_LOG2 || next() % 2 ? fabs(y) : -fabs(y);
+    }
     double c = e[next() % 5], t = ldexp((double)(next() % 4096) - 2048, -(int)(next() % 40) - 12);
     double y = (double)(float)(c * (1 + t));
     return f == NV_FN_LOG1P || f == NV_FN_LOG || f == NV_FN_LOG2 || next() % 2 ? y : -y;
