@@ -376,6 +376,11 @@ static inline void compare_one(const nv_compare_input *in, int64_t base, int64_t
         double g = nvc_ulp_overflow_value(tol, in->dtype, g_out, e, lo);
         nv_failure_class sc;
         if (special_kind(g, e, &sc)) {
+            if (p->elems)
+                p->elems[k] = (nv_compare_elem_out){.mismatch = sc != NV_FAIL_NONE,
+                                                    .ulp_err = sc == NV_FAIL_NONE ? 0 : INFINITY,
+                                                    .exact = e,
+                                                    .exact_lo = lo};
             r->nonfinite++;
             if (sc != NV_FAIL_NONE && ovf_excused(&su->ovf, in, k))
                 add_overflow(r, in, k, i, g, e, INFINITY, INFINITY, 0);
@@ -404,6 +409,13 @@ static inline void compare_one(const nv_compare_input *in, int64_t base, int64_t
             break;
         }
         bool pass = tol->metric == NV_TOL_ULP ? ue <= tol->max_ulp : err <= allowed;
+        if (p->elems) /* part_run took no peak: ovf_excused is false */
+            p->elems[k] = (nv_compare_elem_out){
+                .finite = true,
+                .mismatch = !pass || (su->judge_sign && g == 0 && signbit(g) != signbit(e)),
+                .ulp_err = ue,
+                .exact = e,
+                .exact_lo = lo};
         if (!pass && ovf_excused(&su->ovf, in, k)) {
             add_overflow(r, in, k, i, g_out, ex, ue, err, allowed);
             return;
@@ -452,7 +464,9 @@ static nvc_vec_args vec_args(const nv_compare_input *in, const nv_tolerance *tol
                           .max_ulp = tol->max_ulp,
                           .emin = di->emin,
                           .mant_bits = di->mant_bits,
-                          .allclose = tol->metric == NV_TOL_ALLCLOSE};
+                          .allclose = tol->metric == NV_TOL_ALLCLOSE,
+                          .zero_exact = nv_dtype_ulp(in->dtype, 0) ==
+                                        ldexp(1, (int)(di->emin - di->mant_bits))};
 }
 
 /* Elements [0, in->n) of in, which are elements base.. of the comparison, into
@@ -480,11 +494,33 @@ static void compare_range(const nv_compare_input *in, int64_t base, const nv_tol
                     compare_one(in, base, k + j, tol, su, di, p);
                 continue;
             }
+            if (p->elems)
+                for (int j = 0; j < NVC_VEC_CHUNK; j++)
+                    p->elems[k + j] = (nv_compare_elem_out){
+                        .finite = vo.fin[j] != 0,
+                        .ulp_err = vo.ue[j],
+                        .exact = in->exact[k + j],
+                        .exact_lo = in->exact_lo ? in->exact_lo[k + j] : 0};
             r->max_ulp = max_of(r->max_ulp, vo.max[0]);
             r->max_abs = max_of(r->max_abs, vo.max[1]);
             r->max_rel = max_of(r->max_rel, vo.max[2]);
             r->max_allowed = max_of(r->max_allowed, vo.max[3]);
             r->headroom = max_of(r->headroom, vo.max[4]);
+            if (vo.n_skip) { /* compare_one's special pairs: nonfinite, nothing else */
+                r->nonfinite += vo.n_skip;
+                for (int j = 0; j < NVC_VEC_CHUNK; j++) {
+                    if (!vo.fin[j])
+                        continue;
+                    if (p->ue)
+                        p->ue[p->n_ue++] = vo.ue[j];
+                    else
+                        p->sum_ulp += vo.ue[j];
+                    p->p99_hist[vo.bin[j]]++;
+                    r->ulp_hist[vo.bkt[j]]++;
+                }
+                p->finite += NVC_VEC_CHUNK - vo.n_skip;
+                continue;
+            }
             if (p->ue) {
                 memcpy(p->ue + p->n_ue, vo.ue, sizeof vo.ue);
                 p->n_ue += NVC_VEC_CHUNK;
@@ -513,7 +549,8 @@ int nv_compare_part_run(const nv_compare_input *in, int64_t base, int64_t n_tota
                         const nv_tolerance *tol, nv_compare_part *p)
 {
     setup su;
-    if (!p || base < 0 || n_total < 0 || compare_setup(in, n_total, tol, &su) < 0)
+    if (!p || base < 0 || n_total < 0 || compare_setup(in, n_total, tol, &su) < 0 ||
+        (p->elems && (tol->metric == NV_TOL_BOUND || in->peak)))
         return -EINVAL;
     compare_range(in, base, tol, &su, p);
     return 0;
@@ -627,9 +664,10 @@ int nv_compare_elem(const nv_compare_input *in, int64_t k, const nv_tolerance *t
 /* nv_compare_elem for elements [k0, k0 + n): chunks of ordinary passing pairs
  * through the vector kernel (its per-element errors are the scalar rule's bit
  * for bit: compare_vec.c), every other element through nv_compare_elem. In
- * such a chunk every pair is finite, nonzero and passing, so the overflow
- * stand-in leaves got as it is, no zero's sign is judged and no element is a
- * mismatch: nv_compare_elem's outputs exactly. */
+ * such a chunk every pair is finite and passing, a zero only of the exact
+ * value's sign, or a passing special pair (not finite, error 0), so the
+ * overflow stand-in leaves got as it is, no zero's sign is a mismatch and no
+ * element is a mismatch: nv_compare_elem's outputs exactly. */
 int nv_compare_elems(const nv_compare_input *in, int64_t k0, int64_t n, const nv_tolerance *tol,
                      nv_compare_elem_out *ret)
 {
@@ -649,7 +687,7 @@ int nv_compare_elems(const nv_compare_input *in, int64_t k0, int64_t n, const nv
             }
             for (int j = 0; j < NVC_VEC_CHUNK; j++) {
                 int64_t i = k0 + k + j;
-                ret[k + j] = (nv_compare_elem_out){.finite = true,
+                ret[k + j] = (nv_compare_elem_out){.finite = vo.fin[j] != 0,
                                                    .ulp_err = vo.ue[j],
                                                    .exact = in->exact[i],
                                                    .exact_lo = in->exact_lo ? in->exact_lo[i] : 0};

@@ -128,6 +128,10 @@ typedef struct nv_compare_part {
     uint64_t finite;
     double *ue;   /* caller's buffer of the part's element count, or NULL */
     int64_t n_ue; /* ulp errors written to ue */
+    /* NULL, or set after init: a buffer of the part's element count that
+     * nv_compare_part_run fills with nv_compare_elem's outputs of each
+     * element (one pass for both; -EINVAL where nv_compare_elem is). */
+    struct nv_compare_elem_out *elems;
 } nv_compare_part;
 
 /* An empty part; ue (borrowed, may be NULL) as above. */

@@ -58,19 +58,23 @@ typedef struct nvc_vec_args {
     double max_finite, atol, rtol, max_ulp;
     int64_t emin, mant_bits; /* of the output dtype, a float of at most 23 fraction bits */
     bool allclose;           /* else the ulp metric */
+    bool zero_exact;         /* ulp_in(0) = 2^(emin - mant_bits): an exact zero is ordinary */
 } nvc_vec_args;
 
 typedef struct nvc_vec_out {
     double ue[NVC_VEC_CHUNK];
     uint32_t bin[NVC_VEC_CHUNK]; /* hist_bin((float)ue) */
     uint8_t bkt[NVC_VEC_CHUNK];  /* compare.c's ulp_bucket(ue) */
+    uint8_t fin[NVC_VEC_CHUNK];  /* 0 for a skipped pair (ue, bin, bkt then 0) */
+    int n_skip;                  /* of the chunk's pairs, those skipped */
     double max[5];               /* of ue, err, rel, allowed, headroom */
 } nvc_vec_out;
 
 /* Elements [k0, k0 + n) (n a multiple of 4, at most NVC_VEC_CHUNK) by the
  * scalar rules' arithmetic: true with *o filled when every one is a finite,
- * nonzero, passing pair whose ulp is a normal double; false otherwise (*o is
- * then garbage: the caller applies the scalar rules to the chunk). */
+ * passing pair whose ulp is a normal double (a zero on either side as
+ * compare_vec.c says) or a passing special pair (skipped); false otherwise
+ * (*o is then garbage: the caller applies the scalar rules to the chunk). */
 bool nvc_chunk_vec(const nvc_vec_args *a, int64_t k0, int n, nvc_vec_out *o);
 
 #endif

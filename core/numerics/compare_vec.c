@@ -3,11 +3,15 @@
  * fp64 at a time, each lane doing exactly the scalar rule's operations (TwoSum,
  * the ulp from the exact value's bits, one IEEE division each for ue, rel and
  * headroom), so every element's values are the scalar path's bit for bit.
- * A chunk holding anything else (NaN or Inf on either side, a zero, an exact
+ * Pairs the scalar rules pass as specials (both NaN, the same infinity: the
+ * overflow and NaN results of exhaustive and sweep cases) are skipped lanes:
+ * marked in fin, counted in n_skip, in no statistic. A chunk holding
+ * anything else (another NaN or Inf on either side, a device zero of the
+ * other sign than the exact value, an exact zero with a low part, an exact
  * value whose ulp leaves fp64's normal range or lies beyond the format's
  * max_finite, a mismatch) is refused whole and compare.c redoes it with the
- * scalar rules, which alone handle specials, first mismatches, the overflow
- * rule and the sign of zero.
+ * scalar rules, which alone handle special mismatches, first mismatches, the
+ * overflow rule and the sign of zero.
  *
  * Why the merge is exact: the maxima are of values >= +0 that are never NaN
  * (err and ue are |.| or their quotients by positive numbers; rel's divisor is
@@ -50,45 +54,56 @@ bool nvc_chunk_vec(const nvc_vec_args *a, int64_t k0, int n, nvc_vec_out *o)
     const v4l emin = {a->emin, a->emin, a->emin, a->emin};
     const v4l zl = {0, 0, 0, 0};
     v4d mu = z, ma = z, mr = z, mal = z, mh = z;
-    v4l bad = zl;
+    v4l bad = zl, nsk = zl;
     for (int k = 0; k + 4 <= n; k += 4) {
         v4d g, e, lo = z;
         memcpy(&g, got + k, sizeof g);
         memcpy(&e, hi + k, sizeof e);
         if (lop)
             memcpy(&lo, lop + k, sizeof lo);
-        /* Not NaN, not Inf, not zero: the scalar rules' specials and signs. */
-        bad |= ~(ABSD(g) <= dmax) | ~(ABSD(e) <= dmax) | ~(ABSD(lo) <= dmax) | (g == z) |
-               (e == z);
+        v4d ag = ABSD(g);
+        /* special_kind's passing pairs: both NaN, or the same infinity. */
+        v4l skip = ((g != g) & (e != e)) | ((ag == inf) & (g == e));
+        /* Otherwise nothing NaN or Inf; a device zero only with the exact
+         * value's sign (no zero's sign to judge); an exact zero only without
+         * a low part and where its ulp is the formula's (ulp_in(0) is
+         * nv_dtype_ulp's min_subnormal). */
+        v4l lnz = lo != z;
+        v4l lb = ~(ag <= dmax) | ~(ABSD(e) <= dmax) | ~(ABSD(lo) <= dmax) |
+                 ((g == z) & (((v4l)g ^ (v4l)e) < 0)) |
+                 ((e == z) & (a->zero_exact ? lnz : zl - 1));
         /* nv_two_sum(g, -e): s + t == g - e exactly. */
         v4d b = -e, x = g + b, zz = x - g;
         v4d t = (g - (x - zz)) + (b - zz);
         v4d err = ABSD(x + (t - lo));
-        v4l lnz = lo != z;
         v4d ex = SELD(lnz, e + lo, e);
         /* exact_ulp: ulp of nextafter(hi, 0) when lo pulls hi + lo below |hi|
          * (its magnitude's bits less one, hi being finite and nonzero), then
          * ulp_in's steps: 2^(max(exponent, emin) - mant_bits). */
         v4l down = lnz & (((v4l)lo ^ (v4l)e) < 0);
         v4l ab = (v4l)ABSD(e) + down; /* down is -1 where it applies */
-        bad |= ~((v4d)ab <= fmaxv) | (ab == 0);
+        lb |= ~((v4d)ab <= fmaxv) | ((ab == 0) & (e != z));
         v4l ef = ab >> 52;
         v4l ee = SELL(ef != 0, ef - 1023, zl - 1023);
         ee = SELL(ee < emin, emin, ee);
         v4l kk = ee - a->mant_bits;
-        bad |= kk < -1022;
+        lb |= kk < -1022;
         v4d ulp = (v4d)((kk + 1023) << 52);
         v4d ue = err / ulp;
-        v4d rel = err / ABSD(ex);
-        bad |= ex == z;
+        v4d rel = SELD(ex == z, SELD(err == z, z, inf), err / ABSD(ex));
         v4d allowed = a->allclose ? atol + rtol * ABSD(ex) : mulp * ulp;
-        bad |= ~(a->allclose ? err <= allowed : ue <= mulp);
+        lb |= ~(a->allclose ? err <= allowed : ue <= mulp);
         v4d head = SELD(allowed > z, err / allowed, SELD(err == z, z, inf));
+        bad |= lb & ~skip;
+        /* A skipped pair adds to no statistic: +0 leaves every maximum (of
+         * values >= +0) as it is. */
+        ue = SELD(skip, z, ue);
         mu = MAXD(mu, ue);
-        ma = MAXD(ma, err);
-        mr = MAXD(mr, rel);
-        mal = MAXD(mal, allowed);
-        mh = MAXD(mh, head);
+        ma = MAXD(ma, SELD(skip, z, err));
+        mr = MAXD(mr, SELD(skip, z, rel));
+        mal = MAXD(mal, SELD(skip, z, allowed));
+        mh = MAXD(mh, SELD(skip, z, head));
+        nsk -= skip;
         memcpy(o->ue + k, &ue, sizeof ue);
         /* hist_bin((float)ue) and compare.c's ulp_bucket(ue). */
         v4f uf = __builtin_convertvector(ue, v4f);
@@ -101,12 +116,19 @@ bool nvc_chunk_vec(const nvc_vec_args *a, int64_t k0, int n, nvc_vec_out *o)
         ke = SELL(ke < 1, zl + 1, ke);
         ke = SELL(ke >= NV_ULP_HIST_EDGES, zl + NV_ULP_HIST_EDGES, ke);
         ke = SELL(ue == z, zl, ke);
-        for (int j = 0; j < 4; j++)
+        for (int j = 0; j < 4; j++) {
             o->bkt[k + j] = (uint8_t)ke[j];
+            o->fin[k + j] = (uint8_t)(1 + skip[j]);
+        }
+        /* A refused chunk is redone whole: stop reading it. */
+        if ((k & 28) == 28 && (bad[0] | bad[1] | bad[2] | bad[3]))
+            return false;
     }
-    int64_t any = 0;
-    for (int j = 0; j < 4; j++)
+    int64_t any = 0, skipped = 0;
+    for (int j = 0; j < 4; j++) {
         any |= bad[j];
+        skipped += nsk[j];
+    }
     if (any)
         return false;
     double m[5] = {0, 0, 0, 0, 0};
@@ -118,5 +140,6 @@ bool nvc_chunk_vec(const nvc_vec_args *a, int64_t k0, int n, nvc_vec_out *o)
         m[4] = mh[j] > m[4] ? mh[j] : m[4];
     }
     memcpy(o->max, m, sizeof m);
+    o->n_skip = (int)skipped;
     return true;
 }

@@ -79,6 +79,12 @@ static void overflow_to_dtype(nv_tensor *hi, nv_tensor *lo)
      * bit's 2^-1074 (a -0 lo becomes +0 below). */
     bool scan = dhi && (!lo || dlo) && thr > 0;
     const double *hd = hi->data + hi->offset, *ld = lo ? lo->data + lo->offset : NULL;
+    /* What an overflowing element becomes, by sign (exhaustive and sweep cases
+     * hold billions of them). */
+    double over[2] = {INFINITY, -INFINITY};
+    if (hi->dtype != NV_DT_FP64)
+        for (int s = 0; s < 2; s++)
+            over[s] = nv_dtype_round(hi->dtype, s ? -DBL_MAX : DBL_MAX, &NV_ROUND_DEFAULT, 0);
     for (int64_t i = 0; i < hi->numel; i++) {
         if (scan && i % SCAN_CHUNK == 0 && hi->numel - i >= SCAN_CHUNK &&
             chunk_unchanged(hd + i, ld ? ld + i : NULL, thr)) {
@@ -88,6 +94,13 @@ static void overflow_to_dtype(nv_tensor *hi, nv_tensor *lo)
         if (scan && fabs(hd[i]) < thr &&
             (!ld || !(fabs(ld[i]) <= 0x1p-1074) || (ld[i] == 0 && !signbit(ld[i]))))
             continue; /* NaN fails fabs(h) < thr */
+        if (scan && fabs(hd[i]) > thr && fabs(hd[i]) <= DBL_MAX) {
+            /* finite beyond T: overflows whatever lo is (the steps below) */
+            hi->data[hi->offset + i] = over[signbit(hd[i]) != 0];
+            if (lo)
+                lo->data[lo->offset + i] = 0;
+            continue;
+        }
         int64_t o = nv_tensor_offset_lin(hi, dhi, i);
         int64_t ol = lo ? nv_tensor_offset_lin(lo, dlo, i) : 0;
         double h = hi->data[o], l = lo ? lo->data[ol] : 0;
@@ -108,9 +121,7 @@ static void overflow_to_dtype(nv_tensor *hi, nv_tensor *lo)
         }
         if (!overflows(hi->dtype, di, thr, h, l))
             continue;
-        hi->data[o] = hi->dtype == NV_DT_FP64
-                          ? copysign(INFINITY, h)
-                          : nv_dtype_round(hi->dtype, copysign(DBL_MAX, h), &NV_ROUND_DEFAULT, 0);
+        hi->data[o] = over[signbit(h) != 0];
         if (lo)
             lo->data[ol] = 0;
     }

@@ -659,6 +659,25 @@ RM_INLINE void batch_values(nv_fn f, const rm_batch *b, const double *x, int len
         v[j] = batch_special(b, x[j]) ? 0 : fast_eval(f, x[j], &eps);
 }
 
+/* eval_one's pair for e^x with 0 < |x| < EXP_TAIL_BELOW into a target of at
+ * most 28 fraction bits: fast_tail's a = 1, l = expm1(x), which
+ * fast_decides_pair always decides there (1 is a cell boundary, |l| < 2^-36 is
+ * far inside the half quantum 2^-30 on either side and its error bound below
+ * |l|), so the pair is two_sum(1, l) without the decision's steps: the
+ * 1.5 x 10^9 fp32 encodings of that range in an exhaustive case. */
+RM_INLINE bool exp_tail_pair(nv_fn f, const rm_batch *b, double x, double *ret_hi, double *ret_lo)
+{
+    if (f != NV_FN_EXP || b->tail_below == 0 || b->mant_bits > 28 ||
+        !(fabs(x) < b->tail_below) || x == 0)
+        return false;
+    double l = expm1(x);
+    if (l == 0)
+        l = -0x1p-1074;
+    count_fast();
+    nv_two_sum(1.0, l, ret_hi, ret_lo);
+    return true;
+}
+
 #define EVAL_N_CASE(F)                                                                             \
     case F:                                                                                        \
         if (batch) {                                                                               \
@@ -667,7 +686,7 @@ RM_INLINE void batch_values(nv_fn f, const rm_batch *b, const double *x, int len
                 batch_values(F, &bt, x + i0, len, v);                                              \
                 count_fast_n(rm_decide_n(&bt, x + i0, v, len, hi + i0, lo + i0, und));             \
                 for (int j = 0; j < len; j++)                                                      \
-                    if (und[j])                                                                    \
+                    if (und[j] && !exp_tail_pair(F, &bt, x[i0 + j], &hi[i0 + j], &lo[i0 + j]))      \
                         eval_one(F, x[i0 + j], in, &hi[i0 + j], &lo[i0 + j]);                      \
             }                                                                                      \
             break;                                                                                 \

@@ -104,8 +104,14 @@ int rm_decide_n(const rm_batch *b, const double *x, const double *v, int n, doub
             /* round_cell, nearest even: k = (c + 1) & ~1, r = k h. */
             v4d h = (v4d)((e - b->mant_bits - 1 + 1023) << 52);
             v4d r = __builtin_convertvector((fl + 1) & ~1, v4d) * h;
-            ok &= r <= mfin;
             res = SELD(((v4l)vv < 0), -r, r);
+            /* Past max_finite nv_dtype_round's overflow (IEEE 754 §7.4: under
+             * nearest even it depends on the sign alone) is over[]'s. */
+            v4l ovf = r > mfin;
+            if (b->far)
+                res = SELD(ovf, SELD(((v4l)vv < 0), z + b->over[1], z + b->over[0]), res);
+            else
+                ok &= ~ovf;
         } else {
             res = vv;
         }

@@ -37,7 +37,9 @@ enum { RM_DOMAIN_ALL, RM_DOMAIN_POSITIVE, RM_DOMAIN_ABOVE_M1 };
  * v leaves the cell decision (rm_batch_far in refmath.c fills them; zeroed,
  * none applies):
  *   round: |v| > 2^1000 (not NaN) gives fast_try's stand-in, rounded:
- *          over[v < 0]; |v| < 2^-960 gives under[sign] with fast_try's sign
+ *          over[v < 0], as does a decided cell past max_finite (the
+ *          format's overflow under nearest even, round_cell's
+ *          nv_dtype_round); |v| < 2^-960 gives under[sign] with fast_try's sign
  *          rule (v's sign, tiny_sign(f) for a zero v, undecided for a
  *          negative exact value of a positive x or a sign unknown);
  *          sat: x in the saturated tail [sat_lo, sat_hi] (bounds of |x|, or

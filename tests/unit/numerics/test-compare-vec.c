@@ -6,7 +6,9 @@
  * and allclose metrics. The data is mostly passing pairs with errors of 0 to 1
  * ulps and low parts of both signs (exact values at powers of two whose low
  * part pulls them into the binade below, where the ulp halves), with rare
- * NaN/Inf pairs, zeros and mismatches, so that both kinds of chunk occur. */
+ * NaN/Inf pairs (passing and not), zeros of either side and both signs
+ * (underflows, signed-zero mismatches) and mismatches, so that chunks the
+ * kernel takes with skipped pairs and chunks it refuses both occur. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -55,6 +57,17 @@ static void fill(nv_dtype dt)
             exact[i] = 0, got[i] = 0, lo[i] = 0;
         else if (s == 3)
             got[i] = 0;
+        else if (s == 4) /* both NaN, or the same infinity: passing specials */
+            got[i] = exact[i] = next() & 1 ? NAN : -INFINITY, lo[i] = 0;
+        else if (s == 5) /* an underflow to a zero of the exact value's sign */
+            got[i] = copysign(0, exact[i]), exact[i] *= ldexp(1, -200);
+        else if (s == 6) /* the same, the other sign: a signed-zero mismatch */
+            got[i] = copysign(0, -exact[i]), exact[i] *= ldexp(1, -200), lo[i] = 0;
+        else if (s == 7) /* exact -0 and a device -0, +0 or min subnormal */
+            exact[i] = -0.0, lo[i] = 0, got[i] = next() % 3 == 0 ? 0.0 : next() & 1
+                                                 ? -0.0 : di->min_subnormal;
+        else if (s == 8) /* inf against -inf, and a finite value against inf */
+            got[i] = next() & 1 ? -INFINITY : got[i], exact[i] = INFINITY, lo[i] = 0;
     }
 }
 

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/ops/catalog.h"
@@ -37,16 +38,40 @@ static bool worse(double ue, uint64_t enc, int64_t i, const nvw_worst *w)
     return i < w->index;
 }
 
+/* The list is a heap whose root worst[0] is its least bad entry (each entry
+ * is worse than its parent): a worse element replaces the root and sinks, so
+ * a sweep whose errors grow element by element costs log2(16) steps each, not
+ * a shift of the list. The 16 worst under a total order are one set whatever
+ * the order they come in; nvw_binades_json sorts them. */
+static bool heap_worse(const nvw_worst *a, const nvw_worst *b)
+{
+    return worse(a->ulp_err, a->enc, a->index, b);
+}
+
 static void worst_insert(nvw_binades *b, const nvw_worst *e)
 {
-    if (b->n_worst == NVW_WORST && !worse(e->ulp_err, e->enc, e->index, &b->worst[NVW_WORST - 1]))
+    nvw_worst *h = b->worst;
+    int k;
+    if (b->n_worst < NVW_WORST) {
+        for (k = b->n_worst++; k > 0 && heap_worse(&h[(k - 1) / 2], e); k = (k - 1) / 2)
+            h[k] = h[(k - 1) / 2];
+        h[k] = *e;
         return;
-    int k = b->n_worst < NVW_WORST ? b->n_worst++ : NVW_WORST - 1;
-    while (k > 0 && worse(e->ulp_err, e->enc, e->index, &b->worst[k - 1])) {
-        b->worst[k] = b->worst[k - 1];
-        k--;
     }
-    b->worst[k] = *e;
+    if (!heap_worse(e, &h[0]))
+        return;
+    for (k = 0;;) {
+        int c = 2 * k + 1;
+        if (c >= NVW_WORST)
+            break;
+        if (c + 1 < NVW_WORST && heap_worse(&h[c], &h[c + 1]))
+            c++; /* the less bad child */
+        if (!heap_worse(e, &h[c]))
+            break;
+        h[k] = h[c];
+        k = c;
+    }
+    h[k] = *e;
 }
 
 static void bin_worst(nvw_bin *bn, double ue, uint64_t enc, int64_t i)
@@ -78,11 +103,11 @@ static inline int bin_of_bits(uint64_t u, int field_min)
  * least this (any error while the list is not full). */
 static double list_threshold(const nvw_binades *b)
 {
-    return b->n_worst < NVW_WORST ? -INFINITY : b->worst[NVW_WORST - 1].ulp_err;
+    return b->n_worst < NVW_WORST ? -INFINITY : b->worst[0].ulp_err;
 }
 
 int nvw_binades_add(nvw_binades *b, const nv_compare_input *ci, const nv_tolerance *tol,
-                    const double *in, int64_t base)
+                    const nv_compare_elem_out *elems, const double *in, int64_t base)
 {
     const nv_dtype_info *di = nv_dtype_get(b->in_dt);
     nv_round_mode rne = {0};
@@ -93,11 +118,14 @@ int nvw_binades_add(nvw_binades *b, const nv_compare_input *ci, const nv_toleran
     double thr = list_threshold(b);
     for (int64_t k0 = 0; k0 < ci->n; k0 += CHUNK) {
         int64_t m = ci->n - k0 < CHUNK ? ci->n - k0 : CHUNK;
-        int r = nv_compare_elems(ci, k0, m, tol, outs);
-        if (r < 0)
-            return r;
+        const nv_compare_elem_out *os = elems ? elems + k0 : outs;
+        if (!elems) {
+            int r = nv_compare_elems(ci, k0, m, tol, outs);
+            if (r < 0)
+                return r;
+        }
         for (int64_t j = 0; j < m; j++) {
-            const nv_compare_elem_out *o = &outs[j];
+            const nv_compare_elem_out *o = &os[j];
             int64_t k = k0 + j;
             double x = in[k];
             uint64_t u;
@@ -187,6 +215,12 @@ static json_t *bin_json(const nv_dtype_info *di, int s, int k, const nvw_bin *bn
     return o;
 }
 
+static int worst_first(const void *pa, const void *pb)
+{
+    const nvw_worst *a = pa, *b = pb;
+    return heap_worse(a, b) ? -1 : heap_worse(b, a) ? 1 : 0;
+}
+
 /* Binades in value order: -NaN, -inf, the negative exponents high to low,
  * -subnormal, -0, +0, +subnormal, the positive exponents, +inf, +NaN. */
 int nvw_binades_json(const nvw_binades *b, json_t *cj)
@@ -200,8 +234,11 @@ int nvw_binades_json(const nvw_binades *b, json_t *cj)
     for (int k = 0; !bad && k < NVW_BIN_PER_SIGN; k++)
         if (b->bin[0][k].count)
             bad |= json_array_append_new(bins, bin_json(di, 0, k, &b->bin[0][k]));
+    nvw_worst list[NVW_WORST];
+    memcpy(list, b->worst, sizeof list);
+    qsort(list, (size_t)b->n_worst, sizeof list[0], worst_first);
     for (int k = 0; !bad && k < b->n_worst; k++) {
-        const nvw_worst *w = &b->worst[k];
+        const nvw_worst *w = &list[k];
         json_t *o = json_object();
         bad |= !o || json_object_set_new(o, "index", json_integer(w->index)) ||
                json_object_set_new(o, "input", hex(di, w->enc)) ||

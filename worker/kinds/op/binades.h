@@ -35,15 +35,17 @@ typedef struct nvw_binades {
     nv_dtype in_dt;
     nvw_bin bin[2][NVW_BIN_PER_SIGN];
     int n_worst;
-    nvw_worst worst[NVW_WORST];
+    nvw_worst worst[NVW_WORST]; /* a heap, root least bad (binades.c); the JSON is sorted */
 } nvw_binades;
 
 /* Whether a case of this op kind, input count, class and input dtype gets them. */
 bool nvw_binades_wanted(int op_kind, int n_in, int cls, nv_dtype in_dt);
 void nvw_binades_init(nvw_binades *b, nv_dtype in_dt);
-/* Elements [0, ci->n) of ci, elements base.. of the case, input values in. */
+/* Elements [0, ci->n) of ci, elements base.. of the case, input values in;
+ * elems: their nv_compare_elems outputs under tol when the caller has them
+ * (nv_compare_part's), else NULL. */
 int nvw_binades_add(nvw_binades *b, const nv_compare_input *ci, const nv_tolerance *tol,
-                    const double *in, int64_t base);
+                    const nv_compare_elem_out *elems, const double *in, int64_t base);
 void nvw_binades_merge(nvw_binades *acc, const nvw_binades *p);
 /* "binades" and "worst" into case JSON cj. Returns 0 or -ENOMEM. */
 int nvw_binades_json(const nvw_binades *b, json_t *cj);

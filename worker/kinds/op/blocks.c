@@ -48,6 +48,7 @@ typedef struct slot {
     bool fell_back, det;
     json_t *stop; /* the block ended the case: its verdict keys */
     nvw_binades *bd; /* a sweep or exhaustive unary case's, else NULL */
+    nv_compare_elem_out *elems; /* with bd: the block's per-element comparison */
 } slot;
 
 typedef struct blk_run {
@@ -277,6 +278,7 @@ static int run_block(blk_run *br, case_state *w, double *const *vals, int64_t b,
         .zero_sign = nv_op_zero_sign_judged(op),
     };
     nv_compare_part_init(&sl->part, sl->ue);
+    sl->part.elems = sl->elems; /* NULL unless binades */
     if (nv_compare_part_run(&ci, base, br->n_total, &br->tol, &sl->part) < 0) {
         r = nvw_op_bad_tolerance(w, &br->tol);
         return r < 0 ? r : stop_with(w, sl);
@@ -286,7 +288,7 @@ static int run_block(blk_run *br, case_state *w, double *const *vals, int64_t b,
             sl->first_in[k][i] = vals[i][sl->part.r.first[k].index - base];
     if (sl->bd) {
         nvw_binades_init(sl->bd, cs->meta[0].dtype);
-        if (nvw_binades_add(sl->bd, &ci, &br->tol, vals[0], base) < 0)
+        if (nvw_binades_add(sl->bd, &ci, &br->tol, sl->elems, vals[0], base) < 0)
             return -EINVAL; /* nv_compare_part_run took this tolerance */
     }
     return 0;
@@ -444,7 +446,9 @@ static int run_all(blk_run *br)
     int r = 0;
     for (int k = 0; k < br->window && r == 0; k++)
         if (!(br->slots[k].ue = malloc((size_t)(br->rows_per * br->inner) * sizeof(double))) ||
-            (br->bd && !(br->slots[k].bd = malloc(sizeof *br->slots[k].bd))))
+            (br->bd && (!(br->slots[k].bd = malloc(sizeof *br->slots[k].bd)) ||
+                        !(br->slots[k].elems = malloc((size_t)(br->rows_per * br->inner) *
+                                                      sizeof *br->slots[k].elems)))))
             r = -ENOMEM;
     pthread_mutex_init(&br->gen_lock, NULL);
     pthread_mutex_init(&br->lock, NULL);
@@ -479,6 +483,7 @@ static int run_all(blk_run *br)
     for (int k = 0; k < br->window; k++) {
         free(br->slots[k].ue);
         free(br->slots[k].bd);
+        free(br->slots[k].elems);
         json_decref(br->slots[k].stop);
     }
     free(br->slots);

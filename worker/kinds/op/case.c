@@ -433,7 +433,7 @@ static int whole_binades(case_state *cs, const nv_compare_input *ci, const nv_to
     int r = x && bd ? 0 : -ENOMEM;
     if (r == 0) {
         nvw_binades_init(bd, x->dtype);
-        r = nvw_binades_add(bd, ci, tol, x->data, 0);
+        r = nvw_binades_add(bd, ci, tol, NULL, x->data, 0);
         r = r == 0 ? nvw_binades_json(bd, cs->cj) : -ENOMEM;
     }
     nv_tensor_free(x);
