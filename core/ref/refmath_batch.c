@@ -67,10 +67,20 @@ bool rm_batch_setup(nv_fn f, const nv_dtype_info *in, bool round, rm_batch *b)
 }
 
 NV_CLONES
-int rm_decide_n(const rm_batch *b, const double *x, const double *v, int n, double *out,
+int rm_decide_n(const rm_batch *bp, const double *x, const double *v, int n, double *out,
                 double *lo_out, uint8_t *undecided)
 {
+    /* A copy, and every constant broadcast here: the stores to out could
+     * alias *bp, which would reload its fields in the loop. */
+    const rm_batch bc = *bp, *b = &bc;
     const v4d z = {0, 0, 0, 0};
+    const v4d over0 = z + b->over[0], over1 = z + b->over[1];
+    const v4d under0 = z + b->under[0], under1 = z + b->under[1];
+    const v4d sat_lo = z + b->sat_lo, sat_hi = z + b->sat_hi, sat_val = z + b->sat_val;
+    const v4d far_over = z + b->far_over, far_under = z + b->far_under;
+    const v4d tail_below = z + b->tail_below;
+    const v4l tiny_pos = (v4l){0, 0, 0, 0} - (b->tiny_sign > 0);
+    const v4l tiny_neg = (v4l){0, 0, 0, 0} - (b->tiny_sign < 0);
     const v4d dmax = z + DBL_MAX, tiny = z + 0x1p-960, huge = z + 0x1p1000;
     const v4d eps = z + b->eps, slack = z + (1 + 0x1p-40), mfin = z + b->max_finite;
     const v4l zl = {0, 0, 0, 0};
@@ -109,7 +119,7 @@ int rm_decide_n(const rm_batch *b, const double *x, const double *v, int n, doub
              * nearest even it depends on the sign alone) is over[]'s. */
             v4l ovf = r > mfin;
             if (b->far)
-                res = SELD(ovf, SELD(((v4l)vv < 0), z + b->over[1], z + b->over[0]), res);
+                res = SELD(ovf, SELD(((v4l)vv < 0), over1, over0), res);
             else
                 ok &= ~ovf;
         } else {
@@ -120,17 +130,17 @@ int rm_decide_n(const rm_batch *b, const double *x, const double *v, int n, doub
             if (b->round) {
                 v4l big = ~spec & (a > huge) & (a == a);
                 v4l small = ~spec & (a < tiny), vz = vv == z;
-                v4l pos = SELL(vz, zl - (b->tiny_sign > 0), vv > z);
-                v4l neg = SELL(vz, zl - (b->tiny_sign < 0), vv < z);
+                v4l pos = SELL(vz, tiny_pos, vv > z);
+                v4l neg = SELL(vz, tiny_neg, vv < z);
                 v4l under = small & (pos | (neg & ~(xv > z)));
-                v4d ovr = SELD(((v4l)vv < 0), z + b->over[1], z + b->over[0]);
-                v4d unr = SELD(pos, z + b->under[0], z + b->under[1]);
+                v4d ovr = SELD(((v4l)vv < 0), over1, over0);
+                v4d unr = SELD(pos, under0, under1);
                 res = SELD(big, ovr, SELD(under, unr, res));
                 ok |= big | under;
                 if (b->sat != RM_SAT_NONE) {
                     v4d q = b->sat == RM_SAT_SIGNED ? xv : xa;
-                    v4l sat = ~spec & (q >= z + b->sat_lo) & (q < z + b->sat_hi);
-                    v4d sv = z + b->sat_val;
+                    v4l sat = ~spec & (q >= sat_lo) & (q < sat_hi);
+                    v4d sv = sat_val;
                     if (b->sat == RM_SAT_ODD)
                         sv = SELD(((v4l)xv < 0), -sv, sv);
                     res = SELD(sat, sv, res);
@@ -138,8 +148,8 @@ int rm_decide_n(const rm_batch *b, const double *x, const double *v, int n, doub
                 }
             } else {
                 /* far_pair precedes the fast path in eval_one: it overrides. */
-                v4l fo = ~spec & (xv >= z + b->far_over), fu = ~spec & (xv <= z + b->far_under);
-                ok &= ~(xa < z + b->tail_below);
+                v4l fo = ~spec & (xv >= far_over), fu = ~spec & (xv <= far_under);
+                ok &= ~(xa < tail_below);
                 res = SELD(fo, dmax, SELD(fu, z, res));
                 lres = SELD(fo, z + 0x1p970, SELD(fu, z + 0x1p-1074, z));
                 ok |= fo | fu;

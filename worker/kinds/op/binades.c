@@ -106,16 +106,71 @@ static double list_threshold(const nvw_binades *b)
     return b->n_worst < NVW_WORST ? -INFINITY : b->worst[0].ulp_err;
 }
 
+/* A candidate of a chunk for the list: j its place in the chunk. */
+typedef struct cand {
+    double ue;
+    uint64_t enc;
+    int j;
+} cand;
+
+static bool cand_worse(const cand *a, const cand *b)
+{
+    if (a->ue != b->ue)
+        return a->ue > b->ue;
+    if (a->enc != b->enc)
+        return a->enc < b->enc;
+    return a->j < b->j; /* the index order, base + j */
+}
+
+/* Reorders v[0 .. n) (k < n) so that v[0 .. k) are its k worst: quickselect,
+ * the middle element as pivot (the chunks' runs are often sorted). */
+static void select_worst(cand *v, int n, int k)
+{
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2, st = lo;
+        cand t = v[mid];
+        v[mid] = v[hi];
+        v[hi] = t;
+        for (int i = lo; i < hi; i++)
+            if (cand_worse(&v[i], &v[hi])) {
+                t = v[i];
+                v[i] = v[st];
+                v[st++] = t;
+            }
+        t = v[st];
+        v[st] = v[hi];
+        v[hi] = t;
+        if (st == k)
+            return;
+        if (k < st)
+            hi = st - 1;
+        else
+            lo = st + 1;
+    }
+}
+
+static uint64_t encoding(nv_dtype dt, bool fp32, double x)
+{
+    if (fp32) {
+        float f = (float)x;
+        uint32_t e32;
+        memcpy(&e32, &f, sizeof e32);
+        return e32;
+    }
+    nv_round_mode rne = {0};
+    return nv_dtype_encode(dt, x, &rne, 0); /* x is of the dtype: exact */
+}
+
 int nvw_binades_add(nvw_binades *b, const nv_compare_input *ci, const nv_tolerance *tol,
                     const nv_compare_elem_out *elems, const double *in, int64_t base)
 {
     const nv_dtype_info *di = nv_dtype_get(b->in_dt);
-    nv_round_mode rne = {0};
     bool fp32 = b->in_dt == NV_DT_FP32;
     int field_min = 1023 + di->emin;
     enum { CHUNK = 1024 };
     nv_compare_elem_out outs[CHUNK];
-    double thr = list_threshold(b);
+    cand cs[CHUNK];
     for (int64_t k0 = 0; k0 < ci->n; k0 += CHUNK) {
         int64_t m = ci->n - k0 < CHUNK ? ci->n - k0 : CHUNK;
         const nv_compare_elem_out *os = elems ? elems + k0 : outs;
@@ -124,6 +179,12 @@ int nvw_binades_add(nvw_binades *b, const nv_compare_input *ci, const nv_toleran
             if (r < 0)
                 return r;
         }
+        /* The list's candidates are collected first and only the chunk's 16
+         * worst of them offered: in an exhaustive case's ascending encodings
+         * each element is often worse than the last (e^x - 1 grows with |x|
+         * near 0; equal errors rank by encoding). */
+        double thr = list_threshold(b);
+        int nc = 0;
         for (int64_t j = 0; j < m; j++) {
             const nv_compare_elem_out *o = &os[j];
             int64_t k = k0 + j;
@@ -141,23 +202,22 @@ int nvw_binades_add(nvw_binades *b, const nv_compare_input *ci, const nv_toleran
             bool list = ue >= thr;
             if (bn->has_worst && ue < bn->max_ulp && !list)
                 continue;
-            uint64_t enc;
-            if (fp32) {
-                float f = (float)x;
-                uint32_t e32;
-                memcpy(&e32, &f, sizeof e32);
-                enc = e32;
-            } else {
-                enc = nv_dtype_encode(b->in_dt, x, &rne, 0); /* x is of the dtype: exact */
-            }
+            uint64_t enc = encoding(b->in_dt, fp32, x);
             bin_worst(bn, ue, enc, base + k);
-            if (!list)
-                continue;
-            nvw_worst w = {.enc = enc, .index = base + k, .in = x, .got = ci->got[k],
+            if (list)
+                cs[nc++] = (cand){.ue = ue, .enc = enc, .j = (int)j};
+        }
+        if (nc > NVW_WORST) {
+            select_worst(cs, nc, NVW_WORST);
+            nc = NVW_WORST;
+        }
+        for (int c = 0; c < nc; c++) {
+            int64_t k = k0 + cs[c].j;
+            const nv_compare_elem_out *o = &os[cs[c].j];
+            nvw_worst w = {.enc = cs[c].enc, .index = base + k, .in = in[k], .got = ci->got[k],
                            .exact = o->exact_lo != 0 ? o->exact + o->exact_lo : o->exact,
-                           .ulp_err = ue};
+                           .ulp_err = cs[c].ue};
             worst_insert(b, &w);
-            thr = list_threshold(b);
         }
     }
     return 0;
