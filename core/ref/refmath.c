@@ -651,12 +651,18 @@ static void rm_batch_far(rm_batch *b, nv_fn f, nv_dtype dt, const nv_round_mode 
     }
 }
 
-/* v = fast_eval(f, x) over a chunk (none for a special x: its value is unused). */
+/* v = fast_eval(f, x) over a chunk (none where its value is unused: a
+ * special x, and in the pair's far rules x past far_over or far_under, which
+ * decide it, or below tail_below, which leaves it to the tail). */
 RM_INLINE void batch_values(nv_fn f, const rm_batch *b, const double *x, int len, double *v)
 {
     double eps;
+    bool far = b->far && !b->round;
     for (int j = 0; j < len; j++)
-        v[j] = batch_special(b, x[j]) ? 0 : fast_eval(f, x[j], &eps);
+        v[j] = batch_special(b, x[j]) || (far && (x[j] >= b->far_over || x[j] <= b->far_under ||
+                                                  fabs(x[j]) < b->tail_below))
+                   ? 0
+                   : fast_eval(f, x[j], &eps);
 }
 
 /* eval_one's pair for e^x with 0 < |x| < EXP_TAIL_BELOW into a target of at

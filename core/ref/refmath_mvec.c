@@ -29,6 +29,7 @@
  * in the function's domain) sends every lane where a vector function's
  * special-case handling could differ to the scalar path. */
 #include <fenv.h>
+#include <math.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -119,23 +120,40 @@ bool rm_mvec_setup(nv_fn f, const nv_dtype_info *in, rm_batch *b)
 }
 
 #ifdef MVEC
+typedef int64_t v4l __attribute__((vector_size(32)));
+
+__attribute__((target("avx2,fma"))) static inline v4d clamp(v4d a, v4d lo, v4d hi)
+{
+    v4l above = a > hi, below = a < lo;
+    a = (v4d)(((v4l)hi & above) | ((v4l)a & ~above));
+    return (v4d)(((v4l)lo & below) | ((v4l)a & ~below));
+}
+
 /* The vector type crosses only this function's calls (AVX2 code, entered
  * after rm_mvec_setup's CPU check). */
 __attribute__((target("avx2,fma"))) void rm_mvec_values(nv_fn f, const double *x, int len,
                                                          double *v)
 {
     vfn fn = vector_fn(f);
+    /* Past these the decision reads only that |v| > 2^1000 or < 2^-960
+     * (e^700 > 2^1009, e^-700 < 2^-1009, 2^+-1010): such x are clamped
+     * there, short of libmvec's special-case lanes, which call the scalar
+     * function with errno (half of all fp32 encodings are such arguments of
+     * exp). NaN compares false and stays. */
+    double hi = f == NV_FN_EXP || f == NV_FN_EXPM1 ? 700 : f == NV_FN_EXP2 ? 1010 : INFINITY;
+    double lo = f == NV_FN_EXP ? -700 : f == NV_FN_EXP2 ? -1010 : -INFINITY;
+    const v4d vhi = {hi, hi, hi, hi}, vlo = {lo, lo, lo, lo};
     int k = 0;
     for (; k + 4 <= len; k += 4) {
         v4d a;
         memcpy(&a, x + k, sizeof a);
-        a = fn(a);
+        a = fn(clamp(a, vlo, vhi));
         memcpy(v + k, &a, sizeof a);
     }
     if (k < len) {
         v4d a = {1, 1, 1, 1}; /* lanes past len: any value in every domain */
         memcpy(&a, x + k, sizeof(double) * (size_t)(len - k));
-        a = fn(a);
+        a = fn(clamp(a, vlo, vhi));
         memcpy(v + k, &a, sizeof(double) * (size_t)(len - k));
     }
 }
