@@ -347,6 +347,32 @@ static inline const nv_dtype_info *fast_target(nv_dtype dt)
 /* Below this |x|, e^x is fast_tail's pair 1 + expm1(x). */
 #define EXP_TAIL_BELOW 0x1p-36
 
+/* tanh x = x + D near 0, D = -x^3/3 + 2x^5/15 - 17x^7/315 + ... (A&S 4.5.64).
+ * For 2^-300 <= |x| < 2^-27: RN(tanh x) = x (|D| < 2^-55.5 |x|, below half
+ * of every spacing at x), and D in double-double (TwoProd by fma, the
+ * division's exact remainder fma(-q, 3, p), Boldo; the x^5 term in plain
+ * fp64; the x^7 term, < 2^-110 |D|, left out) is within 2^-100 |D|. When
+ * that interval holds a single fp64 rounding of D, *ret_l = RN(D): MPFR's
+ * pair (x, RN(tanh x - x)) bit for bit, for the 2^23 x 99 fp32 encodings
+ * that would each take MPFR (glibc returns x there, a rounding boundary of
+ * every format). Returns false when the interval is undecided. */
+RM_INLINE bool tanh_small(double x, double *ret_l)
+{
+    double x2h = x * x, x2l = fma(x, x, -x2h);
+    double x3h = x2h * x, x3l = fma(x2h, x, -x3h) + x2l * x;
+    double qh = x3h / 3, ql = (fma(-qh, 3, x3h) + x3l) / 3;
+    double t5 = 0x1.1111111111111p-3 * (x3h * x2h); /* 2/15 x^5 */
+    double dh = -qh, dl = t5 - ql;
+    double s = dh + dl, e = (dh - s) + dl; /* Fast2Sum: |dl| < 2^-50 |dh| */
+    int es = exp_of(s);
+    bool pow2 = fabs(s) == pow2i(es);
+    double hs = pow2i(es - 53 - pow2); /* the nearer half spacing beside s */
+    if (!(fabs(e) + fabs(s) * 0x1p-98 < hs))
+        return false;
+    *ret_l = s;
+    return true;
+}
+
 RM_INLINE bool fast_tail(nv_fn f, double x, bool need_l, double *ret_a, double *ret_l,
                          double *ret_eps)
 {
@@ -354,6 +380,12 @@ RM_INLINE bool fast_tail(nv_fn f, double x, bool need_l, double *ret_a, double *
     bool deep;
     switch (f) {
     case NV_FN_TANH:
+        if (ax < 0x1p-27 && ax >= 0x1p-300 && tanh_small(x, &l)) {
+            a = x;
+            deep = false;
+            eps = 0x1p-52; /* l = RN(D) */
+            break;
+        }
         if (ax < 13) /* 1 - tanh(13) ~ 2^-36.5 */
             return false;
         a = s;

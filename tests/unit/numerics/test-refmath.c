@@ -79,6 +79,60 @@ static void test_exp_near_zero(void)
            (unsigned long long)(fast1 - fast0), (unsigned long long)(mp1 - mp0));
 }
 
+/* tanh near 0, where glibc returns x (a rounding boundary of every format):
+ * refmath's pair (x, RN(tanh x - x)) from its double-double D, for fp32
+ * values of every binade 2^-149..2^-27 (both signs, a binade's ends and
+ * random mantissas) and random doubles down to 2^-300, is the exact value's
+ * (MPFR at 1200 bits) bit for bit, MPFR called for a few in a thousand at
+ * most, and rounds as MPFR alone does. */
+static void test_tanh_near_zero(void)
+{
+    int bad = 0, pair_bad = 0, n = 0;
+    uint64_t mp0, mp1, mp_sum = 0;
+    mpfr_t t, u;
+    mpfr_inits2(1200, t, u, (mpfr_ptr)0); /* D = tanh x - x to 53 bits at x = 2^-300 */
+    for (int k = 0; k < 2 * 122 * 6 + 400; k++) {
+        double x;
+        if (k < 2 * 122 * 6) {
+            int e = -149 + k / 12, j = k / 2 % 6;
+            double m = j == 0 ? 1.0 : j == 1 ? 2.0 - 0x1p-23 : 1.0 + (double)(next_u64() >> 41) * 0x1p-23;
+            x = j == 5 ? (double)nextafterf(ldexpf(1.0f, e), 0) : ldexp(m, e);
+            if (e < -126 && j == 1)
+                x = ldexp(1.0, e); /* fewer bits in the subnormal range */
+            if (k & 1)
+                x = -x;
+        } else {
+            x = ldexp(1.0 + (double)(next_u64() >> 12) * 0x1p-52, -300 + (int)(next_u64() % 273));
+        }
+        double hi, lo;
+        nv_ref_stats(NULL, &mp0);
+        nv_ref_eval(NV_FN_TANH, x, NV_DT_FP32, &hi, &lo);
+        nv_ref_stats(NULL, &mp1);
+        mp_sum += mp1 - mp0;
+        mpfr_set_d(t, x, MPFR_RNDN);
+        mpfr_tanh(t, t, MPFR_RNDN);
+        double whi = mpfr_get_d(t, MPFR_RNDN);
+        mpfr_sub_d(u, t, whi, MPFR_RNDN);
+        double wlo = mpfr_get_d(u, MPFR_RNDN);
+        /* An interval the double-double leaves undecided (D at an fp64 midpoint
+         * to 2^-98, as for x whose cube /3 has few bits) goes to MPFR, whose
+         * pair keeps what its 128 bits resolve: only the rounding is checked. */
+        if (mp1 == mp0 && (!TAP_SAME_DOUBLE(hi, whi) || !TAP_SAME_DOUBLE(lo, wlo))) {
+            if (pair_bad++ < 3)
+                tap_diag("tanh(%a): pair %a + %a, MPFR %a + %a", x, hi, lo, whi, wlo);
+        }
+        for (int d = 0; d < N_DTS && k < 2 * 122 * 6; d++)
+            bad += check_one(NV_FN_TANH, x, dts[d], bad < 3);
+        n++;
+    }
+    mpfr_clears(t, u, (mpfr_ptr)0);
+    tap_ok(pair_bad == 0 && mp_sum <= (uint64_t)n / 256,
+           "tanh near 0 (%d inputs 2^-300..2^-27): the pair is (x, RN(tanh x - x)) (%d differ), "
+           "%llu left to MPFR", n, pair_bad, (unsigned long long)mp_sum);
+    tap_ok(bad == 0, "tanh near 0, fp32 values x %d dtypes x 4 roundings: fast path == MPFR (%d differ)",
+           N_DTS, bad);
+}
+
 /* exp, exp2 and expm1 far past fp64's range: the pair is refmath.h's fixed one
  * ((DBL_MAX, 2^970) past the overflow threshold, (0, 2^-1074) below half the
  * smallest subnormal) and rounds as MPFR alone does, on both sides of where
@@ -512,6 +566,7 @@ int main(void)
     test_pair_accuracy();
     test_random();
     test_exp_near_zero();
+    test_tanh_near_zero();
     test_exp_far();
     test_pow();
     test_threads();
