@@ -347,29 +347,43 @@ static inline const nv_dtype_info *fast_target(nv_dtype dt)
 /* Below this |x|, e^x is fast_tail's pair 1 + expm1(x). */
 #define EXP_TAIL_BELOW 0x1p-36
 
+/* The nearer half spacing of fp64 beside a nonzero normal s (a power of two
+ * has the finer spacing below). */
+static inline double half_spacing(double s)
+{
+    int es = exp_of(s);
+    return pow2i(es - 53 - (fabs(s) == pow2i(es)));
+}
+
 /* tanh x = x + D near 0, D = -x^3/3 + 2x^5/15 - 17x^7/315 + ... (A&S 4.5.64).
- * For 2^-300 <= |x| < 2^-27: RN(tanh x) = x (|D| < 2^-55.5 |x|, below half
- * of every spacing at x), and D in double-double (TwoProd by fma, the
+ * For 2^-300 <= |x| < 2^-20: D in double-double (TwoProd by fma, the
  * division's exact remainder fma(-q, 3, p), Boldo; the x^5 term in plain
- * fp64; the x^7 term, < 2^-110 |D|, left out) is within 2^-100 |D|. When
- * that interval holds a single fp64 rounding of D, *ret_l = RN(D): MPFR's
- * pair (x, RN(tanh x - x)) bit for bit, for the 2^23 x 99 fp32 encodings
- * that would each take MPFR (glibc returns x there, a rounding boundary of
- * every format). Returns false when the interval is undecided. */
-RM_INLINE bool tanh_small(double x, double *ret_l)
+ * fp64, 2^-92 |D|) is within 2^-80 |D| of the true D (the x^7 term, left
+ * out, is 17/105 x^4 |D| < 2^-82 |D|), and T = x + D in two TwoSums. When that interval
+ * holds a single fp64 rounding of T and of T - RN(T), the pair is (RN(tanh x),
+ * RN(tanh x - RN(tanh x))) exactly; below 2^-27 RN(tanh x) is x. Returns
+ * false otherwise (MPFR then: near 2^-20 about one x in 2^15). glibc returns x or a value
+ * within its error of x there, a rounding boundary of every format, so each
+ * of the fp32 encodings of that range (half of all) would take MPFR. */
+RM_INLINE bool tanh_small(double x, double *ret_hi, double *ret_lo)
 {
     double x2h = x * x, x2l = fma(x, x, -x2h);
     double x3h = x2h * x, x3l = fma(x2h, x, -x3h) + x2l * x;
     double qh = x3h / 3, ql = (fma(-qh, 3, x3h) + x3l) / 3;
     double t5 = 0x1.1111111111111p-3 * (x3h * x2h); /* 2/15 x^5 */
     double dh = -qh, dl = t5 - ql;
-    double s = dh + dl, e = (dh - s) + dl; /* Fast2Sum: |dl| < 2^-50 |dh| */
-    int es = exp_of(s);
-    bool pow2 = fabs(s) == pow2i(es);
-    double hs = pow2i(es - 53 - pow2); /* the nearer half spacing beside s */
-    if (!(fabs(e) + fabs(s) * 0x1p-98 < hs))
+    double h1, l1, l2, l3, hi, lo0, lo, e;
+    nv_two_sum(x, dh, &h1, &l1);
+    nv_two_sum(l1, dl, &l2, &l3);
+    nv_two_sum(h1, l2, &hi, &lo0); /* T = hi + lo0 + l3 + delta */
+    double err = fabs(dh) * 0x1p-80;
+    if (!(fabs(lo0) + fabs(l3) + err < half_spacing(hi)))
         return false;
-    *ret_l = s;
+    nv_two_sum(lo0, l3, &lo, &e);
+    if (lo == 0 || !(fabs(e) + err < half_spacing(lo)))
+        return false;
+    *ret_hi = hi;
+    *ret_lo = lo;
     return true;
 }
 
@@ -380,10 +394,9 @@ RM_INLINE bool fast_tail(nv_fn f, double x, bool need_l, double *ret_a, double *
     bool deep;
     switch (f) {
     case NV_FN_TANH:
-        if (ax < 0x1p-27 && ax >= 0x1p-300 && tanh_small(x, &l)) {
-            a = x;
+        if (ax < 0x1p-20 && ax >= 0x1p-300 && tanh_small(x, &a, &l)) {
             deep = false;
-            eps = 0x1p-52; /* l = RN(D) */
+            eps = 0x1p-52; /* l = RN(tanh x - a) */
             break;
         }
         if (ax < 13) /* 1 - tanh(13) ~ 2^-36.5 */
@@ -661,6 +674,7 @@ static void rm_batch_far(rm_batch *b, nv_fn f, nv_dtype dt, const nv_round_mode 
         b->sat_val = 1;
         break;
     case NV_FN_TANH: /* 1 - tanh 13 = 2 / (e^26 + 1) < 2^-36 */
+        b->near_below = 0x1p-27; /* x - tanh x < |x|^3 / 3 < 2^-55 |x| */
         b->sat = RM_SAT_ODD;
         b->sat_lo = 13;
         b->sat_hi = INFINITY;

@@ -24,6 +24,7 @@
 
 typedef double v4d __attribute__((vector_size(32)));
 typedef int64_t v4l __attribute__((vector_size(32)));
+typedef uint64_t v4u __attribute__((vector_size(32)));
 typedef int32_t v4i __attribute__((vector_size(16)));
 
 #define SELD(m, a, b) ((v4d)(((v4l)(a) & (m)) | ((v4l)(b) & ~(m))))
@@ -78,7 +79,7 @@ int rm_decide_n(const rm_batch *bp, const double *x, const double *v, int n, dou
     const v4d under0 = z + b->under[0], under1 = z + b->under[1];
     const v4d sat_lo = z + b->sat_lo, sat_hi = z + b->sat_hi, sat_val = z + b->sat_val;
     const v4d far_over = z + b->far_over, far_under = z + b->far_under;
-    const v4d tail_below = z + b->tail_below;
+    const v4d tail_below = z + b->tail_below, near_below = z + b->near_below;
     const v4l tiny_pos = (v4l){0, 0, 0, 0} - (b->tiny_sign > 0);
     const v4l tiny_neg = (v4l){0, 0, 0, 0} - (b->tiny_sign < 0);
     const v4d dmax = z + DBL_MAX, tiny = z + 0x1p-960, huge = z + 0x1p1000;
@@ -145,6 +146,24 @@ int rm_decide_n(const rm_batch *bp, const double *x, const double *v, int n, dou
                         sv = SELD(((v4l)xv < 0), -sv, sv);
                     res = SELD(sat, sv, res);
                     ok |= sat;
+                }
+                if (b->near_below > 0) {
+                    /* |f(x)| in (|x| (1 - 2^-50), |x|): the cell of that
+                     * interval in the binade of its lower end, open at |x|
+                     * (the cell below a boundary |x|). */
+                    v4l nr = ~spec & (xa < near_below);
+                    v4d nlo = xa - xa * 0x1p-50;
+                    v4l ne = (v4l)((v4u)nlo >> 52) - 1023;
+                    ne = SELL(ne < emin, emin, ne);
+                    v4d nsc = (v4d)((b->mant_bits + 1 - ne + 1023) << 52);
+                    v4d ls = nlo * nsc, hs = xa * nsc;
+                    v4i nfl = __builtin_convertvector(ls, v4i), nih = __builtin_convertvector(hs, v4i);
+                    v4i nfh = nih + __builtin_convertvector(__builtin_convertvector(nih, v4d) == hs, v4i);
+                    nr &= __builtin_convertvector(nfl == nfh, v4l);
+                    v4d nh = (v4d)((ne - b->mant_bits - 1 + 1023) << 52);
+                    v4d nrv = __builtin_convertvector((nfl + 1) & ~1, v4d) * nh;
+                    res = SELD(nr, SELD(((v4l)xv < 0), -nrv, nrv), res);
+                    ok |= nr;
                 }
             } else {
                 /* far_pair precedes the fast path in eval_one: it overrides. */

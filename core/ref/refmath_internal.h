@@ -49,7 +49,10 @@ enum { RM_DOMAIN_ALL, RM_DOMAIN_POSITIVE, RM_DOMAIN_ABOVE_M1 };
  *          below -25, all nearer than the half quantum 2^-(p+2) >= 2^-30
  *          beside 1 of every batch target (p <= 28): the correctly
  *          rounded value under nearest even is that limit, as the scalar
- *          tail's pair decides it.
+ *          tail's pair decides it; near: |x| < near_below, where f(x) lies
+ *          strictly between x (1 - 2^-50) and x (tanh below 2^-27: x - tanh x
+ *          < |x|^3 / 3), gives the rounding of that interval where it holds
+ *          one cell (x on a boundary: the cell below it, toward zero).
  *   pair:  x >= far_over or x <= far_under gives far_pair's fixed pair;
  *          |x| < tail_below is left undecided (eval_one's pair there is its
  *          tail's, which v alone does not give). */
@@ -66,6 +69,7 @@ typedef struct rm_batch {
     double over[2], under[2]; /* [0] for a positive value, [1] negative */
     double sat_lo, sat_hi, sat_val;
     double far_over, far_under, tail_below;
+    double near_below; /* round: |x| below it has |f(x)| in (|x| (1 - 2^-50), |x|) */
 } rm_batch;
 
 /* The decision's parameters for target in with bound eps, domain ALL. */

@@ -4,7 +4,8 @@
  * - the results bit for bit against the scalar fast path (the library off),
  *   against nv_ref_round one element at a time, and against MPFR alone on a
  *   sample, on inputs over many binades of both signs and at each function's
- *   edges (overflow and underflow thresholds, saturation, near 0, 1 and -1,
+ *   edges (overflow and underflow thresholds, saturation, near 0 (tanh's
+ *   x (1 - 2^-50) rule at and below 2^-27, into the subnormals), 1 and -1,
  *   huge arguments of sin and cos), specials among them;
  * - the vector values' relative error against MPFR (nv_ref_eval into fp64: a
  *   pair within 2^-100) on every input the decision reads, which must stay
@@ -81,7 +82,8 @@ static double edge(nv_fn f)
     }
     /* The batch's saturated tails and stand-ins (refmath_internal.h): at
      * and around their thresholds, and far past them. */
-    static const double far_e[] = {0x1p-36, 13, 4.5, -25, 710, -746, -745.5, 1e4, 1025, -1077};
+    static const double far_e[] = {0x1p-36, 13,   4.5,  -25,       710,      -746,     -745.5,
+                                   1e4,     1025, -1077, 0x1p-27, 0x1p-60, 0x1p-126, 0x1p-140};
     if (next() % 4 == 0) {
         double c = far_e[next() % (sizeof far_e / sizeof far_e[0])];
         double y = (double)(float)(c * (1 + ldexp((double)(next() % 64) - 32, -24)));
