@@ -469,6 +469,18 @@ static nvc_vec_args vec_args(const nv_compare_input *in, const nv_tolerance *tol
                                         ldexp(1, (int)(di->emin - di->mant_bits))};
 }
 
+/* nv_compare_elem's outputs of the chunk at k0 that the vector kernel took
+ * (every pair passing: no mismatch), into out[0 .. NVC_VEC_CHUNK). */
+static void vec_elems(const nv_compare_input *in, int64_t k0, const nvc_vec_out *vo,
+                      nv_compare_elem_out *out)
+{
+    for (int j = 0; j < NVC_VEC_CHUNK; j++)
+        out[j] = (nv_compare_elem_out){.finite = vo->fin[j] != 0,
+                                       .ulp_err = vo->ue[j],
+                                       .exact = in->exact[k0 + j],
+                                       .exact_lo = in->exact_lo ? in->exact_lo[k0 + j] : 0};
+}
+
 /* Elements [0, in->n) of in, which are elements base.. of the comparison, into
  * p: in index order, exactly as one pass over the whole comparison would.
  * Chunks of ordinary passing pairs of a float format up to fp32 go through
@@ -495,12 +507,7 @@ static void compare_range(const nv_compare_input *in, int64_t base, const nv_tol
                 continue;
             }
             if (p->elems)
-                for (int j = 0; j < NVC_VEC_CHUNK; j++)
-                    p->elems[k + j] = (nv_compare_elem_out){
-                        .finite = vo.fin[j] != 0,
-                        .ulp_err = vo.ue[j],
-                        .exact = in->exact[k + j],
-                        .exact_lo = in->exact_lo ? in->exact_lo[k + j] : 0};
+                vec_elems(in, k, &vo, p->elems + k);
             r->max_ulp = max_of(r->max_ulp, vo.max[0]);
             r->max_abs = max_of(r->max_abs, vo.max[1]);
             r->max_rel = max_of(r->max_rel, vo.max[2]);
@@ -685,13 +692,7 @@ int nv_compare_elems(const nv_compare_input *in, int64_t k0, int64_t n, const nv
                         return -EINVAL;
                 continue;
             }
-            for (int j = 0; j < NVC_VEC_CHUNK; j++) {
-                int64_t i = k0 + k + j;
-                ret[k + j] = (nv_compare_elem_out){.finite = vo.fin[j] != 0,
-                                                   .ulp_err = vo.ue[j],
-                                                   .exact = in->exact[i],
-                                                   .exact_lo = in->exact_lo ? in->exact_lo[i] : 0};
-            }
+            vec_elems(in, k0 + k, &vo, ret + k);
         }
     }
     for (; k < n; k++)
