@@ -548,6 +548,16 @@ void nv_ref_eval_n(nv_fn f, const double *x, int64_t n, nv_dtype dt, double *hi,
         rm_batch_far(&bt, f, dt, NULL);
     double v[BATCH_N];
     uint8_t und[BATCH_N];
+    if (f == NV_FN_TANH && rm_tanh_pairs_setup(in)) {
+        for (int64_t i0 = 0; i0 < n; i0 += BATCH_N) {
+            int len = n - i0 < BATCH_N ? (int)(n - i0) : BATCH_N;
+            count_fast_n(rm_tanh_pairs_n(in, x + i0, len, hi + i0, lo + i0, und));
+            for (int j = 0; j < len; j++)
+                if (und[j])
+                    eval_one(NV_FN_TANH, x[i0 + j], in, &hi[i0 + j], &lo[i0 + j]);
+        }
+        return;
+    }
     /* One loop per function, so that each inlines its own fast path. */
     switch (f) {
         EVAL_N_CASE(NV_FN_EXP)
