@@ -48,24 +48,24 @@ static bool overflows(nv_dtype dt, const nv_dtype_info *di, double t, double hi,
  * e4m3fn (OFP8 §4: no infinities, overflow is NaN when not saturating), or +-max_finite for the MX
  * element formats, which always saturate (MX v1.0 §5.3). Comparison then asks
  * the device for exactly that (infinities must match in sign). */
-/* Whether overflow_to_dtype leaves all of a chunk as it is (its per-element
- * skip test below, over a whole chunk without branches, so that gcc
- * vectorises it). */
+/* Whether overflow_to_dtype leaves all of a chunk's hi as they are (each
+ * finite and below the threshold: no overflow whatever lo is, nothing
+ * unrepresentable); then it clears the chunk's sticky lo (|lo| <= 2^-1074,
+ * -0 included) as the per-element steps below do. Both loops are free of
+ * branches, so that gcc vectorises them: a tanh or exp case's far pairs
+ * carry such a lo in billions of elements. */
 #define SCAN_CHUNK 64
-static bool chunk_unchanged(const double *h, const double *l, double thr)
+static bool chunk_below(const double *h, double *l, double thr)
 {
     int keep = 1;
-    if (!l) {
+    for (int k = 0; k < SCAN_CHUNK; k++)
+        keep &= fabs(h[k]) < thr;
+    if (!keep)
+        return false;
+    if (l)
         for (int k = 0; k < SCAN_CHUNK; k++)
-            keep &= fabs(h[k]) < thr;
-        return keep;
-    }
-    for (int k = 0; k < SCAN_CHUNK; k++) {
-        uint64_t lb;
-        memcpy(&lb, &l[k], sizeof lb);
-        keep &= (fabs(h[k]) < thr) & (!(fabs(l[k]) <= 0x1p-1074) | (lb == 0));
-    }
-    return keep;
+            l[k] = fabs(l[k]) <= 0x1p-1074 ? 0 : l[k];
+    return true;
 }
 
 static void overflow_to_dtype(nv_tensor *hi, nv_tensor *lo)
@@ -74,11 +74,12 @@ static void overflow_to_dtype(nv_tensor *hi, nv_tensor *lo)
     const nv_dtype_info *di = nv_dtype_get(hi->dtype);
     double thr = overflow_threshold(hi->dtype, di);
     /* Dense fp32-like outputs: skip, without the per-element steps below, the
-     * elements they leave as they are: a finite hi below the threshold (no
-     * overflow, nothing unrepresentable) whose lo is +0 or above the sticky
-     * bit's 2^-1074 (a -0 lo becomes +0 below). */
+     * elements whose hi they leave as it is (finite, below the threshold) and
+     * whose lo is +0 or above the sticky bit's 2^-1074 (a -0 lo becomes +0
+     * below); whole chunks of such hi with their sticky lo cleared. */
     bool scan = dhi && (!lo || dlo) && thr > 0;
-    const double *hd = hi->data + hi->offset, *ld = lo ? lo->data + lo->offset : NULL;
+    const double *hd = hi->data + hi->offset;
+    double *ld = lo ? lo->data + lo->offset : NULL;
     /* What an overflowing element becomes, by sign (exhaustive and sweep cases
      * hold billions of them). */
     double over[2] = {INFINITY, -INFINITY};
@@ -87,7 +88,7 @@ static void overflow_to_dtype(nv_tensor *hi, nv_tensor *lo)
             over[s] = nv_dtype_round(hi->dtype, s ? -DBL_MAX : DBL_MAX, &NV_ROUND_DEFAULT, 0);
     for (int64_t i = 0; i < hi->numel; i++) {
         if (scan && i % SCAN_CHUNK == 0 && hi->numel - i >= SCAN_CHUNK &&
-            chunk_unchanged(hd + i, ld ? ld + i : NULL, thr)) {
+            chunk_below(hd + i, ld ? ld + i : NULL, thr)) {
             i += SCAN_CHUNK - 1;
             continue;
         }
