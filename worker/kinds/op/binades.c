@@ -184,6 +184,7 @@ int nvw_binades_add(nvw_binades *b, const nv_compare_input *ci, const nv_toleran
          * each element is often worse than the last (e^x - 1 grows with |x|
          * near 0; equal errors rank by encoding). */
         double thr = list_threshold(b);
+        const nvw_worst *root = b->n_worst < NVW_WORST ? NULL : &b->worst[0];
         int nc = 0;
         for (int64_t j = 0; j < m; j++) {
             const nv_compare_elem_out *o = &os[j];
@@ -197,14 +198,18 @@ int nvw_binades_add(nvw_binades *b, const nv_compare_input *ci, const nv_toleran
             if (!o->finite)
                 continue;
             /* Most elements are better than their binade's worst and the
-             * list's last: those need no encoding. */
+             * list's last: those need no encoding. An equal error needs it
+             * (the order's next key): a run of equal errors (exact results, a
+             * saturated tail) ranks by encoding, and is offered to the list
+             * only where it outranks the list's last. */
             double ue = o->ulp_err;
-            bool list = ue >= thr;
-            if (bn->has_worst && ue < bn->max_ulp && !list)
+            bool list = ue >= thr, bin = !bn->has_worst || ue >= bn->max_ulp;
+            if (!bin && !list)
                 continue;
             uint64_t enc = encoding(b->in_dt, fp32, x);
-            bin_worst(bn, ue, enc, base + k);
-            if (list)
+            if (bin && (!bn->has_worst || ue > bn->max_ulp || enc <= bn->worst_enc))
+                bin_worst(bn, ue, enc, base + k);
+            if (list && (!root || ue > thr || worse(ue, enc, base + k, root)))
                 cs[nc++] = (cand){.ue = ue, .enc = enc, .j = (int)j};
         }
         if (nc > NVW_WORST) {
