@@ -232,7 +232,7 @@ static int gradient_case(json_t *list, const char *name, const json_t *cs)
         const json_t *chk = json_object_get(checks, order[k]);
         if (!json_is_object(chk))
             continue;
-        char tn[600];
+        char tn[640];
         snprintf(tn, sizeof tn, "%s/%s", name, order[k]);
         nvc_text d;
         if (!nvc_text_begin(&d))
@@ -317,7 +317,7 @@ static int fused_case(json_t *list, const char *name, const json_t *cs)
         if (r < 0)
             return r;
     }
-    char tn[600];
+    char tn[640];
     snprintf(tn, sizeof tn, "%s/first divergent node", name);
     const json_t *fd = json_object_get(cs, "first_divergent");
     if (!json_is_object(fd))

@@ -143,7 +143,7 @@ int rg_check_streams(rcase *c)
     const nv_rngspec *s = c->s;
     int k = s->streams, nseg = 2 * k, r = 0;
     float **segs = calloc((size_t)nseg, sizeof *segs);
-    char(*nm)[48] = calloc((size_t)nseg, sizeof *nm);
+    char(*nm)[64] = calloc((size_t)nseg, sizeof *nm);
     const char **names = calloc((size_t)nseg, sizeof *names);
     float *solo = NULL;
     if (!segs || !nm || !names)
