@@ -99,6 +99,27 @@ static inline int bin_of_bits(uint64_t u, int field_min)
     return B_EXP0 + f - 1023 - EXP_LO;
 }
 
+static inline uint64_t bits_of(double x)
+{
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+/* The end of the run of elements from j0 in one binade: the same sign and
+ * double exponent (a normal input's binade), or j0 + 1 at a zero, subnormal,
+ * infinity or NaN (their field holds more than one bin). */
+static int64_t run_end(const double *x, int64_t j0, int64_t m)
+{
+    uint64_t top = bits_of(x[j0]) >> 52, f = top & 0x7ff;
+    int64_t j = j0 + 1;
+    if (f == 0 || f == 0x7ff)
+        return j;
+    while (j < m && bits_of(x[j]) >> 52 == top)
+        j++;
+    return j;
+}
+
 /* The list's entry threshold: an element enters it when its error is at
  * least this (any error while the list is not full). */
 static double list_threshold(const nvw_binades *b)
@@ -186,31 +207,46 @@ int nvw_binades_add(nvw_binades *b, const nv_compare_input *ci, const nv_toleran
         double thr = list_threshold(b);
         const nvw_worst *root = b->n_worst < NVW_WORST ? NULL : &b->worst[0];
         int nc = 0;
-        for (int64_t j = 0; j < m; j++) {
-            const nv_compare_elem_out *o = &os[j];
-            int64_t k = k0 + j;
-            double x = in[k];
-            uint64_t u;
-            memcpy(&u, &x, sizeof u);
+        for (int64_t j0 = 0, j1; j0 < m; j0 = j1) {
+            j1 = run_end(in + k0, j0, m);
+            uint64_t u = bits_of(in[k0 + j0]);
             nvw_bin *bn = &b->bin[u >> 63][bin_of_bits(u, field_min)];
-            bn->count++;
-            bn->mismatches += o->mismatch;
-            if (!o->finite)
+            int64_t mis = 0;
+            double mx = -INFINITY; /* the run's largest error of a finite element */
+            for (int64_t j = j0; j < j1; j++) {
+                mis += os[j].mismatch;
+                mx = os[j].finite && os[j].ulp_err > mx ? os[j].ulp_err : mx;
+            }
+            bn->count += j1 - j0;
+            bn->mismatches += mis;
+            /* Most runs are better than their binade's worst and the list's
+             * last: those need no encoding. An equal error needs it (the
+             * order's next key): a run of equal errors (exact results, a
+             * saturated tail) ranks by encoding. */
+            if (mx == -INFINITY)
                 continue;
-            /* Most elements are better than their binade's worst and the
-             * list's last: those need no encoding. An equal error needs it
-             * (the order's next key): a run of equal errors (exact results, a
-             * saturated tail) ranks by encoding, and is offered to the list
-             * only where it outranks the list's last. */
-            double ue = o->ulp_err;
-            bool list = ue >= thr, bin = !bn->has_worst || ue >= bn->max_ulp;
-            if (!bin && !list)
-                continue;
-            uint64_t enc = encoding(b->in_dt, fp32, x);
-            if (bin && (!bn->has_worst || ue > bn->max_ulp || enc <= bn->worst_enc))
-                bin_worst(bn, ue, enc, base + k);
-            if (list && (!root || ue > thr || worse(ue, enc, base + k, root)))
-                cs[nc++] = (cand){.ue = ue, .enc = enc, .j = (int)j};
+            if (!bn->has_worst || mx >= bn->max_ulp) {
+                /* The run's worst: error mx, then the least encoding (then
+                 * the least index); the only one of the run the bin keeps. */
+                int64_t bj = -1;
+                uint64_t be = 0;
+                for (int64_t j = j0; j < j1; j++)
+                    if (os[j].finite && os[j].ulp_err == mx) {
+                        uint64_t enc = encoding(b->in_dt, fp32, in[k0 + j]);
+                        if (bj < 0 || enc < be)
+                            bj = j, be = enc;
+                    }
+                bin_worst(bn, mx, be, base + k0 + bj);
+            }
+            if (mx >= thr)
+                for (int64_t j = j0; j < j1; j++) {
+                    double ue = os[j].ulp_err;
+                    if (!os[j].finite || !(ue >= thr))
+                        continue;
+                    uint64_t enc = encoding(b->in_dt, fp32, in[k0 + j]);
+                    if (!root || ue > thr || worse(ue, enc, base + k0 + j, root))
+                        cs[nc++] = (cand){.ue = ue, .enc = enc, .j = (int)j};
+                }
         }
         if (nc > NVW_WORST) {
             select_worst(cs, nc, NVW_WORST);
