@@ -81,6 +81,21 @@ uint64_t nv_dtype_encode(nv_dtype dt, double x, const nv_round_mode *mode, uint3
 /* Decode a bit pattern exactly. daz: subnormal encodings read as signed zero. */
 double nv_dtype_decode(nv_dtype dt, uint64_t bits, bool daz);
 
+/* nv_dtype_decode(NV_DT_FP32, bits, false), inlined where the exhaustive and
+ * sweep classes decode billions: a normal value from its bits (no FP
+ * operation, so no MXCSR mode can change it), the rest through the call. */
+static inline double nv_dtype_decode_fp32(uint32_t bits)
+{
+    uint64_t field = (bits >> 23) & 0xff;
+    if (field == 0 || field == 0xff)
+        return nv_dtype_decode(NV_DT_FP32, bits, false);
+    uint64_t u = (uint64_t)(bits >> 31) << 63 | (field - 127 + 1023) << 52 |
+                 (uint64_t)(bits & 0x7fffff) << 29;
+    double d;
+    __builtin_memcpy(&d, &u, sizeof d);
+    return d;
+}
+
 /* decode(encode(x)): the value x becomes when stored in dt. */
 double nv_dtype_round(nv_dtype dt, double x, const nv_round_mode *mode, uint32_t rnd);
 

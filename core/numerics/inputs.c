@@ -508,7 +508,9 @@ static double ordinal_value(const gen *g, const ordinals *o, uint64_t k, bool ne
 {
     if (o->is_int)
         return neg ? -(double)k - 1 : (double)k;
-    return nv_dtype_decode(g->rq.dtype, k * o->step | (neg ? o->sign : 0), false);
+    uint64_t e = k * o->step | (neg ? o->sign : 0);
+    return g->rq.dtype == NV_DT_FP32 ? nv_dtype_decode_fp32((uint32_t)e)
+                                     : nv_dtype_decode(g->rq.dtype, e, false);
 }
 
 /* Every k-th encoding, both signs: element i of n is sign i mod 2 (+ first) and
@@ -620,6 +622,11 @@ static int gen_exhaustive(gen *g, double *out, int64_t count)
     int bits = g->di->bits;
     uint64_t mask = ((uint64_t)1 << bits) - 1; /* B - 1: B is a power of two */
     int t = g->rq.tensor_index > 0 ? g->rq.tensor_index % 4 : 0;
+    if (g->rq.dtype == NV_DT_FP32 && t == 0) { /* all 2^32 of them */
+        for (int64_t k = 0; k < count; k++)
+            out[k] = nv_dtype_decode_fp32((uint32_t)(g->pos + k));
+        return 0;
+    }
     for (int64_t k = 0; k < count; k++) {
         uint64_t u = (uint64_t)(g->pos + k), e = u & mask;
         if (t > 0) {
