@@ -538,6 +538,16 @@ RM_INLINE bool exp_tail_pair(nv_fn f, const rm_batch *b, double x, double *ret_h
             eval_one(F, x[i], in, &hi[i], &lo[i]);                                                 \
         break;
 
+/* refmath_tail_pairs.c's chunks, eval_one where they leave an element. */
+#define TAIL_PAIRS_N(F)                                                                            \
+    for (int64_t i0 = 0; i0 < n; i0 += BATCH_N) {                                                  \
+        int len = n - i0 < BATCH_N ? (int)(n - i0) : BATCH_N;                                      \
+        count_fast_n(rm_tail_pairs_n(F, in, x + i0, len, hi + i0, lo + i0, und));                  \
+        for (int j = 0; j < len; j++)                                                              \
+            if (und[j])                                                                            \
+                eval_one(F, x[i0 + j], in, &hi[i0 + j], &lo[i0 + j]);                              \
+    }
+
 void nv_ref_eval_n(nv_fn f, const double *x, int64_t n, nv_dtype dt, double *hi, double *lo)
 {
     assert(n >= 0 && ((x && hi && lo) || n == 0));
@@ -548,13 +558,11 @@ void nv_ref_eval_n(nv_fn f, const double *x, int64_t n, nv_dtype dt, double *hi,
         rm_batch_far(&bt, f, dt, NULL);
     double v[BATCH_N];
     uint8_t und[BATCH_N];
-    if (f == NV_FN_TANH && rm_tanh_pairs_setup(in)) {
-        for (int64_t i0 = 0; i0 < n; i0 += BATCH_N) {
-            int len = n - i0 < BATCH_N ? (int)(n - i0) : BATCH_N;
-            count_fast_n(rm_tanh_pairs_n(in, x + i0, len, hi + i0, lo + i0, und));
-            for (int j = 0; j < len; j++)
-                if (und[j])
-                    eval_one(NV_FN_TANH, x[i0 + j], in, &hi[i0 + j], &lo[i0 + j]);
+    if (rm_tail_pairs_setup(f, in)) {
+        if (f == NV_FN_TANH) {
+            TAIL_PAIRS_N(NV_FN_TANH)
+        } else {
+            TAIL_PAIRS_N(NV_FN_ERF)
         }
         return;
     }

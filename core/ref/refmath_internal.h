@@ -99,13 +99,13 @@ int rm_decide_n(const rm_batch *b, const double *x, const double *v, int n, doub
 bool rm_mvec_setup(nv_fn f, const nv_dtype_info *in, rm_batch *b);
 void rm_mvec_values(nv_fn f, const double *x, int len, double *v);
 
-/* nv_ref_eval_n's pairs for tanh in its two tails (refmath_tanh_pairs.c):
- * whether the vector path runs here into target in; then, for k < n, where
- * it decides, hi[k], lo[k] = eval_one's pair and undecided[k] = 0; elsewhere
- * undecided[k] = 1 and hi[k], lo[k] are left as they were. Returns the count
- * decided. */
-bool rm_tanh_pairs_setup(const nv_dtype_info *in);
-int rm_tanh_pairs_n(const nv_dtype_info *in, const double *x, int n, double *hi, double *lo,
-                    uint8_t *undecided);
+/* nv_ref_eval_n's pairs for tanh and erf in their tails (refmath_tail_pairs.c):
+ * whether the vector path runs here for f into target in; then, for k < n,
+ * where it decides, hi[k], lo[k] = eval_one's pair and undecided[k] = 0;
+ * elsewhere undecided[k] = 1 and hi[k], lo[k] are left as they were. Returns
+ * the count decided. */
+bool rm_tail_pairs_setup(nv_fn f, const nv_dtype_info *in);
+int rm_tail_pairs_n(nv_fn f, const nv_dtype_info *in, const double *x, int n, double *hi,
+                    double *lo, uint8_t *undecided);
 
 #endif

@@ -6,8 +6,8 @@
  * of both signs, near the overflow and underflow of exp, specials and domain
  * edges, past fp64's overflow and underflow, near 0; and against MPFR alone
  * (nv_ref_round_mpfr) on a sample. With libmvec present, the rounded
- * results are taken once with its values and once without. Also tanh's
- * vector pairs (test_tanh_pairs). */
+ * results are taken once with its values and once without. Also tanh's and
+ * erf's vector pairs (test_tail_pairs). */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -51,15 +51,17 @@ static void fill(nv_fn f)
     }
 }
 
-/* tanh's pairs (refmath_tanh_pairs.c, four at a time in its two tails)
- * against eval_one's, bit for bit: random fp32 encodings (half below 2^-20,
- * half past 13), both sides of every edge of the vector path's ranges
- * (2^-300, 2^-20, 2^-27, 13, 1024, DBL_MAX), doubles near the edges of
- * tanh_small's interval test, specials; into every fast target. */
-static void test_tanh_pairs(void)
+/* tanh's and erf's pairs (refmath_tail_pairs.c, four at a time in their
+ * tails) against eval_one's, bit for bit: random fp32 encodings (half below
+ * 2^-20, half past 13), both sides of every edge of the vector path's ranges
+ * (2^-300, 2^-20, 2^-27, 13, 1024, DBL_MAX; erf's 4.5, 6.5, 28, and 26.5
+ * where glibc's erfc is subnormal), doubles near the edges of tanh_small's
+ * interval test, specials; into every fast target. */
+static void test_tail_pairs(nv_fn fn)
 {
     static const double edge[] = {0x1p-300, 0x1p-20, 0x1p-27, 13, 1024, 0x1.fffffffffffffp1023,
-                                  0x1p-1074, 0x1p-1022, 21, 512, 0x1.8p-21, 0x1.fffffep-21};
+                                  0x1p-1074, 0x1p-1022, 21, 512, 0x1.8p-21, 0x1.fffffep-21,
+                                  4.5, 6.5, 28, 26.5, 27.3};
     int ne = (int)(sizeof edge / sizeof edge[0]);
     for (int i = 0; i < N; i++) {
         uint32_t u = (uint32_t)next();
@@ -79,28 +81,31 @@ static void test_tanh_pairs(void)
             x[i] = sp[next() % 6];
         }
     }
-    static const nv_dtype dts[] = {NV_DT_FP32, NV_DT_BF16, NV_DT_FP16, NV_DT_FP8_E4M3,
-                                   NV_DT_FP8_E5M2, NV_DT_FP64};
+    static const nv_dtype dts[] = {NV_DT_FP32,     NV_DT_BF16,     NV_DT_FP16,
+                                   NV_DT_FP8_E4M3, NV_DT_FP8_E5M2, NV_DT_FP6_E2M3,
+                                   NV_DT_FP6_E3M2, NV_DT_FP4_E2M1, NV_DT_TF32,
+                                   NV_DT_FP64};
     for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
         for (int i = 0; i < N; i++)
             hi[i] = lo[i] = -1.5; /* what an undecided lane must not leave */
-        nv_ref_eval_n(NV_FN_TANH, x, N, dts[d], hi, lo);
+        nv_ref_eval_n(fn, x, N, dts[d], hi, lo);
         int bad = 0;
         for (int i = 0; i < N; i++) {
             double h, l;
-            nv_ref_eval(NV_FN_TANH, x[i], dts[d], &h, &l);
+            nv_ref_eval(fn, x[i], dts[d], &h, &l);
             if ((!same(hi[i], h) || !same(lo[i], l)) && bad++ == 0)
                 tap_diag("first pair differing: x = %a: batch (%a, %a), one (%a, %a)", x[i], hi[i],
                          lo[i], h, l);
         }
-        tap_ok(bad == 0, "tanh into %s: pairs of the batch = one by one (%d of %d differ)",
-               nv_dtype_name(dts[d]), bad, N);
+        tap_ok(bad == 0, "%s into %s: pairs of the batch = one by one (%d of %d differ)",
+               nv_fn_name(fn), nv_dtype_name(dts[d]), bad, N);
     }
 }
 
 int main(void)
 {
-    test_tanh_pairs();
+    test_tail_pairs(NV_FN_TANH);
+    test_tail_pairs(NV_FN_ERF);
     static const nv_fn fns[] = {NV_FN_EXP, NV_FN_EXP2, NV_FN_SIN,  NV_FN_COS,  NV_FN_RECIP,
                                 NV_FN_LOG, NV_FN_LOG2, NV_FN_SQRT, NV_FN_RSQRT, NV_FN_LOG1P};
     static const nv_dtype dts[] = {NV_DT_FP32, NV_DT_BF16, NV_DT_FP16};
