@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "refmath_internal.h"
+#include "refmath_vec.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
     !defined(__SANITIZE_ADDRESS__)
@@ -22,14 +23,6 @@
 #define NV_CLONES
 #endif
 
-typedef double v4d __attribute__((vector_size(32)));
-typedef int64_t v4l __attribute__((vector_size(32)));
-typedef uint64_t v4u __attribute__((vector_size(32)));
-typedef int32_t v4i __attribute__((vector_size(16)));
-
-#define SELD(m, a, b) ((v4d)(((v4l)(a) & (m)) | ((v4l)(b) & ~(m))))
-#define SELL(m, a, b) (((a) & (m)) | ((b) & ~(m)))
-#define ABSD(a) ((v4d)((v4l)(a)&INT64_C(0x7fffffffffffffff)))
 
 /* Batching (refmath_batch.c): the functions whose fast path is fast_eval
  * alone (no tail), with its eps, and the domain where special_inl passes. */

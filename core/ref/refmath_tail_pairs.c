@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "refmath_internal.h"
+#include "refmath_vec.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
     !defined(__SANITIZE_ADDRESS__)
@@ -41,14 +42,6 @@
 #ifdef TAIL_VEC
 #define TGT __attribute__((target("avx2,fma")))
 
-typedef double v4d __attribute__((vector_size(32)));
-typedef int64_t v4l __attribute__((vector_size(32)));
-typedef uint64_t v4u __attribute__((vector_size(32)));
-typedef int32_t v4i __attribute__((vector_size(16)));
-
-#define SELD(m, a, b) ((v4d)(((v4l)(a) & (m)) | ((v4l)(b) & ~(m))))
-#define SELL(m, a, b) (((a) & (m)) | ((b) & ~(m)))
-#define ABSD(a) ((v4d)((v4l)(a)&INT64_C(0x7fffffffffffffff)))
 
 TGT static inline v4d vfma(v4d a, v4d b, v4d c)
 {
