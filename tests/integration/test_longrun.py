@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 
-from nvservice import Service, check, main
+from nvservice import SLOW, Service, check, main
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -209,7 +209,7 @@ def daemon_suite_checks(bins, tmp):
         run = dict(job, device="emu0")
         st, body = s.api("POST", "/api/v1/jobs", run, scope="submit")
         jid = body["job"]["id"]
-        deadline = time.time() + 120
+        deadline = time.time() + 120 * SLOW
         while time.time() < deadline and s.job(jid)["state"] in ("queued", "leased", "running"):
             time.sleep(0.5)
         done = s.job(jid)
@@ -228,7 +228,7 @@ def daemon_suite_checks(bins, tmp):
                          scope="submit")
         check(st == 400, "unknown policy version refused")
 
-        deadline = time.time() + 100
+        deadline = time.time() + 100 * SLOW
         last = None
         while time.time() < deadline:
             st, body = s.api("GET", "/api/v1/schedules", scope="read")
