@@ -89,7 +89,10 @@ bool nvc_chunk_vec(const nvc_vec_args *a, int64_t k0, int n, nvc_vec_out *o)
         v4l kk = ee - a->mant_bits;
         lb |= kk < -1022;
         v4d ulp = (v4d)((kk + 1023) << 52);
-        v4d ue = err / ulp;
+        /* err / ulp as err * 2^-kk: the same real number, so the same
+         * rounding (IEEE 754 §4.3), where -kk + 1023 is in [1, 2046] (kk in
+         * [-1022, 1022]: lanes below are refused above); no division. */
+        v4d ue = err * (v4d)((1023 - kk) << 52);
         v4d rel = SELD(ex == z, SELD(err == z, z, inf), err / ABSD(ex));
         v4d allowed = a->allclose ? atol + rtol * ABSD(ex) : mulp * ulp;
         lb |= ~(a->allclose ? err <= allowed : ue <= mulp);
