@@ -22,13 +22,24 @@
 # (exhaustive_bench.sh); reference vs MPFR, compare vs memcpy/torch/numpy
 # (run-numerics.sh); gradcheck fast and full (gradcheck_peers.py); training
 # steps/s (train_peer.py).
-# Usage: bench/run.sh [BUILD_DIR]   (default: build-bench-svc, a release build)
+# Usage: bench/run.sh [BUILD_DIR [NAME...]]   (default: build-bench-svc, a release
+# build; NAMEs, as the list above spells them, run only those, in the order above,
+# e.g. bench/run.sh build-bench-svc run-numerics.sh train_peer.py)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build-bench-svc}
+[ $# -gt 0 ] && shift
+SELECTED=("$@")
 status=0
+for name in "${SELECTED[@]}"; do
+    grep -q "^run $name \|^    run $name " "$0" ||
+        { echo "bench/run.sh: no benchmark named '$name' (see the list at the top)" >&2; exit 2; }
+done
 
 run() { # name command...
+    if [ ${#SELECTED[@]} -gt 0 ] && ! printf '%s\n' "${SELECTED[@]}" | grep -qxF "$1"; then
+        return 0
+    fi
     echo "==== $1"
     echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), machine: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) CPUs), load average $(cut -d' ' -f1-3 /proc/loadavg)"
     shift
