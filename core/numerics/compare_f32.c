@@ -14,6 +14,12 @@
  * block with mismatches while first[] still has room, is redone by the scalar
  * path. ref values are exact fp32, so got - ref is exact in double. */
 #define BLK 2048
+/* Elements the kernel asks for ahead of its loads, one cache line of each
+ * array per 16 elements. Between two blocks the merge issues no loads of the
+ * arrays, and the hardware prefetcher, left idle, no longer runs ahead: on the
+ * Intel VM measured, 5e7 pairs took 145 ms without this and 63-68 ms with it
+ * (256 to 2048 ahead alike; a plain read loop of the same arrays: 27 ms). */
+#define NV_PF_AHEAD 1024
 #define LANES 8
 
 typedef struct blk_out {
@@ -66,6 +72,10 @@ typedef float v4f __attribute__((vector_size(16)));
 
 #define F32_BLOCK_BODY(IS_ULP)                                                                     \
     for (int i = 0; i + 8 <= n; i += 8) {                                                          \
+        if ((i & 15) == 0) {                                                                       \
+            __builtin_prefetch(got + i + NV_PF_AHEAD);                                             \
+            __builtin_prefetch(ref + i + NV_PF_AHEAD);                                             \
+        }                                                                                          \
         v8f gf, rf;                                                                                \
         memcpy(&gf, got + i, sizeof(gf));                                                          \
         memcpy(&rf, ref + i, sizeof(rf));                                                          \
