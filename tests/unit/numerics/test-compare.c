@@ -229,6 +229,55 @@ static void test_f32_kernel(void)
     free(ed);
 }
 
+/* The fp32 kernel counts errors of 0, 1/2, 1 and 2 ulps in the kernel and bins
+ * the rest in its merge: the percentile where those meet. A share q of 3-ulp
+ * errors (a bin of its own) among 1-ulp ones puts p99 at 3 ulps for q > 1% and
+ * at the 1-ulp bin (its upper edge, 1.125) up to 1%, so a count lost or doubled on either side moves it; the
+ * spread lays the 3s one to a vector, a whole vector of them, or none in
+ * most vectors, and half-ulp errors (refs at a binade's foot) join in. */
+static void test_f32_hot_bins(void)
+{
+    enum { N = 40000 };
+    float *g = malloc(N * sizeof(float)), *e = malloc(N * sizeof(float));
+    double *gd = malloc(N * sizeof(double)), *ed = malloc(N * sizeof(double));
+    const int per_10k[] = {90, 99, 100, 101, 110};
+    for (int layout = 0; layout < 3; layout++) {
+        for (int q = 0; q < 5; q++) {
+            int n3 = per_10k[q] * N / 10000;
+            for (int i = 0; i < N; i++) {
+                float v = 1.0f + (float)(rnd32() % 1000) * 0x1p-12f;
+                int three = layout == 0   ? (i % 8 == 3 && i / 8 < n3)
+                            : layout == 1 ? (i < n3)
+                                          : (i * 7919 % N < n3);
+                float w = v;
+                for (int k = 0; k < (three ? 3 : 1); k++)
+                    w = nextafterf(w, INFINITY);
+                if (!three && layout == 2 && i % 5 == 0) {
+                    v = 1.0f; /* 1 - 2^-24 is half an ulp of 1 away */
+                    w = nextafterf(1.0f, 0);
+                }
+                e[i] = v;
+                g[i] = w;
+                gd[i] = g[i];
+                ed[i] = e[i];
+            }
+            nv_tolerance t = ulp_tol(4);
+            nv_compare_result a, b;
+            nv_compare_input in = {.dtype = NV_DT_FP32, .n = N, .got = gd, .exact = ed};
+            int rc = nv_compare_f32(g, e, N, &t, &a) | nv_compare(&in, &t, &b);
+            double want = per_10k[q] > 100 ? 3 : 1.125; /* the 1-ulp bin's upper edge */
+            tap_ok(rc == 0 && same_result(&a, &b) && a.p99_ulp == want,
+                   "fp32 kernel's bins, layout %d, %d of 10000 at 3 ulps: p99 %g (general %g, "
+                   "want %g)",
+                   layout, per_10k[q], a.p99_ulp, b.p99_ulp, want);
+        }
+    }
+    free(g);
+    free(e);
+    free(gd);
+    free(ed);
+}
+
 /* Signed zero (IEEE 754-2019 §6.3): with zero_sign, a device zero of the other
  * sign than the exact value fails on its own class, after the value checks; the
  * exact sign of a result that underflows to zero is that of the exact value. */
@@ -482,6 +531,7 @@ int main(void)
     test_bound();
     test_first_and_p99();
     test_f32_kernel();
+    test_f32_hot_bins();
     test_signed_zero();
     test_probabilistic();
     test_intermediate_overflow();
