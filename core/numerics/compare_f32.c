@@ -138,8 +138,10 @@ static void f32_block(const float *restrict got, const float *restrict ref, int 
     v4d mh = zd;
     v8i bad = zero_i, sp = zero_i;
     v4l badd = {0, 0, 0, 0};
-    const v8i hb0 = zero_i + hist_bin(hot_ulp[0]), hb1 = zero_i + hist_bin(hot_ulp[1]),
-              hb2 = zero_i + hist_bin(hot_ulp[2]), hb3 = zero_i + hist_bin(hot_ulp[3]);
+    const v8i hb0 = zero_i + (int32_t)hist_bin(hot_ulp[0]),
+              hb1 = zero_i + (int32_t)hist_bin(hot_ulp[1]),
+              hb2 = zero_i + (int32_t)hist_bin(hot_ulp[2]),
+              hb3 = zero_i + (int32_t)hist_bin(hot_ulp[3]);
     v8i hc0 = zero_i, hc1 = zero_i, hc2 = zero_i, hc3 = zero_i;
     int nb = 0;
     if (is_ulp) {
