@@ -3,7 +3,10 @@
 # tests' npm packages), builds with -Werror, runs all meson test suites, then
 # rebuilds with AddressSanitizer + UndefinedBehaviorSanitizer and runs the unit and
 # integration suites again, then runs each fuzz target for 60 s (scripts/fuzz.sh --ci).
-# Ends with "N passed, N failed" over every test run.
+# Ends with "N passed, N failed" over every test run. Wall time on a clean
+# checkout of a 2-vCPU VM with the packages in place: 27.5 min (2026-12-03:
+# optimized pass 13 min, sanitizer pass 11, fuzz 3.5), the suites two tests at a
+# time (tests/integration/meson.build says which run alone).
 #
 #   scripts/test.sh --repeat N [--busy K] SUITE...
 #       proves a suite is not flaky: builds build-test, runs the meson suites N times
